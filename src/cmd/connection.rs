@@ -1,0 +1,528 @@
+//! Connection commands: PING, ECHO, QUIT, RESET, HELLO, AUTH, SELECT, CLIENT.
+
+use super::args::{int_arg, is};
+use super::table::{flags::*, CommandSpec, NO_KEYS};
+use super::Ctx;
+use crate::error::{CmdError, CmdResult};
+use crate::exec::client::Client;
+use crate::exec::REDIS_VERSION;
+use crate::protocol::Frame;
+use bytes::Bytes;
+use std::fmt::Write;
+
+const fn spec(name: &'static str, arity: i32, flags: u32, handler: super::Handler) -> CommandSpec {
+    CommandSpec {
+        name,
+        arity,
+        flags,
+        keys: NO_KEYS,
+        acl: &["connection"],
+        handler,
+        subcommands: &[],
+    }
+}
+
+const fn sub(name: &'static str, arity: i32, flags: u32, handler: super::Handler) -> CommandSpec {
+    spec(name, arity, flags, handler)
+}
+
+pub static COMMANDS: &[CommandSpec] = &[
+    spec("ping", -1, FAST | PUBSUB_OK, ping),
+    spec("echo", 2, FAST, echo),
+    spec(
+        "quit",
+        -1,
+        NOSCRIPT | NO_AUTH | ALLOW_BUSY | TX_CONTROL | PUBSUB_OK | LOADING | STALE | FAST,
+        quit,
+    ),
+    spec(
+        "reset",
+        1,
+        NOSCRIPT | NO_AUTH | ALLOW_BUSY | TX_CONTROL | PUBSUB_OK | LOADING | STALE | FAST,
+        reset,
+    ),
+    spec(
+        "hello",
+        -1,
+        NOSCRIPT | NO_AUTH | ALLOW_BUSY | LOADING | STALE | FAST,
+        hello,
+    ),
+    spec(
+        "auth",
+        -2,
+        NOSCRIPT | NO_AUTH | ALLOW_BUSY | LOADING | STALE | FAST,
+        auth,
+    ),
+    spec("select", 2, LOADING | STALE | FAST, select),
+    CommandSpec {
+        name: "client",
+        arity: -2,
+        flags: 0,
+        keys: NO_KEYS,
+        acl: &["connection"],
+        handler: client_help,
+        subcommands: &[
+            sub("help", 2, LOADING | STALE, client_help),
+            sub("id", 2, NOSCRIPT | LOADING | STALE, client_id),
+            sub("getname", 2, NOSCRIPT | LOADING | STALE, client_getname),
+            sub("setname", 3, NOSCRIPT | LOADING | STALE, client_setname),
+            sub("setinfo", 4, NOSCRIPT | LOADING | STALE, client_setinfo),
+            sub("info", 2, NOSCRIPT | LOADING | STALE, client_info),
+            sub("list", -2, ADMIN | NOSCRIPT | LOADING | STALE, client_list),
+            sub("kill", -3, ADMIN | NOSCRIPT | LOADING | STALE, client_kill),
+            sub(
+                "no-evict",
+                3,
+                ADMIN | NOSCRIPT | LOADING | STALE,
+                client_no_evict,
+            ),
+        ],
+    },
+];
+
+fn ping(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    match argv.len() {
+        1 => Ok(Frame::simple("PONG")),
+        2 => Ok(Frame::Bulk(argv[1].clone())),
+        _ => Err(CmdError::WrongArity("ping".into())),
+    }
+}
+
+fn echo(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    Ok(Frame::Bulk(argv[1].clone()))
+}
+
+fn quit(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    ctx.client.close_after_reply = true;
+    Ok(Frame::ok())
+}
+
+fn reset(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    let c = &mut *ctx.client;
+    c.db = 0;
+    c.resp = 2;
+    c.name = None;
+    c.authenticated = ctx.srv.config.requirepass.is_none();
+    c.user = "default".into();
+    Ok(Frame::simple("RESET"))
+}
+
+/// Checks a password for `user` against the configuration. Errors are Redis's texts.
+pub fn check_auth(ctx: &mut Ctx, user: Option<&[u8]>, pass: &[u8]) -> CmdResult<()> {
+    let user_ok = user.is_none_or(|u| u == b"default");
+    match &ctx.srv.config.requirepass {
+        None if user.is_none() => Err(CmdError::err(
+            "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
+        )),
+        None if user_ok => {
+            ctx.client.authenticated = true;
+            Ok(())
+        }
+        Some(expected) if user_ok && constant_time_eq(expected.as_bytes(), pass) => {
+            ctx.client.authenticated = true;
+            ctx.client.user = "default".into();
+            Ok(())
+        }
+        _ => Err(CmdError::err("WRONGPASS invalid username-password pair or user is disabled.")),
+    }
+}
+
+/// Compares without an early exit, so timing does not reveal how much of a password matched.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = (a.len() ^ b.len()) as u8 | ((a.len() ^ b.len()) >> 8) as u8;
+    for i in 0..a.len().max(b.len()) {
+        let x = a.get(i).copied().unwrap_or(0);
+        let y = b.get(i).copied().unwrap_or(0xff);
+        diff |= x ^ y;
+    }
+    diff == 0
+}
+
+fn auth(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    match argv.len() {
+        2 => check_auth(ctx, None, &argv[1])?,
+        3 => check_auth(ctx, Some(&argv[1]), &argv[2])?,
+        _ => return Err(CmdError::Syntax),
+    }
+    Ok(Frame::ok())
+}
+
+fn valid_name(name: &[u8]) -> bool {
+    name.iter().all(|&c| (b'!'..=b'~').contains(&c))
+}
+
+fn hello(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let mut ver = None;
+    if argv.len() >= 2 {
+        let v = int_arg(&argv[1])
+            .map_err(|_| CmdError::err("ERR Protocol version is not an integer or out of range"))?;
+        if !(2..=3).contains(&v) {
+            return Err(CmdError::err("NOPROTO unsupported protocol version"));
+        }
+        ver = Some(v as u8);
+    }
+    let mut setname = None;
+    let mut creds = None;
+    let mut i = 2;
+    while i < argv.len() {
+        let more = argv.len() - i - 1;
+        if is(&argv[i], "auth") && more >= 2 {
+            creds = Some((&argv[i + 1], &argv[i + 2]));
+            i += 3;
+        } else if is(&argv[i], "setname") && more >= 1 {
+            setname = Some(&argv[i + 1]);
+            i += 2;
+        } else {
+            return Err(CmdError::erf(format!(
+                "Syntax error in HELLO option '{}'",
+                String::from_utf8_lossy(&argv[i])
+            )));
+        }
+    }
+    if let Some((user, pass)) = creds {
+        check_auth(ctx, Some(user), pass)?;
+    }
+    if ctx.srv.config.requirepass.is_some() && !ctx.client.authenticated {
+        return Err(CmdError::err("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"));
+    }
+    if let Some(name) = setname {
+        if !valid_name(name) {
+            return Err(CmdError::err(
+                "ERR Client names cannot contain spaces, newlines or special characters.",
+            ));
+        }
+        ctx.client.name = if name.is_empty() {
+            None
+        } else {
+            Some(crate::store::value::own(name))
+        };
+    }
+    if let Some(v) = ver {
+        ctx.client.resp = v;
+    }
+    Ok(Frame::Map(vec![
+        (Frame::bulk_static("server"), Frame::bulk_static("redis")),
+        (
+            Frame::bulk_static("version"),
+            Frame::bulk_static(REDIS_VERSION),
+        ),
+        (
+            Frame::bulk_static("proto"),
+            Frame::Integer(ctx.client.resp as i64),
+        ),
+        (
+            Frame::bulk_static("id"),
+            Frame::Integer(ctx.client.id as i64),
+        ),
+        (Frame::bulk_static("mode"), Frame::bulk_static("standalone")),
+        (Frame::bulk_static("role"), Frame::bulk_static("master")),
+        (Frame::bulk_static("modules"), Frame::Array(vec![])),
+    ]))
+}
+
+fn select(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let id = int_arg(&argv[1]).map_err(|_| CmdError::err("ERR invalid DB index"))?;
+    if id < 0 || id as usize >= ctx.srv.dbs.len() {
+        return Err(CmdError::err("ERR DB index is out of range"));
+    }
+    ctx.client.db = id as usize;
+    Ok(Frame::ok())
+}
+
+fn client_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    let lines = [
+        "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "GETNAME",
+        "    Return the name of the current connection.",
+        "ID",
+        "    Return the ID of the current connection.",
+        "INFO",
+        "    Return information about the current client connection.",
+        "KILL <ip:port>",
+        "    Kill connection made from <ip:port>.",
+        "KILL <option> <value> [<option> <value> [...]]",
+        "    Kill connections. Options are:",
+        "    * ADDR (<ip:port>|<unixsocket>:0)",
+        "      Kill connections made from the specified address",
+        "    * LADDR (<ip:port>|<unixsocket>:0)",
+        "      Kill connections made to specified local address",
+        "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+        "      Kill connections by type.",
+        "    * USER <username>",
+        "      Kill connections authenticated by <username>.",
+        "    * SKIPME (YES|NO)",
+        "      Skip killing current connection (default: yes).",
+        "    * ID <client-id>",
+        "      Kill connections by client id.",
+        "    * MAXAGE <maxage>",
+        "      Kill connections older than the specified age.",
+        "LIST [options ...]",
+        "    Return information about client connections. Options:",
+        "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+        "      Return clients of specified type.",
+        "NO-EVICT (ON|OFF)",
+        "    Protect current client connection from eviction.",
+        "SETNAME <name>",
+        "    Assign the name <name> to the current connection.",
+        "SETINFO <LIB-NAME|LIB-VER> <value>",
+        "    Set client library name or version.",
+        "HELP",
+        "    Print this help.",
+    ];
+    Ok(Frame::Array(
+        lines.iter().map(|l| Frame::simple(l)).collect(),
+    ))
+}
+
+fn client_id(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    Ok(Frame::Integer(ctx.client.id as i64))
+}
+
+fn client_getname(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    Ok(Frame::opt_bulk(ctx.client.name.clone()))
+}
+
+fn client_setname(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if !valid_name(&argv[2]) {
+        return Err(CmdError::err(
+            "ERR Client names cannot contain spaces, newlines or special characters.",
+        ));
+    }
+    ctx.client.name = if argv[2].is_empty() {
+        None
+    } else {
+        Some(crate::store::value::own(&argv[2]))
+    };
+    Ok(Frame::ok())
+}
+
+/// Redis 7.2's CLIENT SETINFO, which current client libraries send on connect.
+fn client_setinfo(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let attr = &argv[2];
+    let lib_name = is(attr, "lib-name");
+    if !lib_name && !is(attr, "lib-ver") {
+        return Err(CmdError::erf(format!(
+            "Unrecognized option '{}'",
+            String::from_utf8_lossy(attr)
+        )));
+    }
+    if !valid_name(&argv[3]) {
+        let which = if lib_name { "lib-name" } else { "lib-ver" };
+        return Err(CmdError::erf(format!(
+            "{which} cannot contain spaces, newlines or special characters."
+        )));
+    }
+    let v = if argv[3].is_empty() {
+        None
+    } else {
+        Some(crate::store::value::own(&argv[3]))
+    };
+    if lib_name {
+        ctx.client.lib_name = v;
+    } else {
+        ctx.client.lib_ver = v;
+    }
+    Ok(Frame::ok())
+}
+
+/// One CLIENT LIST line, with Redis 7.0's fields.
+pub fn client_line(c: &Client, current: bool, out: &mut String) {
+    let age = c.created.elapsed().as_secs();
+    let idle = c.last_interaction.elapsed().as_secs();
+    let name = c
+        .name
+        .as_ref()
+        .map(|n| String::from_utf8_lossy(n).into_owned())
+        .unwrap_or_default();
+    let omem = c
+        .shared
+        .pending_out
+        .load(std::sync::atomic::Ordering::Relaxed);
+    let cmd = if current { "client|list" } else { c.last_cmd };
+    let _ = writeln!(
+        out,
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags=N db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={}",
+        c.id,
+        c.addr,
+        c.laddr,
+        c.id + 5,
+        name,
+        age,
+        idle,
+        c.db,
+        omem,
+        omem + 20000,
+        cmd,
+        c.user,
+        c.resp
+    );
+}
+
+fn client_info(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    let mut s = String::new();
+    client_line(ctx.client, false, &mut s);
+    let s = s.replace("cmd=NULL", "cmd=client|info");
+    Ok(Frame::Verbatim(Bytes::from(s)))
+}
+
+fn client_list(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let mut ids: Option<Vec<u64>> = None;
+    let mut i = 2;
+    while i < argv.len() {
+        if is(&argv[i], "type") && i + 1 < argv.len() {
+            let t = &argv[i + 1];
+            if !(is(t, "normal")
+                || is(t, "master")
+                || is(t, "replica")
+                || is(t, "slave")
+                || is(t, "pubsub"))
+            {
+                return Err(CmdError::erf(format!(
+                    "Unknown client type '{}'",
+                    String::from_utf8_lossy(t)
+                )));
+            }
+            if !is(t, "normal") {
+                return Ok(Frame::Verbatim(Bytes::new()));
+            }
+            i += 2;
+        } else if is(&argv[i], "id") && i + 1 < argv.len() {
+            let mut v = Vec::new();
+            for a in &argv[i + 1..] {
+                let id = int_arg(a)
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or(CmdError::err("ERR Invalid client ID"))?;
+                v.push(id as u64);
+            }
+            ids = Some(v);
+            i = argv.len();
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    let mut clients: Vec<&Client> = ctx.srv.clients.values().collect();
+    clients.push(ctx.client);
+    clients.sort_by_key(|c| c.id);
+    let mut s = String::new();
+    for c in clients {
+        if ids.as_ref().is_some_and(|ids| !ids.contains(&c.id)) {
+            continue;
+        }
+        client_line(c, c.id == ctx.client.id, &mut s);
+    }
+    Ok(Frame::Verbatim(Bytes::from(s)))
+}
+
+fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if argv.len() == 3 {
+        // Old form: CLIENT KILL ip:port.
+        let addr = String::from_utf8_lossy(&argv[2]).into_owned();
+        if ctx.client.addr.to_string() == addr {
+            ctx.client.close_after_reply = true;
+            return Ok(Frame::ok());
+        }
+        let id = ctx
+            .srv
+            .clients
+            .values()
+            .find(|c| c.addr.to_string() == addr)
+            .map(|c| c.id);
+        return match id.and_then(|id| ctx.srv.clients.remove(&id)) {
+            Some(c) => {
+                c.kill();
+                Ok(Frame::ok())
+            }
+            None => Err(CmdError::err("ERR No such client")),
+        };
+    }
+    let mut filter_id = None;
+    let mut filter_addr = None;
+    let mut filter_laddr = None;
+    let mut filter_user = None;
+    let mut maxage = None;
+    let mut skipme = true;
+    let mut i = 2;
+    while i < argv.len() {
+        if i + 1 >= argv.len() {
+            return Err(CmdError::Syntax);
+        }
+        let (opt, val) = (&argv[i], &argv[i + 1]);
+        if is(opt, "id") {
+            let id = int_arg(val)
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or(CmdError::err("ERR client-id should be greater than 0"))?;
+            filter_id = Some(id as u64);
+        } else if is(opt, "addr") {
+            filter_addr = Some(String::from_utf8_lossy(val).into_owned());
+        } else if is(opt, "laddr") {
+            filter_laddr = Some(String::from_utf8_lossy(val).into_owned());
+        } else if is(opt, "user") {
+            filter_user = Some(String::from_utf8_lossy(val).into_owned());
+        } else if is(opt, "type") {
+            if !(is(val, "normal")
+                || is(val, "master")
+                || is(val, "replica")
+                || is(val, "slave")
+                || is(val, "pubsub"))
+            {
+                return Err(CmdError::erf(format!(
+                    "Unknown client type '{}'",
+                    String::from_utf8_lossy(val)
+                )));
+            }
+        } else if is(opt, "skipme") {
+            if is(val, "yes") {
+                skipme = true;
+            } else if is(val, "no") {
+                skipme = false;
+            } else {
+                return Err(CmdError::Syntax);
+            }
+        } else if is(opt, "maxage") {
+            maxage = Some(int_arg(val)?);
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 2;
+    }
+    let matches = |c: &Client| {
+        filter_id.is_none_or(|id| c.id == id)
+            && filter_addr
+                .as_ref()
+                .is_none_or(|a| c.addr.to_string() == *a)
+            && filter_laddr
+                .as_ref()
+                .is_none_or(|a| c.laddr.to_string() == *a)
+            && filter_user.as_ref().is_none_or(|u| c.user == *u)
+            && maxage.is_none_or(|m| c.created.elapsed().as_secs() as i64 >= m)
+    };
+    let victims: Vec<u64> = ctx
+        .srv
+        .clients
+        .values()
+        .filter(|c| matches(c))
+        .map(|c| c.id)
+        .collect();
+    let mut killed = 0;
+    for id in victims {
+        if let Some(c) = ctx.srv.clients.remove(&id) {
+            c.kill();
+            killed += 1;
+        }
+    }
+    if !skipme && matches(ctx.client) {
+        ctx.client.close_after_reply = true;
+        killed += 1;
+    }
+    Ok(Frame::Integer(killed))
+}
+
+fn client_no_evict(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if is(&argv[2], "on") || is(&argv[2], "off") {
+        Ok(Frame::ok())
+    } else {
+        Err(CmdError::Syntax)
+    }
+}

@@ -1,0 +1,141 @@
+//! The one check pipeline every command goes through (Redis's `processCommand` order):
+//! lookup → subcommand → arity → auth → subscribed-context → execute → stats → encode.
+
+use super::table::{flags, CmdId};
+use super::Ctx;
+use crate::error::CmdError;
+use crate::exec::client::Client;
+use crate::exec::{unix_ms, Server};
+use crate::protocol::encode::encode;
+use crate::protocol::Frame;
+use bytes::{Bytes, BytesMut};
+use std::time::Instant;
+
+/// Resolves a command (and its subcommand) and checks arity. Errors are what Redis replies.
+pub fn resolve(srv: &Server, argv: &[Bytes]) -> Result<CmdId, CmdError> {
+    let table = &srv.table;
+    let name = &argv[0];
+    let Some(id) = table.lookup(name) else {
+        return Err(CmdError::UnknownCommand {
+            name: name.to_vec(),
+            args: argv[1..].iter().map(|a| a.to_vec()).collect(),
+        });
+    };
+    let entry = &table.entries[id];
+    if entry.spec.subcommands.is_empty() {
+        if !entry.spec.arity_ok(argv.len()) {
+            return Err(CmdError::WrongArity(entry.full_name.clone()));
+        }
+        return Ok(id);
+    }
+    if argv.len() < 2 {
+        return Err(CmdError::WrongArity(entry.full_name.clone()));
+    }
+    let Some(sid) = table.lookup_sub(id, &argv[1]) else {
+        return Err(CmdError::UnknownSubcommand(
+            argv[1].to_vec(),
+            upper(entry.spec.name),
+        ));
+    };
+    let sub = &table.entries[sid];
+    if !sub.spec.arity_ok(argv.len()) {
+        return Err(CmdError::WrongArity(sub.full_name.clone()));
+    }
+    Ok(sid)
+}
+
+fn upper(name: &'static str) -> &'static str {
+    // The handful of container commands, spelled as Redis prints them in "Try X HELP".
+    match name {
+        "client" => "CLIENT",
+        "config" => "CONFIG",
+        "command" => "COMMAND",
+        "script" => "SCRIPT",
+        "object" => "OBJECT",
+        "debug" => "DEBUG",
+        "pubsub" => "PUBSUB",
+        "acl" => "ACL",
+        "slowlog" => "SLOWLOG",
+        "latency" => "LATENCY",
+        "memory" => "MEMORY",
+        "function" => "FUNCTION",
+        "cluster" => "CLUSTER",
+        "module" => "MODULE",
+        "xinfo" => "XINFO",
+        _ => "COMMAND",
+    }
+}
+
+/// Runs one network command and appends its encoded reply to `out`.
+pub fn process(srv: &mut Server, client: &mut Client, argv: Vec<Bytes>, out: &mut BytesMut) {
+    let reply = process_frame(srv, client, &argv);
+    if std::mem::take(&mut client.skip_reply) {
+        return;
+    }
+    encode(&reply, client.resp3(), out);
+}
+
+fn process_frame(srv: &mut Server, client: &mut Client, argv: &[Bytes]) -> Frame {
+    client.last_interaction = Instant::now();
+    let id = match resolve(srv, argv) {
+        Ok(id) => id,
+        Err(e) => {
+            if let CmdError::WrongArity(_) | CmdError::UnknownSubcommand(..) = e {
+                if let Some(id) = srv.table.lookup(&argv[0]) {
+                    srv.stats.commands[id].rejected_calls += 1;
+                }
+            }
+            return error_frame(srv, e);
+        }
+    };
+    let spec = srv.table.entries[id].spec;
+    if srv.config.requirepass.is_some() && !client.authenticated && !spec.has(flags::NO_AUTH) {
+        srv.stats.commands[id].rejected_calls += 1;
+        return error_frame(srv, CmdError::err("NOAUTH Authentication required."));
+    }
+    let mut ctx = Ctx {
+        srv,
+        client,
+        now: unix_ms(),
+        in_script: false,
+    };
+    run(&mut ctx, id, argv)
+}
+
+/// Executes a resolved command with the context's time, counting it in the stats.
+pub fn run(ctx: &mut Ctx, id: CmdId, argv: &[Bytes]) -> Frame {
+    let entry = &ctx.srv.table.entries[id];
+    let spec = entry.spec;
+    ctx.client.last_cmd = spec.name;
+    let started = Instant::now();
+    let result = (spec.handler)(ctx, argv);
+    let usec = started.elapsed().as_micros() as u64;
+    let stats = &mut ctx.srv.stats;
+    let st = &mut stats.commands[id];
+    st.calls += 1;
+    st.usec += usec;
+    stats.total_commands += 1;
+    match result {
+        Ok(frame) => {
+            if let Frame::Error(e) = &frame {
+                // Handlers that build their own error frames (EXEC, EVAL) count as failed too.
+                let code =
+                    String::from_utf8_lossy(e.split(|&b| b == b' ').next().unwrap_or(b"ERR"))
+                        .into_owned();
+                ctx.srv.stats.count_error(&code);
+            }
+            frame
+        }
+        Err(e) => {
+            ctx.srv.stats.commands[id].failed_calls += 1;
+            error_frame(ctx.srv, e)
+        }
+    }
+}
+
+pub fn error_frame(srv: &mut Server, e: CmdError) -> Frame {
+    let text = e.to_string();
+    let code = text.split(' ').next().unwrap_or("ERR");
+    srv.stats.count_error(code);
+    Frame::Error(Bytes::from(text))
+}

@@ -1,0 +1,282 @@
+//! Hashes (Redisson keeps its reentrant lock state in one: field = client id, value = count).
+
+use super::args::{float_arg, int_arg};
+use super::keys::{parse_cursor, parse_scan_opts};
+use super::table::{flags::*, CommandSpec, KEY1};
+use super::Ctx;
+use crate::error::{CmdError, CmdResult};
+use crate::protocol::number::{fmt_incrbyfloat, parse_f64, parse_i64};
+use crate::protocol::Frame;
+use crate::store::value::{own, HashValue};
+use crate::store::Value;
+use bytes::Bytes;
+
+/// Redis keeps hashes up to this many fields in a listpack: ordered, scanned in one call.
+const LISTPACK_MAX_ENTRIES: usize = 128;
+
+const fn spec(name: &'static str, arity: i32, flags: u32, handler: super::Handler) -> CommandSpec {
+    CommandSpec {
+        name,
+        arity,
+        flags,
+        keys: KEY1,
+        acl: &["hash"],
+        handler,
+        subcommands: &[],
+    }
+}
+
+pub static COMMANDS: &[CommandSpec] = &[
+    spec("hset", -4, WRITE | DENYOOM | FAST, hset),
+    spec("hmset", -4, WRITE | DENYOOM | FAST, hmset),
+    spec("hsetnx", 4, WRITE | DENYOOM | FAST, hsetnx),
+    spec("hget", 3, READONLY | FAST, hget),
+    spec("hmget", -3, READONLY | FAST, hmget),
+    spec("hdel", -3, WRITE | FAST, hdel),
+    spec("hexists", 3, READONLY | FAST, hexists),
+    spec("hlen", 2, READONLY | FAST, hlen),
+    spec("hstrlen", 3, READONLY | FAST, hstrlen),
+    spec("hkeys", 2, READONLY, hkeys),
+    spec("hvals", 2, READONLY, hvals),
+    spec("hgetall", 2, READONLY, hgetall),
+    spec("hincrby", 4, WRITE | DENYOOM | FAST, hincrby),
+    spec("hincrbyfloat", 4, WRITE | DENYOOM | FAST, hincrbyfloat),
+    spec("hscan", -3, READONLY, hscan),
+];
+
+/// The hash at `key` for reading: None if missing, WRONGTYPE if another type.
+fn read_hash<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a HashValue>> {
+    let now = ctx.now;
+    match ctx.db().get(key, now) {
+        None => Ok(None),
+        Some(e) => match &e.value {
+            Value::Hash(h) => Ok(Some(h)),
+            _ => Err(CmdError::WrongType),
+        },
+    }
+}
+
+/// The hash at `key` for writing, created empty if missing.
+fn write_hash<'a>(ctx: &'a mut Ctx, key: &Bytes) -> CmdResult<&'a mut HashValue> {
+    let now = ctx.now;
+    let db = ctx.db();
+    match db.get(key, now) {
+        Some(e) if !matches!(e.value, Value::Hash(_)) => return Err(CmdError::WrongType),
+        Some(_) => {}
+        None => db.set(own(key), Value::Hash(HashValue::default()), 0),
+    }
+    match db.get_mut(key, now).map(|e| &mut e.value) {
+        Some(Value::Hash(h)) => Ok(h),
+        _ => Err(CmdError::WrongType),
+    }
+}
+
+fn hset_generic(ctx: &mut Ctx, argv: &[Bytes], name: &str) -> CmdResult<i64> {
+    if argv.len() % 2 == 1 {
+        return Err(CmdError::WrongArity(name.into()));
+    }
+    let h = write_hash(ctx, &argv[1])?;
+    let mut created = 0;
+    for pair in argv[2..].chunks(2) {
+        match h.get_mut(&pair[0][..]) {
+            Some(v) => *v = own(&pair[1]),
+            None => {
+                h.insert(own(&pair[0]), own(&pair[1]));
+                created += 1;
+            }
+        }
+    }
+    Ok(created)
+}
+
+fn hset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    Ok(Frame::Integer(hset_generic(ctx, argv, "hset")?))
+}
+
+fn hmset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    hset_generic(ctx, argv, "hmset")?;
+    Ok(Frame::ok())
+}
+
+fn hsetnx(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let h = write_hash(ctx, &argv[1])?;
+    if h.contains_key(&argv[2][..]) {
+        return Ok(Frame::Integer(0));
+    }
+    h.insert(own(&argv[2]), own(&argv[3]));
+    Ok(Frame::Integer(1))
+}
+
+fn hget(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let v = read_hash(ctx, &argv[1])?.and_then(|h| h.get(&argv[2][..]).cloned());
+    Ok(Frame::opt_bulk(v))
+}
+
+fn hmget(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let h = read_hash(ctx, &argv[1])?;
+    Ok(Frame::Array(
+        argv[2..]
+            .iter()
+            .map(|f| Frame::opt_bulk(h.and_then(|h| h.get(&f[..]).cloned())))
+            .collect(),
+    ))
+}
+
+/// Removes a field keeping the order of the others (what a listpack does).
+fn remove_field(h: &mut HashValue, field: &[u8]) -> bool {
+    if h.len() <= LISTPACK_MAX_ENTRIES {
+        h.shift_remove(field).is_some()
+    } else {
+        h.swap_remove(field).is_some()
+    }
+}
+
+fn hdel(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let now = ctx.now;
+    let db = ctx.db();
+    let (removed, empty) = match db.get_mut(&argv[1], now).map(|e| &mut e.value) {
+        None => return Ok(Frame::Integer(0)),
+        Some(Value::Hash(h)) => {
+            let n = argv[2..].iter().filter(|f| remove_field(h, f)).count();
+            (n, h.is_empty())
+        }
+        Some(_) => return Err(CmdError::WrongType),
+    };
+    if empty {
+        db.remove(&argv[1], now);
+    }
+    Ok(Frame::Integer(removed as i64))
+}
+
+fn hexists(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let found = read_hash(ctx, &argv[1])?.is_some_and(|h| h.contains_key(&argv[2][..]));
+    Ok(Frame::Integer(found as i64))
+}
+
+fn hlen(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    Ok(Frame::Integer(
+        read_hash(ctx, &argv[1])?.map_or(0, |h| h.len()) as i64,
+    ))
+}
+
+fn hstrlen(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let n = read_hash(ctx, &argv[1])?
+        .and_then(|h| h.get(&argv[2][..]).map(|v| v.len()))
+        .unwrap_or(0);
+    Ok(Frame::Integer(n as i64))
+}
+
+fn hkeys(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let h = read_hash(ctx, &argv[1])?;
+    Ok(Frame::Array(
+        h.map(|h| h.keys().map(|k| Frame::Bulk(k.clone())).collect())
+            .unwrap_or_default(),
+    ))
+}
+
+fn hvals(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let h = read_hash(ctx, &argv[1])?;
+    Ok(Frame::Array(
+        h.map(|h| h.values().map(|v| Frame::Bulk(v.clone())).collect())
+            .unwrap_or_default(),
+    ))
+}
+
+fn hgetall(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let h = read_hash(ctx, &argv[1])?;
+    Ok(Frame::Map(
+        h.map(|h| {
+            h.iter()
+                .map(|(k, v)| (Frame::Bulk(k.clone()), Frame::Bulk(v.clone())))
+                .collect()
+        })
+        .unwrap_or_default(),
+    ))
+}
+
+fn hincrby(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let delta = int_arg(&argv[3])?;
+    let h = write_hash(ctx, &argv[1])?;
+    let current = match h.get(&argv[2][..]) {
+        Some(v) => parse_i64(v).ok_or(CmdError::err("ERR hash value is not an integer"))?,
+        None => 0,
+    };
+    let new = current.checked_add(delta).ok_or(CmdError::Overflow)?;
+    let mut b = itoa::Buffer::new();
+    let text = Bytes::copy_from_slice(b.format(new).as_bytes());
+    match h.get_mut(&argv[2][..]) {
+        Some(v) => *v = text,
+        None => {
+            h.insert(own(&argv[2]), text);
+        }
+    }
+    Ok(Frame::Integer(new))
+}
+
+fn hincrbyfloat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let delta = float_arg(&argv[3])?;
+    let h = write_hash(ctx, &argv[1])?;
+    let current = match h.get(&argv[2][..]) {
+        Some(v) => parse_f64(v).ok_or(CmdError::err("ERR hash value is not a float"))?,
+        None => 0.0,
+    };
+    let new = current + delta;
+    if !new.is_finite() {
+        return Err(CmdError::err("ERR increment would produce NaN or Infinity"));
+    }
+    let text = Bytes::from(fmt_incrbyfloat(new));
+    match h.get_mut(&argv[2][..]) {
+        Some(v) => *v = text.clone(),
+        None => {
+            h.insert(own(&argv[2]), text.clone());
+        }
+    }
+    Ok(Frame::Bulk(text))
+}
+
+fn hscan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let cursor = parse_cursor(&argv[2])?;
+    let o = parse_scan_opts(&argv[3..], false)?;
+    let Some(h) = read_hash(ctx, &argv[1])? else {
+        return Ok(Frame::Array(vec![
+            Frame::bulk_static("0"),
+            Frame::Array(vec![]),
+        ]));
+    };
+    let matches = |k: &[u8]| {
+        o.pattern
+            .is_none_or(|p| super::args::glob_match(p, k, false))
+    };
+    let mut items = Vec::new();
+    let next = if h.len() <= LISTPACK_MAX_ENTRIES {
+        for (k, v) in h.iter().filter(|(k, _)| matches(k)) {
+            items.push(Frame::Bulk(k.clone()));
+            items.push(Frame::Bulk(v.clone()));
+        }
+        0
+    } else {
+        // Downward index walk: see store/keyspace.rs for why this never misses a field.
+        let mut next = if cursor == 0 {
+            h.len()
+        } else {
+            (cursor as usize).min(h.len())
+        };
+        let mut seen = 0;
+        while next > 0 && seen < o.count {
+            next -= 1;
+            if let Some((k, v)) = h.get_index(next) {
+                if matches(k) {
+                    items.push(Frame::Bulk(k.clone()));
+                    items.push(Frame::Bulk(v.clone()));
+                }
+            }
+            seen += 1;
+        }
+        next as u64
+    };
+    let mut b = itoa::Buffer::new();
+    Ok(Frame::Array(vec![
+        Frame::Bulk(Bytes::copy_from_slice(b.format(next).as_bytes())),
+        Frame::Array(items),
+    ]))
+}

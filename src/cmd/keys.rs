@@ -1,0 +1,401 @@
+//! Generic keyspace commands: DEL, EXISTS, expiry, TYPE, KEYS, SCAN, RENAME, RANDOMKEY, DBSIZE,
+//! FLUSHDB/FLUSHALL, SWAPDB, TOUCH.
+
+use super::args::{glob_match, int_arg, is};
+use super::table::{flags::*, CommandSpec, KeySpec, ALL_KEYS, KEY1, NO_KEYS};
+use super::Ctx;
+use crate::error::{CmdError, CmdResult};
+use crate::protocol::Frame;
+use bytes::Bytes;
+
+const fn spec(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    keys: KeySpec,
+    handler: super::Handler,
+) -> CommandSpec {
+    CommandSpec {
+        name,
+        arity,
+        flags,
+        keys,
+        acl: &["keyspace"],
+        handler,
+        subcommands: &[],
+    }
+}
+
+const TWO_KEYS: KeySpec = KeySpec {
+    first: 1,
+    last: 2,
+    step: 1,
+};
+
+pub static COMMANDS: &[CommandSpec] = &[
+    spec("del", -2, WRITE, ALL_KEYS, del),
+    spec("unlink", -2, WRITE | FAST, ALL_KEYS, del),
+    spec("exists", -2, READONLY | FAST, ALL_KEYS, exists),
+    spec("touch", -2, READONLY | FAST, ALL_KEYS, exists),
+    spec("expire", -3, WRITE | FAST, KEY1, expire),
+    spec("pexpire", -3, WRITE | FAST, KEY1, pexpire),
+    spec("expireat", -3, WRITE | FAST, KEY1, expireat),
+    spec("pexpireat", -3, WRITE | FAST, KEY1, pexpireat),
+    spec("ttl", 2, READONLY | FAST, KEY1, ttl),
+    spec("pttl", 2, READONLY | FAST, KEY1, pttl),
+    spec("expiretime", 2, READONLY | FAST, KEY1, expiretime),
+    spec("pexpiretime", 2, READONLY | FAST, KEY1, pexpiretime),
+    spec("persist", 2, WRITE | FAST, KEY1, persist),
+    spec("type", 2, READONLY | FAST, KEY1, type_cmd),
+    spec("keys", 2, READONLY, NO_KEYS, keys),
+    spec("scan", -2, READONLY, NO_KEYS, scan),
+    spec("rename", 3, WRITE, TWO_KEYS, rename),
+    spec("renamenx", 3, WRITE | FAST, TWO_KEYS, renamenx),
+    spec("randomkey", 1, READONLY, NO_KEYS, randomkey),
+    spec("dbsize", 1, READONLY | FAST, NO_KEYS, dbsize),
+    spec("flushdb", -1, WRITE, NO_KEYS, flushdb),
+    spec("flushall", -1, WRITE, NO_KEYS, flushall),
+    spec("swapdb", 3, WRITE | FAST, NO_KEYS, swapdb),
+];
+
+fn del(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let now = ctx.now;
+    let db = ctx.db();
+    let n = argv[1..]
+        .iter()
+        .filter(|k| db.remove(k, now).is_some())
+        .count();
+    Ok(Frame::Integer(n as i64))
+}
+
+fn exists(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let now = ctx.now;
+    let db = ctx.db();
+    let n = argv[1..].iter().filter(|k| db.contains(k, now)).count();
+    Ok(Frame::Integer(n as i64))
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ExpireCond {
+    Always,
+    Nx,
+    Xx,
+    Gt,
+    Lt,
+}
+
+fn parse_expire_cond(opts: &[Bytes]) -> CmdResult<ExpireCond> {
+    let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
+    for o in opts {
+        if is(o, "nx") {
+            nx = true;
+        } else if is(o, "xx") {
+            xx = true;
+        } else if is(o, "gt") {
+            gt = true;
+        } else if is(o, "lt") {
+            lt = true;
+        } else {
+            return Err(CmdError::erf(format!(
+                "Unsupported option {}",
+                String::from_utf8_lossy(o)
+            )));
+        }
+    }
+    if nx && (xx || gt || lt) {
+        return Err(CmdError::err(
+            "ERR NX and XX, GT or LT options at the same time are not compatible",
+        ));
+    }
+    if gt && lt {
+        return Err(CmdError::err(
+            "ERR GT and LT options at the same time are not compatible",
+        ));
+    }
+    Ok(if nx {
+        ExpireCond::Nx
+    } else if gt {
+        ExpireCond::Gt
+    } else if lt {
+        ExpireCond::Lt
+    } else if xx {
+        ExpireCond::Xx
+    } else {
+        ExpireCond::Always
+    })
+}
+
+/// Redis's `expireGenericCommand`. `base` is 0 for the *AT forms and now for relative ones.
+fn expire_generic(
+    ctx: &mut Ctx,
+    argv: &[Bytes],
+    base: u64,
+    seconds: bool,
+    name: &'static str,
+) -> CmdResult {
+    let cond = parse_expire_cond(&argv[3..])?;
+    let mut when = int_arg(&argv[2])?;
+    if seconds {
+        if when > i64::MAX / 1000 || when < i64::MIN / 1000 {
+            return Err(CmdError::InvalidExpire(name));
+        }
+        when *= 1000;
+    }
+    if when > i64::MAX - base as i64 {
+        return Err(CmdError::InvalidExpire(name));
+    }
+    when += base as i64;
+    let now = ctx.now;
+    let db = ctx.db();
+    let Some(e) = db.get(&argv[1], now) else {
+        return Ok(Frame::Integer(0));
+    };
+    let current = e.expires_at;
+    let has_ttl = current != 0;
+    let refused = match cond {
+        ExpireCond::Always => false,
+        ExpireCond::Nx => has_ttl,
+        ExpireCond::Xx => !has_ttl,
+        ExpireCond::Gt => !has_ttl || when <= current as i64,
+        ExpireCond::Lt => has_ttl && when >= current as i64,
+    };
+    if refused {
+        return Ok(Frame::Integer(0));
+    }
+    if when <= now as i64 {
+        db.remove(&argv[1], now);
+    } else {
+        db.set_expire(&argv[1], when as u64, now);
+    }
+    Ok(Frame::Integer(1))
+}
+
+fn expire(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let now = ctx.now;
+    expire_generic(ctx, argv, now, true, "expire")
+}
+
+fn pexpire(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let now = ctx.now;
+    expire_generic(ctx, argv, now, false, "pexpire")
+}
+
+fn expireat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    expire_generic(ctx, argv, 0, true, "expireat")
+}
+
+fn pexpireat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    expire_generic(ctx, argv, 0, false, "pexpireat")
+}
+
+/// Redis's `ttlGenericCommand`.
+fn ttl_generic(ctx: &mut Ctx, key: &[u8], ms: bool, absolute: bool) -> CmdResult {
+    let now = ctx.now;
+    let Some(e) = ctx.db().get(key, now) else {
+        return Ok(Frame::Integer(-2));
+    };
+    if e.expires_at == 0 {
+        return Ok(Frame::Integer(-1));
+    }
+    let t = if absolute {
+        e.expires_at as i64
+    } else {
+        (e.expires_at as i64 - now as i64).max(0)
+    };
+    Ok(Frame::Integer(if ms { t } else { (t + 500) / 1000 }))
+}
+
+fn ttl(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    ttl_generic(ctx, &argv[1], false, false)
+}
+
+fn pttl(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    ttl_generic(ctx, &argv[1], true, false)
+}
+
+fn expiretime(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    ttl_generic(ctx, &argv[1], false, true)
+}
+
+fn pexpiretime(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    ttl_generic(ctx, &argv[1], true, true)
+}
+
+fn persist(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let now = ctx.now;
+    let db = ctx.db();
+    let had = matches!(db.get(&argv[1], now), Some(e) if e.expires_at != 0);
+    if had {
+        db.set_expire(&argv[1], 0, now);
+    }
+    Ok(Frame::Integer(had as i64))
+}
+
+fn type_cmd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let now = ctx.now;
+    let name = ctx
+        .db()
+        .get(&argv[1], now)
+        .map(|e| e.value.type_name())
+        .unwrap_or("none");
+    Ok(Frame::simple(name))
+}
+
+fn keys(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let now = ctx.now;
+    let pattern = &argv[1];
+    let all = &pattern[..] == b"*";
+    let db = ctx.db();
+    db.purge_expired(now);
+    let out = db
+        .iter()
+        .filter(|(k, e)| !e.is_expired(now) && (all || glob_match(pattern, k, false)))
+        .map(|(k, _)| Frame::Bulk(k.clone()))
+        .collect();
+    Ok(Frame::Array(out))
+}
+
+/// SCAN-family options shared with HSCAN/SSCAN/ZSCAN: (pattern, count, type).
+pub struct ScanOpts<'a> {
+    pub pattern: Option<&'a [u8]>,
+    pub count: usize,
+    pub type_name: Option<&'a [u8]>,
+}
+
+pub fn parse_cursor(arg: &[u8]) -> CmdResult<u64> {
+    std::str::from_utf8(arg)
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .ok_or(CmdError::err("ERR invalid cursor"))
+}
+
+pub fn parse_scan_opts(opts: &[Bytes], allow_type: bool) -> CmdResult<ScanOpts<'_>> {
+    let mut o = ScanOpts {
+        pattern: None,
+        count: 10,
+        type_name: None,
+    };
+    let mut i = 0;
+    while i < opts.len() {
+        let rest = opts.len() - i - 1;
+        if is(&opts[i], "count") && rest >= 1 {
+            let n = int_arg(&opts[i + 1])?;
+            if n < 1 {
+                return Err(CmdError::Syntax);
+            }
+            o.count = n as usize;
+            i += 2;
+        } else if is(&opts[i], "match") && rest >= 1 {
+            let p = &opts[i + 1][..];
+            o.pattern = if p == b"*" { None } else { Some(p) };
+            i += 2;
+        } else if allow_type && is(&opts[i], "type") && rest >= 1 {
+            o.type_name = Some(&opts[i + 1][..]);
+            i += 2;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    Ok(o)
+}
+
+fn scan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let cursor = parse_cursor(&argv[1])?;
+    let o = parse_scan_opts(&argv[2..], true)?;
+    let now = ctx.now;
+    let mut keys = Vec::new();
+    let next = ctx.db().scan(cursor, o.count, now, |k, e| {
+        if let Some(p) = o.pattern {
+            if !glob_match(p, k, false) {
+                return;
+            }
+        }
+        if let Some(t) = o.type_name {
+            if !t.eq_ignore_ascii_case(e.value.type_name().as_bytes()) {
+                return;
+            }
+        }
+        keys.push(Frame::Bulk(k.clone()));
+    });
+    let mut b = itoa::Buffer::new();
+    Ok(Frame::Array(vec![
+        Frame::Bulk(Bytes::copy_from_slice(b.format(next).as_bytes())),
+        Frame::Array(keys),
+    ]))
+}
+
+fn rename_generic(ctx: &mut Ctx, argv: &[Bytes], nx: bool) -> CmdResult {
+    let now = ctx.now;
+    let db = ctx.db();
+    if !db.contains(&argv[1], now) {
+        return Err(CmdError::NoSuchKey);
+    }
+    if argv[1] == argv[2] {
+        return Ok(if nx { Frame::Integer(0) } else { Frame::ok() });
+    }
+    if nx && db.contains(&argv[2], now) {
+        return Ok(Frame::Integer(0));
+    }
+    let Some(entry) = db.remove(&argv[1], now) else {
+        return Err(CmdError::NoSuchKey);
+    };
+    db.set(
+        crate::store::value::own(&argv[2]),
+        entry.value,
+        entry.expires_at,
+    );
+    Ok(if nx { Frame::Integer(1) } else { Frame::ok() })
+}
+
+fn rename(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    rename_generic(ctx, argv, false)
+}
+
+fn renamenx(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    rename_generic(ctx, argv, true)
+}
+
+fn randomkey(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    let now = ctx.now;
+    Ok(Frame::opt_bulk(ctx.db().random_key(now)))
+}
+
+fn dbsize(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    let now = ctx.now;
+    let db = ctx.db();
+    db.purge_expired(now);
+    Ok(Frame::Integer(db.len() as i64))
+}
+
+fn flush_mode_ok(argv: &[Bytes]) -> CmdResult<()> {
+    match argv.len() {
+        1 => Ok(()),
+        2 if is(&argv[1], "async") || is(&argv[1], "sync") => Ok(()),
+        _ => Err(CmdError::Syntax),
+    }
+}
+
+fn flushdb(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    flush_mode_ok(argv)?;
+    ctx.db().clear();
+    Ok(Frame::ok())
+}
+
+fn flushall(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    flush_mode_ok(argv)?;
+    for db in ctx.srv.dbs.iter_mut() {
+        db.clear();
+    }
+    Ok(Frame::ok())
+}
+
+fn swapdb(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let a = int_arg(&argv[1]).map_err(|_| CmdError::err("ERR invalid first DB index"))?;
+    let b = int_arg(&argv[2]).map_err(|_| CmdError::err("ERR invalid second DB index"))?;
+    let n = ctx.srv.dbs.len() as i64;
+    if a < 0 || a >= n || b < 0 || b >= n {
+        return Err(CmdError::err("ERR DB index is out of range"));
+    }
+    ctx.srv.dbs.swap(a as usize, b as usize);
+    Ok(Frame::ok())
+}

@@ -1,0 +1,681 @@
+//! Server commands: INFO, CONFIG, COMMAND, TIME, WAIT, ROLE, DEBUG, SHUTDOWN.
+
+use super::args::{float_arg, glob_match, int_arg, is};
+use super::table::{flags, flags::*, CommandSpec, NO_KEYS};
+use super::Ctx;
+use crate::config::{Config, DIRECTIVES};
+use crate::error::{CmdError, CmdResult};
+use crate::exec::{unix_us, Server, REDIS_VERSION};
+use crate::protocol::Frame;
+use bytes::Bytes;
+use std::fmt::Write;
+use std::sync::atomic::Ordering;
+
+const fn spec(name: &'static str, arity: i32, flags: u32, handler: super::Handler) -> CommandSpec {
+    CommandSpec {
+        name,
+        arity,
+        flags,
+        keys: NO_KEYS,
+        acl: &["admin"],
+        handler,
+        subcommands: &[],
+    }
+}
+
+pub static COMMANDS: &[CommandSpec] = &[
+    spec("info", -1, LOADING | STALE, info),
+    spec("time", 1, LOADING | STALE | FAST, time),
+    spec("wait", 3, NOSCRIPT, wait),
+    spec("role", 1, NOSCRIPT | LOADING | STALE | FAST, role),
+    spec("lastsave", 1, LOADING | STALE | FAST, lastsave),
+    spec("debug", -2, ADMIN | NOSCRIPT | LOADING | STALE, debug),
+    spec(
+        "shutdown",
+        -1,
+        ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | ALLOW_BUSY,
+        shutdown,
+    ),
+    CommandSpec {
+        name: "config",
+        arity: -2,
+        flags: 0,
+        keys: NO_KEYS,
+        acl: &["admin"],
+        handler: config_help,
+        subcommands: &[
+            spec("help", 2, LOADING | STALE, config_help),
+            spec("get", -3, ADMIN | NOSCRIPT | LOADING | STALE, config_get),
+            spec("set", -4, ADMIN | NOSCRIPT | LOADING | STALE, config_set),
+            spec(
+                "resetstat",
+                2,
+                ADMIN | NOSCRIPT | LOADING | STALE,
+                config_resetstat,
+            ),
+            spec(
+                "rewrite",
+                2,
+                ADMIN | NOSCRIPT | LOADING | STALE,
+                config_rewrite,
+            ),
+        ],
+    },
+    CommandSpec {
+        name: "command",
+        arity: -1,
+        flags: LOADING | STALE,
+        keys: NO_KEYS,
+        acl: &["connection"],
+        handler: command_all,
+        subcommands: &[
+            spec("count", 2, LOADING | STALE, command_count),
+            spec("info", -2, LOADING | STALE, command_info),
+            spec("docs", -2, LOADING | STALE, command_docs),
+            spec("list", -2, LOADING | STALE, command_list),
+            spec("help", 2, LOADING | STALE, command_help),
+        ],
+    },
+];
+
+fn time(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    let us = unix_us();
+    Ok(Frame::Array(vec![
+        Frame::bulk_from((us / 1_000_000).to_string()),
+        Frame::bulk_from((us % 1_000_000).to_string()),
+    ]))
+}
+
+/// There are no replicas: WAIT answers 0 at once (Redisson probes it after writes).
+fn wait(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    int_arg(&argv[1])?;
+    let t = int_arg(&argv[2])
+        .map_err(|_| CmdError::err("ERR timeout is not an integer or out of range"))?;
+    if t < 0 {
+        return Err(CmdError::err("ERR timeout is negative"));
+    }
+    Ok(Frame::Integer(0))
+}
+
+fn role(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    Ok(Frame::Array(vec![
+        Frame::bulk_static("master"),
+        Frame::Integer(0),
+        Frame::Array(vec![]),
+    ]))
+}
+
+fn lastsave(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    Ok(Frame::Integer(ctx.srv.stats.start_unix as i64))
+}
+
+fn debug(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if is(&argv[1], "sleep") && argv.len() == 3 {
+        let secs = float_arg(&argv[2])?;
+        if secs > 0.0 {
+            std::thread::sleep(std::time::Duration::from_secs_f64(secs.min(3600.0)));
+        }
+        return Ok(Frame::ok());
+    }
+    if is(&argv[1], "help") {
+        return Ok(Frame::Array(vec![
+            Frame::simple("DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"),
+            Frame::simple("SLEEP <seconds>"),
+            Frame::simple("    Stop the server for <seconds>. Decimals allowed."),
+            Frame::simple("HELP"),
+            Frame::simple("    Print this help."),
+        ]));
+    }
+    Err(CmdError::UnknownSubcommand(argv[1].to_vec(), "DEBUG"))
+}
+
+fn shutdown(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    for a in &argv[1..] {
+        if !(is(a, "nosave") || is(a, "save") || is(a, "now") || is(a, "force") || is(a, "abort")) {
+            return Err(CmdError::Syntax);
+        }
+    }
+    if argv[1..].iter().any(|a| is(a, "abort")) {
+        return Err(CmdError::err("ERR No shutdown in progress."));
+    }
+    tracing::warn!("User requested shutdown...");
+    ctx.srv.shutting_down = true;
+    ctx.client.close_after_reply = true;
+    ctx.srv.shared.request_shutdown();
+    // Redis closes the connection without a reply when the shutdown succeeds.
+    ctx.client.skip_reply = true;
+    Ok(Frame::ok())
+}
+
+// ---- CONFIG ----------------------------------------------------------------------------------
+
+fn config_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    let lines = [
+        "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "GET <pattern>",
+        "    Return parameters matching the glob-like <pattern> and their values.",
+        "SET <directive> <value>",
+        "    Set the configuration <directive> to <value>.",
+        "RESETSTAT",
+        "    Reset statistics reported by the INFO command.",
+        "REWRITE",
+        "    Rewrite the configuration file.",
+        "HELP",
+        "    Print this help.",
+    ];
+    Ok(Frame::Array(
+        lines.iter().map(|l| Frame::simple(l)).collect(),
+    ))
+}
+
+fn config_get(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let mut pairs: Vec<(Frame, Frame)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for pattern in &argv[2..] {
+        for d in DIRECTIVES {
+            let names = std::iter::once(d.name).chain(d.aliases.iter().copied());
+            for name in names {
+                if glob_match(pattern, name.as_bytes(), true) && seen.insert(name) {
+                    pairs.push((
+                        Frame::bulk_static(name),
+                        Frame::bulk_from((d.get)(&ctx.srv.config)),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(Frame::Map(pairs))
+}
+
+fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if argv.len() % 2 == 1 {
+        return Err(CmdError::WrongArity("config|set".into()));
+    }
+    let mut updated = ctx.srv.config.clone();
+    let mut seen = Vec::new();
+    for pair in argv[2..].chunks(2) {
+        let name = String::from_utf8_lossy(&pair[0]).into_owned();
+        let value = String::from_utf8_lossy(&pair[1]).into_owned();
+        let Some(d) = Config::find(&name) else {
+            return Err(CmdError::erf(format!(
+                "Unknown option or number of arguments for CONFIG SET - '{name}'"
+            )));
+        };
+        let failed = |reason: &str| {
+            CmdError::erf(format!(
+                "CONFIG SET failed (possibly related to argument '{name}') - {reason}"
+            ))
+        };
+        if seen.contains(&d.name) {
+            return Err(failed("duplicate parameter"));
+        }
+        seen.push(d.name);
+        if !d.mutable {
+            return Err(failed("can't set immutable config"));
+        }
+        (d.set)(&mut updated, &value).map_err(|e| failed(&e))?;
+    }
+    apply_config(ctx.srv, updated);
+    Ok(Frame::ok())
+}
+
+/// Installs a new configuration and pushes its run-time effects out.
+pub fn apply_config(srv: &mut Server, cfg: Config) {
+    if cfg.loglevel != srv.config.loglevel {
+        crate::logging::set_level(cfg.loglevel);
+    }
+    srv.shared.apply(&cfg);
+    srv.config = cfg;
+}
+
+fn config_resetstat(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    ctx.srv.stats.reset();
+    ctx.srv
+        .shared
+        .rejected_connections
+        .store(0, Ordering::Relaxed);
+    ctx.srv.shared.total_connections.store(0, Ordering::Relaxed);
+    Ok(Frame::ok())
+}
+
+fn config_rewrite(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    let Some(path) = ctx.srv.config.config_file.clone() else {
+        return Err(CmdError::err(
+            "ERR The server is running without a config file",
+        ));
+    };
+    crate::config::file::rewrite(&path, &ctx.srv.config)
+        .map_err(|e| CmdError::erf(format!("Rewriting config file: {e}")))?;
+    Ok(Frame::ok())
+}
+
+// ---- COMMAND ---------------------------------------------------------------------------------
+
+fn command_entry(srv: &Server, id: usize) -> Frame {
+    let t = &srv.table;
+    let e = &t.entries[id];
+    let spec = e.spec;
+    let flag_frames = flags::NAMES
+        .iter()
+        .filter(|(f, _)| spec.has(*f))
+        .map(|(_, n)| Frame::simple(n))
+        .collect();
+    let mut cats: Vec<Frame> = Vec::new();
+    if spec.has(WRITE) {
+        cats.push(Frame::simple("@write"));
+    }
+    if spec.has(READONLY) {
+        cats.push(Frame::simple("@read"));
+    }
+    for c in spec.acl {
+        cats.push(Frame::Simple(Bytes::from(format!("@{c}"))));
+    }
+    if spec.has(FAST) {
+        cats.push(Frame::simple("@fast"));
+    } else {
+        cats.push(Frame::simple("@slow"));
+    }
+    let key_specs = if spec.keys.first > 0 {
+        let k = spec.keys;
+        vec![Frame::Map(vec![
+            (Frame::bulk_static("flags"), Frame::Set(vec![])),
+            (
+                Frame::bulk_static("begin_search"),
+                Frame::Map(vec![
+                    (Frame::bulk_static("type"), Frame::bulk_static("index")),
+                    (
+                        Frame::bulk_static("spec"),
+                        Frame::Map(vec![(
+                            Frame::bulk_static("index"),
+                            Frame::Integer(k.first as i64),
+                        )]),
+                    ),
+                ]),
+            ),
+            (
+                Frame::bulk_static("find_keys"),
+                Frame::Map(vec![
+                    (Frame::bulk_static("type"), Frame::bulk_static("range")),
+                    (
+                        Frame::bulk_static("spec"),
+                        Frame::Map(vec![
+                            (
+                                Frame::bulk_static("lastkey"),
+                                Frame::Integer(if k.last < 0 {
+                                    k.last as i64
+                                } else {
+                                    (k.last - k.first) as i64
+                                }),
+                            ),
+                            (Frame::bulk_static("keystep"), Frame::Integer(k.step as i64)),
+                            (Frame::bulk_static("limit"), Frame::Integer(0)),
+                        ]),
+                    ),
+                ]),
+            ),
+        ])]
+    } else {
+        vec![]
+    };
+    let subs: Vec<Frame> = {
+        let mut ids: Vec<usize> = e.subs.values().copied().collect();
+        ids.sort();
+        ids.into_iter().map(|sid| command_entry(srv, sid)).collect()
+    };
+    Frame::Array(vec![
+        Frame::Bulk(Bytes::from(e.full_name.clone())),
+        Frame::Integer(spec.arity as i64),
+        Frame::Set(flag_frames),
+        Frame::Integer(spec.keys.first as i64),
+        Frame::Integer(spec.keys.last as i64),
+        Frame::Integer(spec.keys.step as i64),
+        Frame::Set(cats),
+        Frame::Array(vec![]),
+        Frame::Array(key_specs),
+        Frame::Array(subs),
+    ])
+}
+
+fn command_all(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if argv.len() > 1 {
+        return Err(CmdError::UnknownSubcommand(argv[1].to_vec(), "COMMAND"));
+    }
+    let ids: Vec<usize> = ctx.srv.table.top_level().map(|(id, _)| id).collect();
+    Ok(Frame::Array(
+        ids.into_iter()
+            .map(|id| command_entry(ctx.srv, id))
+            .collect(),
+    ))
+}
+
+fn command_count(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    Ok(Frame::Integer(ctx.srv.table.top_level().count() as i64))
+}
+
+/// `get` or `client|setname`.
+fn lookup_full(srv: &Server, name: &[u8]) -> Option<usize> {
+    let lower = name.to_ascii_lowercase();
+    match lower.iter().position(|&c| c == b'|') {
+        Some(p) => srv
+            .table
+            .lookup(&lower[..p])
+            .and_then(|id| srv.table.lookup_sub(id, &lower[p + 1..])),
+        None => srv.table.lookup(&lower),
+    }
+}
+
+fn command_info(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if argv.len() == 2 {
+        return command_all(ctx, &argv[..1]);
+    }
+    Ok(Frame::Array(
+        argv[2..]
+            .iter()
+            .map(|n| {
+                lookup_full(ctx.srv, n).map_or(Frame::NullArray, |id| command_entry(ctx.srv, id))
+            })
+            .collect(),
+    ))
+}
+
+fn doc_for(srv: &Server, id: usize) -> Frame {
+    let e = &srv.table.entries[id];
+    let group = e.spec.acl.first().copied().unwrap_or("generic");
+    let mut fields = vec![
+        (
+            Frame::bulk_static("summary"),
+            Frame::bulk_from(format!("The {} command.", e.full_name.to_uppercase())),
+        ),
+        (Frame::bulk_static("since"), Frame::bulk_static("1.0.0")),
+        (Frame::bulk_static("group"), Frame::bulk_static(group)),
+    ];
+    if !e.subs.is_empty() {
+        let mut ids: Vec<usize> = e.subs.values().copied().collect();
+        ids.sort();
+        let subs = ids
+            .into_iter()
+            .map(|sid| {
+                (
+                    Frame::Bulk(Bytes::from(srv.table.entries[sid].full_name.clone())),
+                    doc_for(srv, sid),
+                )
+            })
+            .collect();
+        fields.push((Frame::bulk_static("subcommands"), Frame::Map(subs)));
+    }
+    Frame::Map(fields)
+}
+
+fn command_docs(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let ids: Vec<usize> = if argv.len() == 2 {
+        ctx.srv.table.top_level().map(|(id, _)| id).collect()
+    } else {
+        argv[2..]
+            .iter()
+            .filter_map(|n| lookup_full(ctx.srv, n))
+            .collect()
+    };
+    Ok(Frame::Map(
+        ids.into_iter()
+            .map(|id| {
+                (
+                    Frame::Bulk(Bytes::from(ctx.srv.table.entries[id].full_name.clone())),
+                    doc_for(ctx.srv, id),
+                )
+            })
+            .collect(),
+    ))
+}
+
+fn command_list(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let mut pattern: Option<&[u8]> = None;
+    if argv.len() > 2 {
+        if argv.len() == 5 && is(&argv[2], "filterby") && is(&argv[3], "pattern") {
+            pattern = Some(&argv[4]);
+        } else if argv.len() == 5 && is(&argv[2], "filterby") {
+            return Err(CmdError::Syntax);
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    let names = ctx
+        .srv
+        .table
+        .top_level()
+        .map(|(_, e)| e.full_name.clone())
+        .filter(|n| pattern.is_none_or(|p| glob_match(p, n.as_bytes(), true)))
+        .map(|n| Frame::Bulk(Bytes::from(n)))
+        .collect();
+    Ok(Frame::Array(names))
+}
+
+fn command_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    let lines = [
+        "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "(no subcommand)",
+        "    Return details about all Redis commands.",
+        "COUNT",
+        "    Return the total number of commands in this Redis server.",
+        "LIST",
+        "    Return a list of all commands in this Redis server.",
+        "INFO [<command-name> ...]",
+        "    Return details about multiple Redis commands.",
+        "DOCS [<command-name> ...]",
+        "    Return documentation details about multiple Redis commands.",
+        "HELP",
+        "    Print this help.",
+    ];
+    Ok(Frame::Array(
+        lines.iter().map(|l| Frame::simple(l)).collect(),
+    ))
+}
+
+// ---- INFO ------------------------------------------------------------------------------------
+
+const DEFAULT_SECTIONS: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "cpu",
+    "modules",
+    "errorstats",
+    "cluster",
+    "keyspace",
+];
+const ALL_SECTIONS: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "cpu",
+    "modules",
+    "commandstats",
+    "errorstats",
+    "cluster",
+    "keyspace",
+];
+
+fn info(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let mut wanted: Vec<&str> = Vec::new();
+    if argv.len() == 1 {
+        wanted.extend(DEFAULT_SECTIONS);
+    }
+    for a in &argv[1..] {
+        let s = String::from_utf8_lossy(a).to_ascii_lowercase();
+        match s.as_str() {
+            "default" => wanted.extend(DEFAULT_SECTIONS),
+            "all" | "everything" => wanted.extend(ALL_SECTIONS),
+            other => {
+                if let Some(sec) = ALL_SECTIONS.iter().find(|x| **x == other) {
+                    wanted.push(sec);
+                }
+            }
+        }
+    }
+    let mut out = String::with_capacity(4096);
+    let mut first = true;
+    for sec in ALL_SECTIONS {
+        if !wanted.contains(sec) {
+            continue;
+        }
+        if !first {
+            out.push_str("\r\n");
+        }
+        first = false;
+        write_section(ctx.srv, ctx.client.resp, sec, &mut out);
+    }
+    Ok(Frame::Verbatim(Bytes::from(out)))
+}
+
+fn cpu_times() -> (f64, f64) {
+    // SAFETY: getrusage fills the struct we pass; zeroed is a valid initial value.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_SELF with a valid pointer.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return (0.0, 0.0);
+    }
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    (t(ru.ru_stime), t(ru.ru_utime))
+}
+
+fn human(bytes: usize) -> String {
+    let b = bytes as f64;
+    if b < 1024.0 {
+        format!("{bytes}B")
+    } else if b < 1024.0 * 1024.0 {
+        format!("{:.2}K", b / 1024.0)
+    } else if b < 1024.0 * 1024.0 * 1024.0 {
+        format!("{:.2}M", b / (1024.0 * 1024.0))
+    } else {
+        format!("{:.2}G", b / (1024.0 * 1024.0 * 1024.0))
+    }
+}
+
+fn write_section(srv: &mut Server, _resp: u8, sec: &str, out: &mut String) {
+    let shared = &srv.shared;
+    match sec {
+        "server" => {
+            let uptime = srv.started.elapsed().as_secs();
+            let port = srv.config.port;
+            let _ = write!(
+                out,
+                "# Server\r\nredis_version:{REDIS_VERSION}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_build_id:0\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:64\r\nmonotonic_clock:POSIX clock_gettime\r\nmultiplexing_api:epoll\r\natomicvar_api:c11-builtin\r\ngcc_version:0.0.0\r\nprocess_id:{}\r\nprocess_supervised:no\r\nrun_id:{}\r\ntcp_port:{port}\r\nserver_time_usec:{}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nhz:{}\r\nconfigured_hz:{}\r\nlru_clock:{}\r\nexecutable:{}\r\nconfig_file:{}\r\nio_threads_active:0\r\ndeadbolt_version:{}\r\n",
+                std::env::consts::OS,
+                std::env::consts::ARCH,
+                std::process::id(),
+                srv.run_id,
+                unix_us(),
+                uptime / 86400,
+                srv.config.hz,
+                srv.config.hz,
+                (unix_us() / 1_000_000) & ((1 << 24) - 1),
+                std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
+                srv.config.config_file.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
+                env!("CARGO_PKG_VERSION"),
+            );
+        }
+        "clients" => {
+            let _ = write!(
+                out,
+                "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\nblocked_clients:0\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n",
+                shared.connected_clients.load(Ordering::Relaxed),
+                srv.config.maxclients,
+            );
+        }
+        "memory" => {
+            let used = crate::alloc::used_memory();
+            let peak = crate::alloc::peak_memory();
+            let rss = crate::alloc::rss_bytes();
+            let _ = write!(
+                out,
+                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_lua:0\r\nused_memory_scripts:0\r\nmaxmemory:0\r\nmaxmemory_human:0B\r\nmaxmemory_policy:noeviction\r\nmem_fragmentation_ratio:{:.2}\r\nmem_allocator:libc\r\n",
+                human(used),
+                human(rss),
+                human(peak),
+                if used > 0 { rss as f64 / used as f64 } else { 0.0 },
+            );
+        }
+        "persistence" => {
+            let _ = write!(
+                out,
+                "# Persistence\r\nloading:0\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\ncurrent_cow_size:0\r\ncurrent_cow_size_age:0\r\ncurrent_fork_perc:0.00\r\ncurrent_save_keys_processed:0\r\ncurrent_save_keys_total:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:ok\r\nrdb_last_bgsave_time_sec:-1\r\nrdb_current_bgsave_time_sec:-1\r\nrdb_saves:0\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\naof_rewrite_scheduled:0\r\naof_last_rewrite_time_sec:-1\r\naof_current_rewrite_time_sec:-1\r\naof_last_bgrewrite_status:ok\r\naof_rewrites:0\r\naof_last_write_status:ok\r\naof_last_cow_size:0\r\nmodule_fork_in_progress:0\r\nmodule_fork_last_cow_size:0\r\n",
+                srv.stats.start_unix
+            );
+        }
+        "stats" => {
+            let expired: u64 = srv.dbs.iter().map(|d| d.expired_total).sum();
+            let st = &srv.stats;
+            let _ = write!(
+                out,
+                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\ninstantaneous_input_kbps:0.00\r\ninstantaneous_output_kbps:0.00\r\nrejected_connections:{}\r\nsync_full:0\r\nsync_partial_ok:0\r\nsync_partial_err:0\r\nexpired_keys:{expired}\r\nexpired_stale_perc:0.00\r\nexpired_time_cap_reached_count:0\r\nexpire_cycle_cpu_milliseconds:0\r\nevicted_keys:0\r\nevicted_clients:0\r\ntotal_eviction_exceeded_time:0\r\ncurrent_eviction_exceeded_time:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:0\r\npubsub_patterns:0\r\nlatest_fork_usec:0\r\ntotal_forks:0\r\nmigrate_cached_sockets:0\r\nslave_expires_tracked_keys:0\r\nactive_defrag_hits:0\r\nactive_defrag_misses:0\r\nactive_defrag_key_hits:0\r\nactive_defrag_key_misses:0\r\ntotal_active_defrag_time:0\r\ncurrent_active_defrag_time:0\r\ntracking_total_keys:0\r\ntracking_total_items:0\r\ntracking_total_prefixes:0\r\nunexpected_error_replies:0\r\ntotal_error_replies:{}\r\ndump_payload_sanitizations:0\r\ntotal_reads_processed:0\r\ntotal_writes_processed:0\r\nio_threaded_reads_processed:0\r\nio_threaded_writes_processed:0\r\nreply_buffer_shrinks:0\r\nreply_buffer_expands:0\r\n",
+                shared.total_connections.load(Ordering::Relaxed),
+                st.total_commands,
+                st.instantaneous_ops(),
+                shared.net_input_bytes.load(Ordering::Relaxed),
+                shared.net_output_bytes.load(Ordering::Relaxed),
+                shared.rejected_connections.load(Ordering::Relaxed),
+                st.keyspace_hits,
+                st.keyspace_misses,
+                st.total_error_replies,
+            );
+        }
+        "replication" => {
+            let _ = write!(
+                out,
+                "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n",
+                srv.run_id
+            );
+        }
+        "cpu" => {
+            let (sys, user) = cpu_times();
+            let _ = write!(out, "# CPU\r\nused_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\nused_cpu_sys_children:0.000000\r\nused_cpu_user_children:0.000000\r\n");
+        }
+        "modules" => out.push_str("# Modules\r\n"),
+        "commandstats" => {
+            out.push_str("# Commandstats\r\n");
+            for (id, e) in srv.table.entries.iter().enumerate() {
+                let s = &srv.stats.commands[id];
+                if s.calls == 0 && s.rejected_calls == 0 && s.failed_calls == 0 {
+                    continue;
+                }
+                let per = if s.calls > 0 {
+                    s.usec as f64 / s.calls as f64
+                } else {
+                    0.0
+                };
+                let _ = write!(
+                    out,
+                    "cmdstat_{}:calls={},usec={},usec_per_call={:.2},rejected_calls={},failed_calls={}\r\n",
+                    e.full_name, s.calls, s.usec, per, s.rejected_calls, s.failed_calls
+                );
+            }
+        }
+        "errorstats" => {
+            out.push_str("# Errorstats\r\n");
+            for (code, n) in &srv.stats.errors {
+                let _ = write!(out, "errorstat_{code}:count={n}\r\n");
+            }
+        }
+        "cluster" => out.push_str("# Cluster\r\ncluster_enabled:0\r\n"),
+        "keyspace" => {
+            out.push_str("# Keyspace\r\n");
+            for (i, db) in srv.dbs.iter().enumerate() {
+                if db.is_empty() {
+                    continue;
+                }
+                let _ = write!(
+                    out,
+                    "db{i}:keys={},expires={},avg_ttl=0\r\n",
+                    db.len(),
+                    db.expires_count()
+                );
+            }
+        }
+        _ => {}
+    }
+}

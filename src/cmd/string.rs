@@ -1,0 +1,517 @@
+//! Strings: GET/SET and friends, counters, APPEND/STRLEN.
+
+use super::args::{float_arg, int_arg, is};
+use super::table::{flags::*, CommandSpec, KeySpec, KEY1};
+use super::Ctx;
+use crate::error::{CmdError, CmdResult};
+use crate::protocol::number::{fmt_incrbyfloat, parse_f64, parse_i64};
+use crate::protocol::Frame;
+use crate::store::value::own;
+use crate::store::Value;
+use bytes::Bytes;
+
+const fn spec(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    keys: KeySpec,
+    handler: super::Handler,
+) -> CommandSpec {
+    CommandSpec {
+        name,
+        arity,
+        flags,
+        keys,
+        acl: &["string"],
+        handler,
+        subcommands: &[],
+    }
+}
+
+pub static COMMANDS: &[CommandSpec] = &[
+    spec("get", 2, READONLY | FAST, KEY1, get),
+    spec("set", -3, WRITE | DENYOOM, KEY1, set),
+    spec("setnx", 3, WRITE | DENYOOM | FAST, KEY1, setnx),
+    spec("setex", 4, WRITE | DENYOOM, KEY1, setex),
+    spec("psetex", 4, WRITE | DENYOOM, KEY1, psetex),
+    spec("getset", 3, WRITE | DENYOOM | FAST, KEY1, getset),
+    spec("getdel", 2, WRITE | FAST, KEY1, getdel),
+    spec("getex", -2, WRITE | FAST, KEY1, getex),
+    spec(
+        "mget",
+        -2,
+        READONLY | FAST,
+        KeySpec {
+            first: 1,
+            last: -1,
+            step: 1,
+        },
+        mget,
+    ),
+    spec(
+        "mset",
+        -3,
+        WRITE | DENYOOM,
+        KeySpec {
+            first: 1,
+            last: -1,
+            step: 2,
+        },
+        mset,
+    ),
+    spec(
+        "msetnx",
+        -3,
+        WRITE | DENYOOM,
+        KeySpec {
+            first: 1,
+            last: -1,
+            step: 2,
+        },
+        msetnx,
+    ),
+    spec("incr", 2, WRITE | DENYOOM | FAST, KEY1, incr),
+    spec("decr", 2, WRITE | DENYOOM | FAST, KEY1, decr),
+    spec("incrby", 3, WRITE | DENYOOM | FAST, KEY1, incrby),
+    spec("decrby", 3, WRITE | DENYOOM | FAST, KEY1, decrby),
+    spec("incrbyfloat", 3, WRITE | DENYOOM | FAST, KEY1, incrbyfloat),
+    spec("append", 3, WRITE | DENYOOM, KEY1, append),
+    spec("strlen", 2, READONLY | FAST, KEY1, strlen),
+];
+
+/// The string at `key`: None if missing, WRONGTYPE if another type. Counts hits/misses.
+pub fn read_str(ctx: &mut Ctx, key: &[u8]) -> CmdResult<Option<Bytes>> {
+    let now = ctx.now;
+    let found = match ctx.db().get(key, now) {
+        None => None,
+        Some(e) => match &e.value {
+            Value::Str(s) => Some(s.clone()),
+            _ => return Err(CmdError::WrongType),
+        },
+    };
+    if found.is_some() {
+        ctx.srv.stats.keyspace_hits += 1;
+    } else {
+        ctx.srv.stats.keyspace_misses += 1;
+    }
+    Ok(found)
+}
+
+fn get(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    Ok(Frame::opt_bulk(read_str(ctx, &argv[1])?))
+}
+
+/// Which expiry option a SET/GETEX carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExpireOpt {
+    None,
+    Ex,
+    Px,
+    ExAt,
+    PxAt,
+    KeepTtl,
+    Persist,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cond {
+    Always,
+    Nx,
+    Xx,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SetOptions<'a> {
+    pub cond: Cond,
+    pub get: bool,
+    pub expire: ExpireOpt,
+    pub expire_arg: Option<&'a [u8]>,
+}
+
+/// Redis's `parseExtendedStringArgumentsOrReply` for SET (`for_getex` false) and GETEX.
+pub fn parse_set_options<'a>(opts: &'a [Bytes], for_getex: bool) -> CmdResult<SetOptions<'a>> {
+    let mut o = SetOptions {
+        cond: Cond::Always,
+        get: false,
+        expire: ExpireOpt::None,
+        expire_arg: None,
+    };
+    let mut i = 0;
+    while i < opts.len() {
+        let a = &opts[i][..];
+        let next = opts.get(i + 1).map(|b| &b[..]);
+        let no_expire_but = |allowed: ExpireOpt| o.expire == ExpireOpt::None || o.expire == allowed;
+        if !for_getex && is(a, "nx") && o.cond != Cond::Xx {
+            o.cond = Cond::Nx;
+        } else if !for_getex && is(a, "xx") && o.cond != Cond::Nx {
+            o.cond = Cond::Xx;
+        } else if !for_getex && is(a, "get") {
+            o.get = true;
+        } else if !for_getex && is(a, "keepttl") && no_expire_but(ExpireOpt::KeepTtl) {
+            o.expire = ExpireOpt::KeepTtl;
+        } else if for_getex && is(a, "persist") && no_expire_but(ExpireOpt::Persist) {
+            o.expire = ExpireOpt::Persist;
+        } else if let (Some(kind), Some(v)) = (timed_option(a), next) {
+            if !no_expire_but(kind) {
+                return Err(CmdError::Syntax);
+            }
+            o.expire = kind;
+            o.expire_arg = Some(v);
+            i += 1;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 1;
+    }
+    Ok(o)
+}
+
+fn timed_option(a: &[u8]) -> Option<ExpireOpt> {
+    if is(a, "ex") {
+        Some(ExpireOpt::Ex)
+    } else if is(a, "px") {
+        Some(ExpireOpt::Px)
+    } else if is(a, "exat") {
+        Some(ExpireOpt::ExAt)
+    } else if is(a, "pxat") {
+        Some(ExpireOpt::PxAt)
+    } else {
+        None
+    }
+}
+
+/// Redis's `getExpireMillisecondsOrReply`: the absolute deadline in ms for an EX/PX/EXAT/PXAT
+/// argument, with `invalid expire time in '<cmd>' command` for zero, negative or overflowing
+/// values.
+pub fn deadline_ms(kind: ExpireOpt, arg: &[u8], now: u64, cmd: &'static str) -> CmdResult<u64> {
+    let v = int_arg(arg)?;
+    let seconds = matches!(kind, ExpireOpt::Ex | ExpireOpt::ExAt);
+    if v <= 0 || (seconds && v > i64::MAX / 1000) {
+        return Err(CmdError::InvalidExpire(cmd));
+    }
+    let mut ms = if seconds { v * 1000 } else { v };
+    if matches!(kind, ExpireOpt::Ex | ExpireOpt::Px) {
+        ms = ms
+            .checked_add(now as i64)
+            .ok_or(CmdError::InvalidExpire(cmd))?;
+    }
+    Ok(ms as u64)
+}
+
+/// The generic SET used by SET, SETNX, SETEX, PSETEX. Returns None when the NX/XX condition
+/// stopped it; `Some(old)` otherwise (old value only fetched for GET).
+fn set_generic(
+    ctx: &mut Ctx,
+    key: &Bytes,
+    val: &Bytes,
+    o: &SetOptions,
+    cmd: &'static str,
+) -> CmdResult<(bool, Option<Bytes>)> {
+    let deadline = match (o.expire, o.expire_arg) {
+        (ExpireOpt::Ex | ExpireOpt::Px | ExpireOpt::ExAt | ExpireOpt::PxAt, Some(arg)) => {
+            Some(deadline_ms(o.expire, arg, ctx.now, cmd)?)
+        }
+        _ => None,
+    };
+    let now = ctx.now;
+    let db = ctx.db();
+    let (found, old, old_deadline) = match db.get(key, now) {
+        None => (false, None, 0),
+        Some(e) => {
+            let old = match (&e.value, o.get) {
+                (Value::Str(s), true) => Some(s.clone()),
+                (_, true) => return Err(CmdError::WrongType),
+                _ => None,
+            };
+            (true, old, e.expires_at)
+        }
+    };
+    if (o.cond == Cond::Nx && found) || (o.cond == Cond::Xx && !found) {
+        return Ok((false, old));
+    }
+    let expires_at = match deadline {
+        Some(d) => d,
+        None if o.expire == ExpireOpt::KeepTtl => old_deadline,
+        None => 0,
+    };
+    db.set(own(key), Value::Str(own(val)), expires_at);
+    Ok((true, old))
+}
+
+fn set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let o = parse_set_options(&argv[3..], false)?;
+    let (done, old) = set_generic(ctx, &argv[1], &argv[2], &o, "set")?;
+    if o.get {
+        return Ok(Frame::opt_bulk(old));
+    }
+    Ok(if done { Frame::ok() } else { Frame::Null })
+}
+
+fn setnx(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let o = SetOptions {
+        cond: Cond::Nx,
+        get: false,
+        expire: ExpireOpt::None,
+        expire_arg: None,
+    };
+    let (done, _) = set_generic(ctx, &argv[1], &argv[2], &o, "setnx")?;
+    Ok(Frame::Integer(done as i64))
+}
+
+fn setex(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let o = SetOptions {
+        cond: Cond::Always,
+        get: false,
+        expire: ExpireOpt::Ex,
+        expire_arg: Some(&argv[2]),
+    };
+    set_generic(ctx, &argv[1], &argv[3], &o, "setex")?;
+    Ok(Frame::ok())
+}
+
+fn psetex(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let o = SetOptions {
+        cond: Cond::Always,
+        get: false,
+        expire: ExpireOpt::Px,
+        expire_arg: Some(&argv[2]),
+    };
+    set_generic(ctx, &argv[1], &argv[3], &o, "psetex")?;
+    Ok(Frame::ok())
+}
+
+fn getset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let old = read_str(ctx, &argv[1])?;
+    ctx.db().set(own(&argv[1]), Value::Str(own(&argv[2])), 0);
+    Ok(Frame::opt_bulk(old))
+}
+
+fn getdel(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let old = read_str(ctx, &argv[1])?;
+    if old.is_some() {
+        let now = ctx.now;
+        ctx.db().remove(&argv[1], now);
+    }
+    Ok(Frame::opt_bulk(old))
+}
+
+fn getex(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let o = parse_set_options(&argv[2..], true)?;
+    let key = &argv[1];
+    let Some(val) = read_str(ctx, key)? else {
+        return Ok(Frame::Null);
+    };
+    let now = ctx.now;
+    match (o.expire, o.expire_arg) {
+        (ExpireOpt::Persist, _) => {
+            ctx.db().set_expire(key, 0, now);
+        }
+        (kind, Some(arg)) => {
+            let at = deadline_ms(kind, arg, now, "getex")?;
+            if matches!(kind, ExpireOpt::ExAt | ExpireOpt::PxAt) && at <= now {
+                ctx.db().remove(key, now);
+            } else {
+                ctx.db().set_expire(key, at, now);
+            }
+        }
+        _ => {}
+    }
+    Ok(Frame::Bulk(val))
+}
+
+fn mget(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let now = ctx.now;
+    let db = ctx.db();
+    let out = argv[1..]
+        .iter()
+        .map(|k| match db.get(k, now) {
+            Some(e) => match &e.value {
+                Value::Str(s) => Frame::Bulk(s.clone()),
+                _ => Frame::Null,
+            },
+            None => Frame::Null,
+        })
+        .collect();
+    Ok(Frame::Array(out))
+}
+
+fn mset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if argv.len() % 2 == 0 {
+        return Err(CmdError::WrongArity("mset".into()));
+    }
+    let db = ctx.db();
+    for pair in argv[1..].chunks(2) {
+        db.set(own(&pair[0]), Value::Str(own(&pair[1])), 0);
+    }
+    Ok(Frame::ok())
+}
+
+fn msetnx(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if argv.len() % 2 == 0 {
+        return Err(CmdError::WrongArity("msetnx".into()));
+    }
+    let now = ctx.now;
+    let db = ctx.db();
+    if argv[1..].chunks(2).any(|p| db.contains(&p[0], now)) {
+        return Ok(Frame::Integer(0));
+    }
+    for pair in argv[1..].chunks(2) {
+        db.set(own(&pair[0]), Value::Str(own(&pair[1])), 0);
+    }
+    Ok(Frame::Integer(1))
+}
+
+/// Adds `delta` to the integer at `key` (missing counts as 0), keeping its TTL.
+pub fn incr_by(ctx: &mut Ctx, key: &Bytes, delta: i64) -> CmdResult {
+    let now = ctx.now;
+    let db = ctx.db();
+    let (current, ttl) = match db.get(key, now) {
+        None => (0, 0),
+        Some(e) => match &e.value {
+            Value::Str(s) => (parse_i64(s).ok_or(CmdError::NotInteger)?, e.expires_at),
+            _ => return Err(CmdError::WrongType),
+        },
+    };
+    let new = current.checked_add(delta).ok_or(CmdError::Overflow)?;
+    let mut buf = itoa::Buffer::new();
+    let text = Bytes::copy_from_slice(buf.format(new).as_bytes());
+    match db.get_mut(key, now) {
+        Some(e) => e.value = Value::Str(text),
+        None => db.set(own(key), Value::Str(text), ttl),
+    }
+    Ok(Frame::Integer(new))
+}
+
+fn incr(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    incr_by(ctx, &argv[1], 1)
+}
+
+fn decr(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    incr_by(ctx, &argv[1], -1)
+}
+
+fn incrby(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let d = int_arg(&argv[2])?;
+    incr_by(ctx, &argv[1], d)
+}
+
+fn decrby(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let d = int_arg(&argv[2])?;
+    if d == i64::MIN {
+        return Err(CmdError::err("ERR decrement would overflow"));
+    }
+    incr_by(ctx, &argv[1], -d)
+}
+
+fn incrbyfloat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let now = ctx.now;
+    let key = &argv[1];
+    let current = match ctx.db().get(key, now) {
+        None => 0.0,
+        Some(e) => match &e.value {
+            Value::Str(s) => parse_f64(s).ok_or(CmdError::NotFloat)?,
+            _ => return Err(CmdError::WrongType),
+        },
+    };
+    let delta = float_arg(&argv[2])?;
+    let new = current + delta;
+    if new.is_nan() || new.is_infinite() {
+        return Err(CmdError::err("ERR increment would produce NaN or Infinity"));
+    }
+    let text = Bytes::from(fmt_incrbyfloat(new));
+    let db = ctx.db();
+    match db.get_mut(key, now) {
+        Some(e) => e.value = Value::Str(text.clone()),
+        None => db.set(own(key), Value::Str(text.clone()), 0),
+    }
+    Ok(Frame::Bulk(text))
+}
+
+fn append(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let now = ctx.now;
+    let max = ctx.srv.config.proto_max_bulk_len as usize;
+    let db = ctx.db();
+    match db.get_mut(&argv[1], now) {
+        None => {
+            db.set(own(&argv[1]), Value::Str(own(&argv[2])), 0);
+            Ok(Frame::Integer(argv[2].len() as i64))
+        }
+        Some(e) => match &mut e.value {
+            Value::Str(s) => {
+                if s.len() + argv[2].len() > max {
+                    return Err(CmdError::err(
+                        "ERR string exceeds maximum allowed size (proto-max-bulk-len)",
+                    ));
+                }
+                let mut v = Vec::with_capacity(s.len() + argv[2].len());
+                v.extend_from_slice(s);
+                v.extend_from_slice(&argv[2]);
+                let n = v.len();
+                *s = Bytes::from(v);
+                Ok(Frame::Integer(n as i64))
+            }
+            _ => Err(CmdError::WrongType),
+        },
+    }
+}
+
+fn strlen(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let now = ctx.now;
+    match ctx.db().get(&argv[1], now) {
+        None => Ok(Frame::Integer(0)),
+        Some(e) => match &e.value {
+            Value::Str(s) => Ok(Frame::Integer(s.len() as i64)),
+            _ => Err(CmdError::WrongType),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(v: &[&str]) -> Vec<Bytes> {
+        v.iter()
+            .map(|s| Bytes::copy_from_slice(s.as_bytes()))
+            .collect()
+    }
+
+    #[test]
+    fn set_option_rules() {
+        let ok = |v: &[&str]| parse_set_options(&b(v), false).is_ok();
+        assert!(ok(&["NX", "PX", "100"]));
+        assert!(ok(&["px", "100", "nx", "get"]));
+        assert!(ok(&["EX", "1", "EX", "2"]));
+        assert!(ok(&["KEEPTTL", "XX"]));
+        assert!(!ok(&["NX", "XX"]));
+        assert!(!ok(&["EX", "1", "PX", "2"]));
+        assert!(!ok(&["KEEPTTL", "EX", "1"]));
+        assert!(!ok(&["EX"]));
+        assert!(!ok(&["PERSIST"]));
+        assert!(parse_set_options(&b(&["PERSIST"]), true).is_ok());
+        assert!(parse_set_options(&b(&["NX"]), true).is_err());
+    }
+
+    #[test]
+    fn deadlines() {
+        assert_eq!(deadline_ms(ExpireOpt::Px, b"100", 1000, "set"), Ok(1100));
+        assert_eq!(deadline_ms(ExpireOpt::Ex, b"2", 1000, "set"), Ok(3000));
+        assert_eq!(deadline_ms(ExpireOpt::PxAt, b"5", 1000, "set"), Ok(5));
+        assert_eq!(
+            deadline_ms(ExpireOpt::Ex, b"0", 1000, "set"),
+            Err(CmdError::InvalidExpire("set"))
+        );
+        assert_eq!(
+            deadline_ms(ExpireOpt::Ex, b"-1", 1000, "set"),
+            Err(CmdError::InvalidExpire("set"))
+        );
+        assert_eq!(
+            deadline_ms(ExpireOpt::Ex, b"x", 1000, "set"),
+            Err(CmdError::NotInteger)
+        );
+        assert_eq!(
+            deadline_ms(ExpireOpt::Ex, b"9223372036854775807", 1000, "set"),
+            Err(CmdError::InvalidExpire("set"))
+        );
+    }
+}

@@ -1,0 +1,217 @@
+//! The command table: one row per command (and per subcommand), built once at start-up.
+
+use super::Ctx;
+use crate::error::CmdResult;
+use bytes::Bytes;
+use std::collections::HashMap;
+
+pub type Handler = fn(&mut Ctx, &[Bytes]) -> CmdResult;
+
+pub mod flags {
+    pub const WRITE: u32 = 1 << 0;
+    pub const READONLY: u32 = 1 << 1;
+    pub const DENYOOM: u32 = 1 << 2;
+    pub const ADMIN: u32 = 1 << 3;
+    pub const PUBSUB: u32 = 1 << 4;
+    /// Refused inside Lua scripts.
+    pub const NOSCRIPT: u32 = 1 << 5;
+    pub const BLOCKING: u32 = 1 << 6;
+    pub const LOADING: u32 = 1 << 7;
+    pub const STALE: u32 = 1 << 8;
+    pub const FAST: u32 = 1 << 9;
+    /// Allowed before AUTH.
+    pub const NO_AUTH: u32 = 1 << 10;
+    pub const MAY_REPLICATE: u32 = 1 << 11;
+    /// Runs while a script is busy (SCRIPT KILL, SHUTDOWN NOSAVE...).
+    pub const ALLOW_BUSY: u32 = 1 << 12;
+    /// Cannot be queued in MULTI.
+    pub const NO_MULTI: u32 = 1 << 13;
+    /// Executed immediately even inside MULTI (EXEC, DISCARD, MULTI, WATCH, QUIT, RESET).
+    pub const TX_CONTROL: u32 = 1 << 14;
+    /// Allowed in RESP2 subscribed mode.
+    pub const PUBSUB_OK: u32 = 1 << 15;
+    pub const SKIP_MONITOR: u32 = 1 << 16;
+    pub const SKIP_SLOWLOG: u32 = 1 << 17;
+    pub const NO_MANDATORY_KEYS: u32 = 1 << 18;
+
+    /// (flag, name COMMAND INFO prints), in Redis's order.
+    pub const NAMES: &[(u32, &str)] = &[
+        (WRITE, "write"),
+        (READONLY, "readonly"),
+        (DENYOOM, "denyoom"),
+        (ADMIN, "admin"),
+        (PUBSUB, "pubsub"),
+        (NOSCRIPT, "noscript"),
+        (BLOCKING, "blocking"),
+        (LOADING, "loading"),
+        (STALE, "stale"),
+        (SKIP_MONITOR, "skip_monitor"),
+        (SKIP_SLOWLOG, "skip_slowlog"),
+        (FAST, "fast"),
+        (NO_AUTH, "no_auth"),
+        (MAY_REPLICATE, "may_replicate"),
+        (NO_MANDATORY_KEYS, "no_mandatory_keys"),
+        (NO_MULTI, "no_multi"),
+        (ALLOW_BUSY, "allow_busy"),
+    ];
+}
+
+/// Key positions as in Redis's legacy (first, last, step) triple; last < 0 counts from the end.
+#[derive(Debug, Clone, Copy)]
+pub struct KeySpec {
+    pub first: i32,
+    pub last: i32,
+    pub step: i32,
+}
+
+pub const NO_KEYS: KeySpec = KeySpec {
+    first: 0,
+    last: 0,
+    step: 0,
+};
+pub const KEY1: KeySpec = KeySpec {
+    first: 1,
+    last: 1,
+    step: 1,
+};
+pub const ALL_KEYS: KeySpec = KeySpec {
+    first: 1,
+    last: -1,
+    step: 1,
+};
+
+pub struct CommandSpec {
+    /// Lower case, as COMMAND prints it.
+    pub name: &'static str,
+    /// Redis's rule: > 0 exact argc, < 0 at least -arity.
+    pub arity: i32,
+    pub flags: u32,
+    pub keys: KeySpec,
+    /// ACL categories as COMMAND INFO prints them (without '@').
+    pub acl: &'static [&'static str],
+    pub handler: Handler,
+    pub subcommands: &'static [CommandSpec],
+}
+
+impl CommandSpec {
+    pub fn has(&self, flag: u32) -> bool {
+        self.flags & flag != 0
+    }
+
+    pub fn arity_ok(&self, argc: usize) -> bool {
+        let argc = argc as i64;
+        let arity = self.arity as i64;
+        if arity > 0 {
+            argc == arity
+        } else {
+            argc >= -arity
+        }
+    }
+
+    /// Positions of the key arguments in `argv`.
+    pub fn key_positions(&self, argc: usize) -> impl Iterator<Item = usize> {
+        let k = self.keys;
+        let (first, step) = (k.first.max(0) as usize, k.step.max(1) as usize);
+        let last = if k.first <= 0 {
+            0
+        } else if k.last < 0 {
+            (argc as i64 + k.last as i64).max(0) as usize
+        } else {
+            (k.last as usize).min(argc.saturating_sub(1))
+        };
+        (first..=last)
+            .step_by(step)
+            .filter(move |&i| k.first > 0 && i < argc)
+    }
+}
+
+/// A command or subcommand's place in the table; stats are indexed by it.
+pub type CmdId = usize;
+
+pub struct Table {
+    pub entries: Vec<TableEntry>,
+    by_name: HashMap<Vec<u8>, CmdId, ahash::RandomState>,
+}
+
+pub struct TableEntry {
+    pub spec: &'static CommandSpec,
+    /// `get`, `client|setname`.
+    pub full_name: String,
+    pub parent: Option<CmdId>,
+    /// Subcommand name (lower case) → id.
+    pub subs: HashMap<Vec<u8>, CmdId, ahash::RandomState>,
+}
+
+/// All command families. Adding a family = one line here.
+pub fn families() -> Vec<&'static [CommandSpec]> {
+    vec![
+        super::string::COMMANDS,
+        super::keys::COMMANDS,
+        super::hash::COMMANDS,
+        super::connection::COMMANDS,
+        super::server::COMMANDS,
+    ]
+}
+
+impl Table {
+    pub fn build() -> Table {
+        let mut t = Table {
+            entries: Vec::new(),
+            by_name: HashMap::default(),
+        };
+        for fam in families() {
+            for spec in fam {
+                let id = t.entries.len();
+                t.entries.push(TableEntry {
+                    spec,
+                    full_name: spec.name.to_string(),
+                    parent: None,
+                    subs: HashMap::default(),
+                });
+                t.by_name.insert(spec.name.as_bytes().to_vec(), id);
+                for sub in spec.subcommands {
+                    let sid = t.entries.len();
+                    t.entries.push(TableEntry {
+                        spec: sub,
+                        full_name: format!("{}|{}", spec.name, sub.name),
+                        parent: Some(id),
+                        subs: HashMap::default(),
+                    });
+                    t.entries[id].subs.insert(sub.name.as_bytes().to_vec(), sid);
+                }
+            }
+        }
+        t
+    }
+
+    /// Case-insensitive lookup without allocating for names up to 32 bytes.
+    pub fn lookup(&self, name: &[u8]) -> Option<CmdId> {
+        let mut buf = [0u8; 32];
+        if name.len() <= buf.len() {
+            for (d, s) in buf.iter_mut().zip(name) {
+                *d = s.to_ascii_lowercase();
+            }
+            self.by_name.get(&buf[..name.len()]).copied()
+        } else {
+            None
+        }
+    }
+
+    pub fn lookup_sub(&self, parent: CmdId, name: &[u8]) -> Option<CmdId> {
+        if name.len() > 64 {
+            return None;
+        }
+        self.entries[parent]
+            .subs
+            .get(&name.to_ascii_lowercase())
+            .copied()
+    }
+
+    /// Top-level commands, for COMMAND and COMMAND COUNT.
+    pub fn top_level(&self) -> impl Iterator<Item = (CmdId, &TableEntry)> {
+        self.entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.parent.is_none())
+    }
+}

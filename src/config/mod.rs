@@ -1,0 +1,152 @@
+//! Configuration: one table of directives (`DIRECTIVES`) feeds the config file parser, the
+//! command-line overrides, CONFIG GET/SET/REWRITE and the README's option list.
+
+mod directives;
+pub mod file;
+
+pub use directives::{Directive, DIRECTIVES};
+pub use file::{load, ConfigError};
+
+/// Every setting, with Redis's defaults unless noted.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub bind: Vec<String>,
+    pub port: u16,
+    pub protected_mode: bool,
+    pub tcp_backlog: u32,
+    pub tcp_keepalive: u64,
+    pub timeout: u64,
+    pub databases: usize,
+    pub maxclients: u64,
+    pub proto_max_bulk_len: i64,
+    pub client_query_buffer_limit: u64,
+    pub loglevel: LogLevel,
+    pub logfile: String,
+    pub pidfile: String,
+    pub dir: String,
+    pub requirepass: Option<String>,
+    pub hz: u64,
+    pub busy_reply_threshold: u64,
+    /// Path of the file we were started with (CONFIG REWRITE writes it back).
+    pub config_file: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogLevel {
+    Debug,
+    Verbose,
+    Notice,
+    Warning,
+    Nothing,
+}
+
+impl LogLevel {
+    pub const NAMES: &'static [(&'static str, LogLevel)] = &[
+        ("debug", LogLevel::Debug),
+        ("verbose", LogLevel::Verbose),
+        ("notice", LogLevel::Notice),
+        ("warning", LogLevel::Warning),
+        ("nothing", LogLevel::Nothing),
+    ];
+
+    pub fn name(self) -> &'static str {
+        LogLevel::NAMES
+            .iter()
+            .find(|(_, l)| *l == self)
+            .map(|(n, _)| *n)
+            .unwrap_or("notice")
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            bind: vec!["127.0.0.1".into()],
+            port: 6379,
+            protected_mode: true,
+            tcp_backlog: 511,
+            tcp_keepalive: 300,
+            timeout: 0,
+            databases: 16,
+            maxclients: 10000,
+            proto_max_bulk_len: 512 * 1024 * 1024,
+            client_query_buffer_limit: 1024 * 1024 * 1024,
+            loglevel: LogLevel::Notice,
+            logfile: String::new(),
+            pidfile: String::new(),
+            dir: ".".into(),
+            requirepass: None,
+            hz: 10,
+            busy_reply_threshold: 5000,
+            config_file: None,
+        }
+    }
+}
+
+impl Config {
+    pub fn find(name: &str) -> Option<&'static Directive> {
+        DIRECTIVES.iter().find(|d| {
+            d.name.eq_ignore_ascii_case(name)
+                || d.aliases.iter().any(|a| a.eq_ignore_ascii_case(name))
+        })
+    }
+
+    /// Applies one directive by name; the error is the reason Redis would print.
+    pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
+        let d = Config::find(name)
+            .ok_or_else(|| "Bad directive or wrong number of arguments".to_string())?;
+        (d.set)(self, value)
+    }
+}
+
+/// Redis's `memtoull`: a number with an optional unit (k, kb, m, mb, g, gb; case-insensitive).
+pub fn parse_memory(v: &str) -> Option<u64> {
+    let lower = v.to_ascii_lowercase();
+    let split = lower
+        .find(|c: char| !c.is_ascii_digit() && c != '-')
+        .unwrap_or(lower.len());
+    let (num, unit) = lower.split_at(split);
+    let mul: u64 = match unit {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1000 * 1000,
+        "mb" => 1024 * 1024,
+        "g" => 1000 * 1000 * 1000,
+        "gb" => 1024 * 1024 * 1024,
+        _ => return None,
+    };
+    let n: u64 = num.parse().ok()?;
+    n.checked_mul(mul)
+}
+
+/// How CONFIG GET prints a memory value: plain bytes, as Redis 7 does.
+pub fn fmt_memory(v: u64) -> String {
+    v.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_units() {
+        assert_eq!(parse_memory("100"), Some(100));
+        assert_eq!(parse_memory("1k"), Some(1000));
+        assert_eq!(parse_memory("1kb"), Some(1024));
+        assert_eq!(parse_memory("512MB"), Some(512 * 1024 * 1024));
+        assert_eq!(parse_memory("1gb"), Some(1 << 30));
+        assert_eq!(parse_memory("1x"), None);
+        assert_eq!(parse_memory("-1"), None);
+    }
+
+    #[test]
+    fn every_directive_round_trips_its_default() {
+        let mut c = Config::default();
+        for d in DIRECTIVES {
+            let v = (d.get)(&c);
+            (d.set)(&mut c, &v).unwrap_or_else(|e| panic!("{}: {v:?}: {e}", d.name));
+            assert_eq!((d.get)(&c), v, "{}", d.name);
+        }
+    }
+}

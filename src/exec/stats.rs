@@ -1,0 +1,91 @@
+//! Counters for INFO stats, commandstats and errorstats.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+#[derive(Debug, Default, Clone)]
+pub struct CmdStat {
+    pub calls: u64,
+    pub usec: u64,
+    pub rejected_calls: u64,
+    pub failed_calls: u64,
+}
+
+#[derive(Debug)]
+pub struct Stats {
+    pub commands: Vec<CmdStat>,
+    /// Error code → count (INFO errorstats).
+    pub errors: BTreeMap<String, u64>,
+    pub total_error_replies: u64,
+    pub total_commands: u64,
+    pub keyspace_hits: u64,
+    pub keyspace_misses: u64,
+    pub last_reset: Instant,
+    /// Unix seconds at start-up (LASTSAVE, rdb_last_save_time).
+    pub start_unix: u64,
+    ops_samples: [u64; 16],
+    sample_idx: usize,
+    last_sample_cmds: u64,
+    last_sample_at: Instant,
+}
+
+impl Stats {
+    pub fn new(ncommands: usize) -> Stats {
+        let now = Instant::now();
+        Stats {
+            commands: vec![CmdStat::default(); ncommands],
+            errors: BTreeMap::new(),
+            total_error_replies: 0,
+            total_commands: 0,
+            keyspace_hits: 0,
+            keyspace_misses: 0,
+            last_reset: now,
+            start_unix: super::unix_ms() / 1000,
+            ops_samples: [0; 16],
+            sample_idx: 0,
+            last_sample_cmds: 0,
+            last_sample_at: now,
+        }
+    }
+
+    pub fn count_error(&mut self, code: &str) {
+        self.total_error_replies += 1;
+        match self.errors.get_mut(code) {
+            Some(n) => *n += 1,
+            None => {
+                // Redis caps distinct error codes at 128 to bound memory.
+                if self.errors.len() < 128 {
+                    self.errors.insert(code.to_string(), 1);
+                }
+            }
+        }
+    }
+
+    pub fn reset(&mut self) {
+        for c in self.commands.iter_mut() {
+            *c = CmdStat::default();
+        }
+        self.errors.clear();
+        self.total_error_replies = 0;
+        self.keyspace_hits = 0;
+        self.keyspace_misses = 0;
+    }
+
+    /// Called from cron: one sample of commands per second for instantaneous_ops_per_sec.
+    pub fn sample_ops(&mut self) {
+        let elapsed = self.last_sample_at.elapsed();
+        if elapsed.as_millis() < 100 {
+            return;
+        }
+        let delta = self.total_commands - self.last_sample_cmds;
+        let per_sec = (delta as f64 / elapsed.as_secs_f64()) as u64;
+        self.ops_samples[self.sample_idx] = per_sec;
+        self.sample_idx = (self.sample_idx + 1) % self.ops_samples.len();
+        self.last_sample_cmds = self.total_commands;
+        self.last_sample_at = Instant::now();
+    }
+
+    pub fn instantaneous_ops(&self) -> u64 {
+        self.ops_samples.iter().sum::<u64>() / self.ops_samples.len() as u64
+    }
+}

@@ -1,0 +1,185 @@
+//! deadbolt: a lock server that speaks the Redis protocol.
+//!
+//! `run` is what `main` and the tests call: it takes a configuration, already-bound listeners and
+//! a shutdown future, so tests start a server on port 0 in-process.
+
+pub mod alloc;
+pub mod cli;
+pub mod cmd;
+pub mod config;
+pub mod error;
+pub mod exec;
+pub mod logging;
+pub mod protocol;
+pub mod server;
+pub mod store;
+
+use config::Config;
+
+#[global_allocator]
+static GLOBAL: alloc::CountingAlloc = alloc::CountingAlloc;
+
+use std::future::Future;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+
+/// Binds every address of `cfg.bind` on `cfg.port` (Redis's `bind` semantics).
+pub async fn bind(cfg: &Config) -> std::io::Result<Vec<TcpListener>> {
+    let mut listeners = Vec::new();
+    for addr in &cfg.bind {
+        let (host, optional) = match addr.strip_prefix('-') {
+            Some(h) => (h, true),
+            None => (addr.as_str(), false),
+        };
+        let host = if host == "*" { "0.0.0.0" } else { host };
+        let target = if host.contains(':') {
+            format!("[{host}]:{}", cfg.port)
+        } else {
+            format!("{host}:{}", cfg.port)
+        };
+        let socket_addr: std::net::SocketAddr = match target.parse() {
+            Ok(a) => a,
+            Err(_) => {
+                let mut found = tokio::net::lookup_host(&target).await?;
+                found
+                    .next()
+                    .ok_or_else(|| std::io::Error::other(format!("cannot resolve {host}")))?
+            }
+        };
+        let socket = if socket_addr.is_ipv6() {
+            tokio::net::TcpSocket::new_v6()?
+        } else {
+            tokio::net::TcpSocket::new_v4()?
+        };
+        socket.set_reuseaddr(true)?;
+        match socket
+            .bind(socket_addr)
+            .and_then(|_| socket.listen(cfg.tcp_backlog.max(1)))
+        {
+            Ok(l) => listeners.push(l),
+            Err(e) if optional => tracing::warn!("Could not bind optional address {addr}: {e}"),
+            Err(e) => {
+                return Err(std::io::Error::new(
+                    e.kind(),
+                    format!("Could not create server TCP listening socket {target}: {e}"),
+                ))
+            }
+        }
+    }
+    Ok(listeners)
+}
+
+/// Serves until `shutdown` resolves or a client runs SHUTDOWN.
+pub async fn run(
+    cfg: Config,
+    listeners: Vec<TcpListener>,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let shared = Arc::new(exec::Shared::new(&cfg));
+    let keepalive = cfg.tcp_keepalive;
+    let server = exec::Server::new(cfg, shared.clone());
+    let (inbox, executor) = exec::spawn(server)?;
+    for l in &listeners {
+        if let Ok(a) = l.local_addr() {
+            tracing::info!("Listening on {a}");
+        }
+    }
+    tracing::info!("Ready to accept connections tcp");
+    let accept = server::accept_loop(listeners, inbox.clone(), shared.clone(), keepalive);
+    tokio::select! {
+        _ = accept => {}
+        _ = shutdown => {}
+        _ = wait_shutdown_request(&shared) => {}
+    }
+    tracing::info!("User requested shutdown...");
+    let _ = inbox.send(exec::Msg::Shutdown);
+    drop(inbox);
+    let _ = tokio::task::spawn_blocking(move || executor.join()).await;
+    tracing::info!("deadbolt is now ready to exit, bye bye...");
+    Ok(())
+}
+
+async fn wait_shutdown_request(shared: &exec::Shared) {
+    loop {
+        let notified = shared.shutdown_notify.notified();
+        if shared
+            .shutdown_requested
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            return;
+        }
+        notified.await;
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM, logging Redis's text.
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            std::future::pending::<()>().await;
+            return;
+        };
+        tokio::select! {
+            _ = term.recv() => tracing::warn!("Received SIGTERM scheduling shutdown..."),
+            _ = int.recv() => tracing::warn!("Received SIGINT scheduling shutdown..."),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// The `--ping` health probe: PING the configured address, true on `+PONG` (or an auth error,
+/// which proves the server is up and answering).
+pub fn cli_ping(cfg: &Config) -> bool {
+    use std::io::{Read, Write};
+    let host = match cfg.bind.first().map(|h| h.trim_start_matches('-')) {
+        Some("*") | Some("0.0.0.0") | None => "127.0.0.1".to_string(),
+        Some("::") | Some("::*") => "::1".to_string(),
+        Some(h) => h.to_string(),
+    };
+    let target = if host.contains(':') {
+        format!("[{host}]:{}", cfg.port)
+    } else {
+        format!("{host}:{}", cfg.port)
+    };
+    let Ok(addr) = target.parse::<std::net::SocketAddr>() else {
+        return false;
+    };
+    let timeout = std::time::Duration::from_secs(2);
+    let Ok(mut s) = std::net::TcpStream::connect_timeout(&addr, timeout) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(timeout));
+    let mut req = Vec::new();
+    if let Some(pass) = &cfg.requirepass {
+        req.extend_from_slice(
+            format!("*2\r\n$4\r\nAUTH\r\n${}\r\n{}\r\n", pass.len(), pass).as_bytes(),
+        );
+    }
+    req.extend_from_slice(b"*1\r\n$4\r\nPING\r\n");
+    if s.write_all(&req).is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 256];
+    let mut got = Vec::new();
+    while let Ok(n) = s.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+        if got.windows(7).any(|w| w == b"+PONG\r\n") {
+            return true;
+        }
+        if got.len() > 4096 {
+            break;
+        }
+    }
+    false
+}

@@ -1,0 +1,159 @@
+//! One connection: read → decode the whole pipeline → one batch to the executor → write every
+//! reply chunk queued for us with one write. Output from the executor (replies and pub/sub
+//! pushes) arrives on one channel, so it is written in exactly the order it was produced.
+
+use crate::exec::client::{ClientShared, Out};
+use crate::exec::{Inbox, Msg, Shared};
+use crate::protocol::{DecodeLimits, Decoder};
+use bytes::BytesMut;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
+
+const READ_CHUNK: usize = 16 * 1024;
+
+pub async fn serve<S>(
+    stream: S,
+    id: u64,
+    inbox: Inbox,
+    mut out_rx: mpsc::UnboundedReceiver<Out>,
+    client: Arc<ClientShared>,
+    shared: Arc<Shared>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let (mut reader, mut writer) = tokio::io::split(stream);
+    let mut rbuf = BytesMut::with_capacity(READ_CHUNK);
+    let mut wbuf = BytesMut::new();
+    let mut decoder = Decoder::new();
+    let mut in_flight = false;
+    let mut eof = false;
+    let mut last_activity = Instant::now();
+    loop {
+        if !in_flight && !eof {
+            let limits = DecodeLimits {
+                max_bulk_len: shared.proto_max_bulk_len.load(Ordering::Relaxed),
+            };
+            let mut batch = Vec::new();
+            let mut protocol_error = None;
+            loop {
+                match decoder.decode(&mut rbuf, &limits) {
+                    Ok(Some(args)) => batch.push(args),
+                    Ok(None) => break,
+                    Err(e) => {
+                        protocol_error = Some(e);
+                        break;
+                    }
+                }
+            }
+            if !batch.is_empty() {
+                in_flight = true;
+                if inbox.send(Msg::Batch { id, cmds: batch }).is_err() {
+                    return;
+                }
+            }
+            if let Some(e) = protocol_error {
+                tracing::debug!("Protocol error ({e}) from client id={id}");
+                // Replies to the commands before the bad one come first.
+                while in_flight {
+                    match out_rx.recv().await {
+                        Some(o) => {
+                            in_flight = !o.batch_done;
+                            wbuf.extend_from_slice(&o.data);
+                        }
+                        None => return,
+                    }
+                }
+                wbuf.extend_from_slice(format!("-ERR {e}\r\n").as_bytes());
+                let _ = writer.write_all(&wbuf).await;
+                return;
+            }
+        }
+        let limit = shared.client_query_buffer_limit.load(Ordering::Relaxed);
+        if rbuf.len() > limit {
+            tracing::warn!(
+                "Closing client id={id} that reached max query buffer length ({} bytes)",
+                rbuf.len()
+            );
+            return;
+        }
+        let timeout = shared.timeout_secs.load(Ordering::Relaxed);
+        let idle_deadline =
+            if timeout > 0 && !in_flight && !client.timeout_exempt.load(Ordering::Relaxed) {
+                Some(last_activity + Duration::from_secs(timeout))
+            } else {
+                None
+            };
+        if rbuf.capacity() - rbuf.len() < READ_CHUNK / 2 {
+            rbuf.reserve(READ_CHUNK);
+        }
+        tokio::select! {
+            biased;
+            out = out_rx.recv() => {
+                let Some(first) = out else { return };
+                let mut close = false;
+                let mut handle = |o: Out, wbuf: &mut BytesMut| {
+                    if o.batch_done {
+                        in_flight = false;
+                    }
+                    close |= o.close;
+                    wbuf.extend_from_slice(&o.data);
+                };
+                handle(first, &mut wbuf);
+                while let Ok(o) = out_rx.try_recv() {
+                    handle(o, &mut wbuf);
+                }
+                let n = wbuf.len();
+                if n > 0 {
+                    if writer.write_all(&wbuf).await.is_err() {
+                        return;
+                    }
+                    client.pending_out.fetch_sub(n.min(client.pending_out.load(Ordering::Relaxed)), Ordering::Relaxed);
+                    wbuf.clear();
+                    if wbuf.capacity() > 1 << 20 {
+                        wbuf = BytesMut::new();
+                    }
+                }
+                if close {
+                    let _ = writer.shutdown().await;
+                    return;
+                }
+                last_activity = Instant::now();
+                if eof && !in_flight {
+                    return;
+                }
+            }
+            r = reader.read_buf(&mut rbuf), if !eof => {
+                match r {
+                    Ok(0) | Err(_) => {
+                        eof = true;
+                        // A half-closed client still gets the replies to what it sent.
+                        if !in_flight {
+                            return;
+                        }
+                    }
+                    Ok(n) => {
+                        shared.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                        last_activity = Instant::now();
+                    }
+                }
+            }
+            _ = sleep_until_opt(idle_deadline) => {
+                tracing::debug!("Closing idle client id={id}");
+                return;
+            }
+        }
+        if client.killed.load(Ordering::Relaxed) && !in_flight {
+            return;
+        }
+    }
+}
+
+async fn sleep_until_opt(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d.into()).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,90 @@
+//! The network side: accept loop, client limits, one task per connection.
+
+pub mod connection;
+
+use crate::exec::client::{Client, ClientShared};
+use crate::exec::{Inbox, Msg, Shared};
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+
+/// Accepts until `shutdown` resolves or a client runs SHUTDOWN.
+pub async fn accept_loop(
+    listeners: Vec<TcpListener>,
+    inbox: Inbox,
+    shared: Arc<Shared>,
+    keepalive_secs: u64,
+) {
+    let mut tasks = tokio::task::JoinSet::new();
+    for listener in listeners {
+        let inbox = inbox.clone();
+        let shared = shared.clone();
+        tasks.spawn(async move {
+            loop {
+                match listener.accept().await {
+                    Ok((stream, addr)) => {
+                        on_accept(stream, addr, &inbox, &shared, keepalive_secs).await
+                    }
+                    Err(e) => {
+                        // EMFILE and friends: back off instead of spinning.
+                        tracing::warn!("Accepting client connection: {e}");
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    }
+                }
+            }
+        });
+    }
+    while tasks.join_next().await.is_some() {}
+}
+
+async fn on_accept(
+    mut stream: TcpStream,
+    addr: SocketAddr,
+    inbox: &Inbox,
+    shared: &Arc<Shared>,
+    keepalive_secs: u64,
+) {
+    shared.total_connections.fetch_add(1, Ordering::Relaxed);
+    let connected = shared.connected_clients.fetch_add(1, Ordering::SeqCst);
+    if connected >= shared.maxclients.load(Ordering::Relaxed) {
+        shared.connected_clients.fetch_sub(1, Ordering::SeqCst);
+        shared.rejected_connections.fetch_add(1, Ordering::Relaxed);
+        let _ = stream
+            .write_all(b"-ERR max number of clients reached\r\n")
+            .await;
+        return;
+    }
+    let _ = stream.set_nodelay(true);
+    if keepalive_secs > 0 {
+        let ka =
+            socket2::TcpKeepalive::new().with_time(std::time::Duration::from_secs(keepalive_secs));
+        let _ = socket2::SockRef::from(&stream).set_tcp_keepalive(&ka);
+    }
+    let laddr = stream.local_addr().unwrap_or(addr);
+    let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
+    let (out_tx, out_rx) = mpsc::unbounded_channel();
+    let client_shared = Arc::new(ClientShared::default());
+    let client = Client::new(id, addr, laddr, out_tx, client_shared.clone());
+    if inbox.send(Msg::Connect(Box::new(client))).is_err() {
+        shared.connected_clients.fetch_sub(1, Ordering::SeqCst);
+        return;
+    }
+    let inbox = inbox.clone();
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        connection::serve(
+            stream,
+            id,
+            inbox.clone(),
+            out_rx,
+            client_shared,
+            shared.clone(),
+        )
+        .await;
+        let _ = inbox.send(Msg::Disconnect { id });
+        shared.connected_clients.fetch_sub(1, Ordering::SeqCst);
+    });
+}

@@ -1,0 +1,10 @@
+//! The data the executor owns. Plain Rust: no tokio, no I/O, time passed in by the caller.
+
+pub mod keyspace;
+pub mod value;
+
+pub use keyspace::{Db, Entry};
+pub use value::Value;
+
+pub type FastMap<K, V> = std::collections::HashMap<K, V, ahash::RandomState>;
+pub type FastSet<K> = std::collections::HashSet<K, ahash::RandomState>;
