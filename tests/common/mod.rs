@@ -1,0 +1,372 @@
+//! Shared test harness: start the real `deadbolt` binary (port 0, port read from its log) or a
+//! real `redis-server`, and talk raw RESP to either.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub struct Server {
+    child: Child,
+    pub port: u16,
+    /// Every line the server logged so far.
+    pub log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    pub fn conn(&self) -> Conn {
+        Conn::connect(self.port)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends SIGKILL and waits (crash tests).
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Waits for the process to exit by itself; its exit status.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                return Some(s);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        None
+    }
+
+    /// Blocks until a log line containing `needle` appears (or panics after `timeout`).
+    pub fn wait_log(&self, needle: &str, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if self.log.lock().unwrap().iter().any(|l| l.contains(needle)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        panic!(
+            "log line containing {needle:?} did not appear; log: {:?}",
+            self.log.lock().unwrap()
+        );
+    }
+}
+
+pub fn deadbolt_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_deadbolt")
+}
+
+/// Starts deadbolt on a free port with extra `--directive value` arguments.
+pub fn deadbolt(extra: &[&str]) -> Server {
+    let mut cmd = Command::new(deadbolt_bin());
+    cmd.args(["--port", "0", "--bind", "127.0.0.1"]).args(extra);
+    start(cmd, |line| {
+        line.split("Listening on 127.0.0.1:")
+            .nth(1)
+            .and_then(|p| p.trim().parse().ok())
+    })
+}
+
+/// Starts deadbolt with a config file followed by extra arguments.
+pub fn deadbolt_with_file(file: &std::path::Path, extra: &[&str]) -> Server {
+    let mut cmd = Command::new(deadbolt_bin());
+    cmd.arg(file)
+        .args(["--port", "0", "--bind", "127.0.0.1"])
+        .args(extra);
+    start(cmd, |line| {
+        line.split("Listening on 127.0.0.1:")
+            .nth(1)
+            .and_then(|p| p.trim().parse().ok())
+    })
+}
+
+fn start(mut cmd: Command, port_of: impl Fn(&str) -> Option<u16> + Send + 'static) -> Server {
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(Stdio::null());
+    let mut child = cmd.spawn().expect("spawn deadbolt");
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (tx, rx) = mpsc::channel();
+    for stream in [
+        Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>,
+        Box::new(child.stderr.take().unwrap()),
+    ] {
+        let log = log.clone();
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines() {
+                let Ok(line) = line else { break };
+                let _ = tx.send(line.clone());
+                log.lock().unwrap().push(line);
+            }
+        });
+    }
+    drop(tx);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                if let Some(port) = port_of(&line) {
+                    // Keep draining the channel so log threads never block.
+                    std::thread::spawn(move || while rx.recv().is_ok() {});
+                    return Server { child, port, log };
+                }
+            }
+            Err(_) => {
+                let _ = child.kill();
+                panic!(
+                    "server did not report its port; log: {:?}",
+                    log.lock().unwrap()
+                );
+            }
+        }
+    }
+}
+
+/// A free TCP port on 127.0.0.1 (bind, read, release).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts a real redis-server (no persistence) for differential tests. Panics with a clear
+/// message if it is not installed: `.ci/run` installs it.
+pub fn redis_server(extra: &[&str]) -> Server {
+    for _ in 0..5 {
+        let port = free_port();
+        let mut cmd = Command::new("redis-server");
+        cmd.args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--daemonize",
+            "no",
+        ])
+        .args(extra);
+        cmd.stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .stdin(Stdio::null());
+        let mut child = cmd.spawn().expect(
+            "redis-server is required for differential tests (apt-get install redis-server)",
+        );
+        let log = Arc::new(Mutex::new(Vec::new()));
+        for stream in [
+            Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>,
+            Box::new(child.stderr.take().unwrap()),
+        ] {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines() {
+                    let Ok(line) = line else { break };
+                    log.lock().unwrap().push(line);
+                }
+            });
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                break;
+            }
+            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Server { child, port, log };
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    panic!("could not start redis-server");
+}
+
+/// Encodes a command as a RESP multibulk request.
+pub fn resp_cmd<A: AsRef<[u8]>>(args: &[A]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        let a = a.as_ref();
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+pub struct Conn {
+    pub stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Conn {
+    pub fn connect(port: u16) -> Conn {
+        let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        stream.set_nodelay(true).unwrap();
+        Conn {
+            stream,
+            buf: Vec::new(),
+        }
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).expect("write");
+    }
+
+    pub fn send<A: AsRef<[u8]>>(&mut self, args: &[A]) {
+        self.send_raw(&resp_cmd(args));
+    }
+
+    /// Sends a command and returns its raw reply bytes.
+    pub fn cmd<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Vec<u8> {
+        self.send(args);
+        self.read_reply()
+    }
+
+    /// Same as `cmd`, as a lossy string (for readable assertions).
+    pub fn cmd_str<A: AsRef<[u8]>>(&mut self, args: &[A]) -> String {
+        String::from_utf8_lossy(&self.cmd(args)).into_owned()
+    }
+
+    /// Reads exactly one complete RESP2/RESP3 reply.
+    pub fn read_reply(&mut self) -> Vec<u8> {
+        loop {
+            if let Some(n) = reply_len(&self.buf, 0) {
+                return self.buf.drain(..n).collect();
+            }
+            let mut chunk = [0u8; 65536];
+            let n = self.stream.read(&mut chunk).expect("read reply");
+            if n == 0 {
+                panic!(
+                    "connection closed; partial reply: {:?}",
+                    String::from_utf8_lossy(&self.buf)
+                );
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// Like `read_reply`, but None if nothing complete arrives within `wait`.
+    pub fn try_read_reply(&mut self, wait: Duration) -> Option<Vec<u8>> {
+        self.stream.set_read_timeout(Some(wait)).unwrap();
+        let r = loop {
+            if let Some(n) = reply_len(&self.buf, 0) {
+                break Some(self.buf.drain(..n).collect());
+            }
+            let mut chunk = [0u8; 65536];
+            match self.stream.read(&mut chunk) {
+                Ok(0) | Err(_) => break None,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+            }
+        };
+        self.stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        r
+    }
+
+    /// True if the server closed the connection (reads EOF) within `wait`.
+    pub fn is_closed(&mut self, wait: Duration) -> bool {
+        self.stream.set_read_timeout(Some(wait)).unwrap();
+        let mut chunk = [0u8; 1024];
+        let closed = loop {
+            match self.stream.read(&mut chunk) {
+                Ok(0) => break true,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break true,
+                Err(_) => break false,
+            }
+        };
+        self.stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        closed
+    }
+
+    /// Reads everything until the server closes the connection.
+    pub fn read_to_close(&mut self) -> Vec<u8> {
+        let mut out = std::mem::take(&mut self.buf);
+        let mut chunk = [0u8; 65536];
+        loop {
+            match self.stream.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => out.extend_from_slice(&chunk[..n]),
+                Err(_) => break,
+            }
+        }
+        out
+    }
+}
+
+fn line_end(buf: &[u8], from: usize) -> Option<usize> {
+    buf.get(from..)?
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .map(|p| from + p)
+}
+
+/// Length of the complete RESP value starting at `at`, or None if incomplete.
+pub fn reply_len(buf: &[u8], at: usize) -> Option<usize> {
+    let kind = *buf.get(at)?;
+    let eol = line_end(buf, at + 1)?;
+    let header = std::str::from_utf8(&buf[at + 1..eol]).ok()?;
+    let after = eol + 2;
+    match kind {
+        b'+' | b'-' | b':' | b'_' | b',' | b'#' | b'(' => Some(after - at),
+        b'$' | b'=' | b'!' => {
+            let n: i64 = header.parse().ok()?;
+            if n < 0 {
+                return Some(after - at);
+            }
+            let end = after + n as usize + 2;
+            (buf.len() >= end).then_some(end - at)
+        }
+        b'*' | b'~' | b'>' | b'%' | b'|' => {
+            let n: i64 = header.parse().ok()?;
+            if n < 0 {
+                return Some(after - at);
+            }
+            let items = if kind == b'%' || kind == b'|' {
+                n * 2
+            } else {
+                n
+            };
+            let mut pos = after;
+            for _ in 0..items {
+                pos += reply_len(buf, pos)?;
+            }
+            Some(pos - at)
+        }
+        _ => panic!(
+            "unexpected RESP type byte {:?} in {:?}",
+            kind as char,
+            String::from_utf8_lossy(buf)
+        ),
+    }
+}
+
+/// Splits a redis-cli style line into arguments (quotes and escapes as redis-cli).
+pub fn split_line(line: &str) -> Vec<Vec<u8>> {
+    deadbolt::protocol::decode::split_args(line.as_bytes()).expect("balanced quotes in test line")
+}
