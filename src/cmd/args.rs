@@ -27,7 +27,7 @@ impl<'a> Args<'a> {
         self.pos < self.argv.len()
     }
 
-    pub fn next(&mut self) -> Option<&'a Bytes> {
+    pub fn next_arg(&mut self) -> Option<&'a Bytes> {
         let a = self.argv.get(self.pos)?;
         self.pos += 1;
         Some(a)
@@ -35,7 +35,7 @@ impl<'a> Args<'a> {
 
     /// The next argument; a missing one is a syntax error (arity was checked before).
     pub fn bytes(&mut self) -> Result<&'a Bytes, CmdError> {
-        self.next().ok_or(CmdError::Syntax)
+        self.next_arg().ok_or(CmdError::Syntax)
     }
 
     pub fn int(&mut self) -> Result<i64, CmdError> {

@@ -3,7 +3,7 @@
 use super::args::{float_arg, int_arg};
 use super::keys::{parse_cursor, parse_scan_opts};
 use super::table::{flags::*, CommandSpec, KEY1};
-use super::Ctx;
+use super::{event, Ctx};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::number::{fmt_incrbyfloat, parse_f64, parse_i64};
 use crate::protocol::Frame;
@@ -90,11 +90,14 @@ fn hset_generic(ctx: &mut Ctx, argv: &[Bytes], name: &str) -> CmdResult<i64> {
 }
 
 fn hset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    Ok(Frame::Integer(hset_generic(ctx, argv, "hset")?))
+    let n = hset_generic(ctx, argv, "hset")?;
+    ctx.changed(event::HASH, "hset", &argv[1]);
+    Ok(Frame::Integer(n))
 }
 
 fn hmset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     hset_generic(ctx, argv, "hmset")?;
+    ctx.changed(event::HASH, "hset", &argv[1]);
     Ok(Frame::ok())
 }
 
@@ -104,6 +107,7 @@ fn hsetnx(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Ok(Frame::Integer(0));
     }
     h.insert(own(&argv[2]), own(&argv[3]));
+    ctx.changed(event::HASH, "hset", &argv[1]);
     Ok(Frame::Integer(1))
 }
 
@@ -142,8 +146,12 @@ fn hdel(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         }
         Some(_) => return Err(CmdError::WrongType),
     };
+    if removed > 0 {
+        ctx.changed(event::HASH, "hdel", &argv[1]);
+    }
     if empty {
-        db.remove(&argv[1], now);
+        ctx.db().remove(&argv[1], now);
+        ctx.notify(event::GENERIC, "del", &argv[1]);
     }
     Ok(Frame::Integer(removed as i64))
 }
@@ -210,6 +218,7 @@ fn hincrby(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             h.insert(own(&argv[2]), text);
         }
     }
+    ctx.changed(event::HASH, "hincrby", &argv[1]);
     Ok(Frame::Integer(new))
 }
 
@@ -231,6 +240,7 @@ fn hincrbyfloat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             h.insert(own(&argv[2]), text.clone());
         }
     }
+    ctx.changed(event::HASH, "hincrbyfloat", &argv[1]);
     Ok(Frame::Bulk(text))
 }
 

@@ -3,7 +3,7 @@
 
 use super::args::{glob_match, int_arg, is};
 use super::table::{flags::*, CommandSpec, KeySpec, ALL_KEYS, KEY1, NO_KEYS};
-use super::Ctx;
+use super::{event, Ctx};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Frame;
 use bytes::Bytes;
@@ -60,12 +60,14 @@ pub static COMMANDS: &[CommandSpec] = &[
 
 fn del(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let now = ctx.now;
-    let db = ctx.db();
-    let n = argv[1..]
-        .iter()
-        .filter(|k| db.remove(k, now).is_some())
-        .count();
-    Ok(Frame::Integer(n as i64))
+    let mut n = 0;
+    for k in &argv[1..] {
+        if ctx.db().remove(k, now).is_some() {
+            ctx.changed(event::GENERIC, "del", k);
+            n += 1;
+        }
+    }
+    Ok(Frame::Integer(n))
 }
 
 fn exists(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -136,7 +138,7 @@ fn expire_generic(
     let cond = parse_expire_cond(&argv[3..])?;
     let mut when = int_arg(&argv[2])?;
     if seconds {
-        if when > i64::MAX / 1000 || when < i64::MIN / 1000 {
+        if !(i64::MIN / 1000..=i64::MAX / 1000).contains(&when) {
             return Err(CmdError::InvalidExpire(name));
         }
         when *= 1000;
@@ -164,8 +166,10 @@ fn expire_generic(
     }
     if when <= now as i64 {
         db.remove(&argv[1], now);
+        ctx.changed(event::GENERIC, "del", &argv[1]);
     } else {
         db.set_expire(&argv[1], when as u64, now);
+        ctx.changed(event::GENERIC, "expire", &argv[1]);
     }
     Ok(Frame::Integer(1))
 }
@@ -227,6 +231,7 @@ fn persist(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let had = matches!(db.get(&argv[1], now), Some(e) if e.expires_at != 0);
     if had {
         db.set_expire(&argv[1], 0, now);
+        ctx.changed(event::GENERIC, "persist", &argv[1]);
     }
     Ok(Frame::Integer(had as i64))
 }
@@ -344,6 +349,8 @@ fn rename_generic(ctx: &mut Ctx, argv: &[Bytes], nx: bool) -> CmdResult {
         entry.value,
         entry.expires_at,
     );
+    ctx.changed(event::GENERIC, "rename_from", &argv[1]);
+    ctx.changed(event::GENERIC, "rename_to", &argv[2]);
     Ok(if nx { Frame::Integer(1) } else { Frame::ok() })
 }
 
@@ -377,12 +384,15 @@ fn flush_mode_ok(argv: &[Bytes]) -> CmdResult<()> {
 
 fn flushdb(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     flush_mode_ok(argv)?;
+    let db = ctx.client.db;
+    ctx.srv.signal_flushed_db(Some(db));
     ctx.db().clear();
     Ok(Frame::ok())
 }
 
 fn flushall(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     flush_mode_ok(argv)?;
+    ctx.srv.signal_flushed_db(None);
     for db in ctx.srv.dbs.iter_mut() {
         db.clear();
     }
@@ -397,5 +407,6 @@ fn swapdb(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Err(CmdError::err("ERR DB index is out of range"));
     }
     ctx.srv.dbs.swap(a as usize, b as usize);
+    ctx.srv.signal_swapped_dbs(a as usize, b as usize);
     Ok(Frame::ok())
 }

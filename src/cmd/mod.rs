@@ -32,3 +32,36 @@ impl Ctx<'_> {
         &mut self.srv.dbs[self.client.db]
     }
 }
+
+/// Keyspace event classes (Redis's NOTIFY_* bits; the letters of `notify-keyspace-events`).
+pub mod event {
+    pub const KEYSPACE: u32 = 1 << 0; // K
+    pub const KEYEVENT: u32 = 1 << 1; // E
+    pub const GENERIC: u32 = 1 << 2; // g
+    pub const STRING: u32 = 1 << 3; // $
+    pub const LIST: u32 = 1 << 4; // l
+    pub const SET: u32 = 1 << 5; // s
+    pub const HASH: u32 = 1 << 6; // h
+    pub const ZSET: u32 = 1 << 7; // z
+    pub const EXPIRED: u32 = 1 << 8; // x
+    pub const EVICTED: u32 = 1 << 9; // e
+    pub const STREAM: u32 = 1 << 10; // t
+    pub const KEY_MISS: u32 = 1 << 11; // m
+    pub const NEW: u32 = 1 << 14; // n
+}
+
+impl Ctx<'_> {
+    /// A write changed `key` in the client's database: Redis's `signalModifiedKey` (WATCH,
+    /// blocked clients) followed by `notifyKeyspaceEvent(class, event, key)`.
+    pub fn changed(&mut self, class: u32, event: &'static str, key: &[u8]) {
+        let db = self.client.db;
+        self.srv.signal_modified_key(db, key);
+        self.srv.notify_keyspace_event(class, event, key, db);
+    }
+
+    /// A keyspace event without a modification signal (e.g. `expire` after `set`).
+    pub fn notify(&mut self, class: u32, event: &'static str, key: &[u8]) {
+        let db = self.client.db;
+        self.srv.notify_keyspace_event(class, event, key, db);
+    }
+}

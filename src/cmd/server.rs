@@ -432,8 +432,6 @@ fn command_list(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if argv.len() > 2 {
         if argv.len() == 5 && is(&argv[2], "filterby") && is(&argv[3], "pattern") {
             pattern = Some(&argv[4]);
-        } else if argv.len() == 5 && is(&argv[2], "filterby") {
-            return Err(CmdError::Syntax);
         } else {
             return Err(CmdError::Syntax);
         }

@@ -2,7 +2,7 @@
 
 use super::args::{float_arg, int_arg, is};
 use super::table::{flags::*, CommandSpec, KeySpec, KEY1};
-use super::Ctx;
+use super::{event, Ctx};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::number::{fmt_incrbyfloat, parse_f64, parse_i64};
 use crate::protocol::Frame;
@@ -235,6 +235,10 @@ fn set_generic(
         None => 0,
     };
     db.set(own(key), Value::Str(own(val)), expires_at);
+    ctx.changed(event::STRING, "set", key);
+    if deadline.is_some() {
+        ctx.notify(event::GENERIC, "expire", key);
+    }
     Ok((true, old))
 }
 
@@ -283,6 +287,7 @@ fn psetex(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 fn getset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let old = read_str(ctx, &argv[1])?;
     ctx.db().set(own(&argv[1]), Value::Str(own(&argv[2])), 0);
+    ctx.changed(event::STRING, "set", &argv[1]);
     Ok(Frame::opt_bulk(old))
 }
 
@@ -291,6 +296,7 @@ fn getdel(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if old.is_some() {
         let now = ctx.now;
         ctx.db().remove(&argv[1], now);
+        ctx.changed(event::GENERIC, "del", &argv[1]);
     }
     Ok(Frame::opt_bulk(old))
 }
@@ -303,15 +309,18 @@ fn getex(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     };
     let now = ctx.now;
     match (o.expire, o.expire_arg) {
-        (ExpireOpt::Persist, _) => {
+        (ExpireOpt::Persist, _) if ctx.db().get(key, now).is_some_and(|e| e.expires_at != 0) => {
             ctx.db().set_expire(key, 0, now);
+            ctx.changed(event::GENERIC, "persist", key);
         }
         (kind, Some(arg)) => {
             let at = deadline_ms(kind, arg, now, "getex")?;
             if matches!(kind, ExpireOpt::ExAt | ExpireOpt::PxAt) && at <= now {
                 ctx.db().remove(key, now);
+                ctx.changed(event::GENERIC, "del", key);
             } else {
                 ctx.db().set_expire(key, at, now);
+                ctx.changed(event::GENERIC, "expire", key);
             }
         }
         _ => {}
@@ -339,9 +348,9 @@ fn mset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if argv.len() % 2 == 0 {
         return Err(CmdError::WrongArity("mset".into()));
     }
-    let db = ctx.db();
     for pair in argv[1..].chunks(2) {
-        db.set(own(&pair[0]), Value::Str(own(&pair[1])), 0);
+        ctx.db().set(own(&pair[0]), Value::Str(own(&pair[1])), 0);
+        ctx.changed(event::STRING, "set", &pair[0]);
     }
     Ok(Frame::ok())
 }
@@ -356,7 +365,8 @@ fn msetnx(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Ok(Frame::Integer(0));
     }
     for pair in argv[1..].chunks(2) {
-        db.set(own(&pair[0]), Value::Str(own(&pair[1])), 0);
+        ctx.db().set(own(&pair[0]), Value::Str(own(&pair[1])), 0);
+        ctx.changed(event::STRING, "set", &pair[0]);
     }
     Ok(Frame::Integer(1))
 }
@@ -379,6 +389,7 @@ pub fn incr_by(ctx: &mut Ctx, key: &Bytes, delta: i64) -> CmdResult {
         Some(e) => e.value = Value::Str(text),
         None => db.set(own(key), Value::Str(text), ttl),
     }
+    ctx.changed(event::STRING, "incrby", key);
     Ok(Frame::Integer(new))
 }
 
@@ -424,10 +435,17 @@ fn incrbyfloat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         Some(e) => e.value = Value::Str(text.clone()),
         None => db.set(own(key), Value::Str(text.clone()), 0),
     }
+    ctx.changed(event::STRING, "incrbyfloat", key);
     Ok(Frame::Bulk(text))
 }
 
 fn append(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let reply = append_inner(ctx, argv)?;
+    ctx.changed(event::STRING, "append", &argv[1]);
+    Ok(reply)
+}
+
+fn append_inner(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let now = ctx.now;
     let max = ctx.srv.config.proto_max_bulk_len as usize;
     let db = ctx.db();

