@@ -93,6 +93,8 @@ pub fn deadbolt_with_file(file: &std::path::Path, extra: &[&str]) -> Server {
     })
 }
 
+// The child is owned by the returned Server, whose Drop kills and reaps it.
+#[allow(clippy::zombie_processes)]
 fn start(mut cmd: Command, port_of: impl Fn(&str) -> Option<u16> + Send + 'static) -> Server {
     cmd.stdout(Stdio::piped())
         .stderr(Stdio::piped())
