@@ -221,7 +221,7 @@ fn hello(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 fn select(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let id = int_arg(&argv[1]).map_err(|_| CmdError::err("ERR invalid DB index"))?;
+    let id = int_arg(&argv[1])?;
     if id < 0 || id as usize >= ctx.srv.dbs.len() {
         return Err(CmdError::err("ERR DB index is out of range"));
     }

@@ -109,7 +109,15 @@ fn lastsave(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     Ok(Frame::Integer(ctx.srv.stats.start_unix as i64))
 }
 
-fn debug(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+fn debug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let allowed = match ctx.srv.config.enable_debug_command {
+        crate::config::DebugCommand::Yes => true,
+        crate::config::DebugCommand::Local => ctx.client.addr.ip().is_loopback(),
+        crate::config::DebugCommand::No => false,
+    };
+    if !allowed {
+        return Err(CmdError::err("ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server."));
+    }
     if is(&argv[1], "sleep") && argv.len() == 3 {
         let secs = float_arg(&argv[2])?;
         if secs > 0.0 {
@@ -189,7 +197,7 @@ fn config_get(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if argv.len() % 2 == 1 {
-        return Err(CmdError::WrongArity("config|set".into()));
+        return Err(CmdError::Syntax);
     }
     let mut updated = ctx.srv.config.clone();
     let mut seen = Vec::new();
@@ -371,9 +379,7 @@ fn command_info(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Frame::Array(
         argv[2..]
             .iter()
-            .map(|n| {
-                lookup_full(ctx.srv, n).map_or(Frame::NullArray, |id| command_entry(ctx.srv, id))
-            })
+            .map(|n| lookup_full(ctx.srv, n).map_or(Frame::Null, |id| command_entry(ctx.srv, id)))
             .collect(),
     ))
 }

@@ -1,7 +1,7 @@
 //! The directive table. Each row: name, aliases, whether CONFIG SET may change it at run time,
 //! how to print and parse it, and the text `config/deadbolt.conf` and the README show.
 
-use super::{parse_memory, Config, LogLevel};
+use super::{parse_memory, Config, DebugCommand, LogLevel};
 
 pub struct Directive {
     pub name: &'static str,
@@ -178,7 +178,7 @@ pub static DIRECTIVES: &[Directive] = &[
                 .iter()
                 .find(|(n, _)| *n == lower)
                 .map(|(_, l)| *l)
-                .ok_or_else(|| "argument(s) must be one of the following: debug, verbose, notice, warning, nothing".to_string())?;
+                .ok_or_else(|| "argument(s) must be one of the following: debug, verbose, notice, warning".to_string())?;
             Ok(())
         },
         doc: "debug, verbose, notice, warning or nothing.",
@@ -248,5 +248,28 @@ pub static DIRECTIVES: &[Directive] = &[
             Ok(())
         },
         doc: "Milliseconds a script may run before other clients get -BUSY and SCRIPT KILL works.",
+    },
+    Directive {
+        name: "enable-debug-command",
+        aliases: &[],
+        mutable: false,
+        get: |c| {
+            match c.enable_debug_command {
+                DebugCommand::No => "no",
+                DebugCommand::Yes => "yes",
+                DebugCommand::Local => "local",
+            }
+            .into()
+        },
+        set: |c, v| {
+            c.enable_debug_command = match v.to_ascii_lowercase().as_str() {
+                "no" => DebugCommand::No,
+                "yes" => DebugCommand::Yes,
+                "local" => DebugCommand::Local,
+                _ => return Err("argument(s) must be one of the following: no, yes, local".into()),
+            };
+            Ok(())
+        },
+        doc: "Allow DEBUG (DEBUG SLEEP): no, yes, or local (loopback clients only).",
     },
 ];

@@ -27,8 +27,17 @@ pub struct Config {
     pub requirepass: Option<String>,
     pub hz: u64,
     pub busy_reply_threshold: u64,
+    pub enable_debug_command: DebugCommand,
     /// Path of the file we were started with (CONFIG REWRITE writes it back).
     pub config_file: Option<std::path::PathBuf>,
+}
+
+/// `enable-debug-command`: DEBUG is refused unless enabled (for everyone or loopback clients).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DebugCommand {
+    No,
+    Yes,
+    Local,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -78,6 +87,7 @@ impl Default for Config {
             requirepass: None,
             hz: 10,
             busy_reply_threshold: 5000,
+            enable_debug_command: DebugCommand::No,
             config_file: None,
         }
     }
