@@ -326,7 +326,7 @@ fn client_setinfo(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 /// One CLIENT LIST line, with Redis 7.0's fields.
-pub fn client_line(c: &Client, current: bool, out: &mut String) {
+pub fn client_line(c: &Client, table: &crate::cmd::table::Table, out: &mut String) {
     let age = c.created.elapsed().as_secs();
     let idle = c.last_interaction.elapsed().as_secs();
     let name = c
@@ -338,7 +338,9 @@ pub fn client_line(c: &Client, current: bool, out: &mut String) {
         .shared
         .pending_out
         .load(std::sync::atomic::Ordering::Relaxed);
-    let cmd = if current { "client|list" } else { c.last_cmd };
+    let cmd = c
+        .last_cmd
+        .map_or("NULL", |id| table.entries[id].full_name.as_str());
     let _ = writeln!(
         out,
         "id={} addr={} laddr={} fd={} name={} age={} idle={} flags=N db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={}",
@@ -360,8 +362,7 @@ pub fn client_line(c: &Client, current: bool, out: &mut String) {
 
 fn client_info(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     let mut s = String::new();
-    client_line(ctx.client, false, &mut s);
-    let s = s.replace("cmd=NULL", "cmd=client|info");
+    client_line(ctx.client, &ctx.srv.table, &mut s);
     Ok(Frame::Verbatim(Bytes::from(s)))
 }
 
@@ -409,7 +410,7 @@ fn client_list(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         if ids.as_ref().is_some_and(|ids| !ids.contains(&c.id)) {
             continue;
         }
-        client_line(c, c.id == ctx.client.id, &mut s);
+        client_line(c, &ctx.srv.table, &mut s);
     }
     Ok(Frame::Verbatim(Bytes::from(s)))
 }

@@ -106,7 +106,7 @@ fn process_frame(srv: &mut Server, client: &mut Client, argv: &[Bytes]) -> Frame
 pub fn run(ctx: &mut Ctx, id: CmdId, argv: &[Bytes]) -> Frame {
     let entry = &ctx.srv.table.entries[id];
     let spec = entry.spec;
-    ctx.client.last_cmd = spec.name;
+    ctx.client.last_cmd = Some(id);
     let started = Instant::now();
     let result = (spec.handler)(ctx, argv);
     let usec = started.elapsed().as_micros() as u64;

@@ -44,7 +44,8 @@ pub struct Client {
     pub user: String,
     pub created: Instant,
     pub last_interaction: Instant,
-    pub last_cmd: &'static str,
+    /// Table id of the last command run (CLIENT LIST `cmd=`), None before the first.
+    pub last_cmd: Option<usize>,
     pub out: OutSender,
     pub shared: Arc<ClientShared>,
     /// Close after the current batch's replies are written.
@@ -77,7 +78,7 @@ impl Client {
             user: "default".into(),
             created: now,
             last_interaction: now,
-            last_cmd: "NULL",
+            last_cmd: None,
             out,
             shared,
             close_after_reply: false,
