@@ -10,6 +10,7 @@ pub mod config;
 pub mod error;
 pub mod exec;
 pub mod logging;
+pub mod persist;
 pub mod protocol;
 pub mod server;
 pub mod store;

@@ -93,6 +93,13 @@ fn process_frame(srv: &mut Server, client: &mut Client, argv: &[Bytes]) -> Frame
         srv.stats.commands[id].rejected_calls += 1;
         return error_frame(srv, CmdError::err("NOAUTH Authentication required."));
     }
+    if srv.loader.is_some() && !spec.has(flags::LOADING) {
+        srv.stats.commands[id].rejected_calls += 1;
+        return error_frame(
+            srv,
+            CmdError::err("LOADING Redis is loading the dataset in memory"),
+        );
+    }
     let mut ctx = Ctx {
         srv,
         client,
@@ -107,6 +114,12 @@ pub fn run(ctx: &mut Ctx, id: CmdId, argv: &[Bytes]) -> Frame {
     let entry = &ctx.srv.table.entries[id];
     let spec = entry.spec;
     ctx.client.last_cmd = Some(id);
+    if spec.has(flags::WRITE) {
+        if let Err(e) = writes_allowed(ctx.srv) {
+            ctx.srv.stats.commands[id].rejected_calls += 1;
+            return error_frame(ctx.srv, e);
+        }
+    }
     let started = Instant::now();
     let result = (spec.handler)(ctx, argv);
     let usec = started.elapsed().as_micros() as u64;
@@ -138,4 +151,28 @@ pub fn error_frame(srv: &mut Server, e: CmdError) -> Frame {
     let code = text.split(' ').next().unwrap_or("ERR");
     srv.stats.count_error(code);
     Frame::Error(Bytes::from(text))
+}
+
+/// Refusals that apply to every write: a failing append-only file (MISCONF, as Redis) and the
+/// `lock-restart-delay` window after an amnesiac restart.
+pub fn writes_allowed(srv: &mut Server) -> Result<(), CmdError> {
+    if let Some(aof) = &srv.aof {
+        if !aof.last_write_ok {
+            let why = aof.last_write_error.clone().unwrap_or_default();
+            return Err(
+                CmdError::erf(format!("Errors writing to the AOF file: {why}")).into_misconf(),
+            );
+        }
+    }
+    if let Some(until) = srv.writes_refused_until {
+        let now = Instant::now();
+        if now < until {
+            let left = (until - now).as_millis();
+            return Err(CmdError::Other(std::borrow::Cow::Owned(format!(
+                "TRYAGAIN Writes are refused for {left} more ms (lock-restart-delay): this node restarted without durable persistence and may have forgotten locks it granted"
+            ))));
+        }
+        srv.writes_refused_until = None;
+    }
+    Ok(())
 }

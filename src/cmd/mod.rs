@@ -5,6 +5,7 @@ pub mod connection;
 pub mod dispatch;
 pub mod hash;
 pub mod keys;
+pub mod persistence;
 pub mod server;
 pub mod string;
 pub mod table;
@@ -55,6 +56,10 @@ impl Ctx<'_> {
     /// blocked clients) followed by `notifyKeyspaceEvent(class, event, key)`.
     pub fn changed(&mut self, class: u32, event: &'static str, key: &[u8]) {
         let db = self.client.db;
+        self.srv.record(crate::persist::LogOp::Key(
+            db,
+            bytes::Bytes::copy_from_slice(key),
+        ));
         self.srv.signal_modified_key(db, key);
         self.srv.notify_keyspace_event(class, event, key, db);
     }

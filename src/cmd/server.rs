@@ -233,7 +233,12 @@ pub fn apply_config(srv: &mut Server, cfg: Config) {
         crate::logging::set_level(cfg.loglevel);
     }
     srv.shared.apply(&cfg);
+    let persistence_changed =
+        cfg.appendonly != srv.config.appendonly || cfg.appendfsync != srv.config.appendfsync;
     srv.config = cfg;
+    if persistence_changed {
+        srv.persistence_config_changed();
+    }
 }
 
 fn config_resetstat(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
@@ -605,11 +610,36 @@ fn write_section(srv: &mut Server, _resp: u8, sec: &str, out: &mut String) {
             );
         }
         "persistence" => {
+            let aof = srv.aof.as_ref();
+            let status = |ok: bool| if ok { "ok" } else { "err" };
             let _ = write!(
                 out,
-                "# Persistence\r\nloading:0\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\ncurrent_cow_size:0\r\ncurrent_cow_size_age:0\r\ncurrent_fork_perc:0.00\r\ncurrent_save_keys_processed:0\r\ncurrent_save_keys_total:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:ok\r\nrdb_last_bgsave_time_sec:-1\r\nrdb_current_bgsave_time_sec:-1\r\nrdb_saves:0\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\naof_rewrite_scheduled:0\r\naof_last_rewrite_time_sec:-1\r\naof_current_rewrite_time_sec:-1\r\naof_last_bgrewrite_status:ok\r\naof_rewrites:0\r\naof_last_write_status:ok\r\naof_last_cow_size:0\r\nmodule_fork_in_progress:0\r\nmodule_fork_last_cow_size:0\r\n",
-                srv.stats.start_unix
+                "# Persistence\r\nloading:{}\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\ncurrent_cow_size:0\r\ncurrent_cow_size_age:0\r\ncurrent_fork_perc:0.00\r\ncurrent_save_keys_processed:0\r\ncurrent_save_keys_total:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:ok\r\nrdb_last_bgsave_time_sec:-1\r\nrdb_current_bgsave_time_sec:-1\r\nrdb_saves:0\r\naof_enabled:{}\r\naof_rewrite_in_progress:{}\r\naof_rewrite_scheduled:0\r\naof_last_rewrite_time_sec:{}\r\naof_current_rewrite_time_sec:{}\r\naof_last_bgrewrite_status:{}\r\naof_rewrites:{}\r\naof_last_write_status:{}\r\naof_last_cow_size:0\r\nmodule_fork_in_progress:0\r\nmodule_fork_last_cow_size:0\r\n",
+                srv.loader.is_some() as u8,
+                srv.stats.start_unix,
+                aof.is_some() as u8,
+                aof.is_some_and(|a| a.rewrite_in_progress()) as u8,
+                aof.map_or(-1, |a| a.last_rewrite_secs),
+                aof.and_then(|a| a.rewrite_started).map_or(-1, |t| t.elapsed().as_secs() as i64),
+                status(aof.is_none_or(|a| a.last_rewrite_ok)),
+                aof.map_or(0, |a| a.rewrites),
+                status(aof.is_none_or(|a| a.last_write_ok)),
             );
+            if let Some(a) = aof {
+                let _ = write!(
+                    out,
+                    "aof_current_size:{}\r\naof_base_size:{}\r\naof_pending_rewrite:0\r\naof_buffer_length:{}\r\naof_pending_bio_fsync:0\r\naof_delayed_fsync:0\r\n",
+                    a.current_size,
+                    a.base_size,
+                    a.pending.len()
+                );
+            }
+            if let Some(until) = srv.writes_refused_until {
+                let left = until
+                    .saturating_duration_since(std::time::Instant::now())
+                    .as_millis();
+                let _ = write!(out, "lock_restart_delay_remaining_ms:{left}\r\n");
+            }
         }
         "stats" => {
             let expired: u64 = srv.dbs.iter().map(|d| d.expired_total).sum();

@@ -272,4 +272,112 @@ pub static DIRECTIVES: &[Directive] = &[
         },
         doc: "Allow DEBUG (DEBUG SLEEP): no, yes, or local (loopback clients only).",
     },
+    Directive {
+        name: "appendonly",
+        aliases: &[],
+        mutable: true,
+        get: |c| show_bool(c.appendonly),
+        set: |c, v| {
+            c.appendonly = yes_no(v)?;
+            Ok(())
+        },
+        doc: "Log every write to the append-only file and load it at start-up.",
+    },
+    Directive {
+        name: "appendfilename",
+        aliases: &[],
+        mutable: false,
+        get: |c| c.appendfilename.clone(),
+        set: |c, v| {
+            if v.is_empty() || v.contains('/') {
+                return Err("appendfilename can't be a path, just a filename".into());
+            }
+            c.appendfilename = v.to_string();
+            Ok(())
+        },
+        doc: "Base name of the append-only files (inside appenddirname).",
+    },
+    Directive {
+        name: "appenddirname",
+        aliases: &[],
+        mutable: false,
+        get: |c| c.appenddirname.clone(),
+        set: |c, v| {
+            if v.is_empty() || v.contains('/') {
+                return Err("appenddirname can't be a path, just a dirname".into());
+            }
+            c.appenddirname = v.to_string();
+            Ok(())
+        },
+        doc: "Directory (inside dir) holding the manifest, base and increment files.",
+    },
+    Directive {
+        name: "appendfsync",
+        aliases: &[],
+        mutable: true,
+        get: |c| c.appendfsync.name().into(),
+        set: |c, v| {
+            c.appendfsync = crate::persist::Fsync::parse(v).ok_or_else(|| "argument(s) must be one of the following: always, everysec, no".to_string())?;
+            Ok(())
+        },
+        doc: "always: a write is acknowledged only once fsynced (grouped per executor round); everysec; no.",
+    },
+    Directive {
+        name: "auto-aof-rewrite-percentage",
+        aliases: &[],
+        mutable: true,
+        get: |c| c.auto_aof_rewrite_percentage.to_string(),
+        set: |c, v| {
+            c.auto_aof_rewrite_percentage = int_in(v, 0, i32::MAX as i64)? as u64;
+            Ok(())
+        },
+        doc: "Rewrite when the log grew by this % over its size after the last rewrite (0: never).",
+    },
+    Directive {
+        name: "auto-aof-rewrite-min-size",
+        aliases: &[],
+        mutable: true,
+        get: |c| c.auto_aof_rewrite_min_size.to_string(),
+        set: |c, v| {
+            c.auto_aof_rewrite_min_size = mem_in(v, i64::MAX as u64)?;
+            Ok(())
+        },
+        doc: "No automatic rewrite below this size.",
+    },
+    Directive {
+        name: "aof-load-truncated",
+        aliases: &[],
+        mutable: true,
+        get: |c| show_bool(c.aof_load_truncated),
+        set: |c, v| {
+            c.aof_load_truncated = yes_no(v)?;
+            Ok(())
+        },
+        doc: "Load a log whose last command is torn (cutting it off) instead of refusing to start.",
+    },
+    Directive {
+        name: "lock-restart-delay",
+        aliases: &[],
+        mutable: false,
+        get: |c| c.lock_restart_delay.to_string(),
+        set: |c, v| {
+            c.lock_restart_delay = int_in(v, 0, i64::MAX)? as u64;
+            Ok(())
+        },
+        doc: "Ours. After a start that may have lost acknowledged writes (appendonly no, or appendfsync not always), refuse writes for this many ms. Set it to the longest lock lease clients use (Redlock's delayed restart). 0: off.",
+    },
+    Directive {
+        name: "save",
+        aliases: &[],
+        mutable: true,
+        get: |_| String::new(),
+        set: |_, v| {
+            if v.trim().is_empty() || v.trim() == "\"\"" {
+                Ok(())
+            } else {
+                Err("RDB snapshots are not supported: use appendonly; only save \"\" is accepted".into())
+            }
+        },
+        doc: "RDB snapshots are not supported; only `save \"\"` is accepted (persistence is the append-only file).",
+    },
 ];

@@ -28,6 +28,16 @@ pub struct Config {
     pub hz: u64,
     pub busy_reply_threshold: u64,
     pub enable_debug_command: DebugCommand,
+    pub appendonly: bool,
+    pub appendfilename: String,
+    pub appenddirname: String,
+    pub appendfsync: crate::persist::Fsync,
+    pub auto_aof_rewrite_percentage: u64,
+    pub auto_aof_rewrite_min_size: u64,
+    pub aof_load_truncated: bool,
+    /// Ours: ms during which writes are refused after a start that may have lost acknowledged
+    /// writes (persistence off or appendfsync other than always). 0 = off.
+    pub lock_restart_delay: u64,
     /// Path of the file we were started with (CONFIG REWRITE writes it back).
     pub config_file: Option<std::path::PathBuf>,
 }
@@ -88,6 +98,14 @@ impl Default for Config {
             hz: 10,
             busy_reply_threshold: 5000,
             enable_debug_command: DebugCommand::No,
+            appendonly: false,
+            appendfilename: "appendonly.aof".into(),
+            appenddirname: "appendonlydir".into(),
+            appendfsync: crate::persist::Fsync::EverySec,
+            auto_aof_rewrite_percentage: 100,
+            auto_aof_rewrite_min_size: 64 * 1024 * 1024,
+            aof_load_truncated: true,
+            lock_restart_delay: 0,
             config_file: None,
         }
     }

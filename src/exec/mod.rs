@@ -8,6 +8,9 @@ pub mod stats;
 use crate::cmd::dispatch;
 use crate::cmd::table::Table;
 use crate::config::Config;
+use crate::persist::aof::Aof;
+use crate::persist::load::{LoadError, Loader, Step};
+use crate::persist::{emit, Fsync, LogOp};
 use crate::store::Db;
 use bytes::{Bytes, BytesMut};
 use client::{Client, Out};
@@ -113,6 +116,19 @@ pub struct Server {
     pub run_id: String,
     /// Set by SHUTDOWN: the executor stops after the current batch.
     pub shutting_down: bool,
+    /// The append-only log, when `appendonly yes`.
+    pub aof: Option<Aof>,
+    /// Loading the log at start-up (commands meanwhile get -LOADING).
+    pub loader: Option<Loader>,
+    loader_client: Option<Box<Client>>,
+    /// True while replaying the log: its commands are not logged again.
+    replaying: bool,
+    /// Changes made by the current unit of work, logged when it ends.
+    pub log_ops: Vec<LogOp>,
+    /// Replies held until the log is durable (`appendfsync always`).
+    held: Vec<(client::OutSender, Out)>,
+    /// `lock-restart-delay`: writes are refused until then.
+    pub writes_refused_until: Option<Instant>,
 }
 
 impl Server {
@@ -122,6 +138,26 @@ impl Server {
             .collect();
         let table = Arc::new(Table::build());
         let stats = Stats::new(table.entries.len());
+        let writes_refused_until = (config.lock_restart_delay > 0
+            && !(config.appendonly && config.appendfsync == Fsync::Always))
+            .then(|| Instant::now() + Duration::from_millis(config.lock_restart_delay));
+        if writes_refused_until.is_some() {
+            tracing::warn!(
+                "Writes are refused for lock-restart-delay ({} ms): this start may have lost acknowledged writes",
+                config.lock_restart_delay
+            );
+        }
+        let loader = if config.appendonly {
+            match Aof::files_to_load(&aof_dir(&config), &config.appendfilename) {
+                Ok(files) => Some(Loader::new(files, config.aof_load_truncated)),
+                Err(e) => fatal(&e),
+            }
+        } else {
+            None
+        };
+        let (tx, _) = tokio::sync::mpsc::unbounded_channel();
+        let nowhere: std::net::SocketAddr = ([127, 0, 0, 1], 0).into();
+        let loader_client = Box::new(Client::new(0, nowhere, nowhere, tx, Default::default()));
         Server {
             dbs,
             config,
@@ -134,6 +170,221 @@ impl Server {
                 .map(|_| fastrand::alphanumeric().to_ascii_lowercase())
                 .collect(),
             shutting_down: false,
+            aof: None,
+            loader,
+            loader_client: Some(loader_client),
+            replaying: false,
+            log_ops: Vec::new(),
+            held: Vec::new(),
+            writes_refused_until,
+        }
+    }
+
+    /// Records a change for the persistence log (nothing while loading or with the log off).
+    pub fn record(&mut self, op: LogOp) {
+        if self.aof.is_some() && !self.replaying {
+            self.log_ops.push(op);
+        }
+    }
+
+    /// Ends a unit of work (a command, an EXEC, a script, an expiry sweep): its changes go to
+    /// the log as one atomic block holding each changed key's final state.
+    pub fn end_unit(&mut self) {
+        if self.log_ops.is_empty() {
+            return;
+        }
+        let ops = std::mem::take(&mut self.log_ops);
+        let Some(aof) = self.aof.as_mut() else { return };
+        let mut seen = std::collections::HashSet::new();
+        let mut keep = vec![false; ops.len()];
+        for (i, op) in ops.iter().enumerate().rev() {
+            keep[i] = match op {
+                LogOp::Key(db, k) => seen.insert((*db, k.clone())),
+                _ => true,
+            };
+        }
+        let wrapped = keep.iter().filter(|k| **k).count() > 1;
+        let out = &mut aof.pending;
+        if wrapped {
+            emit::command(out, &[b"MULTI"]);
+        }
+        for (op, _) in ops.iter().zip(&keep).filter(|(_, k)| **k) {
+            let select = |db: usize, out: &mut Vec<u8>, selected: &mut Option<usize>| {
+                if *selected != Some(db) {
+                    emit::command(out, &[b"SELECT", itoa::Buffer::new().format(db).as_bytes()]);
+                    *selected = Some(db);
+                }
+            };
+            match op {
+                LogOp::Key(db, k) => {
+                    select(*db, out, &mut aof.selected_db);
+                    emit::key_state(out, k, self.dbs[*db].peek(k));
+                }
+                LogOp::FlushDb(db) => {
+                    select(*db, out, &mut aof.selected_db);
+                    emit::command(out, &[b"FLUSHDB"]);
+                }
+                LogOp::FlushAll => emit::command(out, &[b"FLUSHALL"]),
+                LogOp::SwapDb(a, b) => {
+                    let mut x = itoa::Buffer::new();
+                    let mut y = itoa::Buffer::new();
+                    emit::command(
+                        out,
+                        &[b"SWAPDB", x.format(*a).as_bytes(), y.format(*b).as_bytes()],
+                    );
+                }
+            }
+        }
+        if wrapped {
+            emit::command(out, &[b"EXEC"]);
+        }
+    }
+
+    /// The whole dataset as commands (the base file of a rewrite).
+    pub fn snapshot(&self) -> Vec<u8> {
+        let now = unix_ms();
+        let mut out = Vec::new();
+        for (i, db) in self.dbs.iter().enumerate() {
+            if db.is_empty() {
+                continue;
+            }
+            emit::command(
+                &mut out,
+                &[b"SELECT", itoa::Buffer::new().format(i).as_bytes()],
+            );
+            for (k, e) in db.iter() {
+                if !e.is_expired(now) {
+                    emit::key_state(&mut out, k, Some(e));
+                }
+            }
+        }
+        out
+    }
+
+    pub fn start_rewrite(&mut self) -> std::io::Result<()> {
+        let snapshot = self.snapshot();
+        match self.aof.as_mut() {
+            Some(aof) => aof.start_rewrite(snapshot),
+            None => Err(std::io::Error::other("appendonly is off")),
+        }
+    }
+
+    /// After each round of messages: make the round's log durable as the policy says, then
+    /// release the replies that waited for it.
+    fn after_round(&mut self) {
+        if let Some(aof) = self.aof.as_mut() {
+            let ok = aof.flush();
+            if !ok && aof.fsync == Fsync::Always {
+                fatal("Can't persist the AOF when the AOF fsync policy is 'always'. Exiting...");
+            }
+        }
+        for (out, msg) in self.held.drain(..) {
+            let _ = out.send(msg);
+        }
+    }
+
+    /// Sends a batch's replies, or holds them until the log is durable.
+    fn deliver(&mut self, out: &client::OutSender, msg: Out) {
+        if self
+            .aof
+            .as_ref()
+            .is_some_and(|a| a.needs_sync_before_reply())
+        {
+            self.held.push((out.clone(), msg));
+        } else {
+            let _ = out.send(msg);
+        }
+    }
+
+    /// Loads the log for about 20 ms; false when loading is finished.
+    fn load_step(&mut self) -> bool {
+        let Some(mut loader) = self.loader.take() else {
+            return false;
+        };
+        let mut client = self
+            .loader_client
+            .take()
+            .expect("loader client present while loading");
+        let started = Instant::now();
+        let done = loop {
+            match loader.next_unit() {
+                Ok(Step::Apply(cmds)) => {
+                    self.replaying = true;
+                    for argv in cmds {
+                        let id = match dispatch::resolve(self, &argv) {
+                            Ok(id) => id,
+                            Err(e) => fatal(&format!("Bad command in the append only file: {e}")),
+                        };
+                        let mut ctx = crate::cmd::Ctx {
+                            srv: self,
+                            client: &mut client,
+                            now: unix_ms(),
+                            in_script: false,
+                        };
+                        dispatch::run(&mut ctx, id, &argv);
+                    }
+                    self.replaying = false;
+                }
+                Ok(Step::Done) => break true,
+                Err(LoadError::Fatal(msg)) => fatal(&msg),
+            }
+            if started.elapsed() >= Loader::budget() {
+                break false;
+            }
+        };
+        self.loader_client = Some(client);
+        if done {
+            tracing::info!(
+                "DB loaded from append only file: {:.3} seconds ({} commands)",
+                loader.started.elapsed().as_secs_f64(),
+                loader.commands
+            );
+            self.drain_expired();
+            self.log_ops.clear();
+            match Aof::open(
+                aof_dir(&self.config),
+                self.config.appendfilename.clone(),
+                self.config.appendfsync,
+            ) {
+                Ok(aof) => self.aof = Some(aof),
+                Err(e) => fatal(&format!("Can't open the append-only file: {e}")),
+            }
+            false
+        } else {
+            self.loader = Some(loader);
+            true
+        }
+    }
+
+    /// CONFIG SET appendonly / appendfsync at run time.
+    pub fn persistence_config_changed(&mut self) {
+        match (self.config.appendonly, self.aof.is_some()) {
+            (true, false) if self.loader.is_none() => {
+                match Aof::open(
+                    aof_dir(&self.config),
+                    self.config.appendfilename.clone(),
+                    self.config.appendfsync,
+                ) {
+                    Ok(aof) => {
+                        self.aof = Some(aof);
+                        // The log must start from the current dataset.
+                        if let Err(e) = self.start_rewrite() {
+                            tracing::warn!("Can't start the AOF rewrite: {e}");
+                        }
+                    }
+                    Err(e) => tracing::warn!("Can't open the append-only file: {e}"),
+                }
+            }
+            (false, true) => {
+                if let Some(mut aof) = self.aof.take() {
+                    aof.fsync = Fsync::Always;
+                    aof.flush();
+                }
+            }
+            _ => {}
+        }
+        if let Some(aof) = self.aof.as_mut() {
+            aof.fsync = self.config.appendfsync;
         }
     }
 
@@ -160,8 +411,13 @@ impl Server {
 
     /// Consumes the keys that expiry removed (lazily or actively) and counts them.
     pub fn drain_expired(&mut self) {
-        for db in self.dbs.iter_mut() {
+        let logging = self.aof.is_some() && !self.replaying;
+        for (i, db) in self.dbs.iter_mut().enumerate() {
             if !db.expired.is_empty() {
+                if logging {
+                    self.log_ops
+                        .extend(db.expired.iter().map(|k| LogOp::Key(i, k.clone())));
+                }
                 db.expired.clear();
             }
         }
@@ -190,6 +446,7 @@ impl Server {
         client.pending.extend(cmds);
         while let Some(argv) = client.pending.pop_front() {
             dispatch::process(self, &mut client, argv, &mut out);
+            self.end_unit();
             if client.close_after_reply || self.shutting_down {
                 client.pending.clear();
                 break;
@@ -204,11 +461,15 @@ impl Server {
             .shared
             .pending_out
             .fetch_add(out.len(), Ordering::Relaxed);
-        let _ = client.out.send(Out {
-            data: out.freeze(),
-            batch_done: true,
-            close,
-        });
+        let sender = client.out.clone();
+        self.deliver(
+            &sender,
+            Out {
+                data: out.freeze(),
+                batch_done: true,
+                close,
+            },
+        );
         if !close {
             self.clients.insert(id, client);
         }
@@ -227,8 +488,35 @@ impl Server {
             }
         }
         self.drain_expired();
+        self.end_unit();
         self.stats.sample_ops();
+        if let Some(aof) = self.aof.as_mut() {
+            aof.poll_rewrite();
+            if aof.should_auto_rewrite(
+                self.config.auto_aof_rewrite_percentage,
+                self.config.auto_aof_rewrite_min_size,
+            ) {
+                tracing::info!(
+                    "Starting automatic rewriting of AOF on {}% growth",
+                    self.config.auto_aof_rewrite_percentage
+                );
+                if let Err(e) = self.start_rewrite() {
+                    tracing::warn!("Can't start the AOF rewrite: {e}");
+                }
+            }
+        }
     }
+}
+
+fn aof_dir(cfg: &Config) -> std::path::PathBuf {
+    std::path::Path::new(&cfg.dir).join(&cfg.appenddirname)
+}
+
+/// Unrecoverable start-up or durability failure: log and exit like Redis.
+fn fatal(msg: &str) -> ! {
+    tracing::error!("{msg}");
+    eprintln!("{msg}");
+    std::process::exit(1);
 }
 
 /// Starts the executor thread. It runs until the inbox closes or SHUTDOWN.
@@ -249,6 +537,13 @@ pub fn spawn(server: Server) -> std::io::Result<(Inbox, std::thread::JoinHandle<
             };
             let mut server = server;
             rt.block_on(async move {
+                // Load the log a slice at a time, answering clients (-LOADING) in between.
+                while server.load_step() {
+                    while let Ok(msg) = rx.try_recv() {
+                        server.handle(msg);
+                    }
+                    server.after_round();
+                }
                 let hz = server.config.hz.clamp(1, 500);
                 let mut tick = tokio::time::interval(Duration::from_millis(1000 / hz));
                 tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -261,10 +556,15 @@ pub fn spawn(server: Server) -> std::io::Result<(Inbox, std::thread::JoinHandle<
                             while let Ok(msg) = rx.try_recv() {
                                 server.handle(msg);
                             }
+                            server.after_round();
                         }
-                        _ = tick.tick() => server.cron(),
+                        _ = tick.tick() => {
+                            server.cron();
+                            server.after_round();
+                        }
                     }
                     if server.shutting_down {
+                        server.after_round();
                         break;
                     }
                 }
