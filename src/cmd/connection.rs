@@ -269,9 +269,7 @@ fn client_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         "HELP",
         "    Print this help.",
     ];
-    Ok(Frame::Array(
-        lines.iter().map(|l| Frame::simple(l)).collect(),
-    ))
+    Ok(Frame::help(&lines))
 }
 
 fn client_id(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {

@@ -171,9 +171,7 @@ fn config_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         "HELP",
         "    Print this help.",
     ];
-    Ok(Frame::Array(
-        lines.iter().map(|l| Frame::simple(l)).collect(),
-    ))
+    Ok(Frame::help(&lines))
 }
 
 fn config_get(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -474,9 +472,7 @@ fn command_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         "HELP",
         "    Print this help.",
     ];
-    Ok(Frame::Array(
-        lines.iter().map(|l| Frame::simple(l)).collect(),
-    ))
+    Ok(Frame::help(&lines))
 }
 
 // ---- INFO ------------------------------------------------------------------------------------
