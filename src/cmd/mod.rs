@@ -5,9 +5,13 @@ pub mod connection;
 pub mod dispatch;
 pub mod hash;
 pub mod keys;
+pub mod list;
 pub mod server;
+pub mod set;
 pub mod string;
 pub mod table;
+pub mod tx;
+pub mod zset;
 
 pub use args::Args;
 pub use table::{CommandSpec, Handler};

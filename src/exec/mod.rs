@@ -2,15 +2,16 @@
 //! transactions and scripts are atomic without locks around the data. Connection tasks send it
 //! whole pipelines; it answers each batch with one buffer.
 
+pub mod blocking;
 pub mod client;
 pub mod stats;
 
-use crate::cmd::dispatch;
 use crate::cmd::table::Table;
 use crate::config::Config;
+use crate::store::waiters::{Waiters, Watches};
 use crate::store::Db;
 use bytes::{Bytes, BytesMut};
-use client::{Client, Out};
+use client::Client;
 use stats::Stats;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
@@ -113,6 +114,12 @@ pub struct Server {
     pub run_id: String,
     /// Set by SHUTDOWN: the executor stops after the current batch.
     pub shutting_down: bool,
+    /// WATCHed keys and the clients whose transaction they invalidated.
+    pub watches: Watches,
+    /// Clients blocked on keys (see blocking.rs).
+    pub waiters: Waiters,
+    /// Ready keys are being served: nested commands leave new ready keys to the outer loop.
+    pub serving_ready: bool,
 }
 
 impl Server {
@@ -134,12 +141,18 @@ impl Server {
                 .map(|_| fastrand::alphanumeric().to_ascii_lowercase())
                 .collect(),
             shutting_down: false,
+            watches: Watches::default(),
+            waiters: Waiters::default(),
+            serving_ready: false,
         }
     }
 
     /// Redis's `signalModifiedKey`: invalidates WATCHes on the key and readies blocked clients.
     /// Called by every command that changes a key (through `Ctx::changed`).
-    pub fn signal_modified_key(&mut self, _db: usize, _key: &[u8]) {}
+    pub fn signal_modified_key(&mut self, db: usize, key: &[u8]) {
+        self.watches.touch(db, key);
+        self.waiters.signal(db, key);
+    }
 
     /// Redis's `notifyKeyspaceEvent`: publishes `__keyspace@<db>__:<key>` / `__keyevent@<db>__:<event>`
     /// when `notify-keyspace-events` enables the class.
@@ -153,15 +166,47 @@ impl Server {
     }
 
     /// FLUSHDB (Some(db)) / FLUSHALL (None): Redis's `signalFlushedDb` (WATCH on any key of it).
-    pub fn signal_flushed_db(&mut self, _db: Option<usize>) {}
+    /// Called before the data is dropped: only watched keys that exist are touched, as in Redis.
+    pub fn signal_flushed_db(&mut self, db: Option<usize>) {
+        if self.watches.is_empty() {
+            return;
+        }
+        let now = unix_ms();
+        let range = match db {
+            Some(d) => d..d + 1,
+            None => 0..self.dbs.len(),
+        };
+        for d in range {
+            let dbs = &mut self.dbs;
+            self.watches.touch_db(d, |k| dbs[d].contains(k, now));
+        }
+    }
 
-    /// SWAPDB: watched keys of both databases may have changed; blocked clients may be served.
-    pub fn signal_swapped_dbs(&mut self, _a: usize, _b: usize) {}
+    /// SWAPDB (called after the swap): watched keys existing in either database are touched and
+    /// clients blocked on keys that now hold data are served.
+    pub fn signal_swapped_dbs(&mut self, a: usize, b: usize) {
+        let now = unix_ms();
+        if !self.watches.is_empty() {
+            let dbs = &mut self.dbs;
+            self.watches
+                .touch_db(a, |k| dbs[a].contains(k, now) || dbs[b].contains(k, now));
+            self.watches
+                .touch_db(b, |k| dbs[a].contains(k, now) || dbs[b].contains(k, now));
+        }
+        if !self.waiters.is_empty() {
+            self.waiters.signal_db(a);
+            self.waiters.signal_db(b);
+        }
+    }
 
     /// Consumes the keys that expiry removed (lazily or actively) and counts them.
     pub fn drain_expired(&mut self) {
-        for db in self.dbs.iter_mut() {
+        for (i, db) in self.dbs.iter_mut().enumerate() {
             if !db.expired.is_empty() {
+                // Expiry is a modification for WATCH (Redis's deleteExpiredKeyAndPropagate).
+                for key in db.expired.iter() {
+                    self.watches.touch(i, key);
+                }
                 db.expired.clear();
             }
         }
@@ -177,6 +222,8 @@ impl Server {
             Msg::Batch { id, cmds } => self.run_batch(id, cmds),
             Msg::Disconnect { id } => {
                 self.clients.remove(&id);
+                self.watches.unwatch_all(id);
+                self.waiters.unblock(id);
             }
             Msg::Shutdown => self.shutting_down = true,
         }
@@ -186,32 +233,8 @@ impl Server {
         let Some(mut client) = self.clients.remove(&id) else {
             return;
         };
-        let mut out = BytesMut::with_capacity(64);
         client.pending.extend(cmds);
-        while let Some(argv) = client.pending.pop_front() {
-            dispatch::process(self, &mut client, argv, &mut out);
-            if client.close_after_reply || self.shutting_down {
-                client.pending.clear();
-                break;
-            }
-        }
-        self.drain_expired();
-        let close = client.close_after_reply;
-        self.shared
-            .net_output_bytes
-            .fetch_add(out.len() as u64, Ordering::Relaxed);
-        client
-            .shared
-            .pending_out
-            .fetch_add(out.len(), Ordering::Relaxed);
-        let _ = client.out.send(Out {
-            data: out.freeze(),
-            batch_done: true,
-            close,
-        });
-        if !close {
-            self.clients.insert(id, client);
-        }
+        blocking::drive(self, client, BytesMut::with_capacity(64));
     }
 
     /// Periodic work (Redis's serverCron): active expiry within a time budget.
@@ -228,6 +251,14 @@ impl Server {
         }
         self.drain_expired();
         self.stats.sample_ops();
+    }
+}
+
+async fn sleep_opt(d: Option<Duration>) {
+    match d {
+        // Deadlines are in whole ms; sleeping 1 ms past one makes `now > deadline` hold.
+        Some(d) => tokio::time::sleep(d + Duration::from_millis(1)).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -253,6 +284,11 @@ pub fn spawn(server: Server) -> std::io::Result<(Inbox, std::thread::JoinHandle<
                 let mut tick = tokio::time::interval(Duration::from_millis(1000 / hz));
                 tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 loop {
+                    // Wake at the earliest blocked client's deadline, not only at the next tick.
+                    let waiter_due = server
+                        .waiters
+                        .next_deadline()
+                        .map(|d| Duration::from_millis(d.saturating_sub(unix_ms())));
                     tokio::select! {
                         msg = rx.recv() => {
                             let Some(msg) = msg else { break };
@@ -263,6 +299,7 @@ pub fn spawn(server: Server) -> std::io::Result<(Inbox, std::thread::JoinHandle<
                             }
                         }
                         _ = tick.tick() => server.cron(),
+                        _ = sleep_opt(waiter_due) => blocking::time_out(&mut server),
                     }
                     if server.shutting_down {
                         break;
