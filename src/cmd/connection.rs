@@ -98,6 +98,7 @@ fn quit(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 }
 
 fn reset(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    super::tx::discard_transaction(ctx);
     let c = &mut *ctx.client;
     c.db = 0;
     c.resp = 2;

@@ -69,6 +69,10 @@ fn upper(name: &'static str) -> &'static str {
 /// Runs one network command and appends its encoded reply to `out`.
 pub fn process(srv: &mut Server, client: &mut Client, argv: Vec<Bytes>, out: &mut BytesMut) {
     let reply = process_frame(srv, client, &argv);
+    // Clients blocked on keys this command wrote are served before the next command.
+    if srv.waiters.has_ready() {
+        crate::exec::blocking::serve_ready(srv);
+    }
     if std::mem::take(&mut client.skip_reply) {
         return;
     }
@@ -80,6 +84,8 @@ fn process_frame(srv: &mut Server, client: &mut Client, argv: &[Bytes]) -> Frame
     let id = match resolve(srv, argv) {
         Ok(id) => id,
         Err(e) => {
+            // Redis's rejectCommand: a refused command inside MULTI makes EXEC abort.
+            client.multi_dirty |= client.multi.is_some();
             if let CmdError::WrongArity(_) | CmdError::UnknownSubcommand(..) = e {
                 if let Some(id) = srv.table.lookup(&argv[0]) {
                     srv.stats.commands[id].rejected_calls += 1;
@@ -91,6 +97,7 @@ fn process_frame(srv: &mut Server, client: &mut Client, argv: &[Bytes]) -> Frame
     let spec = srv.table.entries[id].spec;
     if srv.config.requirepass.is_some() && !client.authenticated && !spec.has(flags::NO_AUTH) {
         srv.stats.commands[id].rejected_calls += 1;
+        client.multi_dirty |= client.multi.is_some();
         return error_frame(srv, CmdError::err("NOAUTH Authentication required."));
     }
     if srv.loader.is_some() && !spec.has(flags::LOADING) {
@@ -99,6 +106,21 @@ fn process_frame(srv: &mut Server, client: &mut Client, argv: &[Bytes]) -> Frame
             srv,
             CmdError::err("LOADING Redis is loading the dataset in memory"),
         );
+    }
+    if let Some(queue) = client.multi.as_mut() {
+        if spec.has(flags::NO_MULTI) {
+            client.multi_dirty = true;
+            srv.stats.commands[id].rejected_calls += 1;
+            return error_frame(
+                srv,
+                CmdError::err("ERR Command not allowed inside a transaction"),
+            );
+        }
+        if !spec.has(flags::TX_CONTROL) {
+            // Owned copies: a queued command must not pin the network read buffer.
+            queue.push((id, argv.iter().map(crate::store::value::own).collect()));
+            return Frame::simple("QUEUED");
+        }
     }
     let mut ctx = Ctx {
         srv,

@@ -5,10 +5,14 @@ pub mod connection;
 pub mod dispatch;
 pub mod hash;
 pub mod keys;
+pub mod list;
 pub mod persistence;
 pub mod server;
+pub mod set;
 pub mod string;
 pub mod table;
+pub mod tx;
+pub mod zset;
 
 pub use args::Args;
 pub use table::{CommandSpec, Handler};

@@ -587,9 +587,11 @@ fn write_section(srv: &mut Server, _resp: u8, sec: &str, out: &mut String) {
         "clients" => {
             let _ = write!(
                 out,
-                "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\nblocked_clients:0\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n",
+                "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\nblocked_clients:{}\r\ntracking_clients:0\r\nclients_in_timeout_table:{}\r\n",
                 shared.connected_clients.load(Ordering::Relaxed),
                 srv.config.maxclients,
+                srv.waiters.len(),
+                srv.waiters.with_timeout(),
             );
         }
         "memory" => {

@@ -150,6 +150,10 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         super::hash::COMMANDS,
         super::connection::COMMANDS,
         super::server::COMMANDS,
+        super::list::COMMANDS,
+        super::set::COMMANDS,
+        super::zset::COMMANDS,
+        super::tx::COMMANDS,
         super::persistence::COMMANDS,
     ]
 }

@@ -1,5 +1,6 @@
 //! Per-connection state kept by the executor (the connection task only moves bytes).
 
+use crate::cmd::table::CmdId;
 use bytes::Bytes;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -54,6 +55,14 @@ pub struct Client {
     pub skip_reply: bool,
     /// Commands of the current batch not yet run (the client is blocked or paused).
     pub pending: std::collections::VecDeque<Vec<Bytes>>,
+    /// Commands queued since MULTI (None: not in a transaction).
+    pub multi: Option<Vec<(CmdId, Vec<Bytes>)>>,
+    /// A command was rejected while queuing: EXEC must abort (Redis's CLIENT_DIRTY_EXEC).
+    pub multi_dirty: bool,
+    /// EXEC is running the queue: blocking commands must not block.
+    pub in_exec: bool,
+    /// Set while a served waiter re-runs its command: the deadline it blocked with.
+    pub block_deadline: Option<u64>,
 }
 
 impl Client {
@@ -84,6 +93,10 @@ impl Client {
             close_after_reply: false,
             skip_reply: false,
             pending: Default::default(),
+            multi: None,
+            multi_dirty: false,
+            in_exec: false,
+            block_deadline: None,
         }
     }
 
@@ -100,6 +113,18 @@ impl Client {
             data,
             batch_done,
             close: false,
+        });
+    }
+
+    /// Hands a batch's (or a woken waiter's) output to the connection.
+    pub fn push_out(&self, data: Bytes, batch_done: bool, close: bool) {
+        self.shared
+            .pending_out
+            .fetch_add(data.len(), Ordering::Relaxed);
+        let _ = self.out.send(Out {
+            data,
+            batch_done,
+            close,
         });
     }
 

@@ -2,6 +2,7 @@
 //! transactions and scripts are atomic without locks around the data. Connection tasks send it
 //! whole pipelines; it answers each batch with one buffer.
 
+pub mod blocking;
 pub mod client;
 pub mod stats;
 
@@ -11,6 +12,7 @@ use crate::config::Config;
 use crate::persist::aof::Aof;
 use crate::persist::load::{LoadError, Loader, Step};
 use crate::persist::{emit, Fsync, LogOp};
+use crate::store::waiters::{Waiters, Watches};
 use crate::store::Db;
 use bytes::{Bytes, BytesMut};
 use client::{Client, Out};
@@ -129,6 +131,12 @@ pub struct Server {
     held: Vec<(client::OutSender, Out)>,
     /// `lock-restart-delay`: writes are refused until then.
     pub writes_refused_until: Option<Instant>,
+    /// WATCHed keys and the clients whose transaction they invalidated.
+    pub watches: Watches,
+    /// Clients blocked on keys (see blocking.rs).
+    pub waiters: Waiters,
+    /// Ready keys are being served: nested commands leave new ready keys to the outer loop.
+    pub serving_ready: bool,
 }
 
 impl Server {
@@ -170,6 +178,9 @@ impl Server {
                 .map(|_| fastrand::alphanumeric().to_ascii_lowercase())
                 .collect(),
             shutting_down: false,
+            watches: Watches::default(),
+            waiters: Waiters::default(),
+            serving_ready: false,
             aof: None,
             loader,
             loader_client: Some(loader_client),
@@ -283,16 +294,29 @@ impl Server {
         }
     }
 
-    /// Sends a batch's replies, or holds them until the log is durable.
-    fn deliver(&mut self, out: &client::OutSender, msg: Out) {
+    /// Sends output for `client` (a batch's replies), or holds it until the log is durable
+    /// (`appendfsync always`: nothing is acknowledged before its write is on disk).
+    pub fn deliver(&mut self, client: &Client, data: Bytes, batch_done: bool, close: bool) {
+        self.shared
+            .net_output_bytes
+            .fetch_add(data.len() as u64, Ordering::Relaxed);
+        client
+            .shared
+            .pending_out
+            .fetch_add(data.len(), Ordering::Relaxed);
+        let msg = Out {
+            data,
+            batch_done,
+            close,
+        };
         if self
             .aof
             .as_ref()
             .is_some_and(|a| a.needs_sync_before_reply())
         {
-            self.held.push((out.clone(), msg));
+            self.held.push((client.out.clone(), msg));
         } else {
-            let _ = out.send(msg);
+            let _ = client.out.send(msg);
         }
     }
 
@@ -390,7 +414,10 @@ impl Server {
 
     /// Redis's `signalModifiedKey`: invalidates WATCHes on the key and readies blocked clients.
     /// Called by every command that changes a key (through `Ctx::changed`).
-    pub fn signal_modified_key(&mut self, _db: usize, _key: &[u8]) {}
+    pub fn signal_modified_key(&mut self, db: usize, key: &[u8]) {
+        self.watches.touch(db, key);
+        self.waiters.signal(db, key);
+    }
 
     /// Redis's `notifyKeyspaceEvent`: publishes `__keyspace@<db>__:<key>` / `__keyevent@<db>__:<event>`
     /// when `notify-keyspace-events` enables the class.
@@ -404,10 +431,38 @@ impl Server {
     }
 
     /// FLUSHDB (Some(db)) / FLUSHALL (None): Redis's `signalFlushedDb` (WATCH on any key of it).
-    pub fn signal_flushed_db(&mut self, _db: Option<usize>) {}
+    /// Called before the data is dropped: only watched keys that exist are touched, as in Redis.
+    pub fn signal_flushed_db(&mut self, db: Option<usize>) {
+        if self.watches.is_empty() {
+            return;
+        }
+        let now = unix_ms();
+        let range = match db {
+            Some(d) => d..d + 1,
+            None => 0..self.dbs.len(),
+        };
+        for d in range {
+            let dbs = &mut self.dbs;
+            self.watches.touch_db(d, |k| dbs[d].contains(k, now));
+        }
+    }
 
-    /// SWAPDB: watched keys of both databases may have changed; blocked clients may be served.
-    pub fn signal_swapped_dbs(&mut self, _a: usize, _b: usize) {}
+    /// SWAPDB (called after the swap): watched keys existing in either database are touched and
+    /// clients blocked on keys that now hold data are served.
+    pub fn signal_swapped_dbs(&mut self, a: usize, b: usize) {
+        let now = unix_ms();
+        if !self.watches.is_empty() {
+            let dbs = &mut self.dbs;
+            self.watches
+                .touch_db(a, |k| dbs[a].contains(k, now) || dbs[b].contains(k, now));
+            self.watches
+                .touch_db(b, |k| dbs[a].contains(k, now) || dbs[b].contains(k, now));
+        }
+        if !self.waiters.is_empty() {
+            self.waiters.signal_db(a);
+            self.waiters.signal_db(b);
+        }
+    }
 
     /// Consumes the keys that expiry removed (lazily or actively) and counts them.
     pub fn drain_expired(&mut self) {
@@ -417,6 +472,10 @@ impl Server {
                 if logging {
                     self.log_ops
                         .extend(db.expired.iter().map(|k| LogOp::Key(i, k.clone())));
+                }
+                // Expiry is a modification for WATCH (Redis's deleteExpiredKeyAndPropagate).
+                for key in db.expired.iter() {
+                    self.watches.touch(i, key);
                 }
                 db.expired.clear();
             }
@@ -433,6 +492,8 @@ impl Server {
             Msg::Batch { id, cmds } => self.run_batch(id, cmds),
             Msg::Disconnect { id } => {
                 self.clients.remove(&id);
+                self.watches.unwatch_all(id);
+                self.waiters.unblock(id);
             }
             Msg::Shutdown => self.shutting_down = true,
         }
@@ -442,37 +503,8 @@ impl Server {
         let Some(mut client) = self.clients.remove(&id) else {
             return;
         };
-        let mut out = BytesMut::with_capacity(64);
         client.pending.extend(cmds);
-        while let Some(argv) = client.pending.pop_front() {
-            dispatch::process(self, &mut client, argv, &mut out);
-            self.end_unit();
-            if client.close_after_reply || self.shutting_down {
-                client.pending.clear();
-                break;
-            }
-        }
-        self.drain_expired();
-        let close = client.close_after_reply;
-        self.shared
-            .net_output_bytes
-            .fetch_add(out.len() as u64, Ordering::Relaxed);
-        client
-            .shared
-            .pending_out
-            .fetch_add(out.len(), Ordering::Relaxed);
-        let sender = client.out.clone();
-        self.deliver(
-            &sender,
-            Out {
-                data: out.freeze(),
-                batch_done: true,
-                close,
-            },
-        );
-        if !close {
-            self.clients.insert(id, client);
-        }
+        blocking::drive(self, client, BytesMut::with_capacity(64));
     }
 
     /// Periodic work (Redis's serverCron): active expiry within a time budget.
@@ -519,6 +551,14 @@ fn fatal(msg: &str) -> ! {
     std::process::exit(1);
 }
 
+async fn sleep_opt(d: Option<Duration>) {
+    match d {
+        // Deadlines are in whole ms; sleeping 1 ms past one makes `now > deadline` hold.
+        Some(d) => tokio::time::sleep(d + Duration::from_millis(1)).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Starts the executor thread. It runs until the inbox closes or SHUTDOWN.
 pub fn spawn(server: Server) -> std::io::Result<(Inbox, std::thread::JoinHandle<()>)> {
     let (tx, mut rx) = mpsc::unbounded_channel::<Msg>();
@@ -548,6 +588,11 @@ pub fn spawn(server: Server) -> std::io::Result<(Inbox, std::thread::JoinHandle<
                 let mut tick = tokio::time::interval(Duration::from_millis(1000 / hz));
                 tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 loop {
+                    // Wake at the earliest blocked client's deadline, not only at the next tick.
+                    let waiter_due = server
+                        .waiters
+                        .next_deadline()
+                        .map(|d| Duration::from_millis(d.saturating_sub(unix_ms())));
                     tokio::select! {
                         msg = rx.recv() => {
                             let Some(msg) = msg else { break };
@@ -560,6 +605,10 @@ pub fn spawn(server: Server) -> std::io::Result<(Inbox, std::thread::JoinHandle<
                         }
                         _ = tick.tick() => {
                             server.cron();
+                            server.after_round();
+                        }
+                        _ = sleep_opt(waiter_due) => {
+                            blocking::time_out(&mut server);
                             server.after_round();
                         }
                     }

@@ -129,8 +129,9 @@ pub async fn serve<S>(
                 match r {
                     Ok(0) | Err(_) => {
                         eof = true;
-                        // A half-closed client still gets the replies to what it sent.
-                        if !in_flight {
+                        // A half-closed client still gets the replies to what it sent, but a
+                        // client blocked in BLPOP & co. is released, as Redis frees it on EOF.
+                        if !in_flight || client.timeout_exempt.load(Ordering::Relaxed) {
                             return;
                         }
                     }
