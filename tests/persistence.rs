@@ -489,7 +489,7 @@ fn every_type_survives_restart_and_rewrite() {
         );
         assert_eq!(
             c.cmd(&["ZRANGE", "timeouts", "0", "-1", "WITHSCORES"]),
-            b"*6\r\n$1\r\ny\r\n$4\r\n-inf\r\n$1\r\nz\r\n$3\r\n0.1\r\n$1\r\nx\r\n$3\r\n1.5\r\n"
+            b"*6\r\n$1\r\ny\r\n$4\r\n-inf\r\n$1\r\nz\r\n$19\r\n0.10000000000000001\r\n$1\r\nx\r\n$3\r\n1.5\r\n"
         );
         assert_eq!(c.cmd(&["SCARD", "members"]), b":2\r\n");
         assert_eq!(c.cmd(&["GET", "t1"]), b"$1\r\n2\r\n");
