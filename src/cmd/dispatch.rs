@@ -69,6 +69,7 @@ fn upper(name: &'static str) -> &'static str {
 /// Runs one network command and appends its encoded reply to `out`.
 pub fn process(srv: &mut Server, client: &mut Client, argv: Vec<Bytes>, out: &mut BytesMut) {
     let reply = process_frame(srv, client, &argv);
+    srv.flush_self_pushes(client.resp3(), out);
     if std::mem::take(&mut client.skip_reply) {
         return;
     }
@@ -92,6 +93,13 @@ fn process_frame(srv: &mut Server, client: &mut Client, argv: &[Bytes]) -> Frame
     if srv.config.requirepass.is_some() && !client.authenticated && !spec.has(flags::NO_AUTH) {
         srv.stats.commands[id].rejected_calls += 1;
         return error_frame(srv, CmdError::err("NOAUTH Authentication required."));
+    }
+    // RESP2 has no way to tell pushes from replies, so a subscribed connection only talks pub/sub.
+    if client.resp == 2 && client.pubsub.subscribed() && !spec.has(flags::PUBSUB_OK) {
+        srv.stats.commands[id].rejected_calls += 1;
+        let name = &srv.table.entries[id].full_name;
+        let e = CmdError::erf(format!("Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"));
+        return error_frame(srv, e);
     }
     let mut ctx = Ctx {
         srv,

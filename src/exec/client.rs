@@ -28,6 +28,8 @@ pub struct ClientShared {
     pub killed: AtomicBool,
     /// Blocked, subscribed or monitoring clients are exempt from the idle `timeout`.
     pub timeout_exempt: AtomicBool,
+    /// Wakes the connection task out of a write to a client that does not read, when killed.
+    pub kill_notify: tokio::sync::Notify,
 }
 
 pub struct Client {
@@ -53,6 +55,8 @@ pub struct Client {
     pub skip_reply: bool,
     /// Commands of the current batch not yet run (the client is blocked or paused).
     pub pending: std::collections::VecDeque<Vec<Bytes>>,
+    /// Channels, patterns and shard channels this client is subscribed to.
+    pub pubsub: super::pubsub::ClientPubSub,
 }
 
 impl Client {
@@ -83,6 +87,7 @@ impl Client {
             close_after_reply: false,
             skip_reply: false,
             pending: Default::default(),
+            pubsub: Default::default(),
         }
     }
 
@@ -104,6 +109,7 @@ impl Client {
 
     pub fn kill(&self) {
         self.shared.killed.store(true, Ordering::Relaxed);
+        self.shared.kill_notify.notify_one();
         let _ = self.out.send(Out {
             data: Bytes::new(),
             batch_done: true,

@@ -3,11 +3,14 @@
 //! whole pipelines; it answers each batch with one buffer.
 
 pub mod client;
+pub mod notify;
+pub mod pubsub;
 pub mod stats;
 
 use crate::cmd::dispatch;
 use crate::cmd::table::Table;
 use crate::config::Config;
+use crate::protocol::Frame;
 use crate::store::Db;
 use bytes::{Bytes, BytesMut};
 use client::{Client, Out};
@@ -113,6 +116,11 @@ pub struct Server {
     pub run_id: String,
     /// Set by SHUTDOWN: the executor stops after the current batch.
     pub shutting_down: bool,
+    pub pubsub: pubsub::Registry,
+    /// The client whose batch is running (0: none); it is not in `clients`.
+    pub running: u64,
+    /// Pushes for the running client, written into its batch output before the next reply.
+    pub self_pushes: Vec<Frame>,
 }
 
 impl Server {
@@ -134,6 +142,9 @@ impl Server {
                 .map(|_| fastrand::alphanumeric().to_ascii_lowercase())
                 .collect(),
             shutting_down: false,
+            pubsub: Default::default(),
+            running: 0,
+            self_pushes: Vec::new(),
         }
     }
 
@@ -141,28 +152,26 @@ impl Server {
     /// Called by every command that changes a key (through `Ctx::changed`).
     pub fn signal_modified_key(&mut self, _db: usize, _key: &[u8]) {}
 
-    /// Redis's `notifyKeyspaceEvent`: publishes `__keyspace@<db>__:<key>` / `__keyevent@<db>__:<event>`
-    /// when `notify-keyspace-events` enables the class.
-    pub fn notify_keyspace_event(
-        &mut self,
-        _class: u32,
-        _event: &'static str,
-        _key: &[u8],
-        _db: usize,
-    ) {
-    }
-
     /// FLUSHDB (Some(db)) / FLUSHALL (None): Redis's `signalFlushedDb` (WATCH on any key of it).
     pub fn signal_flushed_db(&mut self, _db: Option<usize>) {}
 
     /// SWAPDB: watched keys of both databases may have changed; blocked clients may be served.
     pub fn signal_swapped_dbs(&mut self, _a: usize, _b: usize) {}
 
-    /// Consumes the keys that expiry removed (lazily or actively) and counts them.
+    /// Consumes the keys that expiry removed (lazily or actively): Redis fires `expired` for
+    /// each, so waiters can wake at a lock's TTL instead of polling.
     pub fn drain_expired(&mut self) {
-        for db in self.dbs.iter_mut() {
-            if !db.expired.is_empty() {
-                db.expired.clear();
+        for db in 0..self.dbs.len() {
+            if self.dbs[db].expired.is_empty() {
+                continue;
+            }
+            let mut keys = std::mem::take(&mut self.dbs[db].expired);
+            for key in &keys {
+                self.notify_keyspace_event(crate::cmd::event::EXPIRED, "expired", key, db);
+            }
+            keys.clear();
+            if self.dbs[db].expired.is_empty() {
+                self.dbs[db].expired = keys;
             }
         }
     }
@@ -176,7 +185,9 @@ impl Server {
             }
             Msg::Batch { id, cmds } => self.run_batch(id, cmds),
             Msg::Disconnect { id } => {
-                self.clients.remove(&id);
+                if let Some(mut c) = self.clients.remove(&id) {
+                    self.forget_client(&mut c);
+                }
             }
             Msg::Shutdown => self.shutting_down = true,
         }
@@ -187,6 +198,7 @@ impl Server {
             return;
         };
         let mut out = BytesMut::with_capacity(64);
+        self.running = id;
         client.pending.extend(cmds);
         while let Some(argv) = client.pending.pop_front() {
             dispatch::process(self, &mut client, argv, &mut out);
@@ -196,6 +208,8 @@ impl Server {
             }
         }
         self.drain_expired();
+        self.flush_self_pushes(client.resp3(), &mut out);
+        self.running = 0;
         let close = client.close_after_reply;
         self.shared
             .net_output_bytes
@@ -204,12 +218,18 @@ impl Server {
             .shared
             .pending_out
             .fetch_add(out.len(), Ordering::Relaxed);
+        if !close && self.batch_output_over_limit(&mut client) {
+            self.close_client(client);
+            return;
+        }
         let _ = client.out.send(Out {
             data: out.freeze(),
             batch_done: true,
             close,
         });
-        if !close {
+        if close {
+            self.forget_client(&mut client);
+        } else {
             self.clients.insert(id, client);
         }
     }
