@@ -1,6 +1,6 @@
 //! Per-connection state kept by the executor (the connection task only moves bytes).
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -57,6 +57,10 @@ pub struct Client {
     pub pending: std::collections::VecDeque<Vec<Bytes>>,
     /// Channels, patterns and shard channels this client is subscribed to.
     pub pubsub: super::pubsub::ClientPubSub,
+    /// Pushes queued by the executor, not yet handed to the connection task: a burst of
+    /// messages to one subscriber leaves as one chunk (one wake-up, one write), as Redis writes
+    /// a client's buffer once per event-loop turn. `Server::flush_deferred` sends them.
+    pub deferred: BytesMut,
 }
 
 impl Client {
@@ -88,6 +92,7 @@ impl Client {
             skip_reply: false,
             pending: Default::default(),
             pubsub: Default::default(),
+            deferred: BytesMut::new(),
         }
     }
 
@@ -95,14 +100,43 @@ impl Client {
         self.resp == 3
     }
 
-    /// Sends bytes to the connection outside of a batch reply (pub/sub, wake-ups).
-    pub fn push(&self, data: Bytes, batch_done: bool) {
+    /// Sends bytes to the connection outside of a batch reply (wake-ups), after any deferred
+    /// pushes, so output stays in the order it was produced.
+    pub fn push(&mut self, data: Bytes, batch_done: bool) {
+        self.flush_deferred();
         self.shared
             .pending_out
             .fetch_add(data.len(), Ordering::Relaxed);
         let _ = self.out.send(Out {
             data,
             batch_done,
+            close: false,
+        });
+    }
+
+    /// Queues a push for the next `flush_deferred`; true if the queue was empty (the caller
+    /// remembers the client as having output to flush).
+    pub fn defer(&mut self, data: &[u8]) -> bool {
+        let was_empty = self.deferred.is_empty();
+        self.deferred.extend_from_slice(data);
+        self.shared
+            .pending_out
+            .fetch_add(data.len(), Ordering::Relaxed);
+        was_empty
+    }
+
+    /// Hands the deferred pushes to the connection task (already counted in `pending_out`).
+    pub fn flush_deferred(&mut self) {
+        if self.deferred.is_empty() {
+            return;
+        }
+        let data = self.deferred.split().freeze();
+        if self.deferred.capacity() > 64 << 10 {
+            self.deferred = BytesMut::new();
+        }
+        let _ = self.out.send(Out {
+            data,
+            batch_done: false,
             close: false,
         });
     }

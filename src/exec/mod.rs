@@ -121,6 +121,8 @@ pub struct Server {
     pub running: u64,
     /// Pushes for the running client, written into its batch output before the next reply.
     pub self_pushes: Vec<Frame>,
+    /// Clients with deferred pushes (see `Client::deferred`).
+    pub dirty: Vec<u64>,
 }
 
 impl Server {
@@ -145,6 +147,7 @@ impl Server {
             pubsub: Default::default(),
             running: 0,
             self_pushes: Vec::new(),
+            dirty: Vec::new(),
         }
     }
 
@@ -197,6 +200,8 @@ impl Server {
         let Some(mut client) = self.clients.remove(&id) else {
             return;
         };
+        // Pushes queued for it earlier come before this batch's replies.
+        client.flush_deferred();
         let mut out = BytesMut::with_capacity(64);
         self.running = id;
         client.pending.extend(cmds);
@@ -247,6 +252,7 @@ impl Server {
             }
         }
         self.drain_expired();
+        self.flush_deferred();
         self.stats.sample_ops();
     }
 }
@@ -277,10 +283,17 @@ pub fn spawn(server: Server) -> std::io::Result<(Inbox, std::thread::JoinHandle<
                         msg = rx.recv() => {
                             let Some(msg) = msg else { break };
                             server.handle(msg);
-                            // Drain what is already queued before sleeping again.
+                            // Drain what is already queued before sleeping again; pushes leave
+                            // in chunks, at least every 64 messages.
+                            let mut handled = 1;
                             while let Ok(msg) = rx.try_recv() {
                                 server.handle(msg);
+                                handled += 1;
+                                if handled % 64 == 0 {
+                                    server.flush_deferred();
+                                }
                             }
+                            server.flush_deferred();
                         }
                         _ = tick.tick() => server.cron(),
                     }

@@ -161,32 +161,30 @@ impl<'a> Encoded<'a> {
         }
     }
 
-    fn bytes(&mut self, resp3: bool) -> Bytes {
+    fn bytes(&mut self, resp3: bool) -> &[u8] {
         let slot = if resp3 {
             &mut self.resp3
         } else {
             &mut self.resp2
         };
-        if let Some(b) = slot {
-            return b.clone();
-        }
-        let parts = &self.parts[..self.n];
-        let mut out =
-            BytesMut::with_capacity(parts.iter().map(|p| p.len() + 16).sum::<usize>() + 4);
-        out.put_u8(if resp3 { b'>' } else { b'*' });
-        let mut num = itoa::Buffer::new();
-        out.extend_from_slice(num.format(parts.len()).as_bytes());
-        out.extend_from_slice(b"\r\n");
-        for p in parts {
-            out.put_u8(b'$');
-            out.extend_from_slice(num.format(p.len()).as_bytes());
+        if slot.is_none() {
+            let parts = &self.parts[..self.n];
+            let mut out =
+                BytesMut::with_capacity(parts.iter().map(|p| p.len() + 16).sum::<usize>() + 4);
+            out.put_u8(if resp3 { b'>' } else { b'*' });
+            let mut num = itoa::Buffer::new();
+            out.extend_from_slice(num.format(parts.len()).as_bytes());
             out.extend_from_slice(b"\r\n");
-            out.extend_from_slice(p);
-            out.extend_from_slice(b"\r\n");
+            for p in parts {
+                out.put_u8(b'$');
+                out.extend_from_slice(num.format(p.len()).as_bytes());
+                out.extend_from_slice(b"\r\n");
+                out.extend_from_slice(p);
+                out.extend_from_slice(b"\r\n");
+            }
+            *slot = Some(out.freeze());
         }
-        let b = out.freeze();
-        *slot = Some(b.clone());
-        b
+        slot.as_deref().unwrap_or_default()
     }
 
     fn frame(&self) -> Frame {
@@ -316,6 +314,7 @@ impl Server {
             self_pushes,
             config,
             running,
+            dirty,
             ..
         } = self;
         let mut receivers = 0;
@@ -329,7 +328,9 @@ impl Server {
             let Some(c) = clients.get_mut(&id) else {
                 return;
             };
-            c.push(enc.bytes(c.resp3()), false);
+            if c.defer(enc.bytes(c.resp3())) {
+                dirty.push(id);
+            }
             if over_output_limit(config, c, &mut now_secs) {
                 doomed.push(id);
             }
@@ -384,6 +385,15 @@ impl Server {
         }
     }
 
+    /// Hands every client's deferred pushes to its connection task.
+    pub fn flush_deferred(&mut self) {
+        for id in self.dirty.drain(..) {
+            if let Some(c) = self.clients.get_mut(&id) {
+                c.flush_deferred();
+            }
+        }
+    }
+
     /// Writes the pushes addressed to the running client into its batch output.
     #[inline]
     pub fn flush_self_pushes(&mut self, resp3: bool, out: &mut BytesMut) {
@@ -419,7 +429,7 @@ mod tests {
         for resp3 in [false, true] {
             let mut out = BytesMut::new();
             encode(&e.frame(), resp3, &mut out);
-            assert_eq!(e.bytes(resp3), out.freeze());
+            assert_eq!(e.bytes(resp3), &out[..]);
         }
     }
 
