@@ -295,6 +295,18 @@ fn reset_and_quit_drop_subscriptions() {
         "*2\r\n$1\r\na\r\n:0\r\n"
     );
     assert!(k.is_closed(std::time::Duration::from_secs(5)));
+
+    // TYPE pubsub picks subscribers only; TYPE normal the others.
+    let mut s1 = s.conn();
+    let mut s2 = s.conn();
+    s1.cmd(&["SUBSCRIBE", "a"]);
+    s2.cmd(&["PSUBSCRIBE", "a*"]);
+    assert_eq!(p.cmd_str(&["CLIENT", "KILL", "TYPE", "master"]), ":0\r\n");
+    assert_eq!(p.cmd_str(&["CLIENT", "KILL", "TYPE", "pubsub"]), ":2\r\n");
+    assert!(s1.is_closed(std::time::Duration::from_secs(5)));
+    assert!(s2.is_closed(std::time::Duration::from_secs(5)));
+    assert_eq!(p.cmd_str(&["PUBLISH", "a", "x"]), ":0\r\n");
+    assert_eq!(p.cmd_str(&["PUBSUB", "NUMPAT"]), ":0\r\n");
 }
 
 #[test]
@@ -377,6 +389,18 @@ fn differential_against_redis_server() {
         (2, "PSUBSCRIBE"),
         (2, "PUBSUB"),
         (2, "PUBSUB NUMPAT extra"),
+        // Keyspace events to the client that made the change come before its reply.
+        (3, "CONFIG SET notify-keyspace-events KEA"),
+        (3, "PSUBSCRIBE __keyspace@0__:*"),
+        (3, "SET k2 v PX 100000"),
+        (0, "SUBSCRIBE __keyevent@0__:del"),
+        (3, "DEL k2 k"),
+        (3, "PUNSUBSCRIBE"),
+        (3, "SUBSCRIBE a b c"),
+        (3, "UNSUBSCRIBE b"),
+        (3, "UNSUBSCRIBE c"),
+        (3, "UNSUBSCRIBE"),
+        (3, "CONFIG SET notify-keyspace-events \"\""),
     ];
     let ours = run_script(&common::deadbolt(&[]), 4, script);
     let redis = run_script(&common::redis_server(&[]), 4, script);
@@ -384,4 +408,23 @@ fn differential_against_redis_server() {
         assert_eq!(a, b);
     }
     assert_eq!(ours.len(), redis.len());
+}
+
+/// Subscribers wait for messages: the idle `timeout` closes other clients, not them.
+#[test]
+fn subscribers_are_exempt_from_the_idle_timeout() {
+    let s = common::deadbolt(&["--timeout", "1"]);
+    let mut sub = s.conn();
+    let mut idle = s.conn();
+    sub.cmd(&["SUBSCRIBE", "a"]);
+    idle.cmd(&["PING"]);
+    // The idle client goes after about a second; the subscriber is still there afterwards.
+    assert!(idle.is_closed(std::time::Duration::from_secs(5)));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut p = s.conn();
+    assert_eq!(p.cmd_str(&["PUBLISH", "a", "still-here"]), ":1\r\n");
+    assert_eq!(
+        show(&sub.read_reply()),
+        "*3\r\n$7\r\nmessage\r\n$1\r\na\r\n$10\r\nstill-here\r\n"
+    );
 }

@@ -459,6 +459,9 @@ fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let mut filter_laddr = None;
     let mut filter_user = None;
     let mut maxage = None;
+    // Some(Some(true)): subscribed clients; Some(Some(false)): the others; Some(None): none
+    // (master/replica: there is no replication here).
+    let mut filter_type: Option<Option<bool>> = None;
     let mut skipme = true;
     let mut i = 2;
     while i < argv.len() {
@@ -490,6 +493,11 @@ fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                     String::from_utf8_lossy(val)
                 )));
             }
+            filter_type = Some(if is(val, "normal") || is(val, "pubsub") {
+                Some(is(val, "pubsub"))
+            } else {
+                None
+            });
         } else if is(opt, "skipme") {
             if is(val, "yes") {
                 skipme = true;
@@ -515,6 +523,7 @@ fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 .is_none_or(|a| c.laddr.to_string() == *a)
             && filter_user.as_ref().is_none_or(|u| c.user == *u)
             && maxage.is_none_or(|m| c.created.elapsed().as_secs() as i64 >= m)
+            && filter_type.is_none_or(|t| t == Some(c.pubsub.subscribed()))
     };
     let victims: Vec<u64> = ctx
         .srv

@@ -48,7 +48,7 @@ impl Kind {
     }
 }
 
-/// One client's subscriptions in subscription order (unsubscribe-all confirms in that order).
+/// One client's subscriptions (unsubscribe-all confirms in this order).
 #[derive(Debug, Default)]
 pub struct ClientPubSub {
     pub channels: IndexSet<Bytes, RandomState>,
@@ -74,6 +74,15 @@ impl ClientPubSub {
             Kind::Channel => &mut self.channels,
             Kind::Pattern => &mut self.patterns,
             Kind::Shard => &mut self.shard,
+        }
+    }
+
+    /// Patterns keep their order (Redis keeps them in a list); channels are a set in Redis too,
+    /// so the O(1) removal may reorder them.
+    fn remove(&mut self, kind: Kind, name: &[u8]) -> bool {
+        match kind {
+            Kind::Pattern => self.patterns.shift_remove(name),
+            _ => self.set(kind).swap_remove(name),
         }
     }
 
@@ -260,27 +269,32 @@ impl Server {
     /// UNSUBSCRIBE / PUNSUBSCRIBE / SUNSUBSCRIBE: the named ones (confirmed even when not
     /// subscribed), or all of this kind; with none to drop, one confirmation with a null name.
     pub fn unsubscribe(&mut self, client: &mut Client, kind: Kind, names: &[Bytes]) {
-        let confirm = |srv: &mut Server, client: &Client, name: Frame| {
+        let confirm = |srv: &mut Server, name: Frame, count: i64| {
             srv.self_pushes.push(Frame::Push(vec![
                 Frame::bulk_static(kind.unsubscribe_name()),
                 name,
-                Frame::Integer(client.pubsub.confirm_count(kind)),
+                Frame::Integer(count),
             ]));
         };
         if names.is_empty() {
-            if client.pubsub.set(kind).is_empty() {
-                confirm(self, client, Frame::Null);
+            let all: Vec<Bytes> = client.pubsub.set(kind).drain(..).collect();
+            // Each confirmation counts what is left after it.
+            let base = client.pubsub.confirm_count(kind);
+            if all.is_empty() {
+                confirm(self, Frame::Null, base);
             }
-            while let Some(name) = client.pubsub.set(kind).shift_remove_index(0) {
-                self.pubsub.remove(kind, &name, client.id);
-                confirm(self, client, Frame::Bulk(name));
+            for (i, name) in all.iter().enumerate() {
+                self.pubsub.remove(kind, name, client.id);
+                let left = (all.len() - i - 1) as i64;
+                confirm(self, Frame::Bulk(name.clone()), base + left);
             }
         } else {
             for name in names {
-                if client.pubsub.set(kind).shift_remove(name) {
+                if client.pubsub.remove(kind, name) {
                     self.pubsub.remove(kind, name, client.id);
                 }
-                confirm(self, client, Frame::Bulk(name.clone()));
+                let count = client.pubsub.confirm_count(kind);
+                confirm(self, Frame::Bulk(name.clone()), count);
             }
         }
         self.update_pubsub_state(client);
