@@ -1,6 +1,6 @@
 //! Pub/sub commands: (P|S)SUBSCRIBE, (P|S)UNSUBSCRIBE, PUBLISH, SPUBLISH, PUBSUB.
-//! The registry and delivery live in exec/pubsub.rs; (un)subscribe confirmations are pushes
-//! (one per channel), so these handlers queue them and produce no reply of their own.
+//! The registry and delivery live in exec/pubsub.rs; (un)subscribe confirmations are pushes,
+//! one per channel.
 
 use super::args::glob_match;
 use super::table::{flags::*, CommandSpec, KeySpec, ALL_KEYS, KEY1, NO_KEYS};
@@ -107,16 +107,24 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
 ];
 
+/// The last confirmation is the command's reply and the others precede it as pushes, so the
+/// bytes are Redis's and a transaction sees one reply per command (in EXEC's array, as Redis
+/// puts it for one channel).
+fn last_confirmation(ctx: &mut Ctx) -> CmdResult {
+    ctx.srv
+        .self_pushes
+        .pop()
+        .ok_or_else(|| CmdError::err("ERR no subscription confirmation"))
+}
+
 fn sub(ctx: &mut Ctx, kind: Kind, names: &[Bytes]) -> CmdResult {
     ctx.srv.subscribe(ctx.client, kind, names);
-    ctx.client.skip_reply = true;
-    Ok(Frame::Null)
+    last_confirmation(ctx)
 }
 
 fn unsub(ctx: &mut Ctx, kind: Kind, names: &[Bytes]) -> CmdResult {
     ctx.srv.unsubscribe(ctx.client, kind, names);
-    ctx.client.skip_reply = true;
-    Ok(Frame::Null)
+    last_confirmation(ctx)
 }
 
 fn subscribe(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {

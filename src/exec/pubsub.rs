@@ -448,6 +448,33 @@ mod tests {
     }
 
     #[test]
+    fn soft_limit_needs_more_than_its_seconds_and_resets_below_it() {
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let addr = "127.0.0.1:1".parse().unwrap();
+        let mut c = Client::new(3, addr, addr, tx, Default::default());
+        c.pubsub.channels.insert(Bytes::from_static(b"ch"));
+        let mut cfg = Config::default();
+        cfg.client_output_buffer_limit[ObufClass::Pubsub as usize] = crate::config::ObufLimit {
+            hard: 1000,
+            soft: 100,
+            soft_secs: 2,
+        };
+        c.shared.pending_out.store(150, Ordering::Relaxed);
+        assert!(!over_output_limit(&cfg, &mut c, &mut 10)); // first seen over soft at t=10
+        assert!(!over_output_limit(&cfg, &mut c, &mut 12)); // 2 s: not more than 2 yet
+        assert!(over_output_limit(&cfg, &mut c, &mut 13));
+        c.shared.pending_out.store(50, Ordering::Relaxed);
+        assert!(!over_output_limit(&cfg, &mut c, &mut 14)); // below: the clock restarts
+        c.shared.pending_out.store(150, Ordering::Relaxed);
+        assert!(!over_output_limit(&cfg, &mut c, &mut 15));
+        c.shared.pending_out.store(1000, Ordering::Relaxed);
+        assert!(over_output_limit(&cfg, &mut c, &mut 15)); // hard: at once
+                                                           // Not subscribed: the normal class, unlimited by default.
+        c.pubsub.channels.clear();
+        assert!(!over_output_limit(&cfg, &mut c, &mut 100));
+    }
+
+    #[test]
     fn registry_keeps_subscription_order_and_drops_empty_channels() {
         let mut r = Registry::default();
         r.add(Kind::Channel, Bytes::from_static(b"a"), 5);
