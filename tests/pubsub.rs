@@ -428,3 +428,36 @@ fn subscribers_are_exempt_from_the_idle_timeout() {
         "*3\r\n$7\r\nmessage\r\n$1\r\na\r\n$10\r\nstill-here\r\n"
     );
 }
+
+/// Redisson's wait: subscribe to the lock's channel, try, sleep until the holder's release
+/// publishes, try again. (The release is a script in Redisson; here its two effects are sent
+/// directly, so this covers the pub/sub side of the pattern.)
+#[test]
+fn lock_waiter_wakes_on_the_release_message() {
+    let s = common::deadbolt(&[]);
+    let mut holder = s.conn();
+    let mut waiter = s.conn();
+    let mut waiter_cmds = s.conn();
+    assert_eq!(
+        holder.cmd_str(&["SET", "{lock}", "holder", "NX", "PX", "30000"]),
+        "+OK\r\n"
+    );
+    waiter.cmd(&["SUBSCRIBE", "redisson_lock__channel:{lock}"]);
+    assert_eq!(
+        waiter_cmds.cmd_str(&["SET", "{lock}", "waiter", "NX", "PX", "30000"]),
+        "$-1\r\n"
+    );
+    assert_eq!(holder.cmd_str(&["DEL", "{lock}"]), ":1\r\n");
+    assert_eq!(
+        holder.cmd_str(&["PUBLISH", "redisson_lock__channel:{lock}", "0"]),
+        ":1\r\n"
+    );
+    assert_eq!(
+        show(&waiter.read_reply()),
+        "*3\r\n$7\r\nmessage\r\n$29\r\nredisson_lock__channel:{lock}\r\n$1\r\n0\r\n"
+    );
+    assert_eq!(
+        waiter_cmds.cmd_str(&["SET", "{lock}", "waiter", "NX", "PX", "30000"]),
+        "+OK\r\n"
+    );
+}
