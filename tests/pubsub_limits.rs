@@ -141,6 +141,22 @@ fn slow_subscriber_is_disconnected_at_the_hard_limit() {
     );
 }
 
+/// Small messages take the other delivery path (copied into each subscriber's deferred output
+/// instead of shared): the same limit applies.
+#[test]
+fn slow_subscriber_of_small_messages_is_disconnected_too() {
+    let (s, _fast, o) = run(Some("pubsub 1mb 0 0"), 48 << 20, 4 << 10);
+    assert!(o.delivered_to_both > 0);
+    assert!(o.delivered_to_both < o.published / (4 << 10));
+    assert!(o.slow_bytes < 32 << 20, "{}", o.slow_bytes);
+    s.wait_log(
+        "scheduled to be closed ASAP for overcoming of output buffer limits",
+        Duration::from_secs(5),
+    );
+    let grew_mb = o.peak_kb.saturating_sub(o.baseline_kb) / 1024;
+    assert!(grew_mb < 32, "RSS grew {grew_mb} MB");
+}
+
 #[test]
 fn soft_limit_disconnects_after_its_seconds() {
     let s = common::deadbolt(&[]);

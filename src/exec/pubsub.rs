@@ -150,6 +150,10 @@ impl Registry {
     }
 }
 
+/// Messages larger than this are queued as one shared buffer instead of copied into each
+/// subscriber's deferred output.
+const SHARE_ABOVE: usize = 16 << 10;
+
 /// A message encoded once per protocol version, shared by every subscriber.
 struct Encoded<'a> {
     parts: [&'a [u8]; 4],
@@ -168,6 +172,12 @@ impl<'a> Encoded<'a> {
             resp2: None,
             resp3: None,
         }
+    }
+
+    fn shared(&mut self, resp3: bool) -> Bytes {
+        self.bytes(resp3);
+        let slot = if resp3 { &self.resp3 } else { &self.resp2 };
+        slot.clone().unwrap_or_default()
     }
 
     fn bytes(&mut self, resp3: bool) -> &[u8] {
@@ -194,6 +204,11 @@ impl<'a> Encoded<'a> {
             *slot = Some(out.freeze());
         }
         slot.as_deref().unwrap_or_default()
+    }
+
+    /// Payload bytes (the encoding adds a few dozen).
+    fn len(&self) -> usize {
+        self.parts[..self.n].iter().map(|p| p.len()).sum()
     }
 
     fn frame(&self) -> Frame {
@@ -342,8 +357,13 @@ impl Server {
             let Some(c) = clients.get_mut(&id) else {
                 return;
             };
-            if c.defer(enc.bytes(c.resp3())) {
-                dirty.push(id);
+            if enc.len() <= SHARE_ABOVE {
+                if c.defer(enc.bytes(c.resp3())) {
+                    dirty.push(id);
+                }
+            } else {
+                // One copy for all subscribers of a large message, not one each.
+                c.push(enc.shared(c.resp3()), false);
             }
             if over_output_limit(config, c, &mut now_secs) {
                 doomed.push(id);
