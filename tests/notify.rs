@@ -206,3 +206,31 @@ fn lazy_expiry_event_comes_before_the_commands_own_event() {
     let r = show(&sub.read_reply());
     assert!(r.contains("__keyevent@0__:set\r\n"), "{r}");
 }
+
+/// A RESP3 client subscribed to its own keyspace gets the `expired` push for a key its read
+/// found expired before the read's reply, as from Redis.
+#[test]
+fn differential_lazy_expired_push_to_self_before_the_reply() {
+    let run = |server: &common::Server| -> Vec<u8> {
+        let mut c = server.conn();
+        c.cmd(&["HELLO", "3"]);
+        // No active expiry in the way: the key is only found expired by the GET (redis:
+        // active expiry off; deadbolt: hz 1, whose next cron is a second after start-up).
+        c.cmd(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+        c.cmd(&["CONFIG", "SET", "notify-keyspace-events", "Ex"]);
+        c.cmd(&["SUBSCRIBE", "__keyevent@0__:expired"]);
+        c.cmd(&["SET", "k", "v", "PX", "1"]);
+        std::thread::sleep(Duration::from_millis(5));
+        c.send(&["GET", "k"]);
+        let mut out = c.read_reply();
+        out.extend(c.read_reply());
+        out
+    };
+    let ours = run(&common::deadbolt(&["--hz", "1"]));
+    let redis = run(&common::redis_server(&["--enable-debug-command", "yes"]));
+    assert_eq!(show(&ours), show(&redis));
+    assert_eq!(
+        show(&ours),
+        ">3\r\n$7\r\nmessage\r\n$22\r\n__keyevent@0__:expired\r\n$1\r\nk\r\n_\r\n"
+    );
+}

@@ -69,6 +69,10 @@ fn upper(name: &'static str) -> &'static str {
 /// Runs one network command and appends its encoded reply to `out`.
 pub fn process(srv: &mut Server, client: &mut Client, argv: Vec<Bytes>, out: &mut BytesMut) {
     let reply = process_frame(srv, client, &argv);
+    if srv.config.notify_keyspace_events != 0 {
+        // Keys this command's lookups expired are announced before its reply, as in Redis.
+        srv.drain_expired();
+    }
     srv.flush_self_pushes(client.resp3(), out);
     if std::mem::take(&mut client.skip_reply) {
         return;
