@@ -80,7 +80,15 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
 ];
 
-fn ping(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+fn ping(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if argv.len() <= 2 && ctx.client.resp == 2 && ctx.client.pubsub.subscribed() {
+        // In RESP2 a subscribed client reads everything as pushes, so PING answers like one.
+        let arg = argv.get(1).cloned().unwrap_or_default();
+        return Ok(Frame::Array(vec![
+            Frame::bulk_static("pong"),
+            Frame::Bulk(arg),
+        ]));
+    }
     match argv.len() {
         1 => Ok(Frame::simple("PONG")),
         2 => Ok(Frame::Bulk(argv[1].clone())),
@@ -99,6 +107,7 @@ fn quit(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 
 fn reset(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     super::tx::discard_transaction(ctx);
+    ctx.srv.unsubscribe_all_silently(ctx.client);
     let c = &mut *ctx.client;
     c.db = 0;
     c.resp = 2;
@@ -342,7 +351,7 @@ pub fn client_line(c: &Client, table: &crate::cmd::table::Table, out: &mut Strin
         .map_or("NULL", |id| table.entries[id].full_name.as_str());
     let _ = writeln!(
         out,
-        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags=N db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={}",
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={}",
         c.id,
         c.addr,
         c.laddr,
@@ -350,7 +359,11 @@ pub fn client_line(c: &Client, table: &crate::cmd::table::Table, out: &mut Strin
         name,
         age,
         idle,
+        if c.pubsub.subscribed() { "P" } else { "N" },
         c.db,
+        c.pubsub.channels.len(),
+        c.pubsub.patterns.len(),
+        c.pubsub.shard.len(),
         omem,
         omem + 20000,
         cmd,
@@ -367,6 +380,8 @@ fn client_info(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 
 fn client_list(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let mut ids: Option<Vec<u64>> = None;
+    // Some(true): only subscribed clients (TYPE pubsub); Some(false): only the others.
+    let mut pubsub_type: Option<bool> = None;
     let mut i = 2;
     while i < argv.len() {
         if is(&argv[i], "type") && i + 1 < argv.len() {
@@ -382,9 +397,10 @@ fn client_list(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                     String::from_utf8_lossy(t)
                 )));
             }
-            if !is(t, "normal") {
+            if !is(t, "normal") && !is(t, "pubsub") {
                 return Ok(Frame::Verbatim(Bytes::new()));
             }
+            pubsub_type = Some(is(t, "pubsub"));
             i += 2;
         } else if is(&argv[i], "id") && i + 1 < argv.len() {
             let mut v = Vec::new();
@@ -406,7 +422,9 @@ fn client_list(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     clients.sort_by_key(|c| c.id);
     let mut s = String::new();
     for c in clients {
-        if ids.as_ref().is_some_and(|ids| !ids.contains(&c.id)) {
+        if ids.as_ref().is_some_and(|ids| !ids.contains(&c.id))
+            || pubsub_type.is_some_and(|p| p != c.pubsub.subscribed())
+        {
             continue;
         }
         client_line(c, &ctx.srv.table, &mut s);
@@ -430,7 +448,7 @@ fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             .map(|c| c.id);
         return match id.and_then(|id| ctx.srv.clients.remove(&id)) {
             Some(c) => {
-                c.kill();
+                ctx.srv.close_client(c);
                 Ok(Frame::ok())
             }
             None => Err(CmdError::err("ERR No such client")),
@@ -441,6 +459,9 @@ fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let mut filter_laddr = None;
     let mut filter_user = None;
     let mut maxage = None;
+    // Some(Some(true)): subscribed clients; Some(Some(false)): the others; Some(None): none
+    // (master/replica: there is no replication here).
+    let mut filter_type: Option<Option<bool>> = None;
     let mut skipme = true;
     let mut i = 2;
     while i < argv.len() {
@@ -472,6 +493,11 @@ fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                     String::from_utf8_lossy(val)
                 )));
             }
+            filter_type = Some(if is(val, "normal") || is(val, "pubsub") {
+                Some(is(val, "pubsub"))
+            } else {
+                None
+            });
         } else if is(opt, "skipme") {
             if is(val, "yes") {
                 skipme = true;
@@ -497,6 +523,7 @@ fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 .is_none_or(|a| c.laddr.to_string() == *a)
             && filter_user.as_ref().is_none_or(|u| c.user == *u)
             && maxage.is_none_or(|m| c.created.elapsed().as_secs() as i64 >= m)
+            && filter_type.is_none_or(|t| t == Some(c.pubsub.subscribed()))
     };
     let victims: Vec<u64> = ctx
         .srv
@@ -508,7 +535,7 @@ fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let mut killed = 0;
     for id in victims {
         if let Some(c) = ctx.srv.clients.remove(&id) {
-            c.kill();
+            ctx.srv.close_client(c);
             killed += 1;
         }
     }

@@ -73,6 +73,11 @@ pub fn process(srv: &mut Server, client: &mut Client, argv: Vec<Bytes>, out: &mu
     if srv.waiters.has_ready() {
         crate::exec::blocking::serve_ready(srv);
     }
+    if srv.config.notify_keyspace_events != 0 {
+        // Keys this command's lookups expired are announced before its reply, as in Redis.
+        srv.drain_expired();
+    }
+    srv.flush_self_pushes(client.resp3(), out);
     if std::mem::take(&mut client.skip_reply) {
         return;
     }
@@ -99,6 +104,13 @@ fn process_frame(srv: &mut Server, client: &mut Client, argv: &[Bytes]) -> Frame
         srv.stats.commands[id].rejected_calls += 1;
         client.multi_dirty |= client.multi.is_some();
         return error_frame(srv, CmdError::err("NOAUTH Authentication required."));
+    }
+    // RESP2 has no way to tell pushes from replies, so a subscribed connection only talks pub/sub.
+    if client.resp == 2 && client.pubsub.subscribed() && !spec.has(flags::PUBSUB_OK) {
+        srv.stats.commands[id].rejected_calls += 1;
+        let name = &srv.table.entries[id].full_name;
+        let e = CmdError::erf(format!("Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"));
+        return error_frame(srv, e);
     }
     if srv.loader.is_some() && !spec.has(flags::LOADING) {
         srv.stats.commands[id].rejected_calls += 1;

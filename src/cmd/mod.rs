@@ -7,6 +7,7 @@ pub mod hash;
 pub mod keys;
 pub mod list;
 pub mod persistence;
+pub mod pubsub;
 pub mod server;
 pub mod set;
 pub mod string;

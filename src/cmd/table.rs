@@ -155,6 +155,7 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         super::zset::COMMANDS,
         super::tx::COMMANDS,
         super::persistence::COMMANDS,
+        super::pubsub::COMMANDS,
     ]
 }
 

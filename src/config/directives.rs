@@ -1,7 +1,7 @@
 //! The directive table. Each row: name, aliases, whether CONFIG SET may change it at run time,
 //! how to print and parse it, and the text `config/deadbolt.conf` and the README show.
 
-use super::{parse_memory, Config, DebugCommand, LogLevel};
+use super::{parse_memory, Config, DebugCommand, LogLevel, ObufClass, ObufLimit};
 
 pub struct Directive {
     pub name: &'static str,
@@ -380,4 +380,60 @@ pub static DIRECTIVES: &[Directive] = &[
         },
         doc: "RDB snapshots are not supported; only `save \"\"` is accepted (persistence is the append-only file).",
     },
+    Directive {
+        name: "client-output-buffer-limit",
+        aliases: &[],
+        mutable: true,
+        get: |c| {
+            let parts: Vec<String> = c
+                .client_output_buffer_limit
+                .iter()
+                .zip(ObufClass::NAMES)
+                .map(|(l, n)| format!("{n} {} {} {}", l.hard, l.soft, l.soft_secs))
+                .collect();
+            parts.join(" ")
+        },
+        set: set_obuf_limits,
+        doc: "<class> <hard> <soft> <soft-seconds> for normal, replica and pubsub clients: a client whose pending output reaches hard, or stays over soft for soft-seconds, is disconnected. 0 disables a limit.",
+    },
+    Directive {
+        name: "notify-keyspace-events",
+        aliases: &[],
+        mutable: true,
+        get: |c| crate::exec::notify::flags_to_string(c.notify_keyspace_events),
+        set: |c, v| {
+            c.notify_keyspace_events = crate::exec::notify::flags_from_str(v)
+                .ok_or_else(|| "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".to_string())?;
+            Ok(())
+        },
+        doc: "Keyspace notification classes published on __keyspace@<db>__:<key> / __keyevent@<db>__:<event> (K, E, g, $, l, s, h, z, x, e, t, m, d, n, A). Empty: off.",
+    },
 ];
+
+/// Redis's rule: every class given is validated before any is applied; classes not named keep
+/// their limits.
+fn set_obuf_limits(c: &mut Config, v: &str) -> Result<(), String> {
+    let words: Vec<&str> = v.split_whitespace().collect();
+    if words.is_empty() || words.len() % 4 != 0 {
+        return Err("Wrong number of arguments in buffer limit configuration.".into());
+    }
+    let mut updated = c.client_output_buffer_limit;
+    for w in words.chunks(4) {
+        let class = ObufClass::by_name(w[0]).ok_or_else(|| {
+            "Invalid client class specified in buffer limit configuration.".to_string()
+        })?;
+        let bad = || {
+            "Error in hard, soft or soft_seconds setting in buffer limit configuration.".to_string()
+        };
+        let hard = parse_memory(w[1]).ok_or_else(bad)?;
+        let soft = parse_memory(w[2]).ok_or_else(bad)?;
+        let soft_secs: u64 = w[3].parse().map_err(|_| bad())?;
+        updated[class as usize] = ObufLimit {
+            hard,
+            soft,
+            soft_secs,
+        };
+    }
+    c.client_output_buffer_limit = updated;
+    Ok(())
+}

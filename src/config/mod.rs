@@ -38,6 +38,10 @@ pub struct Config {
     /// Ours: ms during which writes are refused after a start that may have lost acknowledged
     /// writes (persistence off or appendfsync other than always). 0 = off.
     pub lock_restart_delay: u64,
+    /// `client-output-buffer-limit`, indexed by `ObufClass`.
+    pub client_output_buffer_limit: [ObufLimit; 3],
+    /// `notify-keyspace-events` as Redis's NOTIFY_* bits (see `exec::notify`).
+    pub notify_keyspace_events: u32,
     /// Path of the file we were started with (CONFIG REWRITE writes it back).
     pub config_file: Option<std::path::PathBuf>,
 }
@@ -48,6 +52,36 @@ pub enum DebugCommand {
     No,
     Yes,
     Local,
+}
+
+/// One class of `client-output-buffer-limit`: bytes of pending output (0 = no limit).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ObufLimit {
+    pub hard: u64,
+    pub soft: u64,
+    pub soft_secs: u64,
+}
+
+/// Client classes of `client-output-buffer-limit`, in the order Redis prints them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObufClass {
+    Normal = 0,
+    Replica = 1,
+    Pubsub = 2,
+}
+
+impl ObufClass {
+    pub const NAMES: [&'static str; 3] = ["normal", "slave", "pubsub"];
+
+    /// Redis's `getClientTypeByName` minus `master`, which has no limits of its own.
+    pub fn by_name(name: &str) -> Option<ObufClass> {
+        match name.to_ascii_lowercase().as_str() {
+            "normal" => Some(ObufClass::Normal),
+            "slave" | "replica" => Some(ObufClass::Replica),
+            "pubsub" => Some(ObufClass::Pubsub),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -106,6 +140,20 @@ impl Default for Config {
             auto_aof_rewrite_min_size: 64 * 1024 * 1024,
             aof_load_truncated: true,
             lock_restart_delay: 0,
+            client_output_buffer_limit: [
+                ObufLimit::default(),
+                ObufLimit {
+                    hard: 256 << 20,
+                    soft: 64 << 20,
+                    soft_secs: 60,
+                },
+                ObufLimit {
+                    hard: 32 << 20,
+                    soft: 8 << 20,
+                    soft_secs: 60,
+                },
+            ],
+            notify_keyspace_events: 0,
             config_file: None,
         }
     }

@@ -137,6 +137,10 @@ fn resume(srv: &mut Server, id: u64, timed_out: bool) {
 /// hands the output to its connection and puts the client back.
 pub fn drive(srv: &mut Server, mut client: Client, mut out: BytesMut) {
     let id = client.id;
+    // A waiter served while another client's batch runs: that client's pending self-pushes
+    // stay its own.
+    let outer_running = std::mem::replace(&mut srv.running, id);
+    let outer_pushes = std::mem::take(&mut srv.self_pushes);
     let mut blocked = srv.waiters.is_blocked(id);
     while !blocked {
         let Some(argv) = client.pending.pop_front() else {
@@ -151,6 +155,9 @@ pub fn drive(srv: &mut Server, mut client: Client, mut out: BytesMut) {
         blocked = srv.waiters.is_blocked(id);
     }
     srv.drain_expired();
+    srv.flush_self_pushes(client.resp3(), &mut out);
+    srv.running = outer_running;
+    srv.self_pushes = outer_pushes;
     let close = client.close_after_reply;
     if close && blocked {
         srv.waiters.unblock(id);
@@ -159,7 +166,13 @@ pub fn drive(srv: &mut Server, mut client: Client, mut out: BytesMut) {
     if !out.is_empty() || !blocked {
         srv.deliver(&client, out.freeze(), !blocked, close);
     }
-    if !close {
+    if !close && srv.batch_output_over_limit(&mut client) {
+        srv.close_client(client);
+        return;
+    }
+    if close {
+        srv.forget_client(&mut client);
+    } else {
         srv.clients.insert(id, client);
     }
 }

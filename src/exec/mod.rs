@@ -4,6 +4,8 @@
 
 pub mod blocking;
 pub mod client;
+pub mod notify;
+pub mod pubsub;
 pub mod stats;
 
 use crate::cmd::dispatch;
@@ -12,6 +14,7 @@ use crate::config::Config;
 use crate::persist::aof::Aof;
 use crate::persist::load::{LoadError, Loader, Step};
 use crate::persist::{emit, Fsync, LogOp};
+use crate::protocol::Frame;
 use crate::store::waiters::{Waiters, Watches};
 use crate::store::Db;
 use bytes::{Bytes, BytesMut};
@@ -137,6 +140,13 @@ pub struct Server {
     pub waiters: Waiters,
     /// Ready keys are being served: nested commands leave new ready keys to the outer loop.
     pub serving_ready: bool,
+    pub pubsub: pubsub::Registry,
+    /// The client whose batch is running (0: none); it is not in `clients`.
+    pub running: u64,
+    /// Pushes for the running client, written into its batch output before the next reply.
+    pub self_pushes: Vec<Frame>,
+    /// Clients with deferred pushes (see `Client::deferred`).
+    pub dirty: Vec<u64>,
 }
 
 impl Server {
@@ -178,6 +188,10 @@ impl Server {
                 .map(|_| fastrand::alphanumeric().to_ascii_lowercase())
                 .collect(),
             shutting_down: false,
+            pubsub: Default::default(),
+            running: 0,
+            self_pushes: Vec::new(),
+            dirty: Vec::new(),
             watches: Watches::default(),
             waiters: Waiters::default(),
             serving_ready: false,
@@ -419,17 +433,6 @@ impl Server {
         self.waiters.signal(db, key);
     }
 
-    /// Redis's `notifyKeyspaceEvent`: publishes `__keyspace@<db>__:<key>` / `__keyevent@<db>__:<event>`
-    /// when `notify-keyspace-events` enables the class.
-    pub fn notify_keyspace_event(
-        &mut self,
-        _class: u32,
-        _event: &'static str,
-        _key: &[u8],
-        _db: usize,
-    ) {
-    }
-
     /// FLUSHDB (Some(db)) / FLUSHALL (None): Redis's `signalFlushedDb` (WATCH on any key of it).
     /// Called before the data is dropped: only watched keys that exist are touched, as in Redis.
     pub fn signal_flushed_db(&mut self, db: Option<usize>) {
@@ -464,20 +467,26 @@ impl Server {
         }
     }
 
-    /// Consumes the keys that expiry removed (lazily or actively) and counts them.
+    /// Consumes the keys that expiry removed (lazily or actively): Redis fires `expired` for
+    /// each, so waiters can wake at a lock's TTL instead of polling.
     pub fn drain_expired(&mut self) {
         let logging = self.aof.is_some() && !self.replaying;
-        for (i, db) in self.dbs.iter_mut().enumerate() {
-            if !db.expired.is_empty() {
+        for db in 0..self.dbs.len() {
+            if self.dbs[db].expired.is_empty() {
+                continue;
+            }
+            let mut keys = std::mem::take(&mut self.dbs[db].expired);
+            for key in &keys {
                 if logging {
-                    self.log_ops
-                        .extend(db.expired.iter().map(|k| LogOp::Key(i, k.clone())));
+                    self.log_ops.push(LogOp::Key(db, key.clone()));
                 }
                 // Expiry is a modification for WATCH (Redis's deleteExpiredKeyAndPropagate).
-                for key in db.expired.iter() {
-                    self.watches.touch(i, key);
-                }
-                db.expired.clear();
+                self.watches.touch(db, key);
+                self.notify_keyspace_event(crate::cmd::event::EXPIRED, "expired", key, db);
+            }
+            keys.clear();
+            if self.dbs[db].expired.is_empty() {
+                self.dbs[db].expired = keys;
             }
         }
     }
@@ -491,9 +500,9 @@ impl Server {
             }
             Msg::Batch { id, cmds } => self.run_batch(id, cmds),
             Msg::Disconnect { id } => {
-                self.clients.remove(&id);
-                self.watches.unwatch_all(id);
-                self.waiters.unblock(id);
+                if let Some(mut c) = self.clients.remove(&id) {
+                    self.forget_client(&mut c);
+                }
             }
             Msg::Shutdown => self.shutting_down = true,
         }
@@ -503,6 +512,8 @@ impl Server {
         let Some(mut client) = self.clients.remove(&id) else {
             return;
         };
+        // Pushes queued for it earlier come before this batch's replies.
+        client.flush_deferred();
         client.pending.extend(cmds);
         blocking::drive(self, client, BytesMut::with_capacity(64));
     }
@@ -521,6 +532,7 @@ impl Server {
         }
         self.drain_expired();
         self.end_unit();
+        self.flush_deferred();
         self.stats.sample_ops();
         if let Some(aof) = self.aof.as_mut() {
             aof.poll_rewrite();
@@ -597,10 +609,17 @@ pub fn spawn(server: Server) -> std::io::Result<(Inbox, std::thread::JoinHandle<
                         msg = rx.recv() => {
                             let Some(msg) = msg else { break };
                             server.handle(msg);
-                            // Drain what is already queued before sleeping again.
+                            // Drain what is already queued before sleeping again; pushes leave
+                            // in chunks, at least every 64 messages.
+                            let mut handled = 1;
                             while let Ok(msg) = rx.try_recv() {
                                 server.handle(msg);
+                                handled += 1;
+                                if handled % 64 == 0 {
+                                    server.flush_deferred();
+                                }
                             }
+                            server.flush_deferred();
                             server.after_round();
                         }
                         _ = tick.tick() => {

@@ -107,7 +107,13 @@ pub async fn serve<S>(
                 }
                 let n = wbuf.len();
                 if n > 0 {
-                    if writer.write_all(&wbuf).await.is_err() {
+                    // A client that does not read blocks this write; an output-limit kill must
+                    // still close it.
+                    let written = tokio::select! {
+                        r = writer.write_all(&wbuf) => r.is_ok(),
+                        _ = client.kill_notify.notified() => false,
+                    };
+                    if !written {
                         return;
                     }
                     client.pending_out.fetch_sub(n.min(client.pending_out.load(Ordering::Relaxed)), Ordering::Relaxed);
