@@ -389,6 +389,8 @@ fn differential_against_redis_server() {
         (2, "PSUBSCRIBE"),
         (2, "PUBSUB"),
         (2, "PUBSUB NUMPAT extra"),
+        (2, "PUBSUB HELP"),
+        (2, "pubsub Channels a b"),
         // Keyspace events to the client that made the change come before its reply.
         (3, "CONFIG SET notify-keyspace-events KEA"),
         (3, "PSUBSCRIBE __keyspace@0__:*"),
