@@ -11,6 +11,7 @@ pub mod error;
 pub mod exec;
 pub mod logging;
 pub mod protocol;
+pub mod script;
 pub mod server;
 pub mod store;
 

@@ -5,6 +5,7 @@ pub mod connection;
 pub mod dispatch;
 pub mod hash;
 pub mod keys;
+pub mod scripting;
 pub mod server;
 pub mod string;
 pub mod table;

@@ -249,4 +249,19 @@ pub static DIRECTIVES: &[Directive] = &[
         },
         doc: "Milliseconds a script may run before other clients get -BUSY and SCRIPT KILL works.",
     },
+    Directive {
+        name: "lua-memory-limit",
+        aliases: &[],
+        mutable: true,
+        get: |c| c.lua_memory_limit.to_string(),
+        set: |c, v| {
+            let n = mem_in(v, i64::MAX as u64)?;
+            if n < 1024 * 1024 {
+                return Err(format!("argument must be between {} and {} inclusive", 1024 * 1024, i64::MAX));
+            }
+            c.lua_memory_limit = n;
+            Ok(())
+        },
+        doc: "Most memory the Lua scripting heap may use (deadbolt only; Redis has no limit). A script that needs more fails with an error instead of exhausting the server.",
+    },
 ];

@@ -27,6 +27,8 @@ pub struct Config {
     pub requirepass: Option<String>,
     pub hz: u64,
     pub busy_reply_threshold: u64,
+    /// Most bytes the Lua heap may use (ours; Redis has no limit).
+    pub lua_memory_limit: u64,
     /// Path of the file we were started with (CONFIG REWRITE writes it back).
     pub config_file: Option<std::path::PathBuf>,
 }
@@ -78,6 +80,7 @@ impl Default for Config {
             requirepass: None,
             hz: 10,
             busy_reply_threshold: 5000,
+            lua_memory_limit: 256 * 1024 * 1024,
             config_file: None,
         }
     }
