@@ -5,6 +5,7 @@
 -- Errors meant for the script author are raised here, in Lua, so they carry the script's
 -- position exactly as Redis's do; Rust callbacks never raise (they return ok, value).
 local rs = ...
+local cwrap = rs.cwrap
 local dbg = debug
 debug = nil
 
@@ -99,7 +100,7 @@ local function kill_check(ok, ...)
 end
 
 local resume = coroutine.resume
-coroutine.resume = function(...) return kill_check(resume(...)) end
+coroutine.resume = cwrap(function(...) return kill_check(resume(...)) end)
 
 -- Redis's own rand48, so math.random gives the same sequence on every platform (7.0 does not
 -- reseed per script).
@@ -112,7 +113,7 @@ local function checkint(n, v)
   end
   return floor(x + 0.5)
 end
-math.random = function(...)
+math.random = cwrap(function(...)
   local r = lrand()
   local n = select('#', ...)
   if n == 0 then return r end
@@ -127,22 +128,22 @@ math.random = function(...)
     return floor(r * (u - l + 1)) + l
   end
   error('wrong number of arguments', 0)
-end
-math.randomseed = function(...)
+end)
+math.randomseed = cwrap(function(...)
   if select('#', ...) == 0 or tonumber((...)) == nil then
     error("bad argument #1 to 'randomseed' (number expected, got no value)", 0)
   end
   srand(checkint(1, (...)))
-end
+end)
 
 -- The redis table.
 local redis = {}
 local rcall = rs.call
-redis.call = function(...)
+redis.call = cwrap(function(...)
   local ok, v = rcall(...)
   if ok then return v end
   error({err = v}, 0)
-end
+end)
 redis.pcall = function(...)
   local ok, v = rcall(...)
   if ok then return v end
@@ -178,15 +179,15 @@ redis.status_reply = function(...)
 end
 
 local sha1 = rs.sha1hex
-redis.sha1hex = function(...)
+redis.sha1hex = cwrap(function(...)
   if select('#', ...) ~= 1 then raise('ERR wrong number of arguments') end
   local s = ...
   if type(s) == 'number' then s = tostring(s) elseif type(s) ~= 'string' then s = '' end
   return sha1(s)
-end
+end)
 
 local rlog = rs.log
-redis.log = function(...)
+redis.log = cwrap(function(...)
   local n = select('#', ...)
   if n < 2 then raise('ERR redis.log() requires two arguments or more.') end
   local level = tonumber((...))
@@ -199,32 +200,32 @@ redis.log = function(...)
     if t == 'string' or t == 'number' then parts[#parts + 1] = tostring(v) end
   end
   rlog(floor(level), concat(parts, ' '))
-end
+end)
 redis.LOG_DEBUG, redis.LOG_VERBOSE, redis.LOG_NOTICE, redis.LOG_WARNING = 0, 1, 2, 3
 
 local setresp = rs.setresp
-redis.setresp = function(...)
+redis.setresp = cwrap(function(...)
   if select('#', ...) ~= 1 then raise('ERR redis.setresp() requires one argument.') end
   local v = tonumber((...)) or 0
   v = v >= 0 and floor(v) or -floor(-v)
   if v ~= 2 and v ~= 3 then raise('ERR RESP version must be 2 or 3.') end
   setresp(v)
-end
+end)
 
-redis.set_repl = function(...)
+redis.set_repl = cwrap(function(...)
   if select('#', ...) ~= 1 then raise('ERR redis.set_repl() requires two arguments.') end
   local f = tonumber((...)) or 0
   if f ~= 0 and f ~= 1 and f ~= 2 and f ~= 3 then
     raise('ERR Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.')
   end
-end
+end)
 redis.REPL_NONE, redis.REPL_AOF, redis.REPL_SLAVE, redis.REPL_REPLICA, redis.REPL_ALL = 0, 1, 2, 2, 3
 redis.replicate_commands = function() return true end
 redis.breakpoint = function() return false end
 redis.debug = function() end
 
 local cmd_exists = rs.cmd_exists
-redis.acl_check_cmd = function(...)
+redis.acl_check_cmd = cwrap(function(...)
   local n = select('#', ...)
   if n == 0 then raise('ERR Please specify at least one argument for this redis lib call') end
   for i = 1, n do
@@ -237,7 +238,7 @@ redis.acl_check_cmd = function(...)
     raise('ERR Invalid command passed to redis.acl_check_cmd()')
   end
   return true
-end
+end)
 redis.REDIS_VERSION = rs.version
 redis.REDIS_VERSION_NUM = rs.version_num
 
@@ -248,16 +249,16 @@ print, loadfile, dofile, getfenv, setfenv, newproxy, require, module, package, g
 rawset(G, '__redis__err__handler', err_handler)
 rawset(G, 'loadstring', safe_loadstring)
 rawset(G, 'load', safe_load)
-rawset(G, 'pcall', function(...) return pcall_fix(pcall(...)) end)
-rawset(G, 'xpcall', function(...) return kill_check(xpcall(...)) end)
-rawset(G, 'rawset', function(t, k, v)
+rawset(G, 'pcall', cwrap(function(...) return pcall_fix(pcall(...)) end))
+rawset(G, 'xpcall', cwrap(function(...) return kill_check(xpcall(...)) end))
+rawset(G, 'rawset', cwrap(function(t, k, v)
   if protected[t] then error(RO, 0) end
   return rawset(t, k, v)
-end)
-rawset(G, 'setmetatable', function(t, mt)
+end))
+rawset(G, 'setmetatable', cwrap(function(t, mt)
   if protected[t] then error(RO, 0) end
   return setmetatable(t, mt)
-end)
+end))
 -- Enumeration and raw reads see through the proxies (pairs(redis) lists the API).
 local function next_(t, k) return next(real_of[t] or t, k) end
 rawset(G, 'next', next_)
@@ -280,13 +281,14 @@ smt.__index = rawget(G, 'string')
 smt.__metatable = proxy(smt)
 protected[smt] = true
 
-protected[G] = true
-setmetatable(G, {
+-- KEYS and ARGV live outside _G (so that assigning them fails like any global) in a table
+-- that _G's lookups fall through to; Rust replaces them before each run.
+local vars = setmetatable({}, {
   __index = function(_, k)
     error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
   end,
-  __newindex = ro_newindex,
-  __metatable = false,
 })
+protected[G] = true
+setmetatable(G, {__index = vars, __newindex = ro_newindex, __metatable = false})
 
-return function(f) return xpcall(f, err_handler) end
+return function(f) return xpcall(f, err_handler) end, vars

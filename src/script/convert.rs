@@ -194,12 +194,8 @@ pub fn frame_to_lua(lua: &Lua, f: &Frame, resp3: bool) -> mlua::Result<Value> {
 fn array(lua: &Lua, items: &[Frame], resp3: bool) -> mlua::Result<Value> {
     let t = lua.create_table_with_capacity(items.len().min(1 << 16), 0)?;
     for (i, it) in items.iter().enumerate() {
-        // A nil element of an array reply becomes false even in RESP3 (Lua arrays stop at nil).
-        let v = match frame_to_lua(lua, it, resp3)? {
-            Value::Nil => Value::Boolean(false),
-            v => v,
-        };
-        t.raw_seti(i + 1, v)?;
+        // A RESP3 null element leaves a hole, as in Redis.
+        t.raw_seti(i + 1, frame_to_lua(lua, it, resp3)?)?;
     }
     Ok(Value::Table(t))
 }

@@ -165,6 +165,8 @@ pub struct Engine {
     scripts: HashMap<Sha, Script, ahash::RandomState>,
     /// The bootstrap's `function(f) return xpcall(f, handler) end`.
     runner: Function,
+    /// Where KEYS and ARGV live (global lookups fall through to it).
+    vars: mlua::Table,
     st: Rc<RunState>,
     memory_limit: usize,
 }
@@ -221,6 +223,20 @@ pub fn sha_key(s: &[u8]) -> Option<Sha> {
         *d = c.to_ascii_lowercase();
     }
     Some(out)
+}
+
+/// Calls its upvalue with its arguments. The API functions that raise errors are Lua code
+/// wrapped in this C function: a script's `return redis.call(…)` is then a call to a C
+/// function, which Lua 5.1 does not turn into a tail call, so the script's frame (its line in
+/// the error) survives, as with Redis's C implementations.
+unsafe extern "C-unwind" fn trampoline(l: *mut mlua::ffi::lua_State) -> std::os::raw::c_int {
+    use mlua::ffi;
+    let n = ffi::lua_gettop(l);
+    ffi::lua_pushvalue(l, ffi::lua_upvalueindex(1));
+    ffi::lua_insert(l, 1);
+    // Errors propagate (longjmp) through this frame, which owns nothing to drop.
+    ffi::lua_call(l, n, ffi::LUA_MULTRET);
+    ffi::lua_gettop(l)
 }
 
 fn lua_err(lua: &Lua, text: &str) -> mlua::Result<(bool, Value)> {
@@ -316,7 +332,16 @@ impl Engine {
         rs.set("version", REDIS_VERSION)?;
         rs.set("version_num", REDIS_VERSION_NUM)?;
         rs.set("bit", bit::create(&lua)?)?;
-        let runner: Function = lua
+        rs.set(
+            "cwrap",
+            lua.create_function(|lua, f: Function| {
+                // SAFETY: pushes one C closure over the function given as the only argument.
+                unsafe {
+                    lua.exec_raw::<Function>(f, |l| mlua::ffi::lua_pushcclosure(l, trampoline, 1))
+                }
+            })?,
+        )?;
+        let (runner, vars): (Function, mlua::Table) = lua
             .load(BOOTSTRAP)
             .set_name("=deadbolt")
             .set_mode(ChunkMode::Text)
@@ -331,6 +356,7 @@ impl Engine {
             lua,
             scripts: HashMap::default(),
             runner,
+            vars,
             st,
             memory_limit,
         })
@@ -464,7 +490,7 @@ impl Engine {
     }
 
     fn set_keys_argv(&self, keys: &[Bytes], args: &[Bytes]) -> mlua::Result<()> {
-        let g = self.lua.globals();
+        let g = &self.vars;
         for (name, list) in [("KEYS", keys), ("ARGV", args)] {
             let t = self.lua.create_table_with_capacity(list.len(), 0)?;
             for (i, k) in list.iter().enumerate() {
