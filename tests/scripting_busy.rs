@@ -70,7 +70,9 @@ fn script_kill_stops_a_runaway_script() {
 
 fn slow_lines(srv: &Server) -> usize {
     let log = srv.log.lock().unwrap();
-    log.iter().filter(|l| l.contains("Slow script detected")).count()
+    log.iter()
+        .filter(|l| l.contains("Slow script detected"))
+        .count()
 }
 
 /// pcall, xpcall and coroutines cannot swallow the kill for good.
