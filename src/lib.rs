@@ -12,6 +12,7 @@ pub mod exec;
 pub mod logging;
 pub mod persist;
 pub mod protocol;
+pub mod script;
 pub mod server;
 pub mod store;
 

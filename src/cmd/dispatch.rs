@@ -210,3 +210,37 @@ pub fn writes_allowed(srv: &mut Server) -> Result<(), CmdError> {
     }
     Ok(())
 }
+
+/// A command called by a script (`redis.call`): Redis's `scriptCall` checks in its order
+/// (unknown command / arity → noscript → write in a read-only script), then `run` with the
+/// script's context. Returns the reply (errors as `Frame::Error`) and whether the command is a
+/// write (the script can no longer be killed).
+pub fn script_call(ctx: &mut Ctx, argv: &[Bytes], read_only: bool) -> (Frame, bool) {
+    let table = &ctx.srv.table;
+    let Some(mut id) = table.lookup(&argv[0]) else {
+        let e = CmdError::err("ERR Unknown Redis command called from script");
+        return (error_frame(ctx.srv, e), false);
+    };
+    if !table.entries[id].spec.subcommands.is_empty() && argv.len() >= 2 {
+        match table.lookup_sub(id, &argv[1]) {
+            Some(sid) => id = sid,
+            None => {
+                let e = CmdError::err("ERR Unknown Redis command called from script");
+                return (error_frame(ctx.srv, e), false);
+            }
+        }
+    }
+    let spec = table.entries[id].spec;
+    let e = if !spec.arity_ok(argv.len()) {
+        "ERR Wrong number of args calling Redis command from script"
+    } else if spec.has(flags::NOSCRIPT) {
+        "ERR This Redis command is not allowed from script"
+    } else if read_only && spec.flags & (flags::WRITE | flags::MAY_REPLICATE) != 0 {
+        "ERR Write commands are not allowed from read-only scripts."
+    } else {
+        let write = spec.has(flags::WRITE);
+        return (run(ctx, id, argv), write);
+    };
+    ctx.srv.stats.commands[id].rejected_calls += 1;
+    (error_frame(ctx.srv, CmdError::err(e)), false)
+}

@@ -8,6 +8,7 @@ pub mod keys;
 pub mod list;
 pub mod persistence;
 pub mod pubsub;
+pub mod scripting;
 pub mod server;
 pub mod set;
 pub mod string;

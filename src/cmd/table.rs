@@ -156,6 +156,7 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         super::tx::COMMANDS,
         super::persistence::COMMANDS,
         super::pubsub::COMMANDS,
+        super::scripting::COMMANDS,
     ]
 }
 

@@ -408,6 +408,21 @@ pub static DIRECTIVES: &[Directive] = &[
         },
         doc: "Keyspace notification classes published on __keyspace@<db>__:<key> / __keyevent@<db>__:<event> (K, E, g, $, l, s, h, z, x, e, t, m, d, n, A). Empty: off.",
     },
+    Directive {
+        name: "lua-memory-limit",
+        aliases: &[],
+        mutable: true,
+        get: |c| c.lua_memory_limit.to_string(),
+        set: |c, v| {
+            let n = mem_in(v, i64::MAX as u64)?;
+            if n < 1024 * 1024 {
+                return Err(format!("argument must be between {} and {} inclusive", 1024 * 1024, i64::MAX));
+            }
+            c.lua_memory_limit = n;
+            Ok(())
+        },
+        doc: "Most memory the Lua scripting heap may use (deadbolt only; Redis has no limit). A script that needs more fails with an error instead of exhausting the server.",
+    },
 ];
 
 /// Redis's rule: every class given is validated before any is applied; classes not named keep

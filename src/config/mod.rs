@@ -42,6 +42,8 @@ pub struct Config {
     pub client_output_buffer_limit: [ObufLimit; 3],
     /// `notify-keyspace-events` as Redis's NOTIFY_* bits (see `exec::notify`).
     pub notify_keyspace_events: u32,
+    /// Most bytes the Lua heap may use (ours; Redis has no limit).
+    pub lua_memory_limit: u64,
     /// Path of the file we were started with (CONFIG REWRITE writes it back).
     pub config_file: Option<std::path::PathBuf>,
 }
@@ -154,6 +156,7 @@ impl Default for Config {
                 },
             ],
             notify_keyspace_events: 0,
+            lua_memory_limit: 256 * 1024 * 1024,
             config_file: None,
         }
     }

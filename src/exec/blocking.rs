@@ -122,7 +122,10 @@ fn resume(srv: &mut Server, id: u64, timed_out: bool) {
     };
     // Still exempt if it is subscribed (RESP3 clients can be both).
     let subscribed = client.pubsub.subscribed();
-    client.shared.timeout_exempt.store(subscribed, Ordering::Relaxed);
+    client
+        .shared
+        .timeout_exempt
+        .store(subscribed, Ordering::Relaxed);
     let mut out = BytesMut::new();
     if timed_out {
         // Redis 7.0 answers every timed-out list/zset wait with a null array (even BLMOVE).

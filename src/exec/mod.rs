@@ -54,6 +54,8 @@ pub struct Shared {
     /// Set when a client asked for SHUTDOWN; the accept loop watches `shutdown_notify`.
     pub shutdown_requested: AtomicBool,
     pub shutdown_notify: Notify,
+    /// A running script past busy-reply-threshold, SCRIPT KILL and SHUTDOWN NOSAVE requests.
+    pub script: crate::script::busy::BusyState,
 }
 
 impl Shared {
@@ -71,6 +73,7 @@ impl Shared {
             net_output_bytes: AtomicU64::new(0),
             shutdown_requested: AtomicBool::new(false),
             shutdown_notify: Notify::new(),
+            script: Default::default(),
         };
         s.apply(cfg);
         s

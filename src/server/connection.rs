@@ -48,6 +48,20 @@ pub async fn serve<S>(
                     }
                 }
             }
+            // While the executor is inside a busy script, answer here (-BUSY, SCRIPT KILL,
+            // SHUTDOWN NOSAVE) as Redis does from its script hook.
+            if let Some(ans) = shared.script.answer(&batch) {
+                batch.clear();
+                if ans.shutdown {
+                    shared.request_shutdown();
+                }
+                if !ans.replies.is_empty() && writer.write_all(&ans.replies).await.is_err() {
+                    return;
+                }
+                if ans.shutdown {
+                    return;
+                }
+            }
             if !batch.is_empty() {
                 in_flight = true;
                 if inbox.send(Msg::Batch { id, cmds: batch }).is_err() {
