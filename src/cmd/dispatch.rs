@@ -89,9 +89,20 @@ fn process_frame(srv: &mut Server, client: &mut Client, argv: &[Bytes]) -> Frame
         }
     };
     let spec = srv.table.entries[id].spec;
-    if srv.config.requirepass.is_some() && !client.authenticated && !spec.has(flags::NO_AUTH) {
+    if !client.authenticated && !spec.has(flags::NO_AUTH) && srv.config.auth_required() {
         srv.stats.commands[id].rejected_calls += 1;
         return error_frame(srv, CmdError::err("NOAUTH Authentication required."));
+    }
+    if client.perms.restricted() {
+        if let Err(e) = super::acl::check(
+            client.perms,
+            spec,
+            &srv.table.entries[id].full_name,
+            argv.len(),
+        ) {
+            srv.stats.commands[id].rejected_calls += 1;
+            return error_frame(srv, e);
+        }
     }
     let mut ctx = Ctx {
         srv,

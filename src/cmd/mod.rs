@@ -1,5 +1,6 @@
 //! Commands: one table drives lookup, arity, flags and `COMMAND` output; one file per family.
 
+pub mod acl;
 pub mod args;
 pub mod connection;
 pub mod dispatch;

@@ -150,6 +150,7 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         super::hash::COMMANDS,
         super::connection::COMMANDS,
         super::server::COMMANDS,
+        super::acl::COMMANDS,
     ]
 }
 

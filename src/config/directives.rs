@@ -223,6 +223,7 @@ pub static DIRECTIVES: &[Directive] = &[
         get: |c| c.requirepass.clone().unwrap_or_default(),
         set: |c, v| {
             c.requirepass = if v.is_empty() { None } else { Some(v.to_string()) };
+            c.users.set_default_password(c.requirepass.as_deref());
             Ok(())
         },
         doc: "Password for the default user (AUTH password). Empty: no password.",

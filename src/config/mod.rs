@@ -25,6 +25,8 @@ pub struct Config {
     pub pidfile: String,
     pub dir: String,
     pub requirepass: Option<String>,
+    /// ACL users from `user` lines; the default user's password follows `requirepass`.
+    pub users: crate::cmd::acl::Users,
     pub hz: u64,
     pub busy_reply_threshold: u64,
     /// Path of the file we were started with (CONFIG REWRITE writes it back).
@@ -76,6 +78,7 @@ impl Default for Config {
             pidfile: String::new(),
             dir: ".".into(),
             requirepass: None,
+            users: Default::default(),
             hz: 10,
             busy_reply_threshold: 5000,
             config_file: None,
@@ -89,6 +92,11 @@ impl Config {
             d.name.eq_ignore_ascii_case(name)
                 || d.aliases.iter().any(|a| a.eq_ignore_ascii_case(name))
         })
+    }
+
+    /// Whether a new connection must authenticate before running commands.
+    pub fn auth_required(&self) -> bool {
+        self.users.auth_required()
     }
 
     /// Applies one directive by name; the error is the reason Redis would print.

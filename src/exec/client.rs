@@ -42,6 +42,8 @@ pub struct Client {
     pub resp: u8,
     pub authenticated: bool,
     pub user: String,
+    /// The user's permissions, fixed at AUTH (see cmd/acl.rs).
+    pub perms: crate::cmd::acl::Perms,
     pub created: Instant,
     pub last_interaction: Instant,
     pub last_cmd: &'static str,
@@ -75,6 +77,7 @@ impl Client {
             resp: 2,
             authenticated: false,
             user: "default".into(),
+            perms: Default::default(),
             created: now,
             last_interaction: now,
             last_cmd: "NULL",

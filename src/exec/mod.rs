@@ -170,8 +170,10 @@ impl Server {
     fn handle(&mut self, msg: Msg) {
         match msg {
             Msg::Connect(mut client) => {
-                // Like Redis: a client is authenticated at connect while no password is set.
-                client.authenticated = self.config.requirepass.is_none();
+                // Like Redis: a client is authenticated at connect while the default user needs
+                // no password.
+                client.authenticated = !self.config.auth_required();
+                client.perms = self.config.users.default_user().perms();
                 self.clients.insert(client.id, *client);
             }
             Msg::Batch { id, cmds } => self.run_batch(id, cmds),
