@@ -39,6 +39,8 @@ pub struct Shared {
     pub proto_max_bulk_len: AtomicI64,
     pub client_query_buffer_limit: AtomicUsize,
     pub timeout_secs: AtomicU64,
+    /// Protected mode in force: non-loopback clients are refused at accept.
+    pub protected_mode: AtomicBool,
     pub total_connections: AtomicU64,
     pub rejected_connections: AtomicU64,
     pub net_input_bytes: AtomicU64,
@@ -57,6 +59,7 @@ impl Shared {
             proto_max_bulk_len: AtomicI64::new(0),
             client_query_buffer_limit: AtomicUsize::new(0),
             timeout_secs: AtomicU64::new(0),
+            protected_mode: AtomicBool::new(false),
             total_connections: AtomicU64::new(0),
             rejected_connections: AtomicU64::new(0),
             net_input_bytes: AtomicU64::new(0),
@@ -77,6 +80,8 @@ impl Shared {
         self.client_query_buffer_limit
             .store(cfg.client_query_buffer_limit as usize, Ordering::Relaxed);
         self.timeout_secs.store(cfg.timeout, Ordering::Relaxed);
+        self.protected_mode
+            .store(crate::server::protected::active(cfg), Ordering::Relaxed);
     }
 
     pub fn request_shutdown(&self) {

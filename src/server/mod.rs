@@ -1,6 +1,7 @@
 //! The network side: accept loop, client limits, one task per connection.
 
 pub mod connection;
+pub mod protected;
 
 use crate::exec::client::{Client, ClientShared};
 use crate::exec::{Inbox, Msg, Shared};
@@ -55,6 +56,15 @@ async fn on_accept(
         let _ = stream
             .write_all(b"-ERR max number of clients reached\r\n")
             .await;
+        return;
+    }
+    if protected::refuse(shared.protected_mode.load(Ordering::Relaxed), addr.ip()) {
+        shared.connected_clients.fetch_sub(1, Ordering::SeqCst);
+        // In its own task: a peer that does not read must not stall the accept loop.
+        tokio::spawn(async move {
+            let _ = stream.write_all(protected::DENIED).await;
+            let _ = stream.shutdown().await;
+        });
         return;
     }
     let _ = stream.set_nodelay(true);
