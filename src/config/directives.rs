@@ -1,7 +1,7 @@
 //! The directive table. Each row: name, aliases, whether CONFIG SET may change it at run time,
 //! how to print and parse it, and the text `config/deadbolt.conf` and the README show.
 
-use super::{parse_memory, Config, LogLevel};
+use super::{parse_memory, Config, LogLevel, TlsAuthClients};
 
 pub struct Directive {
     pub name: &'static str,
@@ -249,5 +249,65 @@ pub static DIRECTIVES: &[Directive] = &[
             Ok(())
         },
         doc: "Milliseconds a script may run before other clients get -BUSY and SCRIPT KILL works.",
+    },
+    Directive {
+        name: "tls-port",
+        aliases: &[],
+        mutable: false,
+        get: |c| c.tls_port.to_string(),
+        set: |c, v| {
+            c.tls_port = int_in(v, 0, 65535)? as u16;
+            Ok(())
+        },
+        doc: "TCP port for TLS connections on the bind addresses (0: no TLS). Needs tls-cert-file and tls-key-file.",
+    },
+    Directive {
+        name: "tls-cert-file",
+        aliases: &[],
+        mutable: false,
+        get: |c| c.tls_cert_file.clone(),
+        set: |c, v| {
+            c.tls_cert_file = v.to_string();
+            Ok(())
+        },
+        doc: "Server certificate chain (PEM).",
+    },
+    Directive {
+        name: "tls-key-file",
+        aliases: &[],
+        mutable: false,
+        get: |c| c.tls_key_file.clone(),
+        set: |c, v| {
+            c.tls_key_file = v.to_string();
+            Ok(())
+        },
+        doc: "Private key of the server certificate (PEM: PKCS#8, PKCS#1 or SEC1).",
+    },
+    Directive {
+        name: "tls-ca-cert-file",
+        aliases: &[],
+        mutable: false,
+        get: |c| c.tls_ca_cert_file.clone(),
+        set: |c, v| {
+            c.tls_ca_cert_file = v.to_string();
+            Ok(())
+        },
+        doc: "CA certificates (PEM) that sign client certificates; needed unless tls-auth-clients is no.",
+    },
+    Directive {
+        name: "tls-auth-clients",
+        aliases: &[],
+        mutable: false,
+        get: |c| c.tls_auth_clients.name().into(),
+        set: |c, v| {
+            c.tls_auth_clients = match v.to_ascii_lowercase().as_str() {
+                "yes" => TlsAuthClients::Yes,
+                "no" => TlsAuthClients::No,
+                "optional" => TlsAuthClients::Optional,
+                _ => return Err("argument(s) must be one of the following: no, yes, optional".into()),
+            };
+            Ok(())
+        },
+        doc: "yes: TLS clients must present a certificate signed by tls-ca-cert-file; optional: checked if presented; no: not asked for.",
     },
 ];

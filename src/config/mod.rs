@@ -29,6 +29,12 @@ pub struct Config {
     pub users: crate::cmd::acl::Users,
     pub hz: u64,
     pub busy_reply_threshold: u64,
+    /// 0: no TLS listener. Otherwise TLS is served on this port beside the plain one.
+    pub tls_port: u16,
+    pub tls_cert_file: String,
+    pub tls_key_file: String,
+    pub tls_ca_cert_file: String,
+    pub tls_auth_clients: TlsAuthClients,
     /// Path of the file we were started with (CONFIG REWRITE writes it back).
     pub config_file: Option<std::path::PathBuf>,
 }
@@ -60,6 +66,24 @@ impl LogLevel {
     }
 }
 
+/// `tls-auth-clients`: whether TLS clients must present a certificate signed by the CA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsAuthClients {
+    Yes,
+    No,
+    Optional,
+}
+
+impl TlsAuthClients {
+    pub fn name(self) -> &'static str {
+        match self {
+            TlsAuthClients::Yes => "yes",
+            TlsAuthClients::No => "no",
+            TlsAuthClients::Optional => "optional",
+        }
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -81,6 +105,11 @@ impl Default for Config {
             users: Default::default(),
             hz: 10,
             busy_reply_threshold: 5000,
+            tls_port: 0,
+            tls_cert_file: String::new(),
+            tls_key_file: String::new(),
+            tls_ca_cert_file: String::new(),
+            tls_auth_clients: TlsAuthClients::Yes,
             config_file: None,
         }
     }

@@ -68,6 +68,7 @@ pub async fn serve<S>(
                 }
                 wbuf.extend_from_slice(format!("-ERR {e}\r\n").as_bytes());
                 let _ = writer.write_all(&wbuf).await;
+                let _ = writer.shutdown().await;
                 return;
             }
         }
@@ -107,7 +108,8 @@ pub async fn serve<S>(
                 }
                 let n = wbuf.len();
                 if n > 0 {
-                    if writer.write_all(&wbuf).await.is_err() {
+                    // flush: a TLS stream may keep encrypted records buffered (no-op for TCP).
+                    if writer.write_all(&wbuf).await.is_err() || writer.flush().await.is_err() {
                         return;
                     }
                     client.pending_out.fetch_sub(n.min(client.pending_out.load(Ordering::Relaxed)), Ordering::Relaxed);
