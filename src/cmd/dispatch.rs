@@ -104,6 +104,18 @@ fn process_frame(srv: &mut Server, client: &mut Client, argv: &[Bytes]) -> Frame
             return error_frame(srv, e);
         }
     }
+    // maxmemory with noeviction: commands that may add data are refused while over the limit;
+    // reads, DEL and the rest keep working so locks can still be released.
+    if srv.config.maxmemory != 0
+        && spec.has(flags::DENYOOM)
+        && crate::alloc::used_memory() as u64 > srv.config.maxmemory
+    {
+        srv.stats.commands[id].rejected_calls += 1;
+        return error_frame(
+            srv,
+            CmdError::err("OOM command not allowed when used memory > 'maxmemory'."),
+        );
+    }
     let mut ctx = Ctx {
         srv,
         client,

@@ -310,4 +310,49 @@ pub static DIRECTIVES: &[Directive] = &[
         },
         doc: "yes: TLS clients must present a certificate signed by tls-ca-cert-file; optional: checked if presented; no: not asked for.",
     },
+    Directive {
+        name: "maxmemory",
+        aliases: &[],
+        mutable: true,
+        get: |c| c.maxmemory.to_string(),
+        set: |c, v| {
+            c.maxmemory = mem_in(v, i64::MAX as u64)?;
+            Ok(())
+        },
+        doc: "Memory limit in bytes (units allowed; 0: none). Over it, commands that add data get -OOM; reads and deletes still work.",
+    },
+    Directive {
+        name: "maxmemory-policy",
+        aliases: &[],
+        mutable: true,
+        get: |c| c.maxmemory_policy.clone(),
+        set: |c, v| {
+            const NAMES: &[&str] = &[
+                "volatile-lru",
+                "volatile-lfu",
+                "volatile-random",
+                "volatile-ttl",
+                "allkeys-lru",
+                "allkeys-lfu",
+                "allkeys-random",
+                "noeviction",
+            ];
+            let lower = v.to_ascii_lowercase();
+            if !NAMES.contains(&lower.as_str()) {
+                return Err(format!(
+                    "argument(s) must be one of the following: {}",
+                    NAMES.join(", ")
+                ));
+            }
+            if lower != "noeviction" {
+                // Evicting a key here would silently release someone's lock.
+                return Err(format!(
+                    "deadbolt never evicts keys (they are locks): '{lower}' is not supported, only noeviction"
+                ));
+            }
+            c.maxmemory_policy = lower;
+            Ok(())
+        },
+        doc: "Only noeviction: over maxmemory, writes fail with -OOM and no lock is ever evicted.",
+    },
 ];

@@ -29,6 +29,9 @@ pub struct Config {
     pub users: crate::cmd::acl::Users,
     pub hz: u64,
     pub busy_reply_threshold: u64,
+    /// Bytes; 0 means no limit. Over it, DENYOOM commands get -OOM (policy noeviction).
+    pub maxmemory: u64,
+    pub maxmemory_policy: String,
     /// 0: no TLS listener. Otherwise TLS is served on this port beside the plain one.
     pub tls_port: u16,
     pub tls_cert_file: String,
@@ -105,6 +108,8 @@ impl Default for Config {
             users: Default::default(),
             hz: 10,
             busy_reply_threshold: 5000,
+            maxmemory: 0,
+            maxmemory_policy: "noeviction".into(),
             tls_port: 0,
             tls_cert_file: String::new(),
             tls_key_file: String::new(),
