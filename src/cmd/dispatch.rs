@@ -67,15 +67,29 @@ fn upper(name: &'static str) -> &'static str {
 }
 
 /// Runs one network command and appends its encoded reply to `out`.
-pub fn process(srv: &mut Server, client: &mut Client, argv: Vec<Bytes>, out: &mut BytesMut) {
-    let reply = process_frame(srv, client, &argv);
-    if std::mem::take(&mut client.skip_reply) {
-        return;
+/// Gives the command back when CLIENT PAUSE holds it: the caller runs it after the pause.
+pub fn process(
+    srv: &mut Server,
+    client: &mut Client,
+    argv: Vec<Bytes>,
+    out: &mut BytesMut,
+) -> Option<Vec<Bytes>> {
+    let Some(reply) = process_frame(srv, client, &argv) else {
+        return Some(argv);
+    };
+    if !std::mem::take(&mut client.skip_reply) {
+        encode(&reply, client.resp3(), out);
     }
-    encode(&reply, client.resp3(), out);
+    if !srv.ops.self_feed.is_empty() {
+        // A monitor's own command: its MONITOR line follows its reply, as in Redis.
+        out.extend_from_slice(&srv.ops.self_feed);
+        srv.ops.self_feed.clear();
+    }
+    None
 }
 
-fn process_frame(srv: &mut Server, client: &mut Client, argv: &[Bytes]) -> Frame {
+/// None: held back by CLIENT PAUSE.
+fn process_frame(srv: &mut Server, client: &mut Client, argv: &[Bytes]) -> Option<Frame> {
     client.last_interaction = Instant::now();
     let id = match resolve(srv, argv) {
         Ok(id) => id,
@@ -85,13 +99,16 @@ fn process_frame(srv: &mut Server, client: &mut Client, argv: &[Bytes]) -> Frame
                     srv.stats.commands[id].rejected_calls += 1;
                 }
             }
-            return error_frame(srv, e);
+            return Some(error_frame(srv, e));
         }
     };
     let spec = srv.table.entries[id].spec;
     if !client.authenticated && !spec.has(flags::NO_AUTH) && srv.config.auth_required() {
         srv.stats.commands[id].rejected_calls += 1;
-        return error_frame(srv, CmdError::err("NOAUTH Authentication required."));
+        return Some(error_frame(
+            srv,
+            CmdError::err("NOAUTH Authentication required."),
+        ));
     }
     if client.perms.restricted() {
         if let Err(e) = super::acl::check(
@@ -101,7 +118,7 @@ fn process_frame(srv: &mut Server, client: &mut Client, argv: &[Bytes]) -> Frame
             argv.len(),
         ) {
             srv.stats.commands[id].rejected_calls += 1;
-            return error_frame(srv, e);
+            return Some(error_frame(srv, e));
         }
     }
     // maxmemory with noeviction: commands that may add data are refused while over the limit;
@@ -111,18 +128,26 @@ fn process_frame(srv: &mut Server, client: &mut Client, argv: &[Bytes]) -> Frame
         && crate::alloc::used_memory() as u64 > srv.config.maxmemory
     {
         srv.stats.commands[id].rejected_calls += 1;
-        return error_frame(
+        return Some(error_frame(
             srv,
             CmdError::err("OOM command not allowed when used memory > 'maxmemory'."),
-        );
+        ));
+    }
+    if let Err(e) = super::observe::check_monitor(srv, client, spec) {
+        srv.stats.commands[id].rejected_calls += 1;
+        return Some(error_frame(srv, e));
+    }
+    let now = unix_ms();
+    if super::observe::paused(srv, spec, now) {
+        return None;
     }
     let mut ctx = Ctx {
         srv,
         client,
-        now: unix_ms(),
+        now,
         in_script: false,
     };
-    run(&mut ctx, id, argv)
+    Some(run(&mut ctx, id, argv))
 }
 
 /// Executes a resolved command with the context's time, counting it in the stats.
@@ -133,6 +158,15 @@ pub fn run(ctx: &mut Ctx, id: CmdId, argv: &[Bytes]) -> Frame {
     let started = Instant::now();
     let result = (spec.handler)(ctx, argv);
     let usec = started.elapsed().as_micros() as u64;
+    if !ctx.srv.ops.monitors.is_empty() && !spec.has(flags::SKIP_MONITOR | flags::ADMIN) {
+        super::observe::feed_monitors(ctx.srv, ctx.client, ctx.in_script, argv);
+    }
+    if !ctx.in_script
+        && !spec.has(flags::SKIP_SLOWLOG)
+        && ctx.srv.config.slowlog_log_slower_than >= 0
+    {
+        super::observe::slowlog_push(ctx.srv, ctx.client, argv, usec);
+    }
     let stats = &mut ctx.srv.stats;
     let st = &mut stats.commands[id];
     st.calls += 1;

@@ -6,6 +6,7 @@ pub mod connection;
 pub mod dispatch;
 pub mod hash;
 pub mod keys;
+pub mod observe;
 pub mod server;
 pub mod string;
 pub mod table;

@@ -151,6 +151,7 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         super::connection::COMMANDS,
         super::server::COMMANDS,
         super::acl::COMMANDS,
+        super::observe::COMMANDS,
     ]
 }
 

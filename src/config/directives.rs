@@ -355,4 +355,26 @@ pub static DIRECTIVES: &[Directive] = &[
         },
         doc: "Only noeviction: over maxmemory, writes fail with -OOM and no lock is ever evicted.",
     },
+    Directive {
+        name: "slowlog-log-slower-than",
+        aliases: &[],
+        mutable: true,
+        get: |c| c.slowlog_log_slower_than.to_string(),
+        set: |c, v| {
+            c.slowlog_log_slower_than = int_in(v, -1, i64::MAX)?;
+            Ok(())
+        },
+        doc: "Commands taking at least this many microseconds are logged in SLOWLOG (-1: off, 0: every command).",
+    },
+    Directive {
+        name: "slowlog-max-len",
+        aliases: &[],
+        mutable: true,
+        get: |c| c.slowlog_max_len.to_string(),
+        set: |c, v| {
+            c.slowlog_max_len = int_in(v, 0, i64::MAX)? as u64;
+            Ok(())
+        },
+        doc: "Most SLOWLOG entries kept (the oldest go first).",
+    },
 ];

@@ -32,6 +32,9 @@ pub struct Config {
     /// Bytes; 0 means no limit. Over it, DENYOOM commands get -OOM (policy noeviction).
     pub maxmemory: u64,
     pub maxmemory_policy: String,
+    /// Microseconds; commands at least this slow go to SLOWLOG (negative: off, 0: all).
+    pub slowlog_log_slower_than: i64,
+    pub slowlog_max_len: u64,
     /// 0: no TLS listener. Otherwise TLS is served on this port beside the plain one.
     pub tls_port: u16,
     pub tls_cert_file: String,
@@ -110,6 +113,8 @@ impl Default for Config {
             busy_reply_threshold: 5000,
             maxmemory: 0,
             maxmemory_policy: "noeviction".into(),
+            slowlog_log_slower_than: 10000,
+            slowlog_max_len: 128,
             tls_port: 0,
             tls_cert_file: String::new(),
             tls_key_file: String::new(),

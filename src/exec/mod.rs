@@ -118,6 +118,8 @@ pub struct Server {
     pub run_id: String,
     /// Set by SHUTDOWN: the executor stops after the current batch.
     pub shutting_down: bool,
+    /// MONITOR, SLOWLOG and CLIENT PAUSE state (cmd/observe.rs).
+    pub ops: crate::cmd::observe::OpsState,
 }
 
 impl Server {
@@ -139,6 +141,7 @@ impl Server {
                 .map(|_| fastrand::alphanumeric().to_ascii_lowercase())
                 .collect(),
             shutting_down: false,
+            ops: Default::default(),
         }
     }
 
@@ -195,8 +198,15 @@ impl Server {
         };
         let mut out = BytesMut::with_capacity(64);
         client.pending.extend(cmds);
+        let mut postponed = false;
         while let Some(argv) = client.pending.pop_front() {
-            dispatch::process(self, &mut client, argv, &mut out);
+            // CLIENT PAUSE: the command waits, with the rest of the batch, for the pause to end.
+            if let Some(argv) = dispatch::process(self, &mut client, argv, &mut out) {
+                client.pending.push_front(argv);
+                self.ops.pause.waiting.push(id);
+                postponed = true;
+                break;
+            }
             if client.close_after_reply || self.shutting_down {
                 client.pending.clear();
                 break;
@@ -213,11 +223,22 @@ impl Server {
             .fetch_add(out.len(), Ordering::Relaxed);
         let _ = client.out.send(Out {
             data: out.freeze(),
-            batch_done: true,
+            batch_done: !postponed,
             close,
         });
         if !close {
             self.clients.insert(id, client);
+        }
+        if self.ops.pause.ended {
+            self.resume_paused();
+        }
+    }
+
+    /// The pause ended: run what the held-back clients sent, in the order they were held.
+    fn resume_paused(&mut self) {
+        self.ops.pause.ended = false;
+        for id in std::mem::take(&mut self.ops.pause.waiting) {
+            self.run_batch(id, Vec::new());
         }
     }
 
@@ -235,6 +256,10 @@ impl Server {
         }
         self.drain_expired();
         self.stats.sample_ops();
+        crate::cmd::observe::tick(self, now);
+        if self.ops.pause.ended {
+            self.resume_paused();
+        }
     }
 }
 
