@@ -114,6 +114,17 @@ run sh -ec '
     wait $pid
     grep -q "ready to exit, bye bye" /data/deadbolt.log
     echo "clean shutdown on SIGTERM"
+    # A password given as an argument: the image health check (no password) still passes.
+    docker-entrypoint.sh --port '"$PORT"' --requirepass s3cret --logfile /data/pw.log &
+    pid=$!
+    i=0
+    until deadbolt /etc/deadbolt/deadbolt.conf --port '"$PORT"' --ping; do
+        i=$((i+1)); [ $i -lt 500 ] || { echo "never became healthy with a password"; exit 1; }
+        sleep 0.01
+    done
+    echo "healthy with --requirepass given as an argument"
+    kill -TERM $pid
+    wait $pid
 '
 
 size=$(podman image inspect "$IMAGE" --format '{{.Size}}')

@@ -194,7 +194,9 @@ pub fn cli_ping(cfg: &Config) -> bool {
             break;
         }
         got.extend_from_slice(&buf[..n]);
-        if got.windows(7).any(|w| w == b"+PONG\r\n") {
+        // -NOAUTH: the probe lacks the password (given on the command line, say), but the
+        // server is up and answering, which is what a health check asks.
+        if got.windows(7).any(|w| w == b"+PONG\r\n") || got.windows(8).any(|w| w == b"-NOAUTH ") {
             return true;
         }
         if got.len() > 4096 {
