@@ -71,6 +71,18 @@ pub static COMMANDS: &[CommandSpec] = &[
             sub("list", -2, ADMIN | NOSCRIPT | LOADING | STALE, client_list),
             sub("kill", -3, ADMIN | NOSCRIPT | LOADING | STALE, client_kill),
             sub(
+                "pause",
+                -3,
+                ADMIN | NOSCRIPT | LOADING | STALE,
+                super::observe::client_pause,
+            ),
+            sub(
+                "unpause",
+                2,
+                ADMIN | NOSCRIPT | LOADING | STALE,
+                super::observe::client_unpause,
+            ),
+            sub(
                 "no-evict",
                 3,
                 ADMIN | NOSCRIPT | LOADING | STALE,
@@ -112,28 +124,31 @@ fn reset(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     c.db = 0;
     c.resp = 2;
     c.name = None;
-    c.authenticated = ctx.srv.config.requirepass.is_none();
+    c.authenticated = !ctx.srv.config.auth_required();
     c.user = "default".into();
+    c.perms = ctx.srv.config.users.default_user().perms();
     Ok(Frame::simple("RESET"))
 }
 
-/// Checks a password for `user` against the configuration. Errors are Redis's texts.
+/// Checks a password for `user` (the default user when None) against the configured users and
+/// logs the client in. Errors are Redis's texts; nothing here logs the password.
 pub fn check_auth(ctx: &mut Ctx, user: Option<&[u8]>, pass: &[u8]) -> CmdResult<()> {
-    let user_ok = user.is_none_or(|u| u == b"default");
-    match &ctx.srv.config.requirepass {
-        None if user.is_none() => Err(CmdError::err(
+    let users = &ctx.srv.config.users;
+    if user.is_none() && users.default_user().nopass {
+        return Err(CmdError::err(
             "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
+        ));
+    }
+    match users.get(user.unwrap_or(b"default")) {
+        Some(u) if u.enabled && u.password_ok(pass) => {
+            ctx.client.authenticated = true;
+            ctx.client.user = u.name.clone();
+            ctx.client.perms = u.perms();
+            Ok(())
+        }
+        _ => Err(CmdError::err(
+            "WRONGPASS invalid username-password pair or user is disabled.",
         )),
-        None if user_ok => {
-            ctx.client.authenticated = true;
-            Ok(())
-        }
-        Some(expected) if user_ok && constant_time_eq(expected.as_bytes(), pass) => {
-            ctx.client.authenticated = true;
-            ctx.client.user = "default".into();
-            Ok(())
-        }
-        _ => Err(CmdError::err("WRONGPASS invalid username-password pair or user is disabled.")),
     }
 }
 
@@ -192,8 +207,8 @@ fn hello(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if let Some((user, pass)) = creds {
         check_auth(ctx, Some(user), pass)?;
     }
-    if ctx.srv.config.requirepass.is_some() && !ctx.client.authenticated {
-        return Err(CmdError::err("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"));
+    if !ctx.client.authenticated && ctx.srv.config.auth_required() {
+        return Err(CmdError::err("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"));
     }
     if let Some(name) = setname {
         if !valid_name(name) {
@@ -270,6 +285,10 @@ fn client_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         "    Return information about client connections. Options:",
         "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
         "      Return clients of specified type.",
+        "UNPAUSE",
+        "    Stop the current client pause, resuming traffic.",
+        "PAUSE <timeout> [WRITE|ALL]",
+        "    Suspend all, or just write, clients for <timeout> milliseconds.",
         "NO-EVICT (ON|OFF)",
         "    Protect current client connection from eviction.",
         "SETNAME <name>",

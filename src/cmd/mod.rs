@@ -1,11 +1,13 @@
 //! Commands: one table drives lookup, arity, flags and `COMMAND` output; one file per family.
 
+pub mod acl;
 pub mod args;
 pub mod connection;
 pub mod dispatch;
 pub mod hash;
 pub mod keys;
 pub mod list;
+pub mod observe;
 pub mod persistence;
 pub mod pubsub;
 pub mod scripting;

@@ -549,6 +549,20 @@ fn cpu_times() -> (f64, f64) {
     (t(ru.ru_stime), t(ru.ru_utime))
 }
 
+/// MemTotal from /proc/meminfo (0 where unavailable), as Redis's total_system_memory.
+fn total_system_memory() -> usize {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<usize>().ok())
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(0)
+}
+
 fn human(bytes: usize) -> String {
     let b = bytes as f64;
     if b < 1024.0 {
@@ -599,12 +613,18 @@ fn write_section(srv: &mut Server, _resp: u8, sec: &str, out: &mut String) {
             let used = crate::alloc::used_memory();
             let peak = crate::alloc::peak_memory();
             let rss = crate::alloc::rss_bytes();
+            let total = total_system_memory();
+            let max = srv.config.maxmemory;
             let _ = write!(
                 out,
-                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_lua:0\r\nused_memory_scripts:0\r\nmaxmemory:0\r\nmaxmemory_human:0B\r\nmaxmemory_policy:noeviction\r\nmem_fragmentation_ratio:{:.2}\r\nmem_allocator:libc\r\n",
+                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_peak_perc:{:.2}%\r\ntotal_system_memory:{total}\r\ntotal_system_memory_human:{}\r\nused_memory_lua:0\r\nused_memory_scripts:0\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_fragmentation_ratio:{:.2}\r\nmem_not_counted_for_evict:0\r\nmem_allocator:libc\r\n",
                 human(used),
                 human(rss),
                 human(peak),
+                if peak > 0 { used as f64 * 100.0 / peak as f64 } else { 0.0 },
+                human(total),
+                human(max as usize),
+                srv.config.maxmemory_policy,
                 if used > 0 { rss as f64 / used as f64 } else { 0.0 },
             );
         }

@@ -157,6 +157,8 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         super::persistence::COMMANDS,
         super::pubsub::COMMANDS,
         super::scripting::COMMANDS,
+        super::acl::COMMANDS,
+        super::observe::COMMANDS,
     ]
 }
 

@@ -25,6 +25,8 @@ pub struct Config {
     pub pidfile: String,
     pub dir: String,
     pub requirepass: Option<String>,
+    /// ACL users from `user` lines; the default user's password follows `requirepass`.
+    pub users: crate::cmd::acl::Users,
     pub hz: u64,
     pub busy_reply_threshold: u64,
     pub enable_debug_command: DebugCommand,
@@ -44,6 +46,18 @@ pub struct Config {
     pub notify_keyspace_events: u32,
     /// Most bytes the Lua heap may use (ours; Redis has no limit).
     pub lua_memory_limit: u64,
+    /// Bytes; 0 means no limit. Over it, DENYOOM commands get -OOM (policy noeviction).
+    pub maxmemory: u64,
+    pub maxmemory_policy: String,
+    /// Microseconds; commands at least this slow go to SLOWLOG (negative: off, 0: all).
+    pub slowlog_log_slower_than: i64,
+    pub slowlog_max_len: u64,
+    /// 0: no TLS listener. Otherwise TLS is served on this port beside the plain one.
+    pub tls_port: u16,
+    pub tls_cert_file: String,
+    pub tls_key_file: String,
+    pub tls_ca_cert_file: String,
+    pub tls_auth_clients: TlsAuthClients,
     /// Path of the file we were started with (CONFIG REWRITE writes it back).
     pub config_file: Option<std::path::PathBuf>,
 }
@@ -113,6 +127,24 @@ impl LogLevel {
     }
 }
 
+/// `tls-auth-clients`: whether TLS clients must present a certificate signed by the CA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsAuthClients {
+    Yes,
+    No,
+    Optional,
+}
+
+impl TlsAuthClients {
+    pub fn name(self) -> &'static str {
+        match self {
+            TlsAuthClients::Yes => "yes",
+            TlsAuthClients::No => "no",
+            TlsAuthClients::Optional => "optional",
+        }
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -131,6 +163,7 @@ impl Default for Config {
             pidfile: String::new(),
             dir: ".".into(),
             requirepass: None,
+            users: Default::default(),
             hz: 10,
             busy_reply_threshold: 5000,
             enable_debug_command: DebugCommand::No,
@@ -157,6 +190,15 @@ impl Default for Config {
             ],
             notify_keyspace_events: 0,
             lua_memory_limit: 256 * 1024 * 1024,
+            maxmemory: 0,
+            maxmemory_policy: "noeviction".into(),
+            slowlog_log_slower_than: 10000,
+            slowlog_max_len: 128,
+            tls_port: 0,
+            tls_cert_file: String::new(),
+            tls_key_file: String::new(),
+            tls_ca_cert_file: String::new(),
+            tls_auth_clients: TlsAuthClients::Yes,
             config_file: None,
         }
     }
@@ -168,6 +210,11 @@ impl Config {
             d.name.eq_ignore_ascii_case(name)
                 || d.aliases.iter().any(|a| a.eq_ignore_ascii_case(name))
         })
+    }
+
+    /// Whether a new connection must authenticate before running commands.
+    pub fn auth_required(&self) -> bool {
+        self.users.auth_required()
     }
 
     /// Applies one directive by name; the error is the reason Redis would print.

@@ -132,7 +132,10 @@ fn resume(srv: &mut Server, id: u64, timed_out: bool) {
         encode(&Frame::NullArray, client.resp3(), &mut out);
     } else {
         client.block_deadline = Some(b.deadline);
-        dispatch::process(srv, &mut client, b.argv, &mut out);
+        if let Some(argv) = dispatch::process(srv, &mut client, b.argv, &mut out) {
+            // Held by CLIENT PAUSE: `drive` parks it with the rest of the pipeline.
+            client.pending.push_front(argv);
+        }
         client.block_deadline = None;
     }
     drive(srv, client, out);
@@ -147,12 +150,22 @@ pub fn drive(srv: &mut Server, mut client: Client, mut out: BytesMut) {
     let outer_running = std::mem::replace(&mut srv.running, id);
     let outer_pushes = std::mem::take(&mut srv.self_pushes);
     let mut blocked = srv.waiters.is_blocked(id);
+    let mut postponed = false;
     while !blocked {
         let Some(argv) = client.pending.pop_front() else {
             break;
         };
-        dispatch::process(srv, &mut client, argv, &mut out);
+        let held = dispatch::process(srv, &mut client, argv, &mut out);
         srv.end_unit();
+        if let Some(argv) = held {
+            // CLIENT PAUSE: the command waits, with the rest of the pipeline, for the pause to end.
+            client.pending.push_front(argv);
+            if !srv.ops.pause.waiting.contains(&id) {
+                srv.ops.pause.waiting.push(id);
+            }
+            postponed = true;
+            break;
+        }
         if client.close_after_reply || srv.shutting_down {
             client.pending.clear();
             break;
@@ -168,8 +181,8 @@ pub fn drive(srv: &mut Server, mut client: Client, mut out: BytesMut) {
         srv.waiters.unblock(id);
         blocked = false;
     }
-    if !out.is_empty() || !blocked {
-        srv.deliver(&client, out.freeze(), !blocked, close);
+    if !out.is_empty() || !(blocked || postponed) {
+        srv.deliver(&client, out.freeze(), !(blocked || postponed), close);
     }
     if !close && srv.batch_output_over_limit(&mut client) {
         srv.close_client(client);

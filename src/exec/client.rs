@@ -45,6 +45,8 @@ pub struct Client {
     pub resp: u8,
     pub authenticated: bool,
     pub user: String,
+    /// The user's permissions, fixed at AUTH (see cmd/acl.rs).
+    pub perms: crate::cmd::acl::Perms,
     pub created: Instant,
     pub last_interaction: Instant,
     /// Table id of the last command run (CLIENT LIST `cmd=`), None before the first.
@@ -93,6 +95,7 @@ impl Client {
             resp: 2,
             authenticated: false,
             user: "default".into(),
+            perms: Default::default(),
             created: now,
             last_interaction: now,
             last_cmd: None,

@@ -47,6 +47,8 @@ pub struct Shared {
     pub proto_max_bulk_len: AtomicI64,
     pub client_query_buffer_limit: AtomicUsize,
     pub timeout_secs: AtomicU64,
+    /// Protected mode in force: non-loopback clients are refused at accept.
+    pub protected_mode: AtomicBool,
     pub total_connections: AtomicU64,
     pub rejected_connections: AtomicU64,
     pub net_input_bytes: AtomicU64,
@@ -67,6 +69,7 @@ impl Shared {
             proto_max_bulk_len: AtomicI64::new(0),
             client_query_buffer_limit: AtomicUsize::new(0),
             timeout_secs: AtomicU64::new(0),
+            protected_mode: AtomicBool::new(false),
             total_connections: AtomicU64::new(0),
             rejected_connections: AtomicU64::new(0),
             net_input_bytes: AtomicU64::new(0),
@@ -88,6 +91,8 @@ impl Shared {
         self.client_query_buffer_limit
             .store(cfg.client_query_buffer_limit as usize, Ordering::Relaxed);
         self.timeout_secs.store(cfg.timeout, Ordering::Relaxed);
+        self.protected_mode
+            .store(crate::server::protected::active(cfg), Ordering::Relaxed);
     }
 
     pub fn request_shutdown(&self) {
@@ -150,6 +155,8 @@ pub struct Server {
     pub self_pushes: Vec<Frame>,
     /// Clients with deferred pushes (see `Client::deferred`).
     pub dirty: Vec<u64>,
+    /// MONITOR, SLOWLOG and CLIENT PAUSE state (cmd/observe.rs).
+    pub ops: crate::cmd::observe::OpsState,
 }
 
 impl Server {
@@ -191,6 +198,7 @@ impl Server {
                 .map(|_| fastrand::alphanumeric().to_ascii_lowercase())
                 .collect(),
             shutting_down: false,
+            ops: Default::default(),
             pubsub: Default::default(),
             running: 0,
             self_pushes: Vec::new(),
@@ -497,8 +505,10 @@ impl Server {
     fn handle(&mut self, msg: Msg) {
         match msg {
             Msg::Connect(mut client) => {
-                // Like Redis: a client is authenticated at connect while no password is set.
-                client.authenticated = self.config.requirepass.is_none();
+                // Like Redis: a client is authenticated at connect while the default user needs
+                // no password.
+                client.authenticated = !self.config.auth_required();
+                client.perms = self.config.users.default_user().perms();
                 self.clients.insert(client.id, *client);
             }
             Msg::Batch { id, cmds } => self.run_batch(id, cmds),
@@ -519,6 +529,17 @@ impl Server {
         client.flush_deferred();
         client.pending.extend(cmds);
         blocking::drive(self, client, BytesMut::with_capacity(64));
+        if self.ops.pause.ended {
+            self.resume_paused();
+        }
+    }
+
+    /// The pause ended: run what the held-back clients sent, in the order they were held.
+    fn resume_paused(&mut self) {
+        self.ops.pause.ended = false;
+        for id in std::mem::take(&mut self.ops.pause.waiting) {
+            self.run_batch(id, Vec::new());
+        }
     }
 
     /// Periodic work (Redis's serverCron): active expiry within a time budget.
@@ -537,6 +558,10 @@ impl Server {
         self.end_unit();
         self.flush_deferred();
         self.stats.sample_ops();
+        crate::cmd::observe::tick(self, now);
+        if self.ops.pause.ended {
+            self.resume_paused();
+        }
         if let Some(aof) = self.aof.as_mut() {
             aof.poll_rewrite();
             if aof.should_auto_rewrite(

@@ -82,6 +82,7 @@ pub async fn serve<S>(
                 }
                 wbuf.extend_from_slice(format!("-ERR {e}\r\n").as_bytes());
                 let _ = writer.write_all(&wbuf).await;
+                let _ = writer.shutdown().await;
                 return;
             }
         }
@@ -122,9 +123,10 @@ pub async fn serve<S>(
                 let n = wbuf.len();
                 if n > 0 {
                     // A client that does not read blocks this write; an output-limit kill must
-                    // still close it.
+                    // still close it. flush: a TLS stream may keep encrypted records buffered
+                    // (no-op for TCP).
                     let written = tokio::select! {
-                        r = writer.write_all(&wbuf) => r.is_ok(),
+                        r = async { writer.write_all(&wbuf).await?; writer.flush().await } => r.is_ok(),
                         _ = client.kill_notify.notified() => false,
                     };
                     if !written {
