@@ -491,6 +491,23 @@ fn lua_memory_limit() {
         )
     );
     assert_eq!(c.cmd(&["EVAL", "return 1", "0"]), b":1\r\n");
+    // Replies of redis.call that no longer fit fail inside the script, which can catch it.
+    let big = "x".repeat(1 << 20);
+    assert_eq!(c.cmd(&["SET", "big", &big]), b"+OK\r\n");
+    let body = "local t = {} for i = 1, 100 do t[i] = redis.call('get', 'big') .. i end return #t";
+    let r = c.cmd_str(&["EVAL", body, "0"]);
+    assert!(r.starts_with("-ERR "), "{r}");
+    assert!(r.contains("not enough memory"), "{r}");
+    // Here the reply itself is what no longer fits (each GET returns a new 1 MB string).
+    let body = "local t = {} local ok, e = pcall(function() for i = 1, 100 do redis.call('append', 'big', 'y') t[i] = redis.call('get', 'big') end end) t = nil return tostring(ok) .. ' ' .. e";
+    assert_eq!(
+        c.cmd_str(&["EVAL", body, "0"]),
+        "$23\r\nfalse not enough memory\r\n"
+    );
+    assert_eq!(
+        c.cmd(&["EVAL", "return redis.call('del', 'big')", "0"]),
+        b":1\r\n"
+    );
     assert_eq!(
         c.cmd_str(&["CONFIG", "GET", "lua-memory-limit"]),
         "*2\r\n$16\r\nlua-memory-limit\r\n$7\r\n4194304\r\n"

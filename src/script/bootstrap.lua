@@ -283,7 +283,7 @@ protected[smt] = true
 
 -- KEYS and ARGV live outside _G (so that assigning them fails like any global) in a table
 -- that _G's lookups fall through to; Rust replaces them before each run.
-local vars = setmetatable({}, {
+local vars = setmetatable(rs.vars, {
   __index = function(_, k)
     error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
   end,
@@ -291,4 +291,5 @@ local vars = setmetatable({}, {
 protected[G] = true
 setmetatable(G, {__index = vars, __newindex = ro_newindex, __metatable = false})
 
-return function(f) return xpcall(f, err_handler) end, vars
+local setup = rs.setup
+return function(f) setup() return xpcall(f, err_handler) end

@@ -1,10 +1,9 @@
 //! Conversions between Lua values and replies, following Redis 7.0's `luaReplyToRedisReply`
 //! (script result → reply) and `redisProtocolToLuaType` (command reply → Lua).
 
-use crate::protocol::number::fmt_g17;
 use crate::protocol::Frame;
 use bytes::Bytes;
-use mlua::{Lua, Table, Value};
+use mlua::{Table, Value};
 
 /// Nesting depth at which a returned table stops being converted. Redis stops when the Lua C
 /// stack cannot grow (`reached lua stack limit`); a cyclic table must not recurse forever.
@@ -109,101 +108,6 @@ fn table_to_frame(t: &Table, resp3: bool, depth: usize) -> Frame {
         items.push(lua_to_frame(&v, resp3, depth + 1));
     }
     Frame::Array(items)
-}
-
-/// A command's reply as the Lua value `redis.call` returns. `resp3` is the script's protocol.
-/// Errors are handled by the caller (they raise or become `{err=…}`).
-pub fn frame_to_lua(lua: &Lua, f: &Frame, resp3: bool) -> mlua::Result<Value> {
-    Ok(match f {
-        Frame::Integer(i) => Value::Number(*i as f64),
-        Frame::Bulk(b) => Value::String(lua.create_string(b)?),
-        Frame::Simple(s) => {
-            let t = lua.create_table_with_capacity(0, 1)?;
-            t.raw_set("ok", lua.create_string(s)?)?;
-            Value::Table(t)
-        }
-        Frame::Error(e) => {
-            let t = lua.create_table_with_capacity(0, 1)?;
-            t.raw_set("err", lua.create_string(e)?)?;
-            Value::Table(t)
-        }
-        Frame::Null | Frame::NullArray => {
-            if resp3 {
-                Value::Nil
-            } else {
-                Value::Boolean(false)
-            }
-        }
-        Frame::Array(items) | Frame::Push(items) => array(lua, items, resp3)?,
-        Frame::Set(items) => {
-            if resp3 {
-                let set = lua.create_table_with_capacity(0, items.len().min(1024))?;
-                for it in items {
-                    set.raw_set(frame_to_lua(lua, it, resp3)?, true)?;
-                }
-                wrap(lua, "set", set)?
-            } else {
-                array(lua, items, resp3)?
-            }
-        }
-        Frame::Map(pairs) => {
-            if resp3 {
-                let map = lua.create_table_with_capacity(0, pairs.len().min(1024))?;
-                for (k, v) in pairs {
-                    map.raw_set(frame_to_lua(lua, k, resp3)?, frame_to_lua(lua, v, resp3)?)?;
-                }
-                wrap(lua, "map", map)?
-            } else {
-                let t = lua.create_table_with_capacity(pairs.len().min(512) * 2, 0)?;
-                for (i, (k, v)) in pairs.iter().enumerate() {
-                    t.raw_seti(2 * i + 1, frame_to_lua(lua, k, resp3)?)?;
-                    t.raw_seti(2 * i + 2, frame_to_lua(lua, v, resp3)?)?;
-                }
-                Value::Table(t)
-            }
-        }
-        Frame::Double(d) => {
-            if resp3 {
-                let t = lua.create_table_with_capacity(0, 1)?;
-                t.raw_set("double", *d)?;
-                Value::Table(t)
-            } else {
-                Value::String(lua.create_string(fmt_g17(*d))?)
-            }
-        }
-        Frame::Boolean(b) => {
-            if resp3 {
-                Value::Boolean(*b)
-            } else {
-                Value::Number(if *b { 1.0 } else { 0.0 })
-            }
-        }
-        Frame::Verbatim(text) => {
-            if resp3 {
-                let v = lua.create_table_with_capacity(0, 2)?;
-                v.raw_set("string", lua.create_string(text)?)?;
-                v.raw_set("format", "txt")?;
-                wrap(lua, "verbatim_string", v)?
-            } else {
-                Value::String(lua.create_string(text)?)
-            }
-        }
-    })
-}
-
-fn array(lua: &Lua, items: &[Frame], resp3: bool) -> mlua::Result<Value> {
-    let t = lua.create_table_with_capacity(items.len().min(1 << 16), 0)?;
-    for (i, it) in items.iter().enumerate() {
-        // A RESP3 null element leaves a hole, as in Redis.
-        t.raw_seti(i + 1, frame_to_lua(lua, it, resp3)?)?;
-    }
-    Ok(Value::Table(t))
-}
-
-fn wrap(lua: &Lua, name: &str, inner: Table) -> mlua::Result<Value> {
-    let t = lua.create_table_with_capacity(0, 1)?;
-    t.raw_set(name, inner)?;
-    Ok(Value::Table(t))
 }
 
 #[cfg(test)]

@@ -5,16 +5,14 @@
 pub mod bit;
 pub mod busy;
 pub mod convert;
+mod raw;
 
-use crate::cmd::{dispatch, Ctx};
+use crate::cmd::Ctx;
 use crate::error::CmdError;
 use crate::exec::{Shared, REDIS_VERSION};
-use crate::protocol::number::fmt_g17;
 use crate::protocol::Frame;
 use bytes::Bytes;
-use mlua::{
-    chunk::ChunkMode, Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Value, VmState,
-};
+use mlua::{chunk::ChunkMode, Function, HookTriggers, Lua, LuaOptions, StdLib, Value, VmState};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -113,6 +111,8 @@ struct RunState {
     threshold_ms: Cell<u64>,
     busy: Cell<bool>,
     sha: Cell<Sha>,
+    /// KEYS and ARGV of the run about to start (pointer, length each), read by `raw::setup`.
+    pending: Cell<(*const Bytes, usize, *const Bytes, usize)>,
     /// Redis's rand48 state (`redisLrand48`), shared by all scripts and not reset per run.
     rand: Cell<u64>,
     shared: Arc<Shared>,
@@ -165,8 +165,6 @@ pub struct Engine {
     scripts: HashMap<Sha, Script, ahash::RandomState>,
     /// The bootstrap's `function(f) return xpcall(f, handler) end`.
     runner: Function,
-    /// Where KEYS and ARGV live (global lookups fall through to it).
-    vars: mlua::Table,
     st: Rc<RunState>,
     memory_limit: usize,
 }
@@ -239,10 +237,6 @@ unsafe extern "C-unwind" fn trampoline(l: *mut mlua::ffi::lua_State) -> std::os:
     ffi::lua_gettop(l)
 }
 
-fn lua_err(lua: &Lua, text: &str) -> mlua::Result<(bool, Value)> {
-    Ok((false, Value::String(lua.create_string(text)?)))
-}
-
 impl Engine {
     fn new(shared: Arc<Shared>, memory_limit: usize) -> mlua::Result<Engine> {
         // SAFETY: `debug` is needed by the bootstrap's error handler; the bootstrap removes it
@@ -264,15 +258,43 @@ impl Engine {
             threshold_ms: Cell::new(5000),
             busy: Cell::new(false),
             sha: Cell::new([b'0'; 40]),
+            pending: Cell::new((std::ptr::null(), 0, std::ptr::null(), 0)),
             rand: Cell::new(0x1234_ABCD_330E),
             shared,
         });
         let rs = lua.create_table()?;
-        let s = st.clone();
-        rs.set(
-            "call",
-            lua.create_function(move |lua, args: MultiValue| redis_call(lua, &s, args))?,
-        )?;
+        // SAFETY: the registry slot and the C closure are made with plain API calls; the
+        // RunState pointer stays valid as long as the engine (which owns an Rc of it) and is
+        // only dereferenced while a script runs.
+        let slot: i64 = unsafe {
+            lua.exec_raw((), |l| {
+                mlua::ffi::lua_pushboolean(l, 1);
+                let r = mlua::ffi::luaL_ref(l, mlua::ffi::LUA_REGISTRYINDEX);
+                mlua::ffi::lua_pushinteger(l, r as mlua::ffi::lua_Integer);
+            })?
+        };
+        let st_ptr = Rc::as_ptr(&st) as *mut std::os::raw::c_void;
+        let call: Function = unsafe {
+            lua.exec_raw((), |l| {
+                mlua::ffi::lua_pushlightuserdata(l, st_ptr);
+                mlua::ffi::lua_pushnumber(l, slot as f64);
+                mlua::ffi::lua_pushcclosure(l, raw::push, 0);
+                mlua::ffi::lua_pushcclosure(l, raw::rcall, 3);
+            })?
+        };
+        rs.set("call", call)?;
+        // KEYS and ARGV live in `vars` (global lookups fall through to it); `setup` fills it
+        // from `RunState::pending` at the start of each run, inside the run's protected call.
+        let vars = lua.create_table()?;
+        let setup: Function = unsafe {
+            lua.exec_raw(&vars, |l| {
+                mlua::ffi::lua_pushlightuserdata(l, st_ptr);
+                mlua::ffi::lua_insert(l, 1);
+                mlua::ffi::lua_pushcclosure(l, raw::setup, 2);
+            })?
+        };
+        rs.set("vars", vars)?;
+        rs.set("setup", setup)?;
         let s = st.clone();
         rs.set(
             "killed",
@@ -341,7 +363,7 @@ impl Engine {
                 }
             })?,
         )?;
-        let (runner, vars): (Function, mlua::Table) = lua
+        let runner: Function = lua
             .load(BOOTSTRAP)
             .set_name("=deadbolt")
             .set_mode(ChunkMode::Text)
@@ -356,7 +378,6 @@ impl Engine {
             lua,
             scripts: HashMap::default(),
             runner,
-            vars,
             st,
             memory_limit,
         })
@@ -424,13 +445,6 @@ impl Engine {
                 b"ERR Can not execute a script with write flag using *_ro command.",
             ));
         }
-        if let Err(e) = self.set_keys_argv(keys, args) {
-            return Frame::Error(Bytes::from(format!(
-                "ERR Error running script {}, {}",
-                String::from_utf8_lossy(sha),
-                e
-            )));
-        }
         let st = &self.st;
         st.resp3.set(false);
         st.read_only.set(ro || (!compat && no_writes));
@@ -458,7 +472,10 @@ impl Engine {
             // they make never coexists with another. The engine itself is not reachable
             // through `Ctx` (it lives in a thread-local, taken out while running).
             st.ctx.set(&mut sctx as *mut Ctx as *mut ());
+            st.pending
+                .set((keys.as_ptr(), keys.len(), args.as_ptr(), args.len()));
             let r = self.runner.call::<(bool, Value)>(&script.func);
+            st.pending.set((std::ptr::null(), 0, std::ptr::null(), 0));
             st.ctx.set(std::ptr::null_mut());
             r
         };
@@ -487,18 +504,6 @@ impl Engine {
         };
         st.killed.set(false);
         frame
-    }
-
-    fn set_keys_argv(&self, keys: &[Bytes], args: &[Bytes]) -> mlua::Result<()> {
-        let g = &self.vars;
-        for (name, list) in [("KEYS", keys), ("ARGV", args)] {
-            let t = self.lua.create_table_with_capacity(list.len(), 0)?;
-            for (i, k) in list.iter().enumerate() {
-                t.raw_seti(i + 1, self.lua.create_string(k)?)?;
-            }
-            g.raw_set(name, t)?;
-        }
-        Ok(())
     }
 
     /// The reply for a script that raised: Redis's `-<err> script: <sha>, on <source>:<line>.`
@@ -542,49 +547,6 @@ impl Engine {
     pub fn used_memory(&self) -> usize {
         self.lua.used_memory()
     }
-}
-
-/// `redis.call` / `redis.pcall` from Rust: (true, value) or (false, error text). The Lua
-/// wrappers raise or return `{err=…}`, so errors keep Redis's table form and position.
-fn redis_call(lua: &Lua, st: &RunState, args: MultiValue) -> mlua::Result<(bool, Value)> {
-    let ptr = st.ctx.get();
-    if ptr.is_null() {
-        return lua_err(
-            lua,
-            "ERR redis.call/pcall can only be called inside a script invocation",
-        );
-    }
-    if args.is_empty() {
-        return lua_err(
-            lua,
-            "ERR Please specify at least one argument for this redis lib call",
-        );
-    }
-    let mut argv = Vec::with_capacity(args.len());
-    for a in args.iter() {
-        match a {
-            Value::String(s) => argv.push(Bytes::copy_from_slice(&s.as_bytes())),
-            Value::Number(n) => argv.push(Bytes::from(fmt_g17(*n))),
-            Value::Integer(i) => argv.push(Bytes::from(i.to_string())),
-            _ => {
-                return lua_err(
-                    lua,
-                    "ERR Lua redis lib command arguments must be strings or integers",
-                )
-            }
-        }
-    }
-    // SAFETY: see `Engine::run`: non-null only while the script runs, inside `runner.call`.
-    let ctx = unsafe { &mut *(ptr as *mut Ctx<'static>) };
-    let (frame, write) = dispatch::script_call(ctx, &argv, st.read_only.get());
-    if write && !st.dirty.get() {
-        st.dirty.set(true);
-        st.shared.script.dirty.store(true, Ordering::Release);
-    }
-    if let Frame::Error(e) = &frame {
-        return Ok((false, Value::String(lua.create_string(e)?)));
-    }
-    Ok((true, convert::frame_to_lua(lua, &frame, st.resp3.get())?))
 }
 
 #[cfg(test)]
