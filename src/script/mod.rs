@@ -132,14 +132,16 @@ impl RunState {
                 return Ok(VmState::Continue);
             }
             self.busy.set(true);
-            tracing::warn!(
-                "Slow script detected: still in execution after {elapsed} milliseconds. You can try killing the script using the SCRIPT KILL command. Script name is: {}.",
-                String::from_utf8_lossy(&self.sha.get())
-            );
+            // Other clients get -BUSY from here on; the log line comes after, so whoever sees
+            // it can rely on the flag.
             self.shared
                 .script
                 .busy
                 .store(self.run_id.get(), Ordering::Release);
+            tracing::warn!(
+                "Slow script detected: still in execution after {elapsed} milliseconds. You can try killing the script using the SCRIPT KILL command. Script name is: {}.",
+                String::from_utf8_lossy(&self.sha.get())
+            );
         }
         let b = &self.shared.script;
         if b.kill.load(Ordering::Acquire) == self.run_id.get() || b.shutdown.load(Ordering::Acquire)
@@ -455,6 +457,10 @@ impl Engine {
         st.sha.set(*sha);
         st.threshold_ms.set(ctx.srv.config.busy_reply_threshold);
         st.started.set(Instant::now());
+        st.shared
+            .script
+            .running
+            .store(st.run_id.get(), Ordering::Release);
         let saved_db = ctx.client.db;
         let result = {
             // Commands called by the script run in their own context (in_script, the caller's
@@ -481,6 +487,7 @@ impl Engine {
         };
         ctx.client.db = saved_db;
         let shared = &st.shared.script;
+        shared.running.store(0, Ordering::Release);
         if st.busy.get() {
             shared.busy.store(0, Ordering::Release);
         }
