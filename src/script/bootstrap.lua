@@ -108,8 +108,10 @@ local lrand, srand = rs.lrand, rs.srand
 local function checkint(n, v)
   local x = tonumber(v)
   if x == nil then
-    local got = (select('#', v) == 0 or v == nil) and 'no value' or type(v)
-    error("bad argument #" .. n .. " to 'random' (number expected, got " .. got .. ")", 0)
+    local got = v == nil and 'no value' or type(v)
+    -- Level 4: past this function, math.random and the C trampoline: the script's line, as
+    -- luaL_error gives it.
+    error("bad argument #" .. n .. " to 'random' (number expected, got " .. got .. ")", 4)
   end
   return floor(x + 0.5)
 end
@@ -119,19 +121,21 @@ math.random = cwrap(function(...)
   if n == 0 then return r end
   if n == 1 then
     local u = checkint(1, (...))
-    if u < 1 then error("bad argument #1 to 'random' (interval is empty)", 0) end
+    if u < 1 then error("bad argument #1 to 'random' (interval is empty)", 3) end
     return floor(r * u) + 1
   end
   if n == 2 then
     local l, u = checkint(1, (...)), checkint(2, (select(2, ...)))
-    if l > u then error("bad argument #2 to 'random' (interval is empty)", 0) end
+    if l > u then error("bad argument #2 to 'random' (interval is empty)", 3) end
     return floor(r * (u - l + 1)) + l
   end
-  error('wrong number of arguments', 0)
+  error('wrong number of arguments', 3)
 end)
 math.randomseed = cwrap(function(...)
   if select('#', ...) == 0 or tonumber((...)) == nil then
-    error("bad argument #1 to 'randomseed' (number expected, got no value)", 0)
+    local v = ...
+    local got = v == nil and 'no value' or type(v)
+    error("bad argument #1 to 'randomseed' (number expected, got " .. got .. ")", 3)
   end
   srand(checkint(1, (...)))
 end)
@@ -269,7 +273,27 @@ end)
 rawset(G, 'rawget', function(t, k) return rawget(real_of[t] or t, k) end)
 
 rawset(G, 'redis', redis)
-rawset(G, 'bit', rs.bit)
+-- LuaBitOp's argument checks, with luaL_checknumber's texts at the script's position.
+local rbit, bit = rs.bit, {}
+local bit_arity = {tobit = 1, bnot = 1, bswap = 1, tohex = 1, lshift = 2, rshift = 2,
+  arshift = 2, rol = 2, ror = 2, band = 1, bor = 1, bxor = 1}
+for name, fixed in pairs(bit_arity) do
+  local f = rbit[name]
+  bit[name] = cwrap(function(...)
+    local n = select('#', ...)
+    local check = n > fixed and n or fixed
+    if name == 'tohex' then check = n > 1 and 2 or 1 end
+    for i = 1, check do
+      local v = select(i, ...)
+      if tonumber(v) == nil then
+        local got = v == nil and 'no value' or type(v)
+        error("bad argument #" .. i .. " to '" .. name .. "' (number expected, got " .. got .. ")", 3)
+      end
+    end
+    return f(...)
+  end)
+end
+rawset(G, 'bit', bit)
 for _, name in pairs({'redis', 'string', 'table', 'math', 'coroutine', 'bit'}) do
   rawset(G, name, proxy(rawget(G, name)))
 end
