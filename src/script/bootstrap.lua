@@ -294,7 +294,37 @@ for name, fixed in pairs(bit_arity) do
   end)
 end
 rawset(G, 'bit', bit)
-for _, name in pairs({'redis', 'string', 'table', 'math', 'coroutine', 'bit'}) do
+
+-- cjson: the Rust encoder/decoder behind lua-cjson's argument checks; errors are raised at
+-- the script's position, as luaL_error does.
+local function wrap_cjson(raw)
+  local t = {}
+  for k, v in pairs(raw) do t[k] = v end
+  local enc, dec = raw.encode, raw.decode
+  t.encode = cwrap(function(...)
+    if select('#', ...) ~= 1 then error("bad argument #1 to 'encode' (expected 1 argument)", 3) end
+    local out, e = enc((...))
+    if e then error(e, 3) end
+    return out
+  end)
+  t.decode = cwrap(function(...)
+    if select('#', ...) ~= 1 then error("bad argument #1 to 'decode' (expected 1 argument)", 3) end
+    local str = ...
+    if type(str) == 'number' then
+      str = tostring(str)
+    elseif type(str) ~= 'string' then
+      error("bad argument #1 to 'decode' (string expected, got " .. type(str) .. ")", 3)
+    end
+    local v, e = dec(str)
+    if e then error(e, 3) end
+    return v
+  end)
+  local new = rs.cjson_new
+  t.new = function() return wrap_cjson(new()) end
+  return t
+end
+rawset(G, 'cjson', wrap_cjson(rs.cjson))
+for _, name in pairs({'redis', 'string', 'table', 'math', 'coroutine', 'bit', 'cjson'}) do
   rawset(G, name, proxy(rawget(G, name)))
 end
 

@@ -4,6 +4,7 @@
 
 pub mod bit;
 pub mod busy;
+pub mod cjson;
 pub mod convert;
 mod raw;
 
@@ -167,6 +168,8 @@ pub struct Engine {
     scripts: HashMap<Sha, Script, ahash::RandomState>,
     /// The bootstrap's `function(f) return xpcall(f, handler) end`.
     runner: Function,
+    /// `raw::FIELDS` as a Lua table (keys for reading returned tables without allocating).
+    fields: mlua::Table,
     st: Rc<RunState>,
     memory_limit: usize,
 }
@@ -356,6 +359,11 @@ impl Engine {
         rs.set("version", REDIS_VERSION)?;
         rs.set("version_num", REDIS_VERSION_NUM)?;
         rs.set("bit", bit::create(&lua)?)?;
+        rs.set("cjson", cjson::create(&lua)?)?;
+        rs.set(
+            "cjson_new",
+            lua.create_function(|lua, ()| cjson::create(lua))?,
+        )?;
         rs.set(
             "cwrap",
             lua.create_function(|lua, f: Function| {
@@ -375,11 +383,13 @@ impl Engine {
             HookTriggers::new().every_nth_instruction(HOOK_EVERY),
             move |_, _| s.hook(),
         )?;
+        let fields = lua.create_sequence_from(raw::FIELDS)?;
         lua.set_memory_limit(memory_limit)?;
         Ok(Engine {
             lua,
             scripts: HashMap::default(),
             runner,
+            fields,
             st,
             memory_limit,
         })
@@ -501,7 +511,7 @@ impl Engine {
             return Frame::Null;
         }
         let frame = match result {
-            Ok((true, v)) => convert::lua_to_frame(&v, st.resp3.get(), 0),
+            Ok((true, v)) => self.reply_of(v),
             Ok((false, e)) => self.error_frame(e, sha),
             Err(e) => Frame::Error(Bytes::from(format!(
                 "ERR Error running script {}, {:.100}",
@@ -511,6 +521,24 @@ impl Engine {
         };
         st.killed.set(false);
         frame
+    }
+
+    /// The script's return value as its reply (see `raw::to_frame`).
+    fn reply_of(&self, v: Value) -> Frame {
+        let resp3 = self.st.resp3.get();
+        let mut out = Frame::Null;
+        // SAFETY: `to_frame` only reads (raw gets, lua_next, lua_checkstack): it neither
+        // allocates in Lua nor raises, so no Rust value is ever skipped by a longjmp.
+        let r = unsafe {
+            self.lua.exec_raw::<()>((&self.fields, v), |l| {
+                out = raw::to_frame(l, 1, resp3);
+                mlua::ffi::lua_settop(l, 0);
+            })
+        };
+        match r {
+            Ok(()) => out,
+            Err(e) => Frame::Error(Bytes::from(format!("ERR {e}").replace(['\r', '\n'], " "))),
+        }
     }
 
     /// The reply for a script that raised: Redis's `-<err> script: <sha>, on <source>:<line>.`

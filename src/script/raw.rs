@@ -268,6 +268,150 @@ pub unsafe extern "C-unwind" fn setup(l: *mut ffi::lua_State) -> c_int {
     0
 }
 
+/// Field names looked up in returned tables, in a table made once (`FIELDS` order), so that
+/// the conversion pushes them without allocating.
+pub const FIELDS: [&str; 8] = [
+    "err",
+    "ok",
+    "double",
+    "big_number",
+    "map",
+    "set",
+    "verbatim_string",
+    "string",
+];
+const F_ERR: ffi::lua_Integer = 1;
+const F_OK: ffi::lua_Integer = 2;
+const F_DOUBLE: ffi::lua_Integer = 3;
+const F_BIG: ffi::lua_Integer = 4;
+const F_MAP: ffi::lua_Integer = 5;
+const F_SET: ffi::lua_Integer = 6;
+const F_VERBATIM: ffi::lua_Integer = 7;
+const F_STRING: ffi::lua_Integer = 8;
+
+/// The script's return value (top of the stack) as a reply: Redis's `luaReplyToRedisReply`,
+/// including where it gives up (`lua_checkstack` failing: `reached lua stack limit`). `fields`
+/// is the stack index of the FIELDS table. Only raw reads: nothing here allocates in Lua or
+/// raises. The stack is left as found.
+pub unsafe fn to_frame(l: *mut ffi::lua_State, fields: c_int, resp3: bool) -> Frame {
+    if ffi::lua_checkstack(l, 4) == 0 {
+        return Frame::Error(Bytes::from_static(b"ERR reached lua stack limit"));
+    }
+    match ffi::lua_type(l, -1) {
+        ffi::LUA_TSTRING => Frame::Bulk(Bytes::copy_from_slice(bytes_at(l, -1))),
+        ffi::LUA_TNUMBER => Frame::Integer(super::convert::truncate(ffi::lua_tonumber(l, -1))),
+        ffi::LUA_TBOOLEAN => {
+            let b = ffi::lua_toboolean(l, -1) != 0;
+            if resp3 {
+                Frame::Boolean(b)
+            } else if b {
+                Frame::Integer(1)
+            } else {
+                Frame::Null
+            }
+        }
+        ffi::LUA_TTABLE => table_to_frame(l, fields, resp3),
+        _ => Frame::Null,
+    }
+}
+
+unsafe fn bytes_at<'a>(l: *mut ffi::lua_State, idx: c_int) -> &'a [u8] {
+    let mut len = 0usize;
+    let p = ffi::lua_tolstring(l, idx, &mut len) as *const u8;
+    std::slice::from_raw_parts(p, len)
+}
+
+/// Pushes t[FIELDS[f]] for the table on top; its Lua type.
+unsafe fn get_field(l: *mut ffi::lua_State, fields: c_int, f: ffi::lua_Integer) -> c_int {
+    ffi::lua_rawgeti(l, fields, f);
+    ffi::lua_rawget(l, -2);
+    ffi::lua_type(l, -1)
+}
+
+fn one_line(s: &[u8]) -> Bytes {
+    let mut v = s.to_vec();
+    for b in v.iter_mut() {
+        if *b == b'\r' || *b == b'\n' {
+            *b = b' ';
+        }
+    }
+    Bytes::from(v)
+}
+
+unsafe fn table_to_frame(l: *mut ffi::lua_State, fields: c_int, resp3: bool) -> Frame {
+    if get_field(l, fields, F_ERR) == ffi::LUA_TSTRING {
+        let f = Frame::Error(one_line(bytes_at(l, -1)));
+        ffi::lua_pop(l, 1);
+        return f;
+    }
+    ffi::lua_pop(l, 1);
+    if get_field(l, fields, F_OK) == ffi::LUA_TSTRING {
+        let f = Frame::Simple(one_line(bytes_at(l, -1)));
+        ffi::lua_pop(l, 1);
+        return f;
+    }
+    ffi::lua_pop(l, 1);
+    if get_field(l, fields, F_DOUBLE) == ffi::LUA_TNUMBER {
+        let f = Frame::Double(ffi::lua_tonumber(l, -1));
+        ffi::lua_pop(l, 1);
+        return f;
+    }
+    ffi::lua_pop(l, 1);
+    if get_field(l, fields, F_BIG) == ffi::LUA_TSTRING {
+        let f = Frame::Bulk(Bytes::copy_from_slice(bytes_at(l, -1)));
+        ffi::lua_pop(l, 1);
+        return f;
+    }
+    ffi::lua_pop(l, 1);
+    if get_field(l, fields, F_MAP) == ffi::LUA_TTABLE {
+        let mut pairs = Vec::new();
+        ffi::lua_pushnil(l);
+        while ffi::lua_next(l, -2) != 0 {
+            // map, key, value
+            let v = to_frame(l, fields, resp3);
+            ffi::lua_pop(l, 1);
+            let k = to_frame(l, fields, resp3);
+            pairs.push((k, v));
+        }
+        ffi::lua_pop(l, 1);
+        return Frame::Map(pairs);
+    }
+    ffi::lua_pop(l, 1);
+    if get_field(l, fields, F_SET) == ffi::LUA_TTABLE {
+        let mut items = Vec::new();
+        ffi::lua_pushnil(l);
+        while ffi::lua_next(l, -2) != 0 {
+            ffi::lua_pop(l, 1);
+            items.push(to_frame(l, fields, resp3));
+        }
+        ffi::lua_pop(l, 1);
+        return Frame::Set(items);
+    }
+    ffi::lua_pop(l, 1);
+    if get_field(l, fields, F_VERBATIM) == ffi::LUA_TTABLE {
+        if get_field(l, fields, F_STRING) == ffi::LUA_TSTRING {
+            let f = Frame::Verbatim(Bytes::copy_from_slice(bytes_at(l, -1)));
+            ffi::lua_pop(l, 2);
+            return f;
+        }
+        ffi::lua_pop(l, 1);
+    }
+    ffi::lua_pop(l, 1);
+    let mut items = Vec::new();
+    let mut i: ffi::lua_Integer = 1;
+    loop {
+        ffi::lua_rawgeti(l, -1, i);
+        if ffi::lua_type(l, -1) == ffi::LUA_TNIL {
+            ffi::lua_pop(l, 1);
+            break;
+        }
+        items.push(to_frame(l, fields, resp3));
+        ffi::lua_pop(l, 1);
+        i += 1;
+    }
+    Frame::Array(items)
+}
+
 #[cfg(test)]
 mod tests {
     use super::number_arg;
