@@ -13,8 +13,13 @@ struct Row {
     expect: String,
 }
 
+/// `$?` as the start of `expect` stands for the length of the bulk string that follows.
 fn ev(script: &str, expect: &str) -> Row {
     let sha = String::from_utf8(sha1hex(script.as_bytes()).to_vec()).unwrap();
+    let expect = match expect.strip_prefix("$?\r\n") {
+        Some(body) => format!("${}\r\n{body}", body.len() - 2),
+        None => expect.to_string(),
+    };
     Row {
         argv: vec![b"EVAL".to_vec(), script.as_bytes().to_vec(), b"0".to_vec()],
         expect: expect.replace("{sha}", &sha),
@@ -422,6 +427,64 @@ fn eval_evalsha_script_commands() {
 }
 
 #[test]
+fn cjson_matches_redis() {
+    check(
+        &[
+            ev("return cjson.encode({})", "$?\r\n{}\r\n"),
+            ev("return cjson.encode({a=cjson.null,b=0.1,c=1e20})", "$?\r\n{\"a\":null,\"c\":1e+20,\"b\":0.1}\r\n"),
+            ev("return cjson.encode({1,2,nil,4})", "$?\r\n[1,2,null,4]\r\n"),
+            ev("return cjson.encode({a={b={c=1}}, d='x/y\"z'})", "$?\r\n{\"a\":{\"b\":{\"c\":1}},\"d\":\"x\\/y\\\"z\"}\r\n"),
+            ev("return cjson.encode('\\1\\127\\n')", "$?\r\n\"\\u0001\\u007f\\n\"\r\n"),
+            ev("return cjson.encode({[1.5]=1})", "$?\r\n{\"1.5\":1}\r\n"),
+            ev("return cjson.encode(function() end)", "-ERR user_script:1: Cannot serialise function: type not supported script: {sha}, on @user_script:1.\r\n"),
+            ev("return cjson.encode({[1]=1,[20]=2})", "-ERR user_script:1: Cannot serialise table: excessively sparse array script: {sha}, on @user_script:1.\r\n"),
+            ev("return cjson.encode({[true]=1})", "-ERR user_script:1: Cannot serialise boolean: table key must be a number or string script: {sha}, on @user_script:1.\r\n"),
+            ev("return cjson.encode(0/0)", "-ERR user_script:1: Cannot serialise number: must not be NaN or Inf script: {sha}, on @user_script:1.\r\n"),
+            ev("local t = {} local c = t for i=1,1001 do c[1] = {} c = c[1] end return cjson.encode(t)", "-ERR user_script:1: Cannot serialise, excessive nesting (1001) script: {sha}, on @user_script:1.\r\n"),
+            ev("return cjson.decode('{\"a\":[1,2,{\"b\":null}]}').a[3].b == cjson.null", ":1\r\n"),
+            ev("return cjson.decode('{bad')", "-ERR user_script:1: Expected object key string but found invalid token at character 2 script: {sha}, on @user_script:1.\r\n"),
+            ev("return cjson.decode('[1,')", "-ERR user_script:1: Expected value but found T_END at character 4 script: {sha}, on @user_script:1.\r\n"),
+            ev("return cjson.decode('[1, 2] x')", "-ERR user_script:1: Expected the end but found invalid token at character 8 script: {sha}, on @user_script:1.\r\n"),
+            ev("return cjson.decode('{\"a\" 1}')", "-ERR user_script:1: Expected colon but found T_NUMBER at character 6 script: {sha}, on @user_script:1.\r\n"),
+            ev("return cjson.decode('\"abc')", "-ERR user_script:1: Expected value but found unexpected end of string at character 5 script: {sha}, on @user_script:1.\r\n"),
+            ev("return cjson.decode('[' .. string.rep('[', 1001) .. ']')", "-ERR user_script:1: Found too many nested data structures (1001) at character 1001 script: {sha}, on @user_script:1.\r\n"),
+            ev("return cjson.decode()", "-ERR user_script:1: bad argument #1 to 'decode' (expected 1 argument) script: {sha}, on @user_script:1.\r\n"),
+            ev("return cjson.decode('\"\\\\u00e9\\\\ud83d\\\\ude00\"')", "$?\r\n\u{e9}\u{1f600}\r\n"),
+            ev("return {cjson.decode('true'), cjson.decode(' 12 '), cjson.decode('1e5'), cjson.decode('-0.5')}", "*4\r\n:1\r\n:12\r\n:100000\r\n:0\r\n"),
+            ev("return cjson.encode({cjson.decode('{\"k\":[true,false,null,1.5,\"s\"]}')})", "$?\r\n[{\"k\":[true,false,null,1.5,\"s\"]}]\r\n"),
+            ev("return {cjson._NAME, cjson._VERSION, cjson.encode_max_depth(), cjson.decode_max_depth()}", "*4\r\n$5\r\ncjson\r\n$5\r\n2.1.0\r\n:1000\r\n:1000\r\n"),
+            ev("cjson.foo = 1", "-ERR user_script:1: Attempt to modify a readonly table script: {sha}, on @user_script:1.\r\n"),
+        ],
+        false,
+    );
+}
+
+/// A deeply nested return value: Redis converts 7995 levels, then `reached lua stack limit`.
+#[test]
+fn deep_reply_nesting_matches_redis() {
+    let body = "local t = {} local c = t for i=1,9000 do c[1] = {} c = c[1] end return t";
+    let mut want = "*1\r\n".repeat(7995);
+    want.push_str("-ERR reached lua stack limit\r\n");
+    let db = common::deadbolt(&[]);
+    let rs = common::redis_server(&[]);
+    for srv in [&db, &rs] {
+        // Read raw bytes: the harness's recursive reply parser is not meant for 8000 levels.
+        use std::io::Read;
+        let mut c = srv.conn();
+        c.send(&["EVAL", body, "0"]);
+        let mut got = Vec::new();
+        let mut buf = [0u8; 65536];
+        while got.len() < want.len() {
+            let n = c.stream.read(&mut buf).unwrap();
+            assert!(n > 0);
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(String::from_utf8(got).unwrap(), want);
+        assert_eq!(c.cmd(&["PING"]), b"+PONG\r\n");
+    }
+}
+
+#[test]
 fn math_random_sequence_matches_redis() {
     check(
         &[
@@ -432,6 +495,15 @@ fn math_random_sequence_matches_redis() {
                 "*2\r\n:745\r\n:343\r\n",
             ),
             ev("return math.random(5, 6) >= 5", ":1\r\n"),
+            ev("return math.random(0)", "-ERR user_script:1: bad argument #1 to 'random' (interval is empty) script: {sha}, on @user_script:1.\r\n"),
+            ev("return math.random(3, 2)", "-ERR user_script:1: bad argument #2 to 'random' (interval is empty) script: {sha}, on @user_script:1.\r\n"),
+            ev("return math.random(1,2,3)", "-ERR user_script:1: wrong number of arguments script: {sha}, on @user_script:1.\r\n"),
+            ev("return math.random('x')", "-ERR user_script:1: bad argument #1 to 'random' (number expected, got string) script: {sha}, on @user_script:1.\r\n"),
+            ev("math.randomseed()", "-ERR user_script:1: bad argument #1 to 'randomseed' (number expected, got no value) script: {sha}, on @user_script:1.\r\n"),
+            ev("return bit.tohex('x')", "-ERR user_script:1: bad argument #1 to 'tohex' (number expected, got string) script: {sha}, on @user_script:1.\r\n"),
+            ev("return bit.band(1, {})", "-ERR user_script:1: bad argument #2 to 'band' (number expected, got table) script: {sha}, on @user_script:1.\r\n"),
+            ev("return bit.lshift(1)", "-ERR user_script:1: bad argument #2 to 'lshift' (number expected, got no value) script: {sha}, on @user_script:1.\r\n"),
+            ev("return bit.tobit('0x10')", ":16\r\n"),
         ],
         false,
     );
@@ -491,6 +563,23 @@ fn lua_memory_limit() {
         )
     );
     assert_eq!(c.cmd(&["EVAL", "return 1", "0"]), b":1\r\n");
+    // Replies of redis.call that no longer fit fail inside the script, which can catch it.
+    let big = "x".repeat(1 << 20);
+    assert_eq!(c.cmd(&["SET", "big", &big]), b"+OK\r\n");
+    let body = "local t = {} for i = 1, 100 do t[i] = redis.call('get', 'big') .. i end return #t";
+    let r = c.cmd_str(&["EVAL", body, "0"]);
+    assert!(r.starts_with("-ERR "), "{r}");
+    assert!(r.contains("not enough memory"), "{r}");
+    // Here the reply itself is what no longer fits (each GET returns a new 1 MB string).
+    let body = "local t = {} local ok, e = pcall(function() for i = 1, 100 do redis.call('append', 'big', 'y') t[i] = redis.call('get', 'big') end end) t = nil return tostring(ok) .. ' ' .. e";
+    assert_eq!(
+        c.cmd_str(&["EVAL", body, "0"]),
+        "$23\r\nfalse not enough memory\r\n"
+    );
+    assert_eq!(
+        c.cmd(&["EVAL", "return redis.call('del', 'big')", "0"]),
+        b":1\r\n"
+    );
     assert_eq!(
         c.cmd_str(&["CONFIG", "GET", "lua-memory-limit"]),
         "*2\r\n$16\r\nlua-memory-limit\r\n$7\r\n4194304\r\n"

@@ -68,13 +68,6 @@ fn script_kill_stops_a_runaway_script() {
     }
 }
 
-fn slow_lines(srv: &Server) -> usize {
-    let log = srv.log.lock().unwrap();
-    log.iter()
-        .filter(|l| l.contains("Slow script detected"))
-        .count()
-}
-
 /// pcall, xpcall and coroutines cannot swallow the kill for good.
 #[test]
 fn kill_cannot_be_caught() {
@@ -84,16 +77,23 @@ fn kill_cannot_be_caught() {
         "while true do xpcall(function() while true do end end, function(e) return e end) end",
         "while true do coroutine.resume(coroutine.create(function() while true do end end)) end",
     ] {
-        let slow_before = slow_lines(&db);
         let mut a = db.conn();
         a.send(&["EVAL", body, "0"]);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while slow_lines(&db) == slow_before {
-            assert!(Instant::now() < deadline, "{body}: never reported slow");
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        // SCRIPT KILL sent before the threshold waits for it (as in Redis, where the hook
+        // serves it once the threshold passes); NOTBUSY only until the script has started.
         let mut b = db.conn();
-        assert_eq!(b.cmd_str(&["SCRIPT", "KILL"]), "+OK\r\n", "{body}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let r = b.cmd_str(&["SCRIPT", "KILL"]);
+            if r == "+OK\r\n" {
+                break;
+            }
+            assert_eq!(
+                r, "-NOTBUSY No scripts in execution right now.\r\n",
+                "{body}"
+            );
+            assert!(Instant::now() < deadline, "{body}");
+        }
         let r = String::from_utf8(a.read_reply()).unwrap();
         assert!(
             r.starts_with("-ERR Script killed by user with SCRIPT KILL... script: "),

@@ -604,6 +604,8 @@ pub fn spawn(server: Server) -> std::io::Result<(Inbox, std::thread::JoinHandle<
     let (tx, mut rx) = mpsc::unbounded_channel::<Msg>();
     let handle = std::thread::Builder::new()
         .name("executor".into())
+        // Lua scripts recurse on this thread (nested replies, cjson up to 1000 levels).
+        .stack_size(64 << 20)
         .spawn(move || {
             let rt = match tokio::runtime::Builder::new_current_thread()
                 .enable_time()

@@ -108,8 +108,10 @@ local lrand, srand = rs.lrand, rs.srand
 local function checkint(n, v)
   local x = tonumber(v)
   if x == nil then
-    local got = (select('#', v) == 0 or v == nil) and 'no value' or type(v)
-    error("bad argument #" .. n .. " to 'random' (number expected, got " .. got .. ")", 0)
+    local got = v == nil and 'no value' or type(v)
+    -- Level 4: past this function, math.random and the C trampoline: the script's line, as
+    -- luaL_error gives it.
+    error("bad argument #" .. n .. " to 'random' (number expected, got " .. got .. ")", 4)
   end
   return floor(x + 0.5)
 end
@@ -119,19 +121,21 @@ math.random = cwrap(function(...)
   if n == 0 then return r end
   if n == 1 then
     local u = checkint(1, (...))
-    if u < 1 then error("bad argument #1 to 'random' (interval is empty)", 0) end
+    if u < 1 then error("bad argument #1 to 'random' (interval is empty)", 3) end
     return floor(r * u) + 1
   end
   if n == 2 then
     local l, u = checkint(1, (...)), checkint(2, (select(2, ...)))
-    if l > u then error("bad argument #2 to 'random' (interval is empty)", 0) end
+    if l > u then error("bad argument #2 to 'random' (interval is empty)", 3) end
     return floor(r * (u - l + 1)) + l
   end
-  error('wrong number of arguments', 0)
+  error('wrong number of arguments', 3)
 end)
 math.randomseed = cwrap(function(...)
   if select('#', ...) == 0 or tonumber((...)) == nil then
-    error("bad argument #1 to 'randomseed' (number expected, got no value)", 0)
+    local v = ...
+    local got = v == nil and 'no value' or type(v)
+    error("bad argument #1 to 'randomseed' (number expected, got " .. got .. ")", 3)
   end
   srand(checkint(1, (...)))
 end)
@@ -269,8 +273,58 @@ end)
 rawset(G, 'rawget', function(t, k) return rawget(real_of[t] or t, k) end)
 
 rawset(G, 'redis', redis)
-rawset(G, 'bit', rs.bit)
-for _, name in pairs({'redis', 'string', 'table', 'math', 'coroutine', 'bit'}) do
+-- LuaBitOp's argument checks, with luaL_checknumber's texts at the script's position.
+local rbit, bit = rs.bit, {}
+local bit_arity = {tobit = 1, bnot = 1, bswap = 1, tohex = 1, lshift = 2, rshift = 2,
+  arshift = 2, rol = 2, ror = 2, band = 1, bor = 1, bxor = 1}
+for name, fixed in pairs(bit_arity) do
+  local f = rbit[name]
+  bit[name] = cwrap(function(...)
+    local n = select('#', ...)
+    local check = n > fixed and n or fixed
+    if name == 'tohex' then check = n > 1 and 2 or 1 end
+    for i = 1, check do
+      local v = select(i, ...)
+      if tonumber(v) == nil then
+        local got = v == nil and 'no value' or type(v)
+        error("bad argument #" .. i .. " to '" .. name .. "' (number expected, got " .. got .. ")", 3)
+      end
+    end
+    return f(...)
+  end)
+end
+rawset(G, 'bit', bit)
+
+-- cjson: the Rust encoder/decoder behind lua-cjson's argument checks; errors are raised at
+-- the script's position, as luaL_error does.
+local function wrap_cjson(raw)
+  local t = {}
+  for k, v in pairs(raw) do t[k] = v end
+  local enc, dec = raw.encode, raw.decode
+  t.encode = cwrap(function(...)
+    if select('#', ...) ~= 1 then error("bad argument #1 to 'encode' (expected 1 argument)", 3) end
+    local out, e = enc((...))
+    if e then error(e, 3) end
+    return out
+  end)
+  t.decode = cwrap(function(...)
+    if select('#', ...) ~= 1 then error("bad argument #1 to 'decode' (expected 1 argument)", 3) end
+    local str = ...
+    if type(str) == 'number' then
+      str = tostring(str)
+    elseif type(str) ~= 'string' then
+      error("bad argument #1 to 'decode' (string expected, got " .. type(str) .. ")", 3)
+    end
+    local v, e = dec(str)
+    if e then error(e, 3) end
+    return v
+  end)
+  local new = rs.cjson_new
+  t.new = function() return wrap_cjson(new()) end
+  return t
+end
+rawset(G, 'cjson', wrap_cjson(rs.cjson))
+for _, name in pairs({'redis', 'string', 'table', 'math', 'coroutine', 'bit', 'cjson'}) do
   rawset(G, name, proxy(rawget(G, name)))
 end
 
@@ -283,7 +337,7 @@ protected[smt] = true
 
 -- KEYS and ARGV live outside _G (so that assigning them fails like any global) in a table
 -- that _G's lookups fall through to; Rust replaces them before each run.
-local vars = setmetatable({}, {
+local vars = setmetatable(rs.vars, {
   __index = function(_, k)
     error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
   end,
@@ -291,4 +345,5 @@ local vars = setmetatable({}, {
 protected[G] = true
 setmetatable(G, {__index = vars, __newindex = ro_newindex, __metatable = false})
 
-return function(f) return xpcall(f, err_handler) end, vars
+local setup = rs.setup
+return function(f) setup() return xpcall(f, err_handler) end

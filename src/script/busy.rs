@@ -10,6 +10,8 @@ pub const UNKILLABLE: &[u8] = b"-UNKILLABLE Sorry the script already executed wr
 
 #[derive(Debug, Default)]
 pub struct BusyState {
+    /// Run number of the script being run; 0 between scripts.
+    pub running: AtomicU64,
     /// Run number of the script that passed busy-reply-threshold; 0 while none has.
     pub busy: AtomicU64,
     /// Run number SCRIPT KILL asked to stop (the hook compares it with its own).
@@ -30,6 +32,16 @@ pub struct BusyAnswer {
 impl BusyState {
     pub fn is_busy(&self) -> bool {
         self.busy.load(Ordering::Acquire) != 0
+    }
+
+    /// SCRIPT KILL or SHUTDOWN NOSAVE while a script runs but has not reached the threshold:
+    /// the connection holds it until the script is busy (then it acts) or done (then it goes to
+    /// the executor), as Redis serves such commands from its hook once the threshold passes.
+    pub fn must_wait(&self, batch: &[Vec<Bytes>]) -> bool {
+        if self.running.load(Ordering::Acquire) == 0 || self.is_busy() {
+            return false;
+        }
+        batch.iter().any(|argv| is_kill_or_shutdown(argv))
     }
 
     /// Answers a batch in the connection task while the executor runs a busy script, as Redis
@@ -71,4 +83,14 @@ impl BusyState {
             shutdown: false,
         })
     }
+}
+
+/// SCRIPT KILL or SHUTDOWN … NOSAVE: what a busy server still acts on.
+pub fn is_kill_or_shutdown(argv: &[Bytes]) -> bool {
+    let first = argv.first().map(|a| a.as_ref()).unwrap_or(b"");
+    (first.eq_ignore_ascii_case(b"script")
+        && argv.len() == 2
+        && argv[1].eq_ignore_ascii_case(b"kill"))
+        || (first.eq_ignore_ascii_case(b"shutdown")
+            && argv[1..].iter().any(|a| a.eq_ignore_ascii_case(b"nosave")))
 }

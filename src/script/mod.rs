@@ -4,17 +4,16 @@
 
 pub mod bit;
 pub mod busy;
+pub mod cjson;
 pub mod convert;
+mod raw;
 
-use crate::cmd::{dispatch, Ctx};
+use crate::cmd::Ctx;
 use crate::error::CmdError;
 use crate::exec::{Shared, REDIS_VERSION};
-use crate::protocol::number::fmt_g17;
 use crate::protocol::Frame;
 use bytes::Bytes;
-use mlua::{
-    chunk::ChunkMode, Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Value, VmState,
-};
+use mlua::{chunk::ChunkMode, Function, HookTriggers, Lua, LuaOptions, StdLib, Value, VmState};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -113,6 +112,8 @@ struct RunState {
     threshold_ms: Cell<u64>,
     busy: Cell<bool>,
     sha: Cell<Sha>,
+    /// KEYS and ARGV of the run about to start (pointer, length each), read by `raw::setup`.
+    pending: Cell<(*const Bytes, usize, *const Bytes, usize)>,
     /// Redis's rand48 state (`redisLrand48`), shared by all scripts and not reset per run.
     rand: Cell<u64>,
     shared: Arc<Shared>,
@@ -132,14 +133,16 @@ impl RunState {
                 return Ok(VmState::Continue);
             }
             self.busy.set(true);
-            tracing::warn!(
-                "Slow script detected: still in execution after {elapsed} milliseconds. You can try killing the script using the SCRIPT KILL command. Script name is: {}.",
-                String::from_utf8_lossy(&self.sha.get())
-            );
+            // Other clients get -BUSY from here on; the log line comes after, so whoever sees
+            // it can rely on the flag.
             self.shared
                 .script
                 .busy
                 .store(self.run_id.get(), Ordering::Release);
+            tracing::warn!(
+                "Slow script detected: still in execution after {elapsed} milliseconds. You can try killing the script using the SCRIPT KILL command. Script name is: {}.",
+                String::from_utf8_lossy(&self.sha.get())
+            );
         }
         let b = &self.shared.script;
         if b.kill.load(Ordering::Acquire) == self.run_id.get() || b.shutdown.load(Ordering::Acquire)
@@ -165,8 +168,8 @@ pub struct Engine {
     scripts: HashMap<Sha, Script, ahash::RandomState>,
     /// The bootstrap's `function(f) return xpcall(f, handler) end`.
     runner: Function,
-    /// Where KEYS and ARGV live (global lookups fall through to it).
-    vars: mlua::Table,
+    /// `raw::FIELDS` as a Lua table (keys for reading returned tables without allocating).
+    fields: mlua::Table,
     st: Rc<RunState>,
     memory_limit: usize,
 }
@@ -239,10 +242,6 @@ unsafe extern "C-unwind" fn trampoline(l: *mut mlua::ffi::lua_State) -> std::os:
     ffi::lua_gettop(l)
 }
 
-fn lua_err(lua: &Lua, text: &str) -> mlua::Result<(bool, Value)> {
-    Ok((false, Value::String(lua.create_string(text)?)))
-}
-
 impl Engine {
     fn new(shared: Arc<Shared>, memory_limit: usize) -> mlua::Result<Engine> {
         // SAFETY: `debug` is needed by the bootstrap's error handler; the bootstrap removes it
@@ -264,15 +263,43 @@ impl Engine {
             threshold_ms: Cell::new(5000),
             busy: Cell::new(false),
             sha: Cell::new([b'0'; 40]),
+            pending: Cell::new((std::ptr::null(), 0, std::ptr::null(), 0)),
             rand: Cell::new(0x1234_ABCD_330E),
             shared,
         });
         let rs = lua.create_table()?;
-        let s = st.clone();
-        rs.set(
-            "call",
-            lua.create_function(move |lua, args: MultiValue| redis_call(lua, &s, args))?,
-        )?;
+        // SAFETY: the registry slot and the C closure are made with plain API calls; the
+        // RunState pointer stays valid as long as the engine (which owns an Rc of it) and is
+        // only dereferenced while a script runs.
+        let slot: i64 = unsafe {
+            lua.exec_raw((), |l| {
+                mlua::ffi::lua_pushboolean(l, 1);
+                let r = mlua::ffi::luaL_ref(l, mlua::ffi::LUA_REGISTRYINDEX);
+                mlua::ffi::lua_pushinteger(l, r as mlua::ffi::lua_Integer);
+            })?
+        };
+        let st_ptr = Rc::as_ptr(&st) as *mut std::os::raw::c_void;
+        let call: Function = unsafe {
+            lua.exec_raw((), |l| {
+                mlua::ffi::lua_pushlightuserdata(l, st_ptr);
+                mlua::ffi::lua_pushnumber(l, slot as f64);
+                mlua::ffi::lua_pushcclosure(l, raw::push, 0);
+                mlua::ffi::lua_pushcclosure(l, raw::rcall, 3);
+            })?
+        };
+        rs.set("call", call)?;
+        // KEYS and ARGV live in `vars` (global lookups fall through to it); `setup` fills it
+        // from `RunState::pending` at the start of each run, inside the run's protected call.
+        let vars = lua.create_table()?;
+        let setup: Function = unsafe {
+            lua.exec_raw(&vars, |l| {
+                mlua::ffi::lua_pushlightuserdata(l, st_ptr);
+                mlua::ffi::lua_insert(l, 1);
+                mlua::ffi::lua_pushcclosure(l, raw::setup, 2);
+            })?
+        };
+        rs.set("vars", vars)?;
+        rs.set("setup", setup)?;
         let s = st.clone();
         rs.set(
             "killed",
@@ -332,6 +359,11 @@ impl Engine {
         rs.set("version", REDIS_VERSION)?;
         rs.set("version_num", REDIS_VERSION_NUM)?;
         rs.set("bit", bit::create(&lua)?)?;
+        rs.set("cjson", cjson::create(&lua)?)?;
+        rs.set(
+            "cjson_new",
+            lua.create_function(|lua, ()| cjson::create(lua))?,
+        )?;
         rs.set(
             "cwrap",
             lua.create_function(|lua, f: Function| {
@@ -341,7 +373,7 @@ impl Engine {
                 }
             })?,
         )?;
-        let (runner, vars): (Function, mlua::Table) = lua
+        let runner: Function = lua
             .load(BOOTSTRAP)
             .set_name("=deadbolt")
             .set_mode(ChunkMode::Text)
@@ -351,12 +383,13 @@ impl Engine {
             HookTriggers::new().every_nth_instruction(HOOK_EVERY),
             move |_, _| s.hook(),
         )?;
+        let fields = lua.create_sequence_from(raw::FIELDS)?;
         lua.set_memory_limit(memory_limit)?;
         Ok(Engine {
             lua,
             scripts: HashMap::default(),
             runner,
-            vars,
+            fields,
             st,
             memory_limit,
         })
@@ -424,13 +457,6 @@ impl Engine {
                 b"ERR Can not execute a script with write flag using *_ro command.",
             ));
         }
-        if let Err(e) = self.set_keys_argv(keys, args) {
-            return Frame::Error(Bytes::from(format!(
-                "ERR Error running script {}, {}",
-                String::from_utf8_lossy(sha),
-                e
-            )));
-        }
         let st = &self.st;
         st.resp3.set(false);
         st.read_only.set(ro || (!compat && no_writes));
@@ -441,6 +467,10 @@ impl Engine {
         st.sha.set(*sha);
         st.threshold_ms.set(ctx.srv.config.busy_reply_threshold);
         st.started.set(Instant::now());
+        st.shared
+            .script
+            .running
+            .store(st.run_id.get(), Ordering::Release);
         let saved_db = ctx.client.db;
         let result = {
             // Commands called by the script run in their own context (in_script, the caller's
@@ -458,12 +488,16 @@ impl Engine {
             // they make never coexists with another. The engine itself is not reachable
             // through `Ctx` (it lives in a thread-local, taken out while running).
             st.ctx.set(&mut sctx as *mut Ctx as *mut ());
+            st.pending
+                .set((keys.as_ptr(), keys.len(), args.as_ptr(), args.len()));
             let r = self.runner.call::<(bool, Value)>(&script.func);
+            st.pending.set((std::ptr::null(), 0, std::ptr::null(), 0));
             st.ctx.set(std::ptr::null_mut());
             r
         };
         ctx.client.db = saved_db;
         let shared = &st.shared.script;
+        shared.running.store(0, Ordering::Release);
         if st.busy.get() {
             shared.busy.store(0, Ordering::Release);
         }
@@ -477,7 +511,7 @@ impl Engine {
             return Frame::Null;
         }
         let frame = match result {
-            Ok((true, v)) => convert::lua_to_frame(&v, st.resp3.get(), 0),
+            Ok((true, v)) => self.reply_of(v),
             Ok((false, e)) => self.error_frame(e, sha),
             Err(e) => Frame::Error(Bytes::from(format!(
                 "ERR Error running script {}, {:.100}",
@@ -489,16 +523,22 @@ impl Engine {
         frame
     }
 
-    fn set_keys_argv(&self, keys: &[Bytes], args: &[Bytes]) -> mlua::Result<()> {
-        let g = &self.vars;
-        for (name, list) in [("KEYS", keys), ("ARGV", args)] {
-            let t = self.lua.create_table_with_capacity(list.len(), 0)?;
-            for (i, k) in list.iter().enumerate() {
-                t.raw_seti(i + 1, self.lua.create_string(k)?)?;
-            }
-            g.raw_set(name, t)?;
+    /// The script's return value as its reply (see `raw::to_frame`).
+    fn reply_of(&self, v: Value) -> Frame {
+        let resp3 = self.st.resp3.get();
+        let mut out = Frame::Null;
+        // SAFETY: `to_frame` only reads (raw gets, lua_next, lua_checkstack): it neither
+        // allocates in Lua nor raises, so no Rust value is ever skipped by a longjmp.
+        let r = unsafe {
+            self.lua.exec_raw::<()>((&self.fields, v), |l| {
+                out = raw::to_frame(l, 1, resp3);
+                mlua::ffi::lua_settop(l, 0);
+            })
+        };
+        match r {
+            Ok(()) => out,
+            Err(e) => Frame::Error(Bytes::from(format!("ERR {e}").replace(['\r', '\n'], " "))),
         }
-        Ok(())
     }
 
     /// The reply for a script that raised: Redis's `-<err> script: <sha>, on <source>:<line>.`
@@ -542,49 +582,6 @@ impl Engine {
     pub fn used_memory(&self) -> usize {
         self.lua.used_memory()
     }
-}
-
-/// `redis.call` / `redis.pcall` from Rust: (true, value) or (false, error text). The Lua
-/// wrappers raise or return `{err=…}`, so errors keep Redis's table form and position.
-fn redis_call(lua: &Lua, st: &RunState, args: MultiValue) -> mlua::Result<(bool, Value)> {
-    let ptr = st.ctx.get();
-    if ptr.is_null() {
-        return lua_err(
-            lua,
-            "ERR redis.call/pcall can only be called inside a script invocation",
-        );
-    }
-    if args.is_empty() {
-        return lua_err(
-            lua,
-            "ERR Please specify at least one argument for this redis lib call",
-        );
-    }
-    let mut argv = Vec::with_capacity(args.len());
-    for a in args.iter() {
-        match a {
-            Value::String(s) => argv.push(Bytes::copy_from_slice(&s.as_bytes())),
-            Value::Number(n) => argv.push(Bytes::from(fmt_g17(*n))),
-            Value::Integer(i) => argv.push(Bytes::from(i.to_string())),
-            _ => {
-                return lua_err(
-                    lua,
-                    "ERR Lua redis lib command arguments must be strings or integers",
-                )
-            }
-        }
-    }
-    // SAFETY: see `Engine::run`: non-null only while the script runs, inside `runner.call`.
-    let ctx = unsafe { &mut *(ptr as *mut Ctx<'static>) };
-    let (frame, write) = dispatch::script_call(ctx, &argv, st.read_only.get());
-    if write && !st.dirty.get() {
-        st.dirty.set(true);
-        st.shared.script.dirty.store(true, Ordering::Release);
-    }
-    if let Frame::Error(e) = &frame {
-        return Ok((false, Value::String(lua.create_string(e)?)));
-    }
-    Ok((true, convert::frame_to_lua(lua, &frame, st.resp3.get())?))
 }
 
 #[cfg(test)]
