@@ -49,10 +49,7 @@ impl Client<'_> {
 
     /// Drops queue heads whose deadline has passed (the loop every fair-lock script starts with).
     fn purge(&mut self, log: &mut Vec<String>, now: i64) {
-        loop {
-            let Some(first) = bulk(&self.run(log, &["LINDEX", QUEUE, "0"])) else {
-                break;
-            };
+        while let Some(first) = bulk(&self.run(log, &["LINDEX", QUEUE, "0"])) {
             let timeout = bulk(&self.run(log, &["ZSCORE", TIMEOUTS, &first]));
             match timeout {
                 Some(t) if t.parse::<f64>().unwrap() <= now as f64 => {
