@@ -459,6 +459,34 @@ fn cjson_matches_redis() {
     );
 }
 
+#[test]
+fn struct_matches_redis() {
+    check(
+        &[
+            ev("return struct.pack('>I2',258)", "$2\r\n\x01\x02\r\n"),
+            ev("return {struct.unpack('<i4', struct.pack('<i4', -2))}", "*2\r\n:-2\r\n:5\r\n"),
+            ev("return {struct.unpack('>I2', struct.pack('>I2',258))}", "*2\r\n:258\r\n:3\r\n"),
+            ev("return struct.size('>I2bd')", ":11\r\n"),
+            ev("return struct.size('!8 b d')", ":16\r\n"),
+            ev("return {struct.unpack('bc0', struct.pack('bc0', 3, 'abc'))}", "*2\r\n$3\r\nabc\r\n:5\r\n"),
+            ev("return {struct.unpack('c0', 'abc')}", "-ERR user_script:1: format 'c0' needs a previous size script: {sha}, on @user_script:1.\r\n"),
+            ev("return {struct.unpack('s', 'ab\\0cd')}", "*2\r\n$2\r\nab\r\n:4\r\n"),
+            ev("return {struct.unpack('>d', struct.pack('>d', 1.5))}", "*2\r\n:1\r\n:9\r\n"),
+            ev("return {struct.unpack('>h', '\\255\\254')}", "*2\r\n:-2\r\n:3\r\n"),
+            ev("return {struct.unpack('b', 'a', 0)}", "-ERR user_script:1: bad argument #3 to 'unpack' (offset must be 1 or greater) script: {sha}, on @user_script:1.\r\n"),
+            ev("return {struct.unpack('i4', 'ab')}", "-ERR user_script:1: bad argument #2 to 'unpack' (data string too short) script: {sha}, on @user_script:1.\r\n"),
+            ev("return struct.size('s')", "-ERR user_script:1: bad argument #1 to 'size' (option 's' has no fixed size) script: {sha}, on @user_script:1.\r\n"),
+            ev("return struct.pack('i')", "-ERR user_script:1: bad argument #2 to 'pack' (number expected, got nil) script: {sha}, on @user_script:1.\r\n"),
+            ev("return struct.pack('c3', 'ab')", "-ERR user_script:1: bad argument #3 to 'pack' (string too short) script: {sha}, on @user_script:1.\r\n"),
+            ev("return struct.pack('q', 1)", "-ERR user_script:1: bad argument #1 to 'pack' (invalid format option 'q') script: {sha}, on @user_script:1.\r\n"),
+            ev("return struct.pack('i33', 1)", "-ERR user_script:1: integral size 33 is larger than limit of 32 script: {sha}, on @user_script:1.\r\n"),
+            ev("return struct.pack('!3i', 1)", "-ERR user_script:1: alignment 3 is not a power of 2 script: {sha}, on @user_script:1.\r\n"),
+            ev("return {struct.unpack('s', 'ab')}", "-ERR user_script:1: unfinished string in data script: {sha}, on @user_script:1.\r\n"),
+        ],
+        false,
+    );
+}
+
 /// A deeply nested return value: Redis converts 7995 levels, then `reached lua stack limit`.
 #[test]
 fn deep_reply_nesting_matches_redis() {

@@ -30,7 +30,7 @@ local function err_handler(err)
   while true do
     local i = getinfo(lvl, 'Sl')
     if not i then break end
-    if i.what ~= 'C' and i.source ~= INTERNAL then
+    if i.what ~= 'C' and i.what ~= 'tail' and i.source ~= INTERNAL then
       src, line = i.source, i.currentline
       break
     end
@@ -324,7 +324,19 @@ local function wrap_cjson(raw)
   return t
 end
 rawset(G, 'cjson', wrap_cjson(rs.cjson))
-for _, name in pairs({'redis', 'string', 'table', 'math', 'coroutine', 'bit', 'cjson'}) do
+
+-- struct: Rust pack/unpack/size returning ok, results…; errors raised at the script's line.
+local function struct_check(ok, ...)
+  if not ok then error((...), 4) end
+  return ...
+end
+local rstruct, struct = rs.struct, {}
+for _, name in pairs({'pack', 'unpack', 'size'}) do
+  local f = rstruct[name]
+  struct[name] = cwrap(function(...) return struct_check(f(...)) end)
+end
+rawset(G, 'struct', struct)
+for _, name in pairs({'redis', 'string', 'table', 'math', 'coroutine', 'bit', 'cjson', 'struct'}) do
   rawset(G, name, proxy(rawget(G, name)))
 end
 

@@ -7,6 +7,7 @@ pub mod busy;
 pub mod cjson;
 pub mod convert;
 mod raw;
+pub mod structlib;
 
 use crate::cmd::Ctx;
 use crate::error::CmdError;
@@ -360,6 +361,7 @@ impl Engine {
         rs.set("version_num", REDIS_VERSION_NUM)?;
         rs.set("bit", bit::create(&lua)?)?;
         rs.set("cjson", cjson::create(&lua)?)?;
+        rs.set("struct", structlib::create(&lua)?)?;
         rs.set(
             "cjson_new",
             lua.create_function(|lua, ()| cjson::create(lua))?,
