@@ -487,6 +487,75 @@ fn struct_matches_redis() {
     );
 }
 
+#[test]
+fn cmsgpack_matches_redis() {
+    check(
+        &[
+            ev("return cmsgpack.pack({1,2,3}) == '\\147\\1\\2\\3'", ":1\r\n"),
+            ev("return {cmsgpack.unpack(cmsgpack.pack({1,{2,'x'}}, 5))}", "*2\r\n*2\r\n:1\r\n*2\r\n:2\r\n$1\r\nx\r\n:5\r\n"),
+            ev("local t = cmsgpack.unpack(cmsgpack.pack({a=1,b={c=2}})) return t.b.c", ":2\r\n"),
+            ev("return {cmsgpack.unpack_one(cmsgpack.pack(1,2,3))}", "*2\r\n:1\r\n:1\r\n"),
+            ev("return {cmsgpack.unpack_limit(cmsgpack.pack(1,2,3), 2)}", "*3\r\n:2\r\n:1\r\n:2\r\n"),
+            ev("return #cmsgpack.pack(1.5, -1, -200, 70000, 2^40, 'abc', true, nil, 0.1)", ":38\r\n"),
+            ev("return cmsgpack.unpack('\\205')", "-ERR user_script:1: Missing bytes in input. script: {sha}, on @user_script:1.\r\n"),
+            ev("return cmsgpack.unpack('\\193')", "-ERR user_script:1: Bad data format in input. script: {sha}, on @user_script:1.\r\n"),
+            ev("return cmsgpack.pack()", "-ERR user_script:1: bad argument #0 to 'pack' (MessagePack pack needs input.) script: {sha}, on @user_script:1.\r\n"),
+            ev("local t = {} local c = t for i=1,20 do c[1] = {} c = c[1] end return #cmsgpack.pack(t)", ":17\r\n"),
+        ],
+        false,
+    );
+}
+
+/// The global environment and the library tables list exactly what Redis 7.0 has (hardened:
+/// no getfenv/setfenv/newproxy, as 7.2.11+/8.2.2+ and Debian's 7.0.15).
+#[test]
+fn environment_matches_redis() {
+    let names = |t: &str| {
+        format!("local r = {{}} for k in pairs({t}) do r[#r+1] = tostring(k) end table.sort(r) return table.concat(r, ' ')")
+    };
+    let rows: Vec<Row> = [
+        "_G",
+        "redis",
+        "string",
+        "table",
+        "math",
+        "coroutine",
+        "bit",
+        "cjson",
+        "struct",
+        "cmsgpack",
+    ]
+    .iter()
+    .map(|t| {
+        let body = names(t);
+        let sha = hex(&body);
+        Row {
+            argv: vec![b"EVAL".to_vec(), body.into_bytes(), b"0".to_vec()],
+            expect: sha,
+        }
+    })
+    .collect();
+    // The expected text is what redis-server answers; deadbolt must answer the same.
+    let rs = common::redis_server(&[]);
+    let db = common::deadbolt(&[]);
+    let mut rc = rs.conn();
+    let mut dc = db.conn();
+    for row in &rows {
+        let want = rc.cmd(&row.argv);
+        assert!(want.starts_with(b"$"), "{}", String::from_utf8_lossy(&want));
+        assert_eq!(
+            String::from_utf8_lossy(&dc.cmd(&row.argv)),
+            String::from_utf8_lossy(&want),
+            "{}",
+            String::from_utf8_lossy(&row.argv[1])
+        );
+    }
+    assert_eq!(
+        dc.cmd_str(&["EVAL", "return rawget(_G, 'KEYS')[1]", "1", "k"]),
+        "$1\r\nk\r\n"
+    );
+}
+
 /// A deeply nested return value: Redis converts 7995 levels, then `reached lua stack limit`.
 #[test]
 fn deep_reply_nesting_matches_redis() {

@@ -5,6 +5,7 @@
 pub mod bit;
 pub mod busy;
 pub mod cjson;
+pub mod cmsgpack;
 pub mod convert;
 mod raw;
 pub mod structlib;
@@ -362,6 +363,7 @@ impl Engine {
         rs.set("bit", bit::create(&lua)?)?;
         rs.set("cjson", cjson::create(&lua)?)?;
         rs.set("struct", structlib::create(&lua)?)?;
+        rs.set("cmsgpack", cmsgpack::create(&lua)?)?;
         rs.set(
             "cjson_new",
             lua.create_function(|lua, ()| cjson::create(lua))?,
