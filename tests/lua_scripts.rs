@@ -96,6 +96,7 @@ fn every_script_matches_its_sha1_and_compiles() {
 /// SCRIPT LOAD then EVALSHA again.
 struct Client {
     c: Conn,
+    port: u16,
     name: &'static str,
     shas: HashMap<String, String>,
     commands: Vec<u8>,
@@ -108,6 +109,7 @@ impl Client {
         let commands = c.cmd(&["COMMAND", "LIST"]).to_ascii_lowercase();
         Client {
             c,
+            port: srv.port,
             name,
             shas: HashMap::new(),
             commands,
@@ -186,7 +188,7 @@ fn on_both(scenario: impl Fn(&mut Client)) {
     scenario(&mut Client::new(&db, "deadbolt"));
     let mut r = Client::new(&rs, "redis-server");
     // The gated steps always run on Redis.
-    assert!(r.has("publish") && r.has("lpush") && r.has("get"));
+    assert!(r.has("publish") && r.has("subscribe") && r.has("lpush") && r.has("get"));
     scenario(&mut r);
 }
 
@@ -258,15 +260,21 @@ fn redisson_rlock() {
             &["0", "30000", ME, "publish", "1000"],
         );
         c.eq(r, ":0\r\n", "latched unlock");
-        if c.has("publish") {
-            // Last hold: deleted, published, latch "1". (The published message is asserted by
-            // the pub/sub tests once PUBLISH exists in deadbolt.)
+        if c.has("publish") && c.has("subscribe") {
+            // Last hold: deleted, "0" published to the lock's channel, latch "1".
+            let mut sub = Conn::connect(c.port);
+            let ack = sub.cmd_str(&["SUBSCRIBE", chan]);
+            let want = format!("*3\r\n$9\r\nsubscribe\r\n{}:1\r\n", bulk(chan));
+            c.eq(ack, &want, "subscribe");
             let r = c.run(
                 unlock,
                 &["lock", chan, "latch:3"],
                 &["0", "30000", ME, "publish", "1000"],
             );
             c.eq(r, ":1\r\n", "final unlock");
+            let msg = String::from_utf8(sub.read_reply()).unwrap();
+            let want = format!("*3\r\n$7\r\nmessage\r\n{}$1\r\n0\r\n", bulk(chan));
+            c.eq(msg, &want, "unlock message");
             let r = c.cmd(&["EXISTS", "lock"]);
             c.eq(r, ":0\r\n", "lock gone");
             let r = c.cmd(&["GET", "latch:3"]);

@@ -459,6 +459,103 @@ fn cjson_matches_redis() {
     );
 }
 
+#[test]
+fn struct_matches_redis() {
+    check(
+        &[
+            ev("return struct.pack('>I2',258)", "$2\r\n\x01\x02\r\n"),
+            ev("return {struct.unpack('<i4', struct.pack('<i4', -2))}", "*2\r\n:-2\r\n:5\r\n"),
+            ev("return {struct.unpack('>I2', struct.pack('>I2',258))}", "*2\r\n:258\r\n:3\r\n"),
+            ev("return struct.size('>I2bd')", ":11\r\n"),
+            ev("return struct.size('!8 b d')", ":16\r\n"),
+            ev("return {struct.unpack('bc0', struct.pack('bc0', 3, 'abc'))}", "*2\r\n$3\r\nabc\r\n:5\r\n"),
+            ev("return {struct.unpack('c0', 'abc')}", "-ERR user_script:1: format 'c0' needs a previous size script: {sha}, on @user_script:1.\r\n"),
+            ev("return {struct.unpack('s', 'ab\\0cd')}", "*2\r\n$2\r\nab\r\n:4\r\n"),
+            ev("return {struct.unpack('>d', struct.pack('>d', 1.5))}", "*2\r\n:1\r\n:9\r\n"),
+            ev("return {struct.unpack('>h', '\\255\\254')}", "*2\r\n:-2\r\n:3\r\n"),
+            ev("return {struct.unpack('b', 'a', 0)}", "-ERR user_script:1: bad argument #3 to 'unpack' (offset must be 1 or greater) script: {sha}, on @user_script:1.\r\n"),
+            ev("return {struct.unpack('i4', 'ab')}", "-ERR user_script:1: bad argument #2 to 'unpack' (data string too short) script: {sha}, on @user_script:1.\r\n"),
+            ev("return struct.size('s')", "-ERR user_script:1: bad argument #1 to 'size' (option 's' has no fixed size) script: {sha}, on @user_script:1.\r\n"),
+            ev("return struct.pack('i')", "-ERR user_script:1: bad argument #2 to 'pack' (number expected, got nil) script: {sha}, on @user_script:1.\r\n"),
+            ev("return struct.pack('c3', 'ab')", "-ERR user_script:1: bad argument #3 to 'pack' (string too short) script: {sha}, on @user_script:1.\r\n"),
+            ev("return struct.pack('q', 1)", "-ERR user_script:1: bad argument #1 to 'pack' (invalid format option 'q') script: {sha}, on @user_script:1.\r\n"),
+            ev("return struct.pack('i33', 1)", "-ERR user_script:1: integral size 33 is larger than limit of 32 script: {sha}, on @user_script:1.\r\n"),
+            ev("return struct.pack('!3i', 1)", "-ERR user_script:1: alignment 3 is not a power of 2 script: {sha}, on @user_script:1.\r\n"),
+            ev("return {struct.unpack('s', 'ab')}", "-ERR user_script:1: unfinished string in data script: {sha}, on @user_script:1.\r\n"),
+        ],
+        false,
+    );
+}
+
+#[test]
+fn cmsgpack_matches_redis() {
+    check(
+        &[
+            ev("return cmsgpack.pack({1,2,3}) == '\\147\\1\\2\\3'", ":1\r\n"),
+            ev("return {cmsgpack.unpack(cmsgpack.pack({1,{2,'x'}}, 5))}", "*2\r\n*2\r\n:1\r\n*2\r\n:2\r\n$1\r\nx\r\n:5\r\n"),
+            ev("local t = cmsgpack.unpack(cmsgpack.pack({a=1,b={c=2}})) return t.b.c", ":2\r\n"),
+            ev("return {cmsgpack.unpack_one(cmsgpack.pack(1,2,3))}", "*2\r\n:1\r\n:1\r\n"),
+            ev("return {cmsgpack.unpack_limit(cmsgpack.pack(1,2,3), 2)}", "*3\r\n:2\r\n:1\r\n:2\r\n"),
+            ev("return #cmsgpack.pack(1.5, -1, -200, 70000, 2^40, 'abc', true, nil, 0.1)", ":38\r\n"),
+            ev("return cmsgpack.unpack('\\205')", "-ERR user_script:1: Missing bytes in input. script: {sha}, on @user_script:1.\r\n"),
+            ev("return cmsgpack.unpack('\\193')", "-ERR user_script:1: Bad data format in input. script: {sha}, on @user_script:1.\r\n"),
+            ev("return cmsgpack.pack()", "-ERR user_script:1: bad argument #0 to 'pack' (MessagePack pack needs input.) script: {sha}, on @user_script:1.\r\n"),
+            ev("local t = {} local c = t for i=1,20 do c[1] = {} c = c[1] end return #cmsgpack.pack(t)", ":17\r\n"),
+        ],
+        false,
+    );
+}
+
+/// The global environment and the library tables list exactly what Redis 7.0 has (hardened:
+/// no getfenv/setfenv/newproxy, as 7.2.11+/8.2.2+ and Debian's 7.0.15).
+#[test]
+fn environment_matches_redis() {
+    let names = |t: &str| {
+        format!("local r = {{}} for k in pairs({t}) do r[#r+1] = tostring(k) end table.sort(r) return table.concat(r, ' ')")
+    };
+    let rows: Vec<Row> = [
+        "_G",
+        "redis",
+        "string",
+        "table",
+        "math",
+        "coroutine",
+        "bit",
+        "cjson",
+        "struct",
+        "cmsgpack",
+    ]
+    .iter()
+    .map(|t| {
+        let body = names(t);
+        let sha = hex(&body);
+        Row {
+            argv: vec![b"EVAL".to_vec(), body.into_bytes(), b"0".to_vec()],
+            expect: sha,
+        }
+    })
+    .collect();
+    // The expected text is what redis-server answers; deadbolt must answer the same.
+    let rs = common::redis_server(&[]);
+    let db = common::deadbolt(&[]);
+    let mut rc = rs.conn();
+    let mut dc = db.conn();
+    for row in &rows {
+        let want = rc.cmd(&row.argv);
+        assert!(want.starts_with(b"$"), "{}", String::from_utf8_lossy(&want));
+        assert_eq!(
+            String::from_utf8_lossy(&dc.cmd(&row.argv)),
+            String::from_utf8_lossy(&want),
+            "{}",
+            String::from_utf8_lossy(&row.argv[1])
+        );
+    }
+    assert_eq!(
+        dc.cmd_str(&["EVAL", "return rawget(_G, 'KEYS')[1]", "1", "k"]),
+        "$1\r\nk\r\n"
+    );
+}
+
 /// A deeply nested return value: Redis converts 7995 levels, then `reached lua stack limit`.
 #[test]
 fn deep_reply_nesting_matches_redis() {

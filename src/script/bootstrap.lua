@@ -30,7 +30,7 @@ local function err_handler(err)
   while true do
     local i = getinfo(lvl, 'Sl')
     if not i then break end
-    if i.what ~= 'C' and i.source ~= INTERNAL then
+    if i.what ~= 'C' and i.what ~= 'tail' and i.source ~= INTERNAL then
       src, line = i.source, i.currentline
       break
     end
@@ -264,13 +264,26 @@ rawset(G, 'setmetatable', cwrap(function(t, mt)
   return setmetatable(t, mt)
 end))
 -- Enumeration and raw reads see through the proxies (pairs(redis) lists the API).
-local function next_(t, k) return next(real_of[t] or t, k) end
+-- _G's enumeration continues into KEYS and ARGV, which live in `vars`.
+local vars = rs.vars
+local function next_(t, k)
+  if t == G then
+    if k ~= nil and rawget(G, k) == nil and rawget(vars, k) ~= nil then return next(vars, k) end
+    local nk, nv = next(G, k)
+    if nk == nil then return next(vars) end
+    return nk, nv
+  end
+  return next(real_of[t] or t, k)
+end
 rawset(G, 'next', next_)
 rawset(G, 'pairs', function(t)
-  if real_of[t] then return next_, t, nil end
+  if real_of[t] or t == G then return next_, t, nil end
   return pairs(t)
 end)
-rawset(G, 'rawget', function(t, k) return rawget(real_of[t] or t, k) end)
+rawset(G, 'rawget', function(t, k)
+  if t == G and rawget(G, k) == nil then return rawget(vars, k) end
+  return rawget(real_of[t] or t, k)
+end)
 
 rawset(G, 'redis', redis)
 -- LuaBitOp's argument checks, with luaL_checknumber's texts at the script's position.
@@ -324,7 +337,28 @@ local function wrap_cjson(raw)
   return t
 end
 rawset(G, 'cjson', wrap_cjson(rs.cjson))
-for _, name in pairs({'redis', 'string', 'table', 'math', 'coroutine', 'bit', 'cjson'}) do
+
+-- struct: Rust pack/unpack/size returning ok, results…; errors raised at the script's line.
+local function struct_check(ok, ...)
+  if not ok then error((...), 4) end
+  return ...
+end
+local rstruct, struct = rs.struct, {}
+for _, name in pairs({'pack', 'unpack', 'size'}) do
+  local f = rstruct[name]
+  struct[name] = cwrap(function(...) return struct_check(f(...)) end)
+end
+rawset(G, 'struct', struct)
+
+-- cmsgpack: same shape as struct.
+local rmp, cmsgpack = rs.cmsgpack, {}
+for k, v in pairs(rmp) do cmsgpack[k] = v end
+for _, name in pairs({'pack', 'unpack', 'unpack_one', 'unpack_limit'}) do
+  local f = rmp[name]
+  cmsgpack[name] = cwrap(function(...) return struct_check(f(...)) end)
+end
+rawset(G, 'cmsgpack', cmsgpack)
+for _, name in pairs({'redis', 'string', 'table', 'math', 'coroutine', 'bit', 'cjson', 'struct', 'cmsgpack'}) do
   rawset(G, name, proxy(rawget(G, name)))
 end
 
@@ -337,7 +371,7 @@ protected[smt] = true
 
 -- KEYS and ARGV live outside _G (so that assigning them fails like any global) in a table
 -- that _G's lookups fall through to; Rust replaces them before each run.
-local vars = setmetatable(rs.vars, {
+setmetatable(vars, {
   __index = function(_, k)
     error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
   end,

@@ -5,8 +5,10 @@
 pub mod bit;
 pub mod busy;
 pub mod cjson;
+pub mod cmsgpack;
 pub mod convert;
 mod raw;
+pub mod structlib;
 
 use crate::cmd::Ctx;
 use crate::error::CmdError;
@@ -200,6 +202,16 @@ pub fn with_engine<R>(
     Ok(r)
 }
 
+/// Lua heap in use and number of cached scripts, for INFO (`used_memory_lua`,
+/// `number_of_cached_scripts`); zeros before the first script.
+pub fn memory_and_scripts() -> (usize, usize) {
+    ENGINE.with(|e| {
+        e.borrow()
+            .as_ref()
+            .map_or((0, 0), |e| (e.lua.used_memory(), e.scripts.len()))
+    })
+}
+
 /// SCRIPT FLUSH: drops the whole state (and every cached function) like Redis does.
 pub fn flush() {
     ENGINE.with(|e| *e.borrow_mut() = None);
@@ -360,6 +372,8 @@ impl Engine {
         rs.set("version_num", REDIS_VERSION_NUM)?;
         rs.set("bit", bit::create(&lua)?)?;
         rs.set("cjson", cjson::create(&lua)?)?;
+        rs.set("struct", structlib::create(&lua)?)?;
+        rs.set("cmsgpack", cmsgpack::create(&lua)?)?;
         rs.set(
             "cjson_new",
             lua.create_function(|lua, ()| cjson::create(lua))?,
@@ -576,11 +590,6 @@ impl Engine {
             _ => format!("ERR Error running script {sha}, execution failure"),
         };
         Frame::Error(Bytes::from(text.replace(['\r', '\n'], " ")))
-    }
-
-    /// Lua heap in use (INFO used_memory_lua).
-    pub fn used_memory(&self) -> usize {
-        self.lua.used_memory()
     }
 }
 
