@@ -287,6 +287,37 @@ fn command_entry(srv: &Server, id: usize) -> Frame {
     } else {
         cats.push(Frame::simple("@slow"));
     }
+    if spec.has(BLOCKING) {
+        cats.push(Frame::simple("@blocking"));
+    }
+    // Redis prints categories in the order of its ACLCommandCategories table, not as declared.
+    const ORDER: &[&str] = &[
+        "@keyspace",
+        "@read",
+        "@write",
+        "@set",
+        "@sortedset",
+        "@list",
+        "@hash",
+        "@string",
+        "@bitmap",
+        "@hyperloglog",
+        "@geo",
+        "@stream",
+        "@pubsub",
+        "@admin",
+        "@fast",
+        "@slow",
+        "@blocking",
+        "@dangerous",
+        "@connection",
+        "@transaction",
+        "@scripting",
+    ];
+    cats.sort_by_key(|c| match c {
+        Frame::Simple(n) => ORDER.iter().position(|o| o.as_bytes() == &n[..]),
+        _ => None,
+    });
     let key_specs = if spec.keys.first > 0 {
         let k = spec.keys;
         vec![Frame::Map(vec![

@@ -62,14 +62,14 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec(
         "bzpopmin",
         -3,
-        WRITE | FAST | BLOCKING,
+        WRITE | NOSCRIPT | FAST | BLOCKING,
         KEYS_BEFORE_TIMEOUT,
         bzpopmin,
     ),
     spec(
         "bzpopmax",
         -3,
-        WRITE | FAST | BLOCKING,
+        WRITE | NOSCRIPT | FAST | BLOCKING,
         KEYS_BEFORE_TIMEOUT,
         bzpopmax,
     ),
