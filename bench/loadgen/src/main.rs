@@ -301,8 +301,7 @@ async fn prepare(c: &mut Conn, p: Protocol) -> Result<bool, String> {
     for (src, sha) in scripts {
         match c.cmd(&[b"SCRIPT", b"LOAD", src.as_bytes()]).await {
             Ok(r) if r.is_bulk(sha.as_bytes()) => {}
-            Ok(Reply::Error(e)) => return Err(format!("SCRIPT LOAD: {e}")),
-            other => return Err(format!("SCRIPT LOAD: unexpected {other:?}")),
+            other => return Err(format!("SCRIPT LOAD: {}", describe(&other))),
         }
     }
     let blpop = match p {
@@ -310,7 +309,7 @@ async fn prepare(c: &mut Conn, p: Protocol) -> Result<bool, String> {
             // PUBLISH is called from the unlock script; SUBSCRIBE by waiters.
             match c.cmd(&[b"PUBLISH", b"loadgen:probe", b"0"]).await {
                 Ok(Reply::Int(_)) => {}
-                other => return Err(format!("PUBLISH: {other:?}")),
+                other => return Err(format!("PUBLISH: {}", describe(&other))),
             }
             false
         }
@@ -535,6 +534,15 @@ impl Rng {
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+}
+
+/// A reply or I/O failure as one readable line (for the JSON report).
+fn describe(r: &std::io::Result<Reply>) -> String {
+    match r {
+        Ok(Reply::Error(e)) => e.clone(),
+        Ok(other) => format!("unexpected reply {other:?}"),
+        Err(e) => e.to_string(),
     }
 }
 
