@@ -20,7 +20,7 @@ need_cmd() {
 ensure_deadbolt() {
   local repo="$1"
   if [ -z "${DEADBOLT_BIN:-}" ]; then
-    DEADBOLT_BIN="$repo/target/debug/deadbolt"
+    DEADBOLT_BIN="${CARGO_TARGET_DIR:-$repo/target}/debug/deadbolt"
     if [ ! -x "$DEADBOLT_BIN" ]; then
       echo "building deadbolt (cargo build)"
       (cd "$repo" && cargo build --quiet --bin deadbolt)
