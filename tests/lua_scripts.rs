@@ -727,3 +727,166 @@ fn redlock_multi_key_scripts() {
         }
     });
 }
+
+/// Redisson's fair lock: the waiters' queue (list) and their timeouts (sorted set), with the
+/// script's own notion of now (ARGV) so every state is reproducible.
+#[test]
+fn redisson_fair_lock() {
+    on_both(|c| {
+        if !(c.has("zadd") && c.has("rpush") && c.has("publish")) {
+            return;
+        }
+        let acq = "redisson/fairlock_trylock_wait.lua";
+        let failed = "redisson/fairlock_acquirefailed.lua";
+        let unlock = "redisson/fairlock_unlock.lua";
+        let force = "redisson/fairlock_forceunlock.lua";
+        let q = "redisson_lock_queue:{fair}";
+        let z = "redisson_lock_timeout:{fair}";
+        let chan = "redisson_lock__channel:{fair}";
+        let keys = ["fair", q, z];
+        let now = 1_000_000_000i64;
+        let n = now.to_string();
+        let (a, b, cc) = ("uuid:1", "uuid:2", "uuid:3");
+        // Free: acquired, nobody queued.
+        let r = c.run(acq, &keys, &["30000", a, "5000", &n]);
+        c.eq(r, "$-1\r\n", "fair free");
+        let r = c.run(acq, &keys, &["30000", a, "5000", &n]);
+        c.eq(r, "$-1\r\n", "fair reentrant");
+        let r = c.cmd(&["HGET", "fair", a]);
+        c.eq(r, "$1\r\n2\r\n", "fair holds");
+        // Held: B queues with timeout = holder's TTL + wait + now, and is told the TTL.
+        let r = c.run(acq, &keys, &["30000", b, "5000", &n]);
+        c.int_in(&r, 29_000, 30_000);
+        let r = c.cmd(&["LRANGE", q, "0", "-1"]);
+        c.eq(r, &format!("*1\r\n{}", bulk(b)), "queue B");
+        let r = c.cmd(&["ZSCORE", z, b]);
+        let score: i64 = r.split("\r\n").nth(1).unwrap().parse().unwrap();
+        assert!(
+            (now + 34_000..=now + 35_000).contains(&score),
+            "{}: {score}",
+            c.name
+        );
+        // B again: already queued, gets the holder's TTL.
+        let r = c.run(acq, &keys, &["30000", b, "5000", &n]);
+        c.int_in(&r, 29_000, 30_000);
+        // C queues behind B: its wait is B's timeout minus now.
+        let r = c.run(acq, &keys, &["30000", cc, "5000", &n]);
+        c.int_in(&r, 34_000, 35_000);
+        let r = c.cmd(&["LRANGE", q, "0", "-1"]);
+        c.eq(r, &format!("*2\r\n{}{}", bulk(b), bulk(cc)), "queue B C");
+        // B gives up: removed, C's timeout moves forward by the wait.
+        let before = c.cmd(&["ZSCORE", z, cc]);
+        let r = c.run(failed, &[q, z], &[b, "5000"]);
+        c.eq(r, "$-1\r\n", "acquireFailed");
+        let r = c.cmd(&["LRANGE", q, "0", "-1"]);
+        c.eq(r, &format!("*1\r\n{}", bulk(cc)), "queue C");
+        let after = c.cmd(&["ZSCORE", z, cc]);
+        let num = |s: &str| -> i64 { s.split("\r\n").nth(1).unwrap().parse().unwrap() };
+        assert_eq!(num(&before) - num(&after), 5000, "{}", c.name);
+        // Unlock: once of two holds, then the last (C's channel is told).
+        let ukeys = ["fair", q, z, chan, "flatch:1"];
+        let r = c.run(unlock, &ukeys, &["0", "30000", a, &n, "publish", "1000"]);
+        c.eq(r, ":0\r\n", "fair unlock reentrant");
+        let mut sub = Conn::connect(c.port);
+        let cchan = format!("{chan}:{cc}");
+        sub.cmd(&["SUBSCRIBE", &cchan]);
+        let ukeys = ["fair", q, z, chan, "flatch:2"];
+        let r = c.run(unlock, &ukeys, &["0", "30000", a, &n, "publish", "1000"]);
+        c.eq(r, ":1\r\n", "fair unlock last");
+        let msg = String::from_utf8(sub.read_reply()).unwrap();
+        let want = format!("*3\r\n$7\r\nmessage\r\n{}$1\r\n0\r\n", bulk(&cchan));
+        c.eq(msg, &want, "next waiter notified");
+        // C, first in the queue, takes the lock; queue and timeouts are emptied.
+        let r = c.run(acq, &keys, &["30000", cc, "5000", &n]);
+        c.eq(r, "$-1\r\n", "C acquires");
+        let r = c.cmd(&["EXISTS", q, z]);
+        c.eq(r, ":0\r\n", "queue empty");
+        // A waiter whose timeout passed is dropped by the next caller.
+        let r = c.run(acq, &keys, &["30000", b, "5000", &n]);
+        c.int_in(&r, 29_000, 30_000);
+        let later = (now + 1_000_000).to_string();
+        let r = c.run(acq, &keys, &["30000", a, "5000", &later]);
+        c.int_in(&r, 29_000, 30_000);
+        let r = c.cmd(&["LRANGE", q, "0", "-1"]);
+        c.eq(r, &format!("*1\r\n{}", bulk(a)), "expired waiter dropped");
+        // Force unlock.
+        let r = c.run(force, &["fair", q, z, chan], &["0", &later, "publish"]);
+        c.eq(r, ":1\r\n", "fair force");
+        let r = c.run(force, &["fair", q, z, chan], &["0", &later, "publish"]);
+        c.eq(r, ":0\r\n", "fair force free");
+    });
+}
+
+/// redis-semaphore's semaphores: a sorted set of holders scored by acquisition time.
+#[test]
+fn redis_semaphore_scripts() {
+    on_both(|c| {
+        if !c.has("zadd") {
+            return;
+        }
+        let acq = "redis-semaphore/semaphore_acquire.lua";
+        let refresh = "redis-semaphore/semaphore_refresh.lua";
+        let key = ["semaphore:s"];
+        let now = "1700000000000";
+        let r = c.run(acq, &key, &["2", "id1", "10000", now]);
+        c.eq(r, ":1\r\n", "acquire 1/2");
+        let r = c.run(acq, &key, &["2", "id2", "10000", now]);
+        c.eq(r, ":1\r\n", "acquire 2/2");
+        let r = c.run(acq, &key, &["2", "id3", "10000", now]);
+        c.eq(r, ":0\r\n", "full");
+        c.pttl_in("semaphore:s", 9_000, 10_000);
+        let r = c.run(refresh, &key, &["2", "id1", "10000", "1700000005000"]);
+        c.eq(r, ":1\r\n", "refresh holder");
+        let r = c.run(refresh, &key, &["2", "id3", "10000", "1700000005000"]);
+        c.eq(r, ":0\r\n", "refresh non-holder");
+        // id2 expired (acquired at now, timeout 10 s): id3 gets its place.
+        let r = c.run(acq, &key, &["2", "id3", "10000", "1700000012000"]);
+        c.eq(r, ":1\r\n", "acquire after expiry");
+        let r = c.cmd(&["ZRANGE", "semaphore:s", "0", "-1"]);
+        c.eq(r, "*2\r\n$3\r\nid1\r\n$3\r\nid3\r\n", "holders");
+
+        let macq = "redis-semaphore/multisemaphore_acquire.lua";
+        let mrel = "redis-semaphore/multisemaphore_release.lua";
+        let mref = "redis-semaphore/multisemaphore_refresh.lua";
+        let key = ["semaphore:m"];
+        let r = c.run(macq, &key, &["3", "2", "m1", "10000", now]);
+        c.eq(r, ":1\r\n", "multi acquire 2/3");
+        let r = c.run(macq, &key, &["3", "2", "m2", "10000", now]);
+        c.eq(r, ":0\r\n", "multi full");
+        let r = c.run(mref, &key, &["3", "2", "m1", "10000", now]);
+        c.eq(r, ":1\r\n", "multi refresh");
+        let r = c.cmd(&["ZRANGE", "semaphore:m", "0", "-1"]);
+        c.eq(r, "*2\r\n$4\r\nm1_0\r\n$4\r\nm1_1\r\n", "multi holders");
+        let r = c.run(mrel, &key, &["2", "m1"]);
+        c.eq(r, ":2\r\n", "multi release");
+        let r = c.run(mrel, &key, &["2", "m1"]);
+        c.eq(r, ":0\r\n", "multi release again");
+    });
+}
+
+/// python-redis-lock's reset scripts (the signal list wakes BLPOP waiters).
+#[test]
+fn python_redis_lock_reset_scripts() {
+    on_both(|c| {
+        if !c.has("lpush") {
+            return;
+        }
+        c.cmd(&["SET", "lock:a", "id1"]);
+        c.cmd(&["SET", "lock:b", "id2"]);
+        let r = c.run(
+            "python-redis-lock/reset_script.lua",
+            &["lock:a", "lock-signal:a"],
+            &["id1", "1000"],
+        );
+        c.eq(r, ":1\r\n", "reset");
+        let r = c.cmd(&["LRANGE", "lock-signal:a", "0", "-1"]);
+        c.eq(r, "*1\r\n$1\r\n1\r\n", "reset signal");
+        c.pttl_in("lock-signal:a", 1, 1000);
+        let r = c.run("python-redis-lock/reset_all_script.lua", &[], &[]);
+        c.eq(r, ":1\r\n", "reset all");
+        let r = c.cmd(&["EXISTS", "lock:b"]);
+        c.eq(r, ":0\r\n", "all locks gone");
+        let r = c.cmd(&["TTL", "lock-signal:b"]);
+        c.int_in(&r, 0, 1);
+    });
+}
