@@ -40,14 +40,14 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec(
         "publish",
         3,
-        PUBSUB | LOADING | STALE | FAST,
+        PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE,
         NO_KEYS,
         publish,
     ),
     spec(
         "spublish",
         3,
-        PUBSUB | LOADING | STALE | FAST,
+        PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE,
         KEY1,
         spublish,
     ),
