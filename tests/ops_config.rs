@@ -75,13 +75,21 @@ fn the_binary_accepts_the_file() {
 /// The README's directive table, generated from DIRECTIVES.
 fn readme_table() -> String {
     let defaults = Config::default();
-    let mut out = String::from("| directive | default | CONFIG SET | meaning |\n|---|---|---|---|\n");
+    let mut out =
+        String::from("| directive | default | CONFIG SET | meaning |\n|---|---|---|---|\n");
     for d in DIRECTIVES {
-        let name = if d.aliases.is_empty() { d.name.to_string() } else { format!("{} ({})", d.name, d.aliases.join(", ")) };
+        let name = if d.aliases.is_empty() {
+            d.name.to_string()
+        } else {
+            format!("{} ({})", d.name, d.aliases.join(", "))
+        };
         let v = (d.get)(&defaults);
         let v = if v.is_empty() { "\"\"".to_string() } else { v };
         let mutable = if d.mutable { "yes" } else { "no" };
-        out.push_str(&format!("| {name} | `{v}` | {mutable} | {} |\n", d.doc.replace('|', "\\|")));
+        out.push_str(&format!(
+            "| {name} | `{v}` | {mutable} | {} |\n",
+            d.doc.replace('|', "\\|")
+        ));
     }
     out
 }
@@ -89,8 +97,16 @@ fn readme_table() -> String {
 #[test]
 fn readme_lists_every_directive() {
     let readme = include_str!("../README.md");
-    let start = readme.find("<!-- directives:start -->\n").expect("README has the directives markers") + "<!-- directives:start -->\n".len();
-    let end = readme.find("<!-- directives:end -->").expect("README has the directives end marker");
+    let start = readme
+        .find("<!-- directives:start -->\n")
+        .expect("README has the directives markers")
+        + "<!-- directives:start -->\n".len();
+    let end = readme
+        .find("<!-- directives:end -->")
+        .expect("README has the directives end marker");
     let expected = readme_table();
-    assert!(readme[start..end] == expected, "README's directive table is out of date; put this between the markers:\n\n{expected}");
+    assert!(
+        readme[start..end] == expected,
+        "README's directive table is out of date; put this between the markers:\n\n{expected}"
+    );
 }
