@@ -25,13 +25,23 @@ for (const target of TARGETS) {
       return c;
     });
     const holders = async (cs, key) => (await Promise.all(cs.map((c) => c.get(key).catch(() => null))));
+    // Redlock calls resolve once a quorum answered; the last server's reply may still be in
+    // flight, so wait (bounded) until every server shows the expected holder.
+    const settled = async (cs, key, expected) => {
+      let got = await holders(cs, key);
+      for (let i = 0; i < 200 && JSON.stringify(got) !== JSON.stringify(expected); i++) {
+        await new Promise((r) => setTimeout(r, 10));
+        got = await holders(cs, key);
+      }
+      return got;
+    };
 
     it('@sesamecare-oss/redlock: acquire, contention, extend, release, multi-resource', async () => {
       const cs = clients(Redis6);
       const redlock = new SesameRedlock(cs, { retryCount: 0 });
       const [a, b] = [uniq('ses'), uniq('ses')];
       const lock = await redlock.acquire([a, b], 2000);
-      assert.deepEqual(await holders(cs, a), [lock.value, lock.value, lock.value]);
+      assert.deepEqual(await settled(cs, a, [lock.value, lock.value, lock.value]), [lock.value, lock.value, lock.value]);
       await assert.rejects(redlock.acquire([b], 2000), ExecutionError);
       for (const c of cs) await c.script('FLUSH'); // next calls: EVALSHA → NOSCRIPT → EVAL
       const extended = await lock.extend(5000);
@@ -39,13 +49,7 @@ for (const target of TARGETS) {
       for (const p of pttls) assert.ok(p > 4000 && p <= 5000, String(pttls));
       const rel = await extended.release();
       assert.equal(rel.attempts.length, 1);
-      // release() resolves once a quorum answered; the last server's DEL may still be in flight.
-      let left = await holders(cs, a);
-      for (let i = 0; i < 100 && left.some((v) => v !== null); i++) {
-        await new Promise((r) => setTimeout(r, 10));
-        left = await holders(cs, a);
-      }
-      assert.deepEqual(left, [null, null, null]);
+      assert.deepEqual(await settled(cs, a, [null, null, null]), [null, null, null]);
       const again = await redlock.acquire([b], 1000);
       await again.release();
     });
@@ -65,7 +69,7 @@ for (const target of TARGETS) {
       });
       assert.equal(result, 'done');
       assert.ok(extensions >= 2, `extensions=${extensions}`);
-      assert.deepEqual(await holders(cs, k), [null, null, null]);
+      assert.deepEqual(await settled(cs, k, [null, null, null]), [null, null, null]);
     });
 
     it('classic redlock 4.2.0: lock, contention, extend, unlock', async () => {
@@ -73,13 +77,13 @@ for (const target of TARGETS) {
       const redlock = new ClassicRedlock(cs, { retryCount: 0 });
       const k = uniq('rl4');
       const lock = await redlock.lock(k, 2000);
-      assert.deepEqual(await holders(cs, k), [lock.value, lock.value, lock.value]);
+      assert.deepEqual(await settled(cs, k, [lock.value, lock.value, lock.value]), [lock.value, lock.value, lock.value]);
       await assert.rejects(redlock.lock(k, 2000), ClassicRedlock.LockError);
       for (const c of cs) await c.script('FLUSH');
       const ext = await lock.extend(5000);
       for (const p of await Promise.all(cs.map((c) => c.pttl(k)))) assert.ok(p > 4000 && p <= 5000, String(p));
       await ext.unlock();
-      assert.deepEqual(await holders(cs, k), [null, null, null]);
+      assert.deepEqual(await settled(cs, k, [null, null, null]), [null, null, null]);
       await (await redlock.lock(k, 500)).unlock();
     });
 
@@ -91,7 +95,7 @@ for (const target of TARGETS) {
       await assert.rejects(redlock.acquire([k], 2000));
       const ext = await lock.extend(4000);
       await ext.release();
-      assert.deepEqual(await holders(cs, k), [null, null, null]);
+      assert.deepEqual(await settled(cs, k, [null, null, null]), [null, null, null]);
       const out = await redlock.using([k], 600, async (signal) => {
         await sleep(1100);
         assert.equal(signal.aborted, false);
