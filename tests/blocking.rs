@@ -252,3 +252,18 @@ fn info_and_client_state_while_blocked() {
         .cmd_str(&["INFO", "clients"])
         .contains("clients_in_timeout_table:1\r\n"));
 }
+
+#[test]
+fn rename_and_multi_key_waits() {
+    let t = both(|s| {
+        let (mut a, mut b) = (s.conn(), s.conn());
+        a.send(&["BRPOP", "k1", "k2", "0"]);
+        wait_blocked(&mut b, 1);
+        let mut out = vec![b.cmd(&["RPUSH", "tmp", "a", "b"])];
+        out.push(b.cmd(&["RENAME", "tmp", "k2"]));
+        out.push(a.read_reply());
+        out.push(b.cmd(&["LRANGE", "k2", "0", "-1"]));
+        out
+    });
+    assert_eq!(t[2], b"*2\r\n$2\r\nk2\r\n$1\r\nb\r\n");
+}

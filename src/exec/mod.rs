@@ -301,6 +301,15 @@ pub fn spawn(server: Server) -> std::io::Result<(Inbox, std::thread::JoinHandle<
                         _ = tick.tick() => server.cron(),
                         _ = sleep_opt(waiter_due) => blocking::time_out(&mut server),
                     }
+                    // Under a steady stream of messages the timer branch may never win the
+                    // select: time out due waiters here as well.
+                    if server
+                        .waiters
+                        .next_deadline()
+                        .is_some_and(|d| d <= unix_ms())
+                    {
+                        blocking::time_out(&mut server);
+                    }
                     if server.shutting_down {
                         break;
                     }
