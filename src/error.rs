@@ -38,6 +38,15 @@ impl CmdError {
         CmdError::Other(Cow::Owned(format!("ERR {text}")))
     }
 
+    /// Turns an `ERR …` text into Redis's `MISCONF …`.
+    pub fn into_misconf(self) -> CmdError {
+        let text = self.to_string();
+        CmdError::Other(Cow::Owned(format!(
+            "MISCONF {}",
+            text.strip_prefix("ERR ").unwrap_or(&text)
+        )))
+    }
+
     /// The error code (first word), as INFO errorstats reports it.
     pub fn code(&self) -> String {
         let text = self.to_string();

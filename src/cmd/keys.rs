@@ -267,11 +267,21 @@ pub struct ScanOpts<'a> {
     pub type_name: Option<&'a [u8]>,
 }
 
+/// Redis parses cursors with `strtoul`: a leading '-' wraps around instead of failing.
 pub fn parse_cursor(arg: &[u8]) -> CmdResult<u64> {
-    std::str::from_utf8(arg)
-        .ok()
-        .and_then(|s| s.parse::<u64>().ok())
-        .ok_or(CmdError::err("ERR invalid cursor"))
+    let invalid = || CmdError::err("ERR invalid cursor");
+    let text = std::str::from_utf8(arg).map_err(|_| invalid())?;
+    match text.strip_prefix('-') {
+        Some(rest) => rest
+            .parse::<u64>()
+            .map(u64::wrapping_neg)
+            .map_err(|_| invalid()),
+        None => text
+            .strip_prefix('+')
+            .unwrap_or(text)
+            .parse::<u64>()
+            .map_err(|_| invalid()),
+    }
 }
 
 pub fn parse_scan_opts(opts: &[Bytes], allow_type: bool) -> CmdResult<ScanOpts<'_>> {
@@ -386,6 +396,7 @@ fn flushdb(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     flush_mode_ok(argv)?;
     let db = ctx.client.db;
     ctx.srv.signal_flushed_db(Some(db));
+    ctx.srv.record(crate::persist::LogOp::FlushDb(db));
     ctx.db().clear();
     Ok(Frame::ok())
 }
@@ -393,6 +404,7 @@ fn flushdb(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 fn flushall(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     flush_mode_ok(argv)?;
     ctx.srv.signal_flushed_db(None);
+    ctx.srv.record(crate::persist::LogOp::FlushAll);
     for db in ctx.srv.dbs.iter_mut() {
         db.clear();
     }
@@ -408,5 +420,7 @@ fn swapdb(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     ctx.srv.dbs.swap(a as usize, b as usize);
     ctx.srv.signal_swapped_dbs(a as usize, b as usize);
+    ctx.srv
+        .record(crate::persist::LogOp::SwapDb(a as usize, b as usize));
     Ok(Frame::ok())
 }

@@ -1,11 +1,16 @@
 //! Commands: one table drives lookup, arity, flags and `COMMAND` output; one file per family.
 
+pub mod acl;
 pub mod args;
 pub mod connection;
 pub mod dispatch;
 pub mod hash;
 pub mod keys;
 pub mod list;
+pub mod observe;
+pub mod persistence;
+pub mod pubsub;
+pub mod scripting;
 pub mod server;
 pub mod set;
 pub mod string;
@@ -59,6 +64,10 @@ impl Ctx<'_> {
     /// blocked clients) followed by `notifyKeyspaceEvent(class, event, key)`.
     pub fn changed(&mut self, class: u32, event: &'static str, key: &[u8]) {
         let db = self.client.db;
+        self.srv.record(crate::persist::LogOp::Key(
+            db,
+            bytes::Bytes::copy_from_slice(key),
+        ));
         self.srv.signal_modified_key(db, key);
         self.srv.notify_keyspace_event(class, event, key, db);
     }

@@ -5,6 +5,7 @@ use super::table::{flags, flags::*, CommandSpec, NO_KEYS};
 use super::Ctx;
 use crate::config::{Config, DIRECTIVES};
 use crate::error::{CmdError, CmdResult};
+use crate::exec::pubsub::Kind;
 use crate::exec::{unix_us, Server, REDIS_VERSION};
 use crate::protocol::Frame;
 use bytes::Bytes;
@@ -109,7 +110,15 @@ fn lastsave(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     Ok(Frame::Integer(ctx.srv.stats.start_unix as i64))
 }
 
-fn debug(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+fn debug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let allowed = match ctx.srv.config.enable_debug_command {
+        crate::config::DebugCommand::Yes => true,
+        crate::config::DebugCommand::Local => ctx.client.addr.ip().is_loopback(),
+        crate::config::DebugCommand::No => false,
+    };
+    if !allowed {
+        return Err(CmdError::err("ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server."));
+    }
     if is(&argv[1], "sleep") && argv.len() == 3 {
         let secs = float_arg(&argv[2])?;
         if secs > 0.0 {
@@ -163,9 +172,7 @@ fn config_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         "HELP",
         "    Print this help.",
     ];
-    Ok(Frame::Array(
-        lines.iter().map(|l| Frame::simple(l)).collect(),
-    ))
+    Ok(Frame::help(&lines))
 }
 
 fn config_get(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -189,7 +196,7 @@ fn config_get(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if argv.len() % 2 == 1 {
-        return Err(CmdError::WrongArity("config|set".into()));
+        return Err(CmdError::Syntax);
     }
     let mut updated = ctx.srv.config.clone();
     let mut seen = Vec::new();
@@ -225,7 +232,12 @@ pub fn apply_config(srv: &mut Server, cfg: Config) {
         crate::logging::set_level(cfg.loglevel);
     }
     srv.shared.apply(&cfg);
+    let persistence_changed =
+        cfg.appendonly != srv.config.appendonly || cfg.appendfsync != srv.config.appendfsync;
     srv.config = cfg;
+    if persistence_changed {
+        srv.persistence_config_changed();
+    }
 }
 
 fn config_resetstat(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
@@ -402,9 +414,7 @@ fn command_info(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Frame::Array(
         argv[2..]
             .iter()
-            .map(|n| {
-                lookup_full(ctx.srv, n).map_or(Frame::NullArray, |id| command_entry(ctx.srv, id))
-            })
+            .map(|n| lookup_full(ctx.srv, n).map_or(Frame::Null, |id| command_entry(ctx.srv, id)))
             .collect(),
     ))
 }
@@ -494,9 +504,7 @@ fn command_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         "HELP",
         "    Print this help.",
     ];
-    Ok(Frame::Array(
-        lines.iter().map(|l| Frame::simple(l)).collect(),
-    ))
+    Ok(Frame::help(&lines))
 }
 
 // ---- INFO ------------------------------------------------------------------------------------
@@ -572,6 +580,20 @@ fn cpu_times() -> (f64, f64) {
     (t(ru.ru_stime), t(ru.ru_utime))
 }
 
+/// MemTotal from /proc/meminfo (0 where unavailable), as Redis's total_system_memory.
+fn total_system_memory() -> usize {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<usize>().ok())
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(0)
+}
+
 fn human(bytes: usize) -> String {
     let b = bytes as f64;
     if b < 1024.0 {
@@ -622,28 +644,59 @@ fn write_section(srv: &mut Server, _resp: u8, sec: &str, out: &mut String) {
             let used = crate::alloc::used_memory();
             let peak = crate::alloc::peak_memory();
             let rss = crate::alloc::rss_bytes();
+            let total = total_system_memory();
+            let max = srv.config.maxmemory;
             let _ = write!(
                 out,
-                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_lua:0\r\nused_memory_scripts:0\r\nmaxmemory:0\r\nmaxmemory_human:0B\r\nmaxmemory_policy:noeviction\r\nmem_fragmentation_ratio:{:.2}\r\nmem_allocator:libc\r\n",
+                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_peak_perc:{:.2}%\r\ntotal_system_memory:{total}\r\ntotal_system_memory_human:{}\r\nused_memory_lua:0\r\nused_memory_scripts:0\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_fragmentation_ratio:{:.2}\r\nmem_not_counted_for_evict:0\r\nmem_allocator:libc\r\n",
                 human(used),
                 human(rss),
                 human(peak),
+                if peak > 0 { used as f64 * 100.0 / peak as f64 } else { 0.0 },
+                human(total),
+                human(max as usize),
+                srv.config.maxmemory_policy,
                 if used > 0 { rss as f64 / used as f64 } else { 0.0 },
             );
         }
         "persistence" => {
+            let aof = srv.aof.as_ref();
+            let status = |ok: bool| if ok { "ok" } else { "err" };
             let _ = write!(
                 out,
-                "# Persistence\r\nloading:0\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\ncurrent_cow_size:0\r\ncurrent_cow_size_age:0\r\ncurrent_fork_perc:0.00\r\ncurrent_save_keys_processed:0\r\ncurrent_save_keys_total:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:ok\r\nrdb_last_bgsave_time_sec:-1\r\nrdb_current_bgsave_time_sec:-1\r\nrdb_saves:0\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\naof_rewrite_scheduled:0\r\naof_last_rewrite_time_sec:-1\r\naof_current_rewrite_time_sec:-1\r\naof_last_bgrewrite_status:ok\r\naof_rewrites:0\r\naof_last_write_status:ok\r\naof_last_cow_size:0\r\nmodule_fork_in_progress:0\r\nmodule_fork_last_cow_size:0\r\n",
-                srv.stats.start_unix
+                "# Persistence\r\nloading:{}\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\ncurrent_cow_size:0\r\ncurrent_cow_size_age:0\r\ncurrent_fork_perc:0.00\r\ncurrent_save_keys_processed:0\r\ncurrent_save_keys_total:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:ok\r\nrdb_last_bgsave_time_sec:-1\r\nrdb_current_bgsave_time_sec:-1\r\nrdb_saves:0\r\naof_enabled:{}\r\naof_rewrite_in_progress:{}\r\naof_rewrite_scheduled:0\r\naof_last_rewrite_time_sec:{}\r\naof_current_rewrite_time_sec:{}\r\naof_last_bgrewrite_status:{}\r\naof_rewrites:{}\r\naof_last_write_status:{}\r\naof_last_cow_size:0\r\nmodule_fork_in_progress:0\r\nmodule_fork_last_cow_size:0\r\n",
+                srv.loader.is_some() as u8,
+                srv.stats.start_unix,
+                aof.is_some() as u8,
+                aof.is_some_and(|a| a.rewrite_in_progress()) as u8,
+                aof.map_or(-1, |a| a.last_rewrite_secs),
+                aof.and_then(|a| a.rewrite_started).map_or(-1, |t| t.elapsed().as_secs() as i64),
+                status(aof.is_none_or(|a| a.last_rewrite_ok)),
+                aof.map_or(0, |a| a.rewrites),
+                status(aof.is_none_or(|a| a.last_write_ok)),
             );
+            if let Some(a) = aof {
+                let _ = write!(
+                    out,
+                    "aof_current_size:{}\r\naof_base_size:{}\r\naof_pending_rewrite:0\r\naof_buffer_length:{}\r\naof_pending_bio_fsync:0\r\naof_delayed_fsync:0\r\n",
+                    a.current_size,
+                    a.base_size,
+                    a.pending.len()
+                );
+            }
+            if let Some(until) = srv.writes_refused_until {
+                let left = until
+                    .saturating_duration_since(std::time::Instant::now())
+                    .as_millis();
+                let _ = write!(out, "lock_restart_delay_remaining_ms:{left}\r\n");
+            }
         }
         "stats" => {
             let expired: u64 = srv.dbs.iter().map(|d| d.expired_total).sum();
             let st = &srv.stats;
             let _ = write!(
                 out,
-                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\ninstantaneous_input_kbps:0.00\r\ninstantaneous_output_kbps:0.00\r\nrejected_connections:{}\r\nsync_full:0\r\nsync_partial_ok:0\r\nsync_partial_err:0\r\nexpired_keys:{expired}\r\nexpired_stale_perc:0.00\r\nexpired_time_cap_reached_count:0\r\nexpire_cycle_cpu_milliseconds:0\r\nevicted_keys:0\r\nevicted_clients:0\r\ntotal_eviction_exceeded_time:0\r\ncurrent_eviction_exceeded_time:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:0\r\npubsub_patterns:0\r\nlatest_fork_usec:0\r\ntotal_forks:0\r\nmigrate_cached_sockets:0\r\nslave_expires_tracked_keys:0\r\nactive_defrag_hits:0\r\nactive_defrag_misses:0\r\nactive_defrag_key_hits:0\r\nactive_defrag_key_misses:0\r\ntotal_active_defrag_time:0\r\ncurrent_active_defrag_time:0\r\ntracking_total_keys:0\r\ntracking_total_items:0\r\ntracking_total_prefixes:0\r\nunexpected_error_replies:0\r\ntotal_error_replies:{}\r\ndump_payload_sanitizations:0\r\ntotal_reads_processed:0\r\ntotal_writes_processed:0\r\nio_threaded_reads_processed:0\r\nio_threaded_writes_processed:0\r\nreply_buffer_shrinks:0\r\nreply_buffer_expands:0\r\n",
+                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\ninstantaneous_input_kbps:0.00\r\ninstantaneous_output_kbps:0.00\r\nrejected_connections:{}\r\nsync_full:0\r\nsync_partial_ok:0\r\nsync_partial_err:0\r\nexpired_keys:{expired}\r\nexpired_stale_perc:0.00\r\nexpired_time_cap_reached_count:0\r\nexpire_cycle_cpu_milliseconds:0\r\nevicted_keys:0\r\nevicted_clients:0\r\ntotal_eviction_exceeded_time:0\r\ncurrent_eviction_exceeded_time:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nlatest_fork_usec:0\r\ntotal_forks:0\r\nmigrate_cached_sockets:0\r\nslave_expires_tracked_keys:0\r\nactive_defrag_hits:0\r\nactive_defrag_misses:0\r\nactive_defrag_key_hits:0\r\nactive_defrag_key_misses:0\r\ntotal_active_defrag_time:0\r\ncurrent_active_defrag_time:0\r\ntracking_total_keys:0\r\ntracking_total_items:0\r\ntracking_total_prefixes:0\r\nunexpected_error_replies:0\r\ntotal_error_replies:{}\r\ndump_payload_sanitizations:0\r\ntotal_reads_processed:0\r\ntotal_writes_processed:0\r\nio_threaded_reads_processed:0\r\nio_threaded_writes_processed:0\r\nreply_buffer_shrinks:0\r\nreply_buffer_expands:0\r\n",
                 shared.total_connections.load(Ordering::Relaxed),
                 st.total_commands,
                 st.instantaneous_ops(),
@@ -652,6 +705,9 @@ fn write_section(srv: &mut Server, _resp: u8, sec: &str, out: &mut String) {
                 shared.rejected_connections.load(Ordering::Relaxed),
                 st.keyspace_hits,
                 st.keyspace_misses,
+                srv.pubsub.len(Kind::Channel),
+                srv.pubsub.len(Kind::Pattern),
+                srv.pubsub.len(Kind::Shard),
                 st.total_error_replies,
             );
         }

@@ -154,6 +154,11 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         super::set::COMMANDS,
         super::zset::COMMANDS,
         super::tx::COMMANDS,
+        super::persistence::COMMANDS,
+        super::pubsub::COMMANDS,
+        super::scripting::COMMANDS,
+        super::acl::COMMANDS,
+        super::observe::COMMANDS,
     ]
 }
 

@@ -120,14 +120,22 @@ fn resume(srv: &mut Server, id: u64, timed_out: bool) {
     let Some(mut client) = srv.clients.remove(&id) else {
         return;
     };
-    client.shared.timeout_exempt.store(false, Ordering::Relaxed);
+    // Still exempt if it is subscribed (RESP3 clients can be both).
+    let subscribed = client.pubsub.subscribed();
+    client
+        .shared
+        .timeout_exempt
+        .store(subscribed, Ordering::Relaxed);
     let mut out = BytesMut::new();
     if timed_out {
         // Redis 7.0 answers every timed-out list/zset wait with a null array (even BLMOVE).
         encode(&Frame::NullArray, client.resp3(), &mut out);
     } else {
         client.block_deadline = Some(b.deadline);
-        dispatch::process(srv, &mut client, b.argv, &mut out);
+        if let Some(argv) = dispatch::process(srv, &mut client, b.argv, &mut out) {
+            // Held by CLIENT PAUSE: `drive` parks it with the rest of the pipeline.
+            client.pending.push_front(argv);
+        }
         client.block_deadline = None;
     }
     drive(srv, client, out);
@@ -137,12 +145,27 @@ fn resume(srv: &mut Server, id: u64, timed_out: bool) {
 /// hands the output to its connection and puts the client back.
 pub fn drive(srv: &mut Server, mut client: Client, mut out: BytesMut) {
     let id = client.id;
+    // A waiter served while another client's batch runs: that client's pending self-pushes
+    // stay its own.
+    let outer_running = std::mem::replace(&mut srv.running, id);
+    let outer_pushes = std::mem::take(&mut srv.self_pushes);
     let mut blocked = srv.waiters.is_blocked(id);
+    let mut postponed = false;
     while !blocked {
         let Some(argv) = client.pending.pop_front() else {
             break;
         };
-        dispatch::process(srv, &mut client, argv, &mut out);
+        let held = dispatch::process(srv, &mut client, argv, &mut out);
+        srv.end_unit();
+        if let Some(argv) = held {
+            // CLIENT PAUSE: the command waits, with the rest of the pipeline, for the pause to end.
+            client.pending.push_front(argv);
+            if !srv.ops.pause.waiting.contains(&id) {
+                srv.ops.pause.waiting.push(id);
+            }
+            postponed = true;
+            break;
+        }
         if client.close_after_reply || srv.shutting_down {
             client.pending.clear();
             break;
@@ -150,18 +173,24 @@ pub fn drive(srv: &mut Server, mut client: Client, mut out: BytesMut) {
         blocked = srv.waiters.is_blocked(id);
     }
     srv.drain_expired();
+    srv.flush_self_pushes(client.resp3(), &mut out);
+    srv.running = outer_running;
+    srv.self_pushes = outer_pushes;
     let close = client.close_after_reply;
     if close && blocked {
         srv.waiters.unblock(id);
         blocked = false;
     }
-    if !out.is_empty() || !blocked {
-        srv.shared
-            .net_output_bytes
-            .fetch_add(out.len() as u64, Ordering::Relaxed);
-        client.push_out(out.freeze(), !blocked, close);
+    if !out.is_empty() || !(blocked || postponed) {
+        srv.deliver(&client, out.freeze(), !(blocked || postponed), close);
     }
-    if !close {
+    if !close && srv.batch_output_over_limit(&mut client) {
+        srv.close_client(client);
+        return;
+    }
+    if close {
+        srv.forget_client(&mut client);
+    } else {
         srv.clients.insert(id, client);
     }
 }

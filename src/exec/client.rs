@@ -1,7 +1,7 @@
 //! Per-connection state kept by the executor (the connection task only moves bytes).
 
 use crate::cmd::table::CmdId;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -29,6 +29,8 @@ pub struct ClientShared {
     pub killed: AtomicBool,
     /// Blocked, subscribed or monitoring clients are exempt from the idle `timeout`.
     pub timeout_exempt: AtomicBool,
+    /// Wakes the connection task out of a write to a client that does not read, when killed.
+    pub kill_notify: tokio::sync::Notify,
 }
 
 pub struct Client {
@@ -43,9 +45,12 @@ pub struct Client {
     pub resp: u8,
     pub authenticated: bool,
     pub user: String,
+    /// The user's permissions, fixed at AUTH (see cmd/acl.rs).
+    pub perms: crate::cmd::acl::Perms,
     pub created: Instant,
     pub last_interaction: Instant,
-    pub last_cmd: &'static str,
+    /// Table id of the last command run (CLIENT LIST `cmd=`), None before the first.
+    pub last_cmd: Option<usize>,
     pub out: OutSender,
     pub shared: Arc<ClientShared>,
     /// Close after the current batch's replies are written.
@@ -62,6 +67,12 @@ pub struct Client {
     pub in_exec: bool,
     /// Set while a served waiter re-runs its command: the deadline it blocked with.
     pub block_deadline: Option<u64>,
+    /// Channels, patterns and shard channels this client is subscribed to.
+    pub pubsub: super::pubsub::ClientPubSub,
+    /// Pushes queued by the executor, not yet handed to the connection task: a burst of
+    /// messages to one subscriber leaves as one chunk (one wake-up, one write), as Redis writes
+    /// a client's buffer once per event-loop turn. `Server::flush_deferred` sends them.
+    pub deferred: BytesMut,
 }
 
 impl Client {
@@ -84,9 +95,10 @@ impl Client {
             resp: 2,
             authenticated: false,
             user: "default".into(),
+            perms: Default::default(),
             created: now,
             last_interaction: now,
-            last_cmd: "NULL",
+            last_cmd: None,
             out,
             shared,
             close_after_reply: false,
@@ -96,6 +108,8 @@ impl Client {
             multi_dirty: false,
             in_exec: false,
             block_deadline: None,
+            pubsub: Default::default(),
+            deferred: BytesMut::new(),
         }
     }
 
@@ -103,8 +117,10 @@ impl Client {
         self.resp == 3
     }
 
-    /// Sends bytes to the connection outside of a batch reply (pub/sub, wake-ups).
-    pub fn push(&self, data: Bytes, batch_done: bool) {
+    /// Sends bytes to the connection outside of a batch reply (wake-ups), after any deferred
+    /// pushes, so output stays in the order it was produced.
+    pub fn push(&mut self, data: Bytes, batch_done: bool) {
+        self.flush_deferred();
         self.shared
             .pending_out
             .fetch_add(data.len(), Ordering::Relaxed);
@@ -127,8 +143,36 @@ impl Client {
         });
     }
 
+    /// Queues a push for the next `flush_deferred`; true if the queue was empty (the caller
+    /// remembers the client as having output to flush).
+    pub fn defer(&mut self, data: &[u8]) -> bool {
+        let was_empty = self.deferred.is_empty();
+        self.deferred.extend_from_slice(data);
+        self.shared
+            .pending_out
+            .fetch_add(data.len(), Ordering::Relaxed);
+        was_empty
+    }
+
+    /// Hands the deferred pushes to the connection task (already counted in `pending_out`).
+    pub fn flush_deferred(&mut self) {
+        if self.deferred.is_empty() {
+            return;
+        }
+        let data = self.deferred.split().freeze();
+        if self.deferred.capacity() > 64 << 10 {
+            self.deferred = BytesMut::new();
+        }
+        let _ = self.out.send(Out {
+            data,
+            batch_done: false,
+            close: false,
+        });
+    }
+
     pub fn kill(&self) {
         self.shared.killed.store(true, Ordering::Relaxed);
+        self.shared.kill_notify.notify_one();
         let _ = self.out.send(Out {
             data: Bytes::new(),
             batch_done: true,

@@ -4,14 +4,21 @@
 
 pub mod blocking;
 pub mod client;
+pub mod notify;
+pub mod pubsub;
 pub mod stats;
 
+use crate::cmd::dispatch;
 use crate::cmd::table::Table;
 use crate::config::Config;
+use crate::persist::aof::Aof;
+use crate::persist::load::{LoadError, Loader, Step};
+use crate::persist::{emit, Fsync, LogOp};
+use crate::protocol::Frame;
 use crate::store::waiters::{Waiters, Watches};
 use crate::store::Db;
 use bytes::{Bytes, BytesMut};
-use client::Client;
+use client::{Client, Out};
 use stats::Stats;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
@@ -40,6 +47,8 @@ pub struct Shared {
     pub proto_max_bulk_len: AtomicI64,
     pub client_query_buffer_limit: AtomicUsize,
     pub timeout_secs: AtomicU64,
+    /// Protected mode in force: non-loopback clients are refused at accept.
+    pub protected_mode: AtomicBool,
     pub total_connections: AtomicU64,
     pub rejected_connections: AtomicU64,
     pub net_input_bytes: AtomicU64,
@@ -47,6 +56,8 @@ pub struct Shared {
     /// Set when a client asked for SHUTDOWN; the accept loop watches `shutdown_notify`.
     pub shutdown_requested: AtomicBool,
     pub shutdown_notify: Notify,
+    /// A running script past busy-reply-threshold, SCRIPT KILL and SHUTDOWN NOSAVE requests.
+    pub script: crate::script::busy::BusyState,
 }
 
 impl Shared {
@@ -58,12 +69,14 @@ impl Shared {
             proto_max_bulk_len: AtomicI64::new(0),
             client_query_buffer_limit: AtomicUsize::new(0),
             timeout_secs: AtomicU64::new(0),
+            protected_mode: AtomicBool::new(false),
             total_connections: AtomicU64::new(0),
             rejected_connections: AtomicU64::new(0),
             net_input_bytes: AtomicU64::new(0),
             net_output_bytes: AtomicU64::new(0),
             shutdown_requested: AtomicBool::new(false),
             shutdown_notify: Notify::new(),
+            script: Default::default(),
         };
         s.apply(cfg);
         s
@@ -78,6 +91,8 @@ impl Shared {
         self.client_query_buffer_limit
             .store(cfg.client_query_buffer_limit as usize, Ordering::Relaxed);
         self.timeout_secs.store(cfg.timeout, Ordering::Relaxed);
+        self.protected_mode
+            .store(crate::server::protected::active(cfg), Ordering::Relaxed);
     }
 
     pub fn request_shutdown(&self) {
@@ -114,12 +129,34 @@ pub struct Server {
     pub run_id: String,
     /// Set by SHUTDOWN: the executor stops after the current batch.
     pub shutting_down: bool,
+    /// The append-only log, when `appendonly yes`.
+    pub aof: Option<Aof>,
+    /// Loading the log at start-up (commands meanwhile get -LOADING).
+    pub loader: Option<Loader>,
+    loader_client: Option<Box<Client>>,
+    /// True while replaying the log: its commands are not logged again.
+    replaying: bool,
+    /// Changes made by the current unit of work, logged when it ends.
+    pub log_ops: Vec<LogOp>,
+    /// Replies held until the log is durable (`appendfsync always`).
+    held: Vec<(client::OutSender, Out)>,
+    /// `lock-restart-delay`: writes are refused until then.
+    pub writes_refused_until: Option<Instant>,
     /// WATCHed keys and the clients whose transaction they invalidated.
     pub watches: Watches,
     /// Clients blocked on keys (see blocking.rs).
     pub waiters: Waiters,
     /// Ready keys are being served: nested commands leave new ready keys to the outer loop.
     pub serving_ready: bool,
+    pub pubsub: pubsub::Registry,
+    /// The client whose batch is running (0: none); it is not in `clients`.
+    pub running: u64,
+    /// Pushes for the running client, written into its batch output before the next reply.
+    pub self_pushes: Vec<Frame>,
+    /// Clients with deferred pushes (see `Client::deferred`).
+    pub dirty: Vec<u64>,
+    /// MONITOR, SLOWLOG and CLIENT PAUSE state (cmd/observe.rs).
+    pub ops: crate::cmd::observe::OpsState,
 }
 
 impl Server {
@@ -129,6 +166,26 @@ impl Server {
             .collect();
         let table = Arc::new(Table::build());
         let stats = Stats::new(table.entries.len());
+        let writes_refused_until = (config.lock_restart_delay > 0
+            && !(config.appendonly && config.appendfsync == Fsync::Always))
+            .then(|| Instant::now() + Duration::from_millis(config.lock_restart_delay));
+        if writes_refused_until.is_some() {
+            tracing::warn!(
+                "Writes are refused for lock-restart-delay ({} ms): this start may have lost acknowledged writes",
+                config.lock_restart_delay
+            );
+        }
+        let loader = if config.appendonly {
+            match Aof::files_to_load(&aof_dir(&config), &config.appendfilename) {
+                Ok(files) => Some(Loader::new(files, config.aof_load_truncated)),
+                Err(e) => fatal(&e),
+            }
+        } else {
+            None
+        };
+        let (tx, _) = tokio::sync::mpsc::unbounded_channel();
+        let nowhere: std::net::SocketAddr = ([127, 0, 0, 1], 0).into();
+        let loader_client = Box::new(Client::new(0, nowhere, nowhere, tx, Default::default()));
         Server {
             dbs,
             config,
@@ -141,9 +198,242 @@ impl Server {
                 .map(|_| fastrand::alphanumeric().to_ascii_lowercase())
                 .collect(),
             shutting_down: false,
+            ops: Default::default(),
+            pubsub: Default::default(),
+            running: 0,
+            self_pushes: Vec::new(),
+            dirty: Vec::new(),
             watches: Watches::default(),
             waiters: Waiters::default(),
             serving_ready: false,
+            aof: None,
+            loader,
+            loader_client: Some(loader_client),
+            replaying: false,
+            log_ops: Vec::new(),
+            held: Vec::new(),
+            writes_refused_until,
+        }
+    }
+
+    /// Records a change for the persistence log (nothing while loading or with the log off).
+    pub fn record(&mut self, op: LogOp) {
+        if self.aof.is_some() && !self.replaying {
+            self.log_ops.push(op);
+        }
+    }
+
+    /// Ends a unit of work (a command, an EXEC, a script, an expiry sweep): its changes go to
+    /// the log as one atomic block holding each changed key's final state.
+    pub fn end_unit(&mut self) {
+        if self.log_ops.is_empty() {
+            return;
+        }
+        let ops = std::mem::take(&mut self.log_ops);
+        let Some(aof) = self.aof.as_mut() else { return };
+        let mut seen = std::collections::HashSet::new();
+        let mut keep = vec![false; ops.len()];
+        for (i, op) in ops.iter().enumerate().rev() {
+            keep[i] = match op {
+                LogOp::Key(db, k) => seen.insert((*db, k.clone())),
+                _ => true,
+            };
+        }
+        let wrapped = keep.iter().filter(|k| **k).count() > 1;
+        let out = &mut aof.pending;
+        if wrapped {
+            emit::command(out, &[b"MULTI"]);
+        }
+        for (op, _) in ops.iter().zip(&keep).filter(|(_, k)| **k) {
+            let select = |db: usize, out: &mut Vec<u8>, selected: &mut Option<usize>| {
+                if *selected != Some(db) {
+                    emit::command(out, &[b"SELECT", itoa::Buffer::new().format(db).as_bytes()]);
+                    *selected = Some(db);
+                }
+            };
+            match op {
+                LogOp::Key(db, k) => {
+                    select(*db, out, &mut aof.selected_db);
+                    emit::key_state(out, k, self.dbs[*db].peek(k));
+                }
+                LogOp::FlushDb(db) => {
+                    select(*db, out, &mut aof.selected_db);
+                    emit::command(out, &[b"FLUSHDB"]);
+                }
+                LogOp::FlushAll => emit::command(out, &[b"FLUSHALL"]),
+                LogOp::SwapDb(a, b) => {
+                    let mut x = itoa::Buffer::new();
+                    let mut y = itoa::Buffer::new();
+                    emit::command(
+                        out,
+                        &[b"SWAPDB", x.format(*a).as_bytes(), y.format(*b).as_bytes()],
+                    );
+                }
+            }
+        }
+        if wrapped {
+            emit::command(out, &[b"EXEC"]);
+        }
+    }
+
+    /// The whole dataset as commands (the base file of a rewrite).
+    pub fn snapshot(&self) -> Vec<u8> {
+        let now = unix_ms();
+        let mut out = Vec::new();
+        for (i, db) in self.dbs.iter().enumerate() {
+            if db.is_empty() {
+                continue;
+            }
+            emit::command(
+                &mut out,
+                &[b"SELECT", itoa::Buffer::new().format(i).as_bytes()],
+            );
+            for (k, e) in db.iter() {
+                if !e.is_expired(now) {
+                    emit::key_state(&mut out, k, Some(e));
+                }
+            }
+        }
+        out
+    }
+
+    pub fn start_rewrite(&mut self) -> std::io::Result<()> {
+        let snapshot = self.snapshot();
+        match self.aof.as_mut() {
+            Some(aof) => aof.start_rewrite(snapshot),
+            None => Err(std::io::Error::other("appendonly is off")),
+        }
+    }
+
+    /// After each round of messages: make the round's log durable as the policy says, then
+    /// release the replies that waited for it.
+    fn after_round(&mut self) {
+        if let Some(aof) = self.aof.as_mut() {
+            let ok = aof.flush();
+            if !ok && aof.fsync == Fsync::Always {
+                fatal("Can't persist the AOF when the AOF fsync policy is 'always'. Exiting...");
+            }
+        }
+        for (out, msg) in self.held.drain(..) {
+            let _ = out.send(msg);
+        }
+    }
+
+    /// Sends output for `client` (a batch's replies), or holds it until the log is durable
+    /// (`appendfsync always`: nothing is acknowledged before its write is on disk).
+    pub fn deliver(&mut self, client: &Client, data: Bytes, batch_done: bool, close: bool) {
+        self.shared
+            .net_output_bytes
+            .fetch_add(data.len() as u64, Ordering::Relaxed);
+        client
+            .shared
+            .pending_out
+            .fetch_add(data.len(), Ordering::Relaxed);
+        let msg = Out {
+            data,
+            batch_done,
+            close,
+        };
+        if self
+            .aof
+            .as_ref()
+            .is_some_and(|a| a.needs_sync_before_reply())
+        {
+            self.held.push((client.out.clone(), msg));
+        } else {
+            let _ = client.out.send(msg);
+        }
+    }
+
+    /// Loads the log for about 20 ms; false when loading is finished.
+    fn load_step(&mut self) -> bool {
+        let Some(mut loader) = self.loader.take() else {
+            return false;
+        };
+        let mut client = self
+            .loader_client
+            .take()
+            .expect("loader client present while loading");
+        let started = Instant::now();
+        let done = loop {
+            match loader.next_unit() {
+                Ok(Step::Apply(cmds)) => {
+                    self.replaying = true;
+                    for argv in cmds {
+                        let id = match dispatch::resolve(self, &argv) {
+                            Ok(id) => id,
+                            Err(e) => fatal(&format!("Bad command in the append only file: {e}")),
+                        };
+                        let mut ctx = crate::cmd::Ctx {
+                            srv: self,
+                            client: &mut client,
+                            now: unix_ms(),
+                            in_script: false,
+                        };
+                        dispatch::run(&mut ctx, id, &argv);
+                    }
+                    self.replaying = false;
+                }
+                Ok(Step::Done) => break true,
+                Err(LoadError::Fatal(msg)) => fatal(&msg),
+            }
+            if started.elapsed() >= Loader::budget() {
+                break false;
+            }
+        };
+        self.loader_client = Some(client);
+        if done {
+            tracing::info!(
+                "DB loaded from append only file: {:.3} seconds ({} commands)",
+                loader.started.elapsed().as_secs_f64(),
+                loader.commands
+            );
+            self.drain_expired();
+            self.log_ops.clear();
+            match Aof::open(
+                aof_dir(&self.config),
+                self.config.appendfilename.clone(),
+                self.config.appendfsync,
+            ) {
+                Ok(aof) => self.aof = Some(aof),
+                Err(e) => fatal(&format!("Can't open the append-only file: {e}")),
+            }
+            false
+        } else {
+            self.loader = Some(loader);
+            true
+        }
+    }
+
+    /// CONFIG SET appendonly / appendfsync at run time.
+    pub fn persistence_config_changed(&mut self) {
+        match (self.config.appendonly, self.aof.is_some()) {
+            (true, false) if self.loader.is_none() => {
+                match Aof::open(
+                    aof_dir(&self.config),
+                    self.config.appendfilename.clone(),
+                    self.config.appendfsync,
+                ) {
+                    Ok(aof) => {
+                        self.aof = Some(aof);
+                        // The log must start from the current dataset.
+                        if let Err(e) = self.start_rewrite() {
+                            tracing::warn!("Can't start the AOF rewrite: {e}");
+                        }
+                    }
+                    Err(e) => tracing::warn!("Can't open the append-only file: {e}"),
+                }
+            }
+            (false, true) => {
+                if let Some(mut aof) = self.aof.take() {
+                    aof.fsync = Fsync::Always;
+                    aof.flush();
+                }
+            }
+            _ => {}
+        }
+        if let Some(aof) = self.aof.as_mut() {
+            aof.fsync = self.config.appendfsync;
         }
     }
 
@@ -152,17 +442,6 @@ impl Server {
     pub fn signal_modified_key(&mut self, db: usize, key: &[u8]) {
         self.watches.touch(db, key);
         self.waiters.signal(db, key);
-    }
-
-    /// Redis's `notifyKeyspaceEvent`: publishes `__keyspace@<db>__:<key>` / `__keyevent@<db>__:<event>`
-    /// when `notify-keyspace-events` enables the class.
-    pub fn notify_keyspace_event(
-        &mut self,
-        _class: u32,
-        _event: &'static str,
-        _key: &[u8],
-        _db: usize,
-    ) {
     }
 
     /// FLUSHDB (Some(db)) / FLUSHALL (None): Redis's `signalFlushedDb` (WATCH on any key of it).
@@ -199,15 +478,26 @@ impl Server {
         }
     }
 
-    /// Consumes the keys that expiry removed (lazily or actively) and counts them.
+    /// Consumes the keys that expiry removed (lazily or actively): Redis fires `expired` for
+    /// each, so waiters can wake at a lock's TTL instead of polling.
     pub fn drain_expired(&mut self) {
-        for (i, db) in self.dbs.iter_mut().enumerate() {
-            if !db.expired.is_empty() {
-                // Expiry is a modification for WATCH (Redis's deleteExpiredKeyAndPropagate).
-                for key in db.expired.iter() {
-                    self.watches.touch(i, key);
+        let logging = self.aof.is_some() && !self.replaying;
+        for db in 0..self.dbs.len() {
+            if self.dbs[db].expired.is_empty() {
+                continue;
+            }
+            let mut keys = std::mem::take(&mut self.dbs[db].expired);
+            for key in &keys {
+                if logging {
+                    self.log_ops.push(LogOp::Key(db, key.clone()));
                 }
-                db.expired.clear();
+                // Expiry is a modification for WATCH (Redis's deleteExpiredKeyAndPropagate).
+                self.watches.touch(db, key);
+                self.notify_keyspace_event(crate::cmd::event::EXPIRED, "expired", key, db);
+            }
+            keys.clear();
+            if self.dbs[db].expired.is_empty() {
+                self.dbs[db].expired = keys;
             }
         }
     }
@@ -215,15 +505,17 @@ impl Server {
     fn handle(&mut self, msg: Msg) {
         match msg {
             Msg::Connect(mut client) => {
-                // Like Redis: a client is authenticated at connect while no password is set.
-                client.authenticated = self.config.requirepass.is_none();
+                // Like Redis: a client is authenticated at connect while the default user needs
+                // no password.
+                client.authenticated = !self.config.auth_required();
+                client.perms = self.config.users.default_user().perms();
                 self.clients.insert(client.id, *client);
             }
             Msg::Batch { id, cmds } => self.run_batch(id, cmds),
             Msg::Disconnect { id } => {
-                self.clients.remove(&id);
-                self.watches.unwatch_all(id);
-                self.waiters.unblock(id);
+                if let Some(mut c) = self.clients.remove(&id) {
+                    self.forget_client(&mut c);
+                }
             }
             Msg::Shutdown => self.shutting_down = true,
         }
@@ -233,8 +525,21 @@ impl Server {
         let Some(mut client) = self.clients.remove(&id) else {
             return;
         };
+        // Pushes queued for it earlier come before this batch's replies.
+        client.flush_deferred();
         client.pending.extend(cmds);
         blocking::drive(self, client, BytesMut::with_capacity(64));
+        if self.ops.pause.ended {
+            self.resume_paused();
+        }
+    }
+
+    /// The pause ended: run what the held-back clients sent, in the order they were held.
+    fn resume_paused(&mut self) {
+        self.ops.pause.ended = false;
+        for id in std::mem::take(&mut self.ops.pause.waiting) {
+            self.run_batch(id, Vec::new());
+        }
     }
 
     /// Periodic work (Redis's serverCron): active expiry within a time budget.
@@ -250,8 +555,40 @@ impl Server {
             }
         }
         self.drain_expired();
+        self.end_unit();
+        self.flush_deferred();
         self.stats.sample_ops();
+        crate::cmd::observe::tick(self, now);
+        if self.ops.pause.ended {
+            self.resume_paused();
+        }
+        if let Some(aof) = self.aof.as_mut() {
+            aof.poll_rewrite();
+            if aof.should_auto_rewrite(
+                self.config.auto_aof_rewrite_percentage,
+                self.config.auto_aof_rewrite_min_size,
+            ) {
+                tracing::info!(
+                    "Starting automatic rewriting of AOF on {}% growth",
+                    self.config.auto_aof_rewrite_percentage
+                );
+                if let Err(e) = self.start_rewrite() {
+                    tracing::warn!("Can't start the AOF rewrite: {e}");
+                }
+            }
+        }
     }
+}
+
+fn aof_dir(cfg: &Config) -> std::path::PathBuf {
+    std::path::Path::new(&cfg.dir).join(&cfg.appenddirname)
+}
+
+/// Unrecoverable start-up or durability failure: log and exit like Redis.
+fn fatal(msg: &str) -> ! {
+    tracing::error!("{msg}");
+    eprintln!("{msg}");
+    std::process::exit(1);
 }
 
 async fn sleep_opt(d: Option<Duration>) {
@@ -267,6 +604,8 @@ pub fn spawn(server: Server) -> std::io::Result<(Inbox, std::thread::JoinHandle<
     let (tx, mut rx) = mpsc::unbounded_channel::<Msg>();
     let handle = std::thread::Builder::new()
         .name("executor".into())
+        // Lua scripts recurse on this thread (nested replies, cjson up to 1000 levels).
+        .stack_size(64 << 20)
         .spawn(move || {
             let rt = match tokio::runtime::Builder::new_current_thread()
                 .enable_time()
@@ -280,6 +619,13 @@ pub fn spawn(server: Server) -> std::io::Result<(Inbox, std::thread::JoinHandle<
             };
             let mut server = server;
             rt.block_on(async move {
+                // Load the log a slice at a time, answering clients (-LOADING) in between.
+                while server.load_step() {
+                    while let Ok(msg) = rx.try_recv() {
+                        server.handle(msg);
+                    }
+                    server.after_round();
+                }
                 let hz = server.config.hz.clamp(1, 500);
                 let mut tick = tokio::time::interval(Duration::from_millis(1000 / hz));
                 tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -293,13 +639,27 @@ pub fn spawn(server: Server) -> std::io::Result<(Inbox, std::thread::JoinHandle<
                         msg = rx.recv() => {
                             let Some(msg) = msg else { break };
                             server.handle(msg);
-                            // Drain what is already queued before sleeping again.
+                            // Drain what is already queued before sleeping again; pushes leave
+                            // in chunks, at least every 64 messages.
+                            let mut handled = 1;
                             while let Ok(msg) = rx.try_recv() {
                                 server.handle(msg);
+                                handled += 1;
+                                if handled % 64 == 0 {
+                                    server.flush_deferred();
+                                }
                             }
+                            server.flush_deferred();
+                            server.after_round();
                         }
-                        _ = tick.tick() => server.cron(),
-                        _ = sleep_opt(waiter_due) => blocking::time_out(&mut server),
+                        _ = tick.tick() => {
+                            server.cron();
+                            server.after_round();
+                        }
+                        _ = sleep_opt(waiter_due) => {
+                            blocking::time_out(&mut server);
+                            server.after_round();
+                        }
                     }
                     // Under a steady stream of messages the timer branch may never win the
                     // select: time out due waiters here as well.
@@ -311,6 +671,7 @@ pub fn spawn(server: Server) -> std::io::Result<(Inbox, std::thread::JoinHandle<
                         blocking::time_out(&mut server);
                     }
                     if server.shutting_down {
+                        server.after_round();
                         break;
                     }
                 }

@@ -67,6 +67,11 @@ impl Db {
         Some(idx)
     }
 
+    /// The entry as stored, expired or not, without touching it (for the persistence log).
+    pub fn peek(&self, key: &[u8]) -> Option<&Entry> {
+        self.map.get(key)
+    }
+
     pub fn get(&mut self, key: &[u8], now: u64) -> Option<&Entry> {
         let idx = self.live_index(key, now)?;
         Some(&self.map[idx])

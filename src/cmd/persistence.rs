@@ -1,0 +1,37 @@
+//! Persistence commands. The append-only file is the only persistence: SAVE and BGSAVE (RDB
+//! snapshots) are not offered and answer `ERR unknown command`, never a fake OK.
+
+use super::table::{flags::*, CommandSpec, NO_KEYS};
+use super::Ctx;
+use crate::error::{CmdError, CmdResult};
+use crate::protocol::Frame;
+use bytes::Bytes;
+
+pub static COMMANDS: &[CommandSpec] = &[CommandSpec {
+    name: "bgrewriteaof",
+    arity: 1,
+    flags: ADMIN | NOSCRIPT,
+    keys: NO_KEYS,
+    acl: &["admin"],
+    handler: bgrewriteaof,
+    subcommands: &[],
+}];
+
+fn bgrewriteaof(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    let Some(aof) = ctx.srv.aof.as_ref() else {
+        return Err(CmdError::err(
+            "ERR Background append only file rewriting is only available with appendonly yes",
+        ));
+    };
+    if aof.rewrite_in_progress() {
+        return Err(CmdError::err(
+            "ERR Background append only file rewriting already in progress",
+        ));
+    }
+    ctx.srv
+        .start_rewrite()
+        .map_err(|e| CmdError::erf(format!("Can't start the AOF rewrite: {e}")))?;
+    Ok(Frame::simple(
+        "Background append only file rewriting started",
+    ))
+}

@@ -1,0 +1,88 @@
+//! Commands that recreate a key's state, for the log and for rewrites.
+
+use crate::store::{Entry, Value};
+
+fn put_array_header(out: &mut Vec<u8>, n: usize) {
+    out.push(b'*');
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+fn put_bulk(out: &mut Vec<u8>, b: &[u8]) {
+    out.push(b'$');
+    out.extend_from_slice(itoa::Buffer::new().format(b.len()).as_bytes());
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(b);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends one command as a RESP multibulk request.
+pub fn command(out: &mut Vec<u8>, args: &[&[u8]]) {
+    put_array_header(out, args.len());
+    for a in args {
+        put_bulk(out, a);
+    }
+}
+
+/// Fields per HSET/RPUSH/SADD/ZADD command when a big value is written (bounds one command's size).
+const BATCH: usize = 64;
+
+/// Writes `cmd key <items…>` commands, at most BATCH items (of `per_item` arguments) each.
+fn batched(out: &mut Vec<u8>, cmd: &[u8], key: &[u8], per_item: usize, items: &[Vec<&[u8]>]) {
+    for chunk in items.chunks(BATCH) {
+        put_array_header(out, 2 + chunk.len() * per_item);
+        put_bulk(out, cmd);
+        put_bulk(out, key);
+        for item in chunk {
+            for a in item {
+                put_bulk(out, a);
+            }
+        }
+    }
+}
+
+/// Commands that make `key` hold exactly `entry` (or be absent).
+pub fn key_state(out: &mut Vec<u8>, key: &[u8], entry: Option<&Entry>) {
+    let Some(entry) = entry else {
+        command(out, &[b"DEL", key]);
+        return;
+    };
+    let mut ms = itoa::Buffer::new();
+    let deadline = ms.format(entry.expires_at).as_bytes().to_vec();
+    if let Value::Str(v) = &entry.value {
+        if entry.expires_at != 0 {
+            command(out, &[b"SET", key, v, b"PXAT", &deadline]);
+        } else {
+            command(out, &[b"SET", key, v]);
+        }
+        return;
+    }
+    command(out, &[b"DEL", key]);
+    match &entry.value {
+        Value::Str(_) => {}
+        Value::Hash(h) => {
+            let items: Vec<Vec<&[u8]>> = h.iter().map(|(f, v)| vec![&f[..], &v[..]]).collect();
+            batched(out, b"HSET", key, 2, &items);
+        }
+        Value::List(l) => {
+            let items: Vec<Vec<&[u8]>> = l.iter().map(|v| vec![&v[..]]).collect();
+            batched(out, b"RPUSH", key, 1, &items);
+        }
+        Value::Set(set) => {
+            let items: Vec<Vec<&[u8]>> = set.iter().map(|v| vec![&v[..]]).collect();
+            batched(out, b"SADD", key, 1, &items);
+        }
+        Value::ZSet(z) => {
+            // %.17g round-trips every f64 exactly (and prints inf/-inf as ZADD accepts them).
+            let scores: Vec<(Vec<u8>, &[u8])> = z
+                .iter_from(0)
+                .map(|(m, s)| (crate::protocol::number::fmt_g17(s).into_bytes(), &m[..]))
+                .collect();
+            let items: Vec<Vec<&[u8]>> = scores.iter().map(|(s, m)| vec![&s[..], *m]).collect();
+            batched(out, b"ZADD", key, 2, &items);
+        }
+    }
+    if entry.expires_at != 0 {
+        command(out, &[b"PEXPIREAT", key, &deadline]);
+    }
+}

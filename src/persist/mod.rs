@@ -1,0 +1,50 @@
+//! Durability: an append-only file of RESP commands (Redis 7's multi-part layout: a manifest, a
+//! base file and increment files in `appenddirname`).
+//!
+//! What is logged is the *effect* of each unit of work (a command, a whole EXEC or script, an
+//! expiry sweep), not the command text: every key a unit changed is written as commands that
+//! recreate its final state, with deadlines as absolute times (`SET k v PXAT t`, `PEXPIREAT`), and
+//! a unit touching several keys is wrapped in MULTI/EXEC. Replays are therefore deterministic
+//! (no relative TTL is re-applied after downtime, so a lock never outlives its original
+//! deadline), idempotent per key, and a torn unit is dropped as a whole.
+
+pub mod aof;
+pub mod emit;
+pub mod load;
+
+use bytes::Bytes;
+
+/// One change recorded during a unit of work.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LogOp {
+    Key(usize, Bytes),
+    FlushDb(usize),
+    FlushAll,
+    SwapDb(usize, usize),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fsync {
+    Always,
+    EverySec,
+    No,
+}
+
+impl Fsync {
+    pub fn name(self) -> &'static str {
+        match self {
+            Fsync::Always => "always",
+            Fsync::EverySec => "everysec",
+            Fsync::No => "no",
+        }
+    }
+
+    pub fn parse(v: &str) -> Option<Fsync> {
+        match v.to_ascii_lowercase().as_str() {
+            "always" => Some(Fsync::Always),
+            "everysec" => Some(Fsync::EverySec),
+            "no" => Some(Fsync::No),
+            _ => None,
+        }
+    }
+}

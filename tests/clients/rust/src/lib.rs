@@ -1,0 +1,1 @@
+// Only integration tests live in this package (tests/).
