@@ -267,3 +267,39 @@ fn rename_and_multi_key_waits() {
     });
     assert_eq!(t[2], b"*2\r\n$2\r\nk2\r\n$1\r\nb\r\n");
 }
+
+#[test]
+fn python_redis_lock_waiter_woken_by_the_unlock_script() {
+    let script = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("lua/python-redis-lock/unlock_script.lua"),
+    )
+    .unwrap();
+    let t = both(|s| {
+        let (mut holder, mut waiter, mut watch) = (s.conn(), s.conn(), s.conn());
+        let mut out = vec![holder.cmd(&["SET", "lock:prl", "id1", "NX", "EX", "60"])];
+        waiter.send(&["BLPOP", "lock-signal:prl", "3"]);
+        wait_blocked(&mut watch, 1);
+        out.push(holder.cmd(&[
+            "EVAL",
+            &script,
+            "2",
+            "lock:prl",
+            "lock-signal:prl",
+            "id1",
+            "1000",
+        ]));
+        out.push(waiter.read_reply());
+        // The waiter took the signal; the script's PEXPIRE applied to the list it emptied.
+        out.push(watch.cmd(&["EXISTS", "lock-signal:prl", "lock:prl"]));
+        // Blocking pops are refused inside scripts, BLMPOP acts as LMPOP.
+        out.push(watch.cmd(&["EVAL", "return redis.call('blpop', 'x', 0)", "0"]));
+        out.push(watch.cmd(&[
+            "EVAL",
+            "return redis.call('blmpop', 0, 1, 'x', 'left')",
+            "0",
+        ]));
+        out
+    });
+    assert_eq!(t[2], b"*2\r\n$15\r\nlock-signal:prl\r\n$1\r\n1\r\n");
+}

@@ -669,6 +669,7 @@ pub fn spawn(server: Server) -> std::io::Result<(Inbox, std::thread::JoinHandle<
                         .is_some_and(|d| d <= unix_ms())
                     {
                         blocking::time_out(&mut server);
+                        server.after_round();
                     }
                     if server.shutting_down {
                         server.after_round();

@@ -197,7 +197,9 @@ pub fn redis_server(extra: &[&str]) -> Server {
                 let mut c = Conn::connect(port);
                 let info = c.cmd_str(&["INFO", "server"]);
                 // (A server with a password cannot be asked; its own start is then trusted.)
-                if info.starts_with("-NOAUTH") || info.contains(&format!("process_id:{}\r\n", child.id())) {
+                if info.starts_with("-NOAUTH")
+                    || info.contains(&format!("process_id:{}\r\n", child.id()))
+                {
                     return Server { child, port, log };
                 }
                 break;
