@@ -303,3 +303,41 @@ fn python_redis_lock_waiter_woken_by_the_unlock_script() {
     });
     assert_eq!(t[2], b"*2\r\n$15\r\nlock-signal:prl\r\n$1\r\n1\r\n");
 }
+
+/// `flags=` and `multi=` of every CLIENT LIST line except the caller's, sorted.
+fn client_states(c: &mut Conn) -> Vec<u8> {
+    let list = c.cmd_str(&["CLIENT", "LIST"]);
+    let mut states: Vec<String> = list
+        .lines()
+        .filter(|l| l.contains("id=") && !l.contains("cmd=client|list"))
+        .map(|l| {
+            l.split(' ')
+                .filter(|f| f.starts_with("flags=") || f.starts_with("multi="))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    states.sort();
+    states.join(",").into_bytes()
+}
+
+#[test]
+fn client_list_shows_blocked_and_multi_clients() {
+    let t = both(|s| {
+        let (mut a, mut b, mut c) = (s.conn(), s.conn(), s.conn());
+        a.send(&["BLPOP", "k", "0"]);
+        wait_blocked(&mut c, 1);
+        b.cmd(&["MULTI"]);
+        b.cmd(&["SET", "x", "1"]);
+        b.cmd(&["SET", "y", "2"]);
+        let during = client_states(&mut c);
+        c.cmd(&["RPUSH", "k", "v"]);
+        a.read_reply();
+        b.cmd(&["EXEC"]);
+        vec![during, client_states(&mut c)]
+    });
+    assert_eq!(
+        String::from_utf8_lossy(&t[0]),
+        "flags=b multi=-1,flags=x multi=2"
+    );
+}
