@@ -511,8 +511,9 @@ fn do_move(
             End::Left => l.push_front(v.clone()),
             End::Right => l.push_back(v.clone()),
         }
-        ctx.changed(event::LIST, from.pop_event(), src);
+        // Redis announces the push before the pop, for a rotation too.
         ctx.changed(event::LIST, to.push_event(), dst);
+        ctx.changed(event::LIST, from.pop_event(), src);
         return Ok(Some(v));
     }
     let db = ctx.db();
