@@ -341,3 +341,27 @@ fn client_list_shows_blocked_and_multi_clients() {
         "flags=b multi=-1,flags=x multi=2"
     );
 }
+
+#[test]
+fn a_served_or_timed_out_blocking_pop_counts_as_one_call() {
+    let t = both(|s| {
+        let (mut a, mut b) = (s.conn(), s.conn());
+        b.cmd(&["CONFIG", "RESETSTAT"]);
+        a.send(&["BLPOP", "k", "0"]);
+        wait_blocked(&mut b, 1);
+        b.cmd(&["RPUSH", "k", "1"]);
+        a.read_reply();
+        a.cmd(&["BLPOP", "k", "0.01"]);
+        let stats = b.cmd_str(&["INFO", "commandstats"]);
+        let calls = |name: &str| {
+            stats
+                .lines()
+                .find(|l| l.starts_with(&format!("cmdstat_{name}:")))
+                .and_then(|l| l.split(',').next().map(str::to_string))
+                .unwrap_or_default()
+                .into_bytes()
+        };
+        vec![calls("blpop"), calls("rpush")]
+    });
+    assert_eq!(t[0], b"cmdstat_blpop:calls=2");
+}
