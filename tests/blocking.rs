@@ -365,3 +365,22 @@ fn a_served_or_timed_out_blocking_pop_counts_as_one_call() {
     });
     assert_eq!(t[0], b"cmdstat_blpop:calls=2");
 }
+
+#[test]
+fn served_blmove_with_a_wrong_type_destination_gets_wrongtype() {
+    let t = both(|s| {
+        let (mut a, mut b) = (s.conn(), s.conn());
+        a.send(&["BLMOVE", "src", "dst", "LEFT", "LEFT", "0"]);
+        wait_blocked(&mut b, 1);
+        let mut out = vec![b.cmd(&["SET", "dst", "str"])];
+        out.push(b.cmd(&["RPUSH", "src", "x"]));
+        out.push(a.read_reply());
+        out.push(b.cmd(&["LRANGE", "src", "0", "-1"]));
+        wait_blocked(&mut b, 0);
+        out
+    });
+    assert_eq!(
+        t[2],
+        b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
+    );
+}
