@@ -252,3 +252,135 @@ fn info_and_client_state_while_blocked() {
         .cmd_str(&["INFO", "clients"])
         .contains("clients_in_timeout_table:1\r\n"));
 }
+
+#[test]
+fn rename_and_multi_key_waits() {
+    let t = both(|s| {
+        let (mut a, mut b) = (s.conn(), s.conn());
+        a.send(&["BRPOP", "k1", "k2", "0"]);
+        wait_blocked(&mut b, 1);
+        let mut out = vec![b.cmd(&["RPUSH", "tmp", "a", "b"])];
+        out.push(b.cmd(&["RENAME", "tmp", "k2"]));
+        out.push(a.read_reply());
+        out.push(b.cmd(&["LRANGE", "k2", "0", "-1"]));
+        out
+    });
+    assert_eq!(t[2], b"*2\r\n$2\r\nk2\r\n$1\r\nb\r\n");
+}
+
+#[test]
+fn python_redis_lock_waiter_woken_by_the_unlock_script() {
+    let script = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("lua/python-redis-lock/unlock_script.lua"),
+    )
+    .unwrap();
+    let t = both(|s| {
+        let (mut holder, mut waiter, mut watch) = (s.conn(), s.conn(), s.conn());
+        let mut out = vec![holder.cmd(&["SET", "lock:prl", "id1", "NX", "EX", "60"])];
+        waiter.send(&["BLPOP", "lock-signal:prl", "3"]);
+        wait_blocked(&mut watch, 1);
+        out.push(holder.cmd(&[
+            "EVAL",
+            &script,
+            "2",
+            "lock:prl",
+            "lock-signal:prl",
+            "id1",
+            "1000",
+        ]));
+        out.push(waiter.read_reply());
+        // The waiter took the signal; the script's PEXPIRE applied to the list it emptied.
+        out.push(watch.cmd(&["EXISTS", "lock-signal:prl", "lock:prl"]));
+        // Blocking pops are refused inside scripts, BLMPOP acts as LMPOP.
+        out.push(watch.cmd(&["EVAL", "return redis.call('blpop', 'x', 0)", "0"]));
+        out.push(watch.cmd(&[
+            "EVAL",
+            "return redis.call('blmpop', 0, 1, 'x', 'left')",
+            "0",
+        ]));
+        out
+    });
+    assert_eq!(t[2], b"*2\r\n$15\r\nlock-signal:prl\r\n$1\r\n1\r\n");
+}
+
+/// `flags=` and `multi=` of every CLIENT LIST line except the caller's, sorted.
+fn client_states(c: &mut Conn) -> Vec<u8> {
+    let list = c.cmd_str(&["CLIENT", "LIST"]);
+    let mut states: Vec<String> = list
+        .lines()
+        .filter(|l| l.contains("id=") && !l.contains("cmd=client|list"))
+        .map(|l| {
+            l.split(' ')
+                .filter(|f| f.starts_with("flags=") || f.starts_with("multi="))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    states.sort();
+    states.join(",").into_bytes()
+}
+
+#[test]
+fn client_list_shows_blocked_and_multi_clients() {
+    let t = both(|s| {
+        let (mut a, mut b, mut c) = (s.conn(), s.conn(), s.conn());
+        a.send(&["BLPOP", "k", "0"]);
+        wait_blocked(&mut c, 1);
+        b.cmd(&["MULTI"]);
+        b.cmd(&["SET", "x", "1"]);
+        b.cmd(&["SET", "y", "2"]);
+        let during = client_states(&mut c);
+        c.cmd(&["RPUSH", "k", "v"]);
+        a.read_reply();
+        b.cmd(&["EXEC"]);
+        vec![during, client_states(&mut c)]
+    });
+    assert_eq!(
+        String::from_utf8_lossy(&t[0]),
+        "flags=b multi=-1,flags=x multi=2"
+    );
+}
+
+#[test]
+fn a_served_or_timed_out_blocking_pop_counts_as_one_call() {
+    let t = both(|s| {
+        let (mut a, mut b) = (s.conn(), s.conn());
+        b.cmd(&["CONFIG", "RESETSTAT"]);
+        a.send(&["BLPOP", "k", "0"]);
+        wait_blocked(&mut b, 1);
+        b.cmd(&["RPUSH", "k", "1"]);
+        a.read_reply();
+        a.cmd(&["BLPOP", "k", "0.01"]);
+        let stats = b.cmd_str(&["INFO", "commandstats"]);
+        let calls = |name: &str| {
+            stats
+                .lines()
+                .find(|l| l.starts_with(&format!("cmdstat_{name}:")))
+                .and_then(|l| l.split(',').next().map(str::to_string))
+                .unwrap_or_default()
+                .into_bytes()
+        };
+        vec![calls("blpop"), calls("rpush")]
+    });
+    assert_eq!(t[0], b"cmdstat_blpop:calls=2");
+}
+
+#[test]
+fn served_blmove_with_a_wrong_type_destination_gets_wrongtype() {
+    let t = both(|s| {
+        let (mut a, mut b) = (s.conn(), s.conn());
+        a.send(&["BLMOVE", "src", "dst", "LEFT", "LEFT", "0"]);
+        wait_blocked(&mut b, 1);
+        let mut out = vec![b.cmd(&["SET", "dst", "str"])];
+        out.push(b.cmd(&["RPUSH", "src", "x"]));
+        out.push(a.read_reply());
+        out.push(b.cmd(&["LRANGE", "src", "0", "-1"]));
+        wait_blocked(&mut b, 0);
+        out
+    });
+    assert_eq!(
+        t[2],
+        b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
+    );
+}

@@ -451,3 +451,84 @@ fn big_sets_and_zsets_match_redis() {
     );
     run_script("big", &script, &mut a, &mut b);
 }
+
+const EVENTS: &str = r#"
+    rpush l a b c d
+    lpush l z
+    lpushx l y
+    rpushx nokey y
+    lpop l
+    rpop l 2
+    lset l 0 Q
+    linsert l before Q P
+    lrem l 1 P
+    ltrim l 0 0
+    lmove l l left right
+    lmove l dst right left
+    rpoplpush dst l
+    rpush m 1 2 3
+    lmpop 1 m right count 2
+    blpop m 0
+    brpoplpush l other 0
+    sadd s a b c
+    sadd s a
+    srem s a
+    sadd one x
+    spop one
+    sadd n 1 2 3
+    spop n 5
+    zadd z 1 a 2 b 3 c 4 d 5 e
+    zadd z xx 1 nosuch
+    zadd z incr 5 a
+    zincrby z 1 b
+    zrem z c
+    zpopmin z
+    zpopmax z 1
+    bzpopmin z 0
+    zremrangebyscore z -inf 0
+    zremrangebyrank z 0 0
+    exists z
+    multi
+    rpush t 1
+    lpop t
+    sadd u x
+    exec
+"#;
+
+/// Keyspace and keyevent notifications (names, order, channels) for the data commands.
+#[test]
+fn keyspace_events_match_redis() {
+    let ours = common::deadbolt(&[]);
+    let theirs = common::redis_server(&[]);
+    let mut transcripts = Vec::new();
+    for s in [&ours, &theirs] {
+        let (mut sub, mut c) = (s.conn(), s.conn());
+        assert_eq!(
+            c.cmd(&["CONFIG", "SET", "notify-keyspace-events", "KEA"]),
+            b"+OK\r\n"
+        );
+        sub.cmd(&["PSUBSCRIBE", "__key*__:*"]);
+        sub.cmd(&["SUBSCRIBE", "done"]);
+        let mut replies = Vec::new();
+        for line in EVENTS.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            replies.push(c.cmd(&split_line(line)));
+        }
+        c.cmd(&["PUBLISH", "done", "1"]);
+        let mut events = Vec::new();
+        loop {
+            let m = sub.read_reply();
+            if m.ends_with(b"$4\r\ndone\r\n$1\r\n1\r\n") {
+                break;
+            }
+            events.push(String::from_utf8_lossy(&m).into_owned());
+        }
+        transcripts.push((replies, events));
+    }
+    let (a, b) = (&transcripts[0], &transcripts[1]);
+    assert_eq!(a.0, b.0, "replies");
+    for (i, (x, y)) in a.1.iter().zip(&b.1).enumerate() {
+        assert_eq!(x, y, "event {i}");
+    }
+    assert_eq!(a.1.len(), b.1.len());
+    assert!(a.1.len() > 60);
+}

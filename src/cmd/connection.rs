@@ -368,9 +368,23 @@ pub fn client_line(c: &Client, table: &crate::cmd::table::Table, out: &mut Strin
     let cmd = c
         .last_cmd
         .map_or("NULL", |id| table.entries[id].full_name.as_str());
+    // Redis's order of the flag letters we can have.
+    let mut flags = String::new();
+    for (on, letter) in [
+        (c.pubsub.subscribed(), 'P'),
+        (c.multi.is_some(), 'x'),
+        (c.blocked, 'b'),
+    ] {
+        if on {
+            flags.push(letter);
+        }
+    }
+    if flags.is_empty() {
+        flags.push('N');
+    }
     let _ = writeln!(
         out,
-        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={}",
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={}",
         c.id,
         c.addr,
         c.laddr,
@@ -378,11 +392,12 @@ pub fn client_line(c: &Client, table: &crate::cmd::table::Table, out: &mut Strin
         name,
         age,
         idle,
-        if c.pubsub.subscribed() { "P" } else { "N" },
+        flags,
         c.db,
         c.pubsub.channels.len(),
         c.pubsub.patterns.len(),
         c.pubsub.shard.len(),
+        c.multi.as_ref().map_or(-1, |q| q.len() as i64),
         omem,
         omem + 20000,
         cmd,

@@ -217,9 +217,12 @@ pub fn run(ctx: &mut Ctx, id: CmdId, argv: &[Bytes]) -> Frame {
     }
     let stats = &mut ctx.srv.stats;
     let st = &mut stats.commands[id];
-    st.calls += 1;
+    // A served waiter re-running its blocking command is still one call, as in Redis.
+    if ctx.client.block_deadline.is_none() {
+        st.calls += 1;
+        stats.total_commands += 1;
+    }
     st.usec += usec;
-    stats.total_commands += 1;
     match result {
         Ok(frame) => {
             if let Frame::Error(e) = &frame {

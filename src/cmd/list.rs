@@ -294,14 +294,13 @@ fn index_of(index: i64, len: usize) -> Option<usize> {
 }
 
 fn lindex(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    // Redis looks the key up before parsing the index: a missing key is null even for "abc".
     let Some(l) = list_ref(ctx, &argv[1])? else {
         return Ok(Frame::Null);
     };
-    let len = l.len();
     let index = int_arg(&argv[2])?;
-    let l = list_ref(ctx, &argv[1])?;
     Ok(Frame::opt_bulk(
-        index_of(index, len).and_then(|i| l.and_then(|l| l.get(i).cloned())),
+        index_of(index, l.len()).and_then(|i| l.get(i).cloned()),
     ))
 }
 
@@ -511,8 +510,9 @@ fn do_move(
             End::Left => l.push_front(v.clone()),
             End::Right => l.push_back(v.clone()),
         }
-        ctx.changed(event::LIST, from.pop_event(), src);
+        // Redis announces the push before the pop, for a rotation too.
         ctx.changed(event::LIST, to.push_event(), dst);
+        ctx.changed(event::LIST, from.pop_event(), src);
         return Ok(Some(v));
     }
     let db = ctx.db();

@@ -66,6 +66,7 @@ pub fn block(
         argv: argv.iter().map(own).collect(),
     };
     ctx.srv.waiters.block(ctx.client.id, b);
+    ctx.client.blocked = true;
     ctx.client.skip_reply = true;
     ctx.client
         .shared
@@ -120,6 +121,7 @@ fn resume(srv: &mut Server, id: u64, timed_out: bool) {
     let Some(mut client) = srv.clients.remove(&id) else {
         return;
     };
+    client.blocked = false;
     // Still exempt if it is subscribed (RESP3 clients can be both).
     let subscribed = client.pubsub.subscribed();
     client
@@ -179,6 +181,7 @@ pub fn drive(srv: &mut Server, mut client: Client, mut out: BytesMut) {
     let close = client.close_after_reply;
     if close && blocked {
         srv.waiters.unblock(id);
+        client.blocked = false;
         blocked = false;
     }
     if !out.is_empty() || !(blocked || postponed) {

@@ -67,6 +67,9 @@ pub struct Client {
     pub in_exec: bool,
     /// Set while a served waiter re-runs its command: the deadline it blocked with.
     pub block_deadline: Option<u64>,
+    /// Parked in a blocking command (CLIENT LIST flag `b`); the waiter itself is in
+    /// `Server::waiters`.
+    pub blocked: bool,
     /// Channels, patterns and shard channels this client is subscribed to.
     pub pubsub: super::pubsub::ClientPubSub,
     /// Pushes queued by the executor, not yet handed to the connection task: a burst of
@@ -108,6 +111,7 @@ impl Client {
             multi_dirty: false,
             in_exec: false,
             block_deadline: None,
+            blocked: false,
             pubsub: Default::default(),
             deferred: BytesMut::new(),
         }

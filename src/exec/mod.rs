@@ -661,6 +661,16 @@ pub fn spawn(server: Server) -> std::io::Result<(Inbox, std::thread::JoinHandle<
                             server.after_round();
                         }
                     }
+                    // Under a steady stream of messages the timer branch may never win the
+                    // select: time out due waiters here as well.
+                    if server
+                        .waiters
+                        .next_deadline()
+                        .is_some_and(|d| d <= unix_ms())
+                    {
+                        blocking::time_out(&mut server);
+                        server.after_round();
+                    }
                     if server.shutting_down {
                         server.after_round();
                         break;

@@ -1,7 +1,9 @@
 //! Sorted sets: members ordered by (score, member bytes), as Redis orders its skiplist.
 //!
-//! Structure: a hash map member → score for O(1) ZSCORE, plus an order-statistic *treap* (a
-//! randomized binary search tree whose nodes also store their subtree size) for the order. The
+//! Structure: an order-statistic *treap* (a randomized binary search tree whose nodes also store
+//! their subtree size) in a `Vec` arena, plus a hash index of node ids by member for O(1) ZSCORE.
+//! The index holds 4-byte ids, not copies of members and scores, which keeps a member's overhead
+//! near Redis's dict + skiplist. The
 //! treap gives expected O(log n) insert, delete, rank (ZRANK) and select-by-rank (ZRANGE start),
 //! which are the same expected bounds as Redis's skiplist with spans. We chose it over a skiplist
 //! because it needs no backward pointers (shared mutable links) and lives in one `Vec` arena with
@@ -9,8 +11,8 @@
 //! Range replies walk the tree in order from a rank with an explicit stack: O(log n + m).
 
 use bytes::Bytes;
+use hashbrown::HashTable;
 use std::cmp::Ordering;
-use std::collections::HashMap;
 
 const NIL: u32 = u32::MAX;
 
@@ -24,12 +26,20 @@ struct Node {
     size: u32,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct ZSet {
-    scores: HashMap<Bytes, f64, ahash::RandomState>,
+    /// Node ids, hashed by their member.
+    index: HashTable<u32>,
+    hasher: ahash::RandomState,
     nodes: Vec<Node>,
     free: Vec<u32>,
     root: u32,
+}
+
+impl std::fmt::Debug for ZSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZSet").field("len", &self.len()).finish()
+    }
 }
 
 /// Compares (score, member) pairs the way Redis's skiplist does: score first, then memcmp.
@@ -50,15 +60,22 @@ impl ZSet {
     }
 
     pub fn len(&self) -> usize {
-        self.scores.len()
+        self.index.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.scores.is_empty()
+        self.index.is_empty()
+    }
+
+    fn find(&self, member: &[u8]) -> Option<u32> {
+        let h = self.hasher.hash_one(member);
+        self.index
+            .find(h, |&i| self.nodes[i as usize].member == member)
+            .copied()
     }
 
     pub fn score(&self, member: &[u8]) -> Option<f64> {
-        self.scores.get(member).copied()
+        self.find(member).map(|i| self.nodes[i as usize].score)
     }
 
     #[inline]
@@ -97,27 +114,6 @@ impl ZSet {
             self.nodes[t as usize].left = b;
             self.fix(t);
             (a, t)
-        }
-    }
-
-    /// Splits `t` into (its first `k` nodes, the rest).
-    fn split_at(&mut self, t: u32, k: u32) -> (u32, u32) {
-        if t == NIL {
-            return (NIL, NIL);
-        }
-        let left = self.nodes[t as usize].left;
-        let ls = self.size(left);
-        if k <= ls {
-            let (a, b) = self.split_at(left, k);
-            self.nodes[t as usize].left = b;
-            self.fix(t);
-            (a, t)
-        } else {
-            let right = self.nodes[t as usize].right;
-            let (a, b) = self.split_at(right, k - ls - 1);
-            self.nodes[t as usize].right = a;
-            self.fix(t);
-            (t, b)
         }
     }
 
@@ -164,49 +160,120 @@ impl ZSet {
         }
     }
 
-    fn tree_insert(&mut self, score: f64, member: Bytes) {
-        let (a, b) = self.split(self.root, score, &member);
-        let n = self.alloc(score, member);
-        let left = self.merge(a, n);
-        self.root = self.merge(left, b);
+    /// Links node `n` (a detached single node) into the tree at its place. A treap insert: walk
+    /// down while the path's priorities are higher, counting `n` in each subtree on the way, and
+    /// split only the small subtree where `n` becomes the root.
+    fn attach(&mut self, n: u32) {
+        let (score, member, prio) = {
+            let node = &self.nodes[n as usize];
+            (node.score, node.member.clone(), node.prio)
+        };
+        let mut parent = NIL;
+        let mut went_left = false;
+        let mut t = self.root;
+        while t != NIL && self.nodes[t as usize].prio >= prio {
+            let node = &mut self.nodes[t as usize];
+            node.size += 1;
+            parent = t;
+            went_left = cmp_key(score, &member, node.score, &node.member) == Ordering::Less;
+            t = if went_left { node.left } else { node.right };
+        }
+        let (a, b) = self.split(t, score, &member);
+        let node = &mut self.nodes[n as usize];
+        node.left = a;
+        node.right = b;
+        self.fix(n);
+        if parent == NIL {
+            self.root = n;
+        } else if went_left {
+            self.nodes[parent as usize].left = n;
+        } else {
+            self.nodes[parent as usize].right = n;
+        }
     }
 
-    fn tree_remove(&mut self, score: f64, member: &[u8]) {
-        let (a, b) = self.split(self.root, score, member);
-        let (mid, c) = self.split_at(b, 1);
-        if mid != NIL {
-            self.nodes[mid as usize].member = Bytes::new();
-            self.free.push(mid);
+    /// Unlinks the node holding (score, member) from the tree; returns its id. Walks down to
+    /// it (uncounting it on the way) and replaces it by the merge of its children.
+    fn detach(&mut self, score: f64, member: &[u8]) -> u32 {
+        // The caller knows the member is in the tree, so every node on the path loses one.
+        let mut parent = NIL;
+        let mut went_left = false;
+        let mut t = self.root;
+        while t != NIL {
+            let node = &mut self.nodes[t as usize];
+            match cmp_key(score, member, node.score, &node.member) {
+                Ordering::Equal => break,
+                o => {
+                    node.size -= 1;
+                    parent = t;
+                    went_left = o == Ordering::Less;
+                    t = if went_left { node.left } else { node.right };
+                }
+            }
         }
-        self.root = self.merge(a, c);
-        if self.root == NIL {
-            // Give the arena back when the set empties (it is usually deleted right after).
-            self.nodes.clear();
-            self.free.clear();
+        if t == NIL {
+            return NIL;
         }
+        let (l, r) = {
+            let node = &self.nodes[t as usize];
+            (node.left, node.right)
+        };
+        let m = self.merge(l, r);
+        if parent == NIL {
+            self.root = m;
+        } else if went_left {
+            self.nodes[parent as usize].left = m;
+        } else {
+            self.nodes[parent as usize].right = m;
+        }
+        let node = &mut self.nodes[t as usize];
+        node.left = NIL;
+        node.right = NIL;
+        node.size = 1;
+        t
     }
 
     /// Sets `member`'s score. Returns the previous score (None: newly added).
     pub fn insert(&mut self, member: Bytes, score: f64) -> Option<f64> {
         // Redis's compact encoding stores "-0" as the integer 0, so -0 reads back as 0.
         let score = if score == 0.0 { 0.0 } else { score };
-        if let Some(old) = self.scores.get_mut(&member[..]) {
-            let prev = *old;
+        if let Some(i) = self.find(&member) {
+            let prev = self.nodes[i as usize].score;
             if prev != score {
-                *old = score;
-                self.tree_remove(prev, &member);
-                self.tree_insert(score, member);
+                let n = self.detach(prev, &member);
+                self.nodes[n as usize].score = score;
+                self.attach(n);
             }
             return Some(prev);
         }
-        self.scores.insert(member.clone(), score);
-        self.tree_insert(score, member);
+        let h = self.hasher.hash_one(&member[..]);
+        let n = self.alloc(score, member);
+        let (nodes, hasher) = (&self.nodes, &self.hasher);
+        self.index
+            .insert_unique(h, n, |&i| hasher.hash_one(&nodes[i as usize].member[..]));
+        self.attach(n);
         None
     }
 
     pub fn remove(&mut self, member: &[u8]) -> Option<f64> {
-        let score = self.scores.remove(member)?;
-        self.tree_remove(score, member);
+        let h = self.hasher.hash_one(member);
+        let nodes = &self.nodes;
+        let entry = self
+            .index
+            .find_entry(h, |&i| nodes[i as usize].member == member)
+            .ok()?;
+        let (i, _) = entry.remove();
+        let score = self.nodes[i as usize].score;
+        let n = self.detach(score, member);
+        if n != NIL {
+            self.nodes[n as usize].member = Bytes::new();
+            self.free.push(n);
+        }
+        if self.root == NIL {
+            // Give the arena back when the set empties (it is usually deleted right after).
+            self.nodes = Vec::new();
+            self.free = Vec::new();
+        }
         Some(score)
     }
 
@@ -290,6 +357,23 @@ impl ZSet {
         }
     }
 
+    /// Checks the treap invariants (sizes, heap order of priorities); returns the node count.
+    #[cfg(test)]
+    fn validate(&self, t: u32) -> u32 {
+        if t == NIL {
+            return 0;
+        }
+        let n = &self.nodes[t as usize];
+        for c in [n.left, n.right] {
+            if c != NIL {
+                assert!(self.nodes[c as usize].prio <= n.prio, "heap order");
+            }
+        }
+        let size = 1 + self.validate(n.left) + self.validate(n.right);
+        assert_eq!(size, n.size, "subtree size");
+        size
+    }
+
     /// The element at rank `k`.
     pub fn at(&self, k: usize) -> Option<(&Bytes, f64)> {
         self.iter_from(k).next()
@@ -347,6 +431,7 @@ mod tests {
         }
         model.sort_by(|a, b| cmp_key(a.0, &a.1, b.0, &b.1));
         assert_eq!(z.len(), model.len());
+        assert_eq!(z.validate(z.root) as usize, model.len());
         let all: Vec<_> = z.iter_from(0).map(|(m, s)| (s, m.to_vec())).collect();
         assert_eq!(all, model);
         for (i, (_, m)) in model.iter().enumerate() {
