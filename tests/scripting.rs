@@ -722,3 +722,24 @@ fn scripts_cannot_leak_into_each_other() {
         "$-1\r\n"
     );
 }
+
+#[test]
+fn info_reports_lua_memory_and_cached_scripts() {
+    let s = common::deadbolt(&[]);
+    let mut c = s.conn();
+    assert_eq!(c.cmd(&["EVAL", "return 1", "0"]), b":1\r\n");
+    assert_eq!(c.cmd(&["SCRIPT", "LOAD", "return 2"]).len(), 47);
+    let info = c.cmd_str(&["INFO", "memory"]);
+    assert!(info.contains("number_of_cached_scripts:2\r\n"), "{info}");
+    let lua: u64 = info
+        .split("used_memory_lua:")
+        .nth(1)
+        .and_then(|r| r.split("\r\n").next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    assert!(lua > 10_000, "{info}");
+    assert_eq!(c.cmd(&["SCRIPT", "FLUSH"]), b"+OK\r\n");
+    assert!(c
+        .cmd_str(&["INFO", "memory"])
+        .contains("number_of_cached_scripts:0\r\n"));
+}
