@@ -132,29 +132,11 @@ fn parse_end(arg: &[u8]) -> CmdResult<End> {
 
 /// The list at `key`: None if missing, WRONGTYPE if another type.
 fn list_mut<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a mut List>> {
-    let now = ctx.now;
-    match ctx.db().get_mut(key, now).map(|e| &mut e.value) {
-        None => Ok(None),
-        Some(Value::List(l)) => Ok(Some(l)),
-        Some(_) => Err(CmdError::WrongType),
-    }
+    ctx.value_mut(key, Value::as_list_mut)
 }
 
 fn list_ref<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a List>> {
     Ok(list_mut(ctx, key)?.map(|l| &*l))
-}
-
-/// Deletes `key` if its list became empty (Redis never keeps empty lists), with the `del` event.
-fn drop_if_empty(ctx: &mut Ctx, key: &[u8]) {
-    let now = ctx.now;
-    let empty = matches!(
-        ctx.db().get(key, now).map(|e| &e.value),
-        Some(Value::List(l)) if l.is_empty()
-    );
-    if empty {
-        ctx.db().remove(key, now);
-        ctx.notify(event::GENERIC, "del", key);
-    }
 }
 
 /// Pushes `values` to `end`; creates the list unless `only_existing`. Returns the new length.
@@ -214,7 +196,7 @@ fn pop_n(ctx: &mut Ctx, key: &[u8], end: End, count: usize) -> CmdResult<Option<
     };
     if !items.is_empty() {
         ctx.changed(event::LIST, end.pop_event(), key);
-        drop_if_empty(ctx, key);
+        ctx.drop_if_empty(key, true);
     }
     Ok(Some(items))
 }
@@ -349,7 +331,7 @@ fn lrem(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     if removed > 0 {
         ctx.changed(event::LIST, "lrem", &argv[1]);
-        drop_if_empty(ctx, &argv[1]);
+        ctx.drop_if_empty(&argv[1], true);
     }
     Ok(Frame::Integer(removed as i64))
 }
@@ -368,7 +350,7 @@ fn ltrim(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         }
     }
     ctx.changed(event::LIST, "ltrim", &argv[1]);
-    drop_if_empty(ctx, &argv[1]);
+    ctx.drop_if_empty(&argv[1], true);
     Ok(Frame::ok())
 }
 
@@ -527,7 +509,7 @@ fn do_move(
     }
     ctx.changed(event::LIST, to.push_event(), dst);
     ctx.changed(event::LIST, from.pop_event(), src);
-    drop_if_empty(ctx, src);
+    ctx.drop_if_empty(src, true);
     Ok(Some(v))
 }
 

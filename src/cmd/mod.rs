@@ -37,6 +37,38 @@ pub struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// The live value at `key` as the type `pick` selects: None if the key is missing,
+    /// WRONGTYPE if it holds another type.
+    pub fn value_mut<T: ?Sized>(
+        &mut self,
+        key: &[u8],
+        pick: fn(&mut crate::store::Value) -> Option<&mut T>,
+    ) -> crate::error::CmdResult<Option<&mut T>> {
+        let now = self.now;
+        match self.db().get_mut(key, now) {
+            None => Ok(None),
+            Some(e) => pick(&mut e.value)
+                .map(Some)
+                .ok_or(crate::error::CmdError::WrongType),
+        }
+    }
+
+    /// Deletes `key` if its collection became empty (Redis never keeps one), with the `del`
+    /// event when `announce` is set.
+    pub fn drop_if_empty(&mut self, key: &[u8], announce: bool) {
+        let now = self.now;
+        if self
+            .db()
+            .get(key, now)
+            .is_some_and(|e| e.value.is_empty_collection())
+        {
+            self.db().remove(key, now);
+            if announce {
+                self.notify(event::GENERIC, "del", key);
+            }
+        }
+    }
+
     pub fn db(&mut self) -> &mut Db {
         &mut self.srv.dbs[self.client.db]
     }

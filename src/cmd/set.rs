@@ -42,24 +42,11 @@ pub static COMMANDS: &[CommandSpec] = &[
 ];
 
 fn set_mut<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a mut SetValue>> {
-    let now = ctx.now;
-    match ctx.db().get_mut(key, now).map(|e| &mut e.value) {
-        None => Ok(None),
-        Some(Value::Set(s)) => Ok(Some(s)),
-        Some(_) => Err(CmdError::WrongType),
-    }
+    ctx.value_mut(key, Value::as_set_mut)
 }
 
 fn set_ref<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a SetValue>> {
     Ok(set_mut(ctx, key)?.map(|s| &*s))
-}
-
-fn drop_if_empty(ctx: &mut Ctx, key: &[u8]) {
-    let now = ctx.now;
-    if matches!(ctx.db().get(key, now).map(|e| &e.value), Some(Value::Set(s)) if s.is_empty()) {
-        ctx.db().remove(key, now);
-        ctx.notify(event::GENERIC, "del", key);
-    }
 }
 
 /// Members in the order Redis shows them where that order is defined: a small all-integer set
@@ -105,7 +92,7 @@ fn srem(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let n = argv[2..].iter().filter(|m| s.swap_remove(&m[..])).count();
     if n > 0 {
         ctx.changed(event::SET, "srem", &argv[1]);
-        drop_if_empty(ctx, &argv[1]);
+        ctx.drop_if_empty(&argv[1], true);
     }
     Ok(Frame::Integer(n as i64))
 }
@@ -168,7 +155,7 @@ fn spop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     if !popped.is_empty() {
         ctx.changed(event::SET, "spop", &argv[1]);
-        drop_if_empty(ctx, &argv[1]);
+        ctx.drop_if_empty(&argv[1], true);
     }
     Ok(match count {
         None => Frame::opt_bulk(popped.pop()),

@@ -76,25 +76,11 @@ pub static COMMANDS: &[CommandSpec] = &[
 ];
 
 fn zset_mut<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a mut ZSet>> {
-    let now = ctx.now;
-    match ctx.db().get_mut(key, now).map(|e| &mut e.value) {
-        None => Ok(None),
-        Some(Value::ZSet(z)) => Ok(Some(z)),
-        Some(_) => Err(CmdError::WrongType),
-    }
+    ctx.value_mut(key, Value::as_zset_mut)
 }
 
 fn zset_ref<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a ZSet>> {
     Ok(zset_mut(ctx, key)?.map(|z| &*z))
-}
-
-/// Deletes `key` if its sorted set became empty, with the `del` event.
-fn drop_if_empty(ctx: &mut Ctx, key: &[u8]) {
-    let now = ctx.now;
-    if matches!(ctx.db().get(key, now).map(|e| &e.value), Some(Value::ZSet(z)) if z.is_empty()) {
-        ctx.db().remove(key, now);
-        ctx.notify(event::GENERIC, "del", key);
-    }
 }
 
 fn score_arg(b: &[u8]) -> CmdResult<f64> {
@@ -212,7 +198,7 @@ fn zadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         ctx.changed(event::ZSET, if f.incr { "zincr" } else { "zadd" }, key);
     }
     // A key created for members that were all refused must not stay behind empty.
-    drop_if_empty_silent(ctx, key);
+    ctx.drop_if_empty(key, false);
     if failed {
         return Err(CmdError::err(NAN_SCORE));
     }
@@ -221,13 +207,6 @@ fn zadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     } else {
         Frame::Integer(if f.ch { added + updated } else { added })
     })
-}
-
-fn drop_if_empty_silent(ctx: &mut Ctx, key: &[u8]) {
-    let now = ctx.now;
-    if matches!(ctx.db().get(key, now).map(|e| &e.value), Some(Value::ZSet(z)) if z.is_empty()) {
-        ctx.db().remove(key, now);
-    }
 }
 
 fn zincrby(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -243,7 +222,7 @@ fn zincrby(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     };
     let new = z.score(&argv[3]).unwrap_or(0.0) + delta;
     if new.is_nan() {
-        drop_if_empty_silent(ctx, key);
+        ctx.drop_if_empty(key, false);
         return Err(CmdError::err(NAN_SCORE));
     }
     z.insert(own(&argv[3]), new);
@@ -258,7 +237,7 @@ fn zrem(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let n = argv[2..].iter().filter(|m| z.remove(m).is_some()).count();
     if n > 0 {
         ctx.changed(event::ZSET, "zrem", &argv[1]);
-        drop_if_empty(ctx, &argv[1]);
+        ctx.drop_if_empty(&argv[1], true);
     }
     Ok(Frame::Integer(n as i64))
 }
@@ -711,7 +690,7 @@ fn remove_members(
             }
         }
         ctx.changed(event::ZSET, ev, key);
-        drop_if_empty(ctx, key);
+        ctx.drop_if_empty(key, true);
     }
     Ok(Frame::Integer(n as i64))
 }
@@ -757,7 +736,7 @@ fn pop_members(ctx: &mut Ctx, key: &[u8], max: bool, count: usize) -> CmdResult<
     }
     if !items.is_empty() {
         ctx.changed(event::ZSET, if max { "zpopmax" } else { "zpopmin" }, key);
-        drop_if_empty(ctx, key);
+        ctx.drop_if_empty(key, true);
     }
     Ok(items)
 }

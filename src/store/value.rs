@@ -19,6 +19,38 @@ pub enum Value {
 }
 
 impl Value {
+    /// An empty list, set, sorted set or hash: Redis never keeps one, so the key is deleted.
+    pub fn is_empty_collection(&self) -> bool {
+        match self {
+            Value::Str(_) => false,
+            Value::Hash(h) => h.is_empty(),
+            Value::List(l) => l.is_empty(),
+            Value::Set(s) => s.is_empty(),
+            Value::ZSet(z) => z.is_empty(),
+        }
+    }
+
+    pub fn as_list_mut(&mut self) -> Option<&mut std::collections::VecDeque<Bytes>> {
+        match self {
+            Value::List(l) => Some(l),
+            _ => None,
+        }
+    }
+
+    pub fn as_set_mut(&mut self) -> Option<&mut SetValue> {
+        match self {
+            Value::Set(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn as_zset_mut(&mut self) -> Option<&mut super::zset::ZSet> {
+        match self {
+            Value::ZSet(z) => Some(z),
+            _ => None,
+        }
+    }
+
     /// The name TYPE prints.
     pub fn type_name(&self) -> &'static str {
         match self {
