@@ -31,14 +31,18 @@ for (const target of TARGETS) {
       const redlock = new SesameRedlock(cs, { retryCount: 0 });
       const [a, b] = [uniq('ses'), uniq('ses')];
       const lock = await redlock.acquire([a, b], 2000);
+      // acquire/extend/release resolve at quorum; each attempt's stats resolve once every server voted.
+      await Promise.all(lock.attempts);
       assert.deepEqual(await holders(cs, a), [lock.value, lock.value, lock.value]);
       await assert.rejects(redlock.acquire([b], 2000), ExecutionError);
       for (const c of cs) await c.script('FLUSH'); // next calls: EVALSHA → NOSCRIPT → EVAL
       const extended = await lock.extend(5000);
+      await Promise.all(extended.attempts);
       const pttls = await Promise.all(cs.map((c) => c.pttl(a)));
       for (const p of pttls) assert.ok(p > 4000 && p <= 5000, String(pttls));
       const rel = await extended.release();
       assert.equal(rel.attempts.length, 1);
+      await Promise.all(rel.attempts);
       assert.deepEqual(await holders(cs, a), [null, null, null]);
       const again = await redlock.acquire([b], 1000);
       await again.release();
