@@ -86,12 +86,12 @@ def test_acquire_timeout(conn, name):
 
 def test_auto_renewal_keeps_lock_past_expire(conn, name):
     c = conn()
-    lock = redis_lock.Lock(c, name, expire=1, auto_renewal=True)
+    lock = redis_lock.Lock(c, name, expire=2, auto_renewal=True)  # renewed every 1.33 s
     assert lock.acquire()
-    time.sleep(1.6)
+    time.sleep(2.6)
     assert lock.locked()
     assert c.get("lock:" + name) == lock.id.encode()
-    assert not redis_lock.Lock(conn(), name, expire=1).acquire(blocking=False)
+    assert not redis_lock.Lock(conn(), name, expire=2).acquire(blocking=False)
     lock.release()
     assert not lock.locked()
 

@@ -50,13 +50,14 @@ for (const target of TARGETS) {
 
     it('@sesamecare-oss/redlock: using() auto-extends a lock past its duration', async () => {
       const cs = clients(Redis6);
-      const redlock = new SesameRedlock(cs, { retryCount: 0, automaticExtensionThreshold: 300 });
+      // Extension fires 900 ms before expiry: wide margins, so a loaded machine can't expire it.
+      const redlock = new SesameRedlock(cs, { retryCount: 0, automaticExtensionThreshold: 900 });
       const k = uniq('ses-using');
       let extensions = 0;
-      const result = await redlock.using([k], 600, async (signal, ctx) => {
-        await sleep(1500);
+      const result = await redlock.using([k], 1200, async (signal, ctx) => {
+        await sleep(2000); // well past the initial 1200 ms
         assert.equal(signal.aborted, false);
-        // Still exclusively held, long after the initial 600 ms.
+        // Still exclusively held, long after the initial 1200 ms.
         await assert.rejects(redlock.acquire([k], 1000), ExecutionError);
         extensions = ctx.extensions;
         return 'done';
@@ -83,15 +84,15 @@ for (const target of TARGETS) {
 
     it('redlock 5.0.0-beta.2: acquire, extend, release, using', async () => {
       const cs = clients(Redis5);
-      const redlock = new Redlock5(cs, { retryCount: 0, automaticExtensionThreshold: 300 });
+      const redlock = new Redlock5(cs, { retryCount: 0, automaticExtensionThreshold: 900 });
       const k = uniq('rl5');
       const lock = await redlock.acquire([k], 2000);
       await assert.rejects(redlock.acquire([k], 2000));
       const ext = await lock.extend(4000);
       await ext.release();
       assert.deepEqual(await holders(cs, k), [null, null, null]);
-      const out = await redlock.using([k], 600, async (signal) => {
-        await sleep(1100);
+      const out = await redlock.using([k], 1200, async (signal) => {
+        await sleep(1600);
         assert.equal(signal.aborted, false);
         await assert.rejects(redlock.acquire([k], 500));
         return 42;
