@@ -12,6 +12,7 @@ pub mod exec;
 pub mod logging;
 pub mod persist;
 pub mod protocol;
+pub mod script;
 pub mod server;
 pub mod store;
 
@@ -26,6 +27,11 @@ use tokio::net::TcpListener;
 
 /// Binds every address of `cfg.bind` on `cfg.port` (Redis's `bind` semantics).
 pub async fn bind(cfg: &Config) -> std::io::Result<Vec<TcpListener>> {
+    bind_port(cfg, cfg.port).await
+}
+
+/// Binds every address of `cfg.bind` on `port` (the plain port or `tls-port`).
+pub async fn bind_port(cfg: &Config, port: u16) -> std::io::Result<Vec<TcpListener>> {
     let mut listeners = Vec::new();
     for addr in &cfg.bind {
         let (host, optional) = match addr.strip_prefix('-') {
@@ -34,9 +40,9 @@ pub async fn bind(cfg: &Config) -> std::io::Result<Vec<TcpListener>> {
         };
         let host = if host == "*" { "0.0.0.0" } else { host };
         let target = if host.contains(':') {
-            format!("[{host}]:{}", cfg.port)
+            format!("[{host}]:{port}")
         } else {
-            format!("{host}:{}", cfg.port)
+            format!("{host}:{port}")
         };
         let socket_addr: std::net::SocketAddr = match target.parse() {
             Ok(a) => a,
@@ -76,6 +82,13 @@ pub async fn run(
     listeners: Vec<TcpListener>,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
+    // TLS first: a bad certificate stops the start before anything is served.
+    let tls = if cfg.tls_port != 0 {
+        let acceptor = server::tls::acceptor(&cfg).map_err(std::io::Error::other)?;
+        Some((acceptor, bind_port(&cfg, cfg.tls_port).await?))
+    } else {
+        None
+    };
     let shared = Arc::new(exec::Shared::new(&cfg));
     let keepalive = cfg.tcp_keepalive;
     let server = exec::Server::new(cfg, shared.clone());
@@ -86,7 +99,15 @@ pub async fn run(
         }
     }
     tracing::info!("Ready to accept connections tcp");
-    let accept = server::accept_loop(listeners, inbox.clone(), shared.clone(), keepalive);
+    if let Some((_, tls_listeners)) = &tls {
+        for l in tls_listeners {
+            if let Ok(a) = l.local_addr() {
+                tracing::info!("Listening for TLS on {a}");
+            }
+        }
+        tracing::info!("Ready to accept connections tls");
+    }
+    let accept = server::accept_loop(listeners, tls, inbox.clone(), shared.clone(), keepalive);
     tokio::select! {
         _ = accept => {}
         _ = shutdown => {}
@@ -175,7 +196,9 @@ pub fn cli_ping(cfg: &Config) -> bool {
             break;
         }
         got.extend_from_slice(&buf[..n]);
-        if got.windows(7).any(|w| w == b"+PONG\r\n") {
+        // -NOAUTH: the probe lacks the password (given on the command line, say), but the
+        // server is up and answering, which is what a health check asks.
+        if got.windows(7).any(|w| w == b"+PONG\r\n") || got.windows(8).any(|w| w == b"-NOAUTH ") {
             return true;
         }
         if got.len() > 4096 {

@@ -71,6 +71,18 @@ pub static COMMANDS: &[CommandSpec] = &[
             sub("list", -2, ADMIN | NOSCRIPT | LOADING | STALE, client_list),
             sub("kill", -3, ADMIN | NOSCRIPT | LOADING | STALE, client_kill),
             sub(
+                "pause",
+                -3,
+                ADMIN | NOSCRIPT | LOADING | STALE,
+                super::observe::client_pause,
+            ),
+            sub(
+                "unpause",
+                2,
+                ADMIN | NOSCRIPT | LOADING | STALE,
+                super::observe::client_unpause,
+            ),
+            sub(
                 "no-evict",
                 3,
                 ADMIN | NOSCRIPT | LOADING | STALE,
@@ -80,7 +92,15 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
 ];
 
-fn ping(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+fn ping(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if argv.len() <= 2 && ctx.client.resp == 2 && ctx.client.pubsub.subscribed() {
+        // In RESP2 a subscribed client reads everything as pushes, so PING answers like one.
+        let arg = argv.get(1).cloned().unwrap_or_default();
+        return Ok(Frame::Array(vec![
+            Frame::bulk_static("pong"),
+            Frame::Bulk(arg),
+        ]));
+    }
     match argv.len() {
         1 => Ok(Frame::simple("PONG")),
         2 => Ok(Frame::Bulk(argv[1].clone())),
@@ -98,32 +118,37 @@ fn quit(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 }
 
 fn reset(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    super::tx::discard_transaction(ctx);
+    ctx.srv.unsubscribe_all_silently(ctx.client);
     let c = &mut *ctx.client;
     c.db = 0;
     c.resp = 2;
     c.name = None;
-    c.authenticated = ctx.srv.config.requirepass.is_none();
+    c.authenticated = !ctx.srv.config.auth_required();
     c.user = "default".into();
+    c.perms = ctx.srv.config.users.default_user().perms();
     Ok(Frame::simple("RESET"))
 }
 
-/// Checks a password for `user` against the configuration. Errors are Redis's texts.
+/// Checks a password for `user` (the default user when None) against the configured users and
+/// logs the client in. Errors are Redis's texts; nothing here logs the password.
 pub fn check_auth(ctx: &mut Ctx, user: Option<&[u8]>, pass: &[u8]) -> CmdResult<()> {
-    let user_ok = user.is_none_or(|u| u == b"default");
-    match &ctx.srv.config.requirepass {
-        None if user.is_none() => Err(CmdError::err(
+    let users = &ctx.srv.config.users;
+    if user.is_none() && users.default_user().nopass {
+        return Err(CmdError::err(
             "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
+        ));
+    }
+    match users.get(user.unwrap_or(b"default")) {
+        Some(u) if u.enabled && u.password_ok(pass) => {
+            ctx.client.authenticated = true;
+            ctx.client.user = u.name.clone();
+            ctx.client.perms = u.perms();
+            Ok(())
+        }
+        _ => Err(CmdError::err(
+            "WRONGPASS invalid username-password pair or user is disabled.",
         )),
-        None if user_ok => {
-            ctx.client.authenticated = true;
-            Ok(())
-        }
-        Some(expected) if user_ok && constant_time_eq(expected.as_bytes(), pass) => {
-            ctx.client.authenticated = true;
-            ctx.client.user = "default".into();
-            Ok(())
-        }
-        _ => Err(CmdError::err("WRONGPASS invalid username-password pair or user is disabled.")),
     }
 }
 
@@ -182,8 +207,8 @@ fn hello(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if let Some((user, pass)) = creds {
         check_auth(ctx, Some(user), pass)?;
     }
-    if ctx.srv.config.requirepass.is_some() && !ctx.client.authenticated {
-        return Err(CmdError::err("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"));
+    if !ctx.client.authenticated && ctx.srv.config.auth_required() {
+        return Err(CmdError::err("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"));
     }
     if let Some(name) = setname {
         if !valid_name(name) {
@@ -260,6 +285,10 @@ fn client_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         "    Return information about client connections. Options:",
         "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
         "      Return clients of specified type.",
+        "UNPAUSE",
+        "    Stop the current client pause, resuming traffic.",
+        "PAUSE <timeout> [WRITE|ALL]",
+        "    Suspend all, or just write, clients for <timeout> milliseconds.",
         "NO-EVICT (ON|OFF)",
         "    Protect current client connection from eviction.",
         "SETNAME <name>",
@@ -269,9 +298,7 @@ fn client_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         "HELP",
         "    Print this help.",
     ];
-    Ok(Frame::Array(
-        lines.iter().map(|l| Frame::simple(l)).collect(),
-    ))
+    Ok(Frame::help(&lines))
 }
 
 fn client_id(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
@@ -343,7 +370,7 @@ pub fn client_line(c: &Client, table: &crate::cmd::table::Table, out: &mut Strin
         .map_or("NULL", |id| table.entries[id].full_name.as_str());
     let _ = writeln!(
         out,
-        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags=N db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={}",
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={}",
         c.id,
         c.addr,
         c.laddr,
@@ -351,7 +378,11 @@ pub fn client_line(c: &Client, table: &crate::cmd::table::Table, out: &mut Strin
         name,
         age,
         idle,
+        if c.pubsub.subscribed() { "P" } else { "N" },
         c.db,
+        c.pubsub.channels.len(),
+        c.pubsub.patterns.len(),
+        c.pubsub.shard.len(),
         omem,
         omem + 20000,
         cmd,
@@ -368,6 +399,8 @@ fn client_info(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 
 fn client_list(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let mut ids: Option<Vec<u64>> = None;
+    // Some(true): only subscribed clients (TYPE pubsub); Some(false): only the others.
+    let mut pubsub_type: Option<bool> = None;
     let mut i = 2;
     while i < argv.len() {
         if is(&argv[i], "type") && i + 1 < argv.len() {
@@ -383,9 +416,10 @@ fn client_list(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                     String::from_utf8_lossy(t)
                 )));
             }
-            if !is(t, "normal") {
+            if !is(t, "normal") && !is(t, "pubsub") {
                 return Ok(Frame::Verbatim(Bytes::new()));
             }
+            pubsub_type = Some(is(t, "pubsub"));
             i += 2;
         } else if is(&argv[i], "id") && i + 1 < argv.len() {
             let mut v = Vec::new();
@@ -407,7 +441,9 @@ fn client_list(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     clients.sort_by_key(|c| c.id);
     let mut s = String::new();
     for c in clients {
-        if ids.as_ref().is_some_and(|ids| !ids.contains(&c.id)) {
+        if ids.as_ref().is_some_and(|ids| !ids.contains(&c.id))
+            || pubsub_type.is_some_and(|p| p != c.pubsub.subscribed())
+        {
             continue;
         }
         client_line(c, &ctx.srv.table, &mut s);
@@ -431,7 +467,7 @@ fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             .map(|c| c.id);
         return match id.and_then(|id| ctx.srv.clients.remove(&id)) {
             Some(c) => {
-                c.kill();
+                ctx.srv.close_client(c);
                 Ok(Frame::ok())
             }
             None => Err(CmdError::err("ERR No such client")),
@@ -442,6 +478,9 @@ fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let mut filter_laddr = None;
     let mut filter_user = None;
     let mut maxage = None;
+    // Some(Some(true)): subscribed clients; Some(Some(false)): the others; Some(None): none
+    // (master/replica: there is no replication here).
+    let mut filter_type: Option<Option<bool>> = None;
     let mut skipme = true;
     let mut i = 2;
     while i < argv.len() {
@@ -473,6 +512,11 @@ fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                     String::from_utf8_lossy(val)
                 )));
             }
+            filter_type = Some(if is(val, "normal") || is(val, "pubsub") {
+                Some(is(val, "pubsub"))
+            } else {
+                None
+            });
         } else if is(opt, "skipme") {
             if is(val, "yes") {
                 skipme = true;
@@ -498,6 +542,7 @@ fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 .is_none_or(|a| c.laddr.to_string() == *a)
             && filter_user.as_ref().is_none_or(|u| c.user == *u)
             && maxage.is_none_or(|m| c.created.elapsed().as_secs() as i64 >= m)
+            && filter_type.is_none_or(|t| t == Some(c.pubsub.subscribed()))
     };
     let victims: Vec<u64> = ctx
         .srv
@@ -509,7 +554,7 @@ fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let mut killed = 0;
     for id in victims {
         if let Some(c) = ctx.srv.clients.remove(&id) {
-            c.kill();
+            ctx.srv.close_client(c);
             killed += 1;
         }
     }

@@ -67,46 +67,129 @@ fn upper(name: &'static str) -> &'static str {
 }
 
 /// Runs one network command and appends its encoded reply to `out`.
-pub fn process(srv: &mut Server, client: &mut Client, argv: Vec<Bytes>, out: &mut BytesMut) {
-    let reply = process_frame(srv, client, &argv);
-    if std::mem::take(&mut client.skip_reply) {
-        return;
+/// Runs one network command and appends its encoded reply to `out`. Gives the command back
+/// when CLIENT PAUSE holds it: the caller runs it after the pause.
+pub fn process(
+    srv: &mut Server,
+    client: &mut Client,
+    argv: Vec<Bytes>,
+    out: &mut BytesMut,
+) -> Option<Vec<Bytes>> {
+    let Some(reply) = process_frame(srv, client, &argv) else {
+        return Some(argv);
+    };
+    // Clients blocked on keys this command wrote are served before the next command.
+    if srv.waiters.has_ready() {
+        crate::exec::blocking::serve_ready(srv);
     }
-    encode(&reply, client.resp3(), out);
+    if srv.config.notify_keyspace_events != 0 {
+        // Keys this command's lookups expired are announced before its reply, as in Redis.
+        srv.drain_expired();
+    }
+    srv.flush_self_pushes(client.resp3(), out);
+    if !std::mem::take(&mut client.skip_reply) {
+        encode(&reply, client.resp3(), out);
+    }
+    if !srv.ops.self_feed.is_empty() {
+        // A monitor's own command: its MONITOR line follows its reply, as in Redis.
+        out.extend_from_slice(&srv.ops.self_feed);
+        srv.ops.self_feed.clear();
+    }
+    None
 }
 
-fn process_frame(srv: &mut Server, client: &mut Client, argv: &[Bytes]) -> Frame {
+/// None: held back by CLIENT PAUSE.
+fn process_frame(srv: &mut Server, client: &mut Client, argv: &[Bytes]) -> Option<Frame> {
     client.last_interaction = Instant::now();
     let id = match resolve(srv, argv) {
         Ok(id) => id,
         Err(e) => {
+            // Redis's rejectCommand: a refused command inside MULTI makes EXEC abort.
+            client.multi_dirty |= client.multi.is_some();
             if let CmdError::WrongArity(_) | CmdError::UnknownSubcommand(..) = e {
                 if let Some(id) = srv.table.lookup(&argv[0]) {
                     srv.stats.commands[id].rejected_calls += 1;
                 }
             }
-            return error_frame(srv, e);
+            return Some(error_frame(srv, e));
         }
     };
     let spec = srv.table.entries[id].spec;
-    if srv.config.requirepass.is_some() && !client.authenticated && !spec.has(flags::NO_AUTH) {
+    if !client.authenticated && !spec.has(flags::NO_AUTH) && srv.config.auth_required() {
         srv.stats.commands[id].rejected_calls += 1;
-        return error_frame(srv, CmdError::err("NOAUTH Authentication required."));
+        client.multi_dirty |= client.multi.is_some();
+        return Some(error_frame(
+            srv,
+            CmdError::err("NOAUTH Authentication required."),
+        ));
+    }
+    if client.perms.restricted() {
+        if let Err(e) = super::acl::check(
+            client.perms,
+            spec,
+            &srv.table.entries[id].full_name,
+            argv.len(),
+        ) {
+            srv.stats.commands[id].rejected_calls += 1;
+            return Some(error_frame(srv, e));
+        }
+    }
+    // maxmemory with noeviction: commands that may add data are refused while over the limit;
+    // reads, DEL and the rest keep working so locks can still be released.
+    if srv.config.maxmemory != 0
+        && spec.has(flags::DENYOOM)
+        && crate::alloc::used_memory() as u64 > srv.config.maxmemory
+    {
+        srv.stats.commands[id].rejected_calls += 1;
+        return Some(error_frame(
+            srv,
+            CmdError::err("OOM command not allowed when used memory > 'maxmemory'."),
+        ));
+    }
+    if let Err(e) = super::observe::check_monitor(srv, client, spec) {
+        srv.stats.commands[id].rejected_calls += 1;
+        return Some(error_frame(srv, e));
+    }
+    let now = unix_ms();
+    if super::observe::paused(srv, spec, now) {
+        return None;
+    }
+    // RESP2 has no way to tell pushes from replies, so a subscribed connection only talks pub/sub.
+    if client.resp == 2 && client.pubsub.subscribed() && !spec.has(flags::PUBSUB_OK) {
+        srv.stats.commands[id].rejected_calls += 1;
+        let name = &srv.table.entries[id].full_name;
+        let e = CmdError::erf(format!("Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"));
+        return Some(error_frame(srv, e));
     }
     if srv.loader.is_some() && !spec.has(flags::LOADING) {
         srv.stats.commands[id].rejected_calls += 1;
-        return error_frame(
+        return Some(error_frame(
             srv,
             CmdError::err("LOADING Redis is loading the dataset in memory"),
-        );
+        ));
+    }
+    if let Some(queue) = client.multi.as_mut() {
+        if spec.has(flags::NO_MULTI) {
+            client.multi_dirty = true;
+            srv.stats.commands[id].rejected_calls += 1;
+            return Some(error_frame(
+                srv,
+                CmdError::err("ERR Command not allowed inside a transaction"),
+            ));
+        }
+        if !spec.has(flags::TX_CONTROL) {
+            // Owned copies: a queued command must not pin the network read buffer.
+            queue.push((id, argv.iter().map(crate::store::value::own).collect()));
+            return Some(Frame::simple("QUEUED"));
+        }
     }
     let mut ctx = Ctx {
         srv,
         client,
-        now: unix_ms(),
+        now,
         in_script: false,
     };
-    run(&mut ctx, id, argv)
+    Some(run(&mut ctx, id, argv))
 }
 
 /// Executes a resolved command with the context's time, counting it in the stats.
@@ -123,6 +206,15 @@ pub fn run(ctx: &mut Ctx, id: CmdId, argv: &[Bytes]) -> Frame {
     let started = Instant::now();
     let result = (spec.handler)(ctx, argv);
     let usec = started.elapsed().as_micros() as u64;
+    if !ctx.srv.ops.monitors.is_empty() && !spec.has(flags::SKIP_MONITOR | flags::ADMIN) {
+        super::observe::feed_monitors(ctx.srv, ctx.client, ctx.in_script, argv);
+    }
+    if !ctx.in_script
+        && !spec.has(flags::SKIP_SLOWLOG)
+        && ctx.srv.config.slowlog_log_slower_than >= 0
+    {
+        super::observe::slowlog_push(ctx.srv, ctx.client, argv, usec);
+    }
     let stats = &mut ctx.srv.stats;
     let st = &mut stats.commands[id];
     st.calls += 1;
@@ -175,4 +267,38 @@ pub fn writes_allowed(srv: &mut Server) -> Result<(), CmdError> {
         srv.writes_refused_until = None;
     }
     Ok(())
+}
+
+/// A command called by a script (`redis.call`): Redis's `scriptCall` checks in its order
+/// (unknown command / arity → noscript → write in a read-only script), then `run` with the
+/// script's context. Returns the reply (errors as `Frame::Error`) and whether the command is a
+/// write (the script can no longer be killed).
+pub fn script_call(ctx: &mut Ctx, argv: &[Bytes], read_only: bool) -> (Frame, bool) {
+    let table = &ctx.srv.table;
+    let Some(mut id) = table.lookup(&argv[0]) else {
+        let e = CmdError::err("ERR Unknown Redis command called from script");
+        return (error_frame(ctx.srv, e), false);
+    };
+    if !table.entries[id].spec.subcommands.is_empty() && argv.len() >= 2 {
+        match table.lookup_sub(id, &argv[1]) {
+            Some(sid) => id = sid,
+            None => {
+                let e = CmdError::err("ERR Unknown Redis command called from script");
+                return (error_frame(ctx.srv, e), false);
+            }
+        }
+    }
+    let spec = table.entries[id].spec;
+    let e = if !spec.arity_ok(argv.len()) {
+        "ERR Wrong number of args calling Redis command from script"
+    } else if spec.has(flags::NOSCRIPT) {
+        "ERR This Redis command is not allowed from script"
+    } else if read_only && spec.flags & (flags::WRITE | flags::MAY_REPLICATE) != 0 {
+        "ERR Write commands are not allowed from read-only scripts."
+    } else {
+        let write = spec.has(flags::WRITE);
+        return (run(ctx, id, argv), write);
+    };
+    ctx.srv.stats.commands[id].rejected_calls += 1;
+    (error_frame(ctx.srv, CmdError::err(e)), false)
 }

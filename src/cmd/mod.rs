@@ -1,14 +1,22 @@
 //! Commands: one table drives lookup, arity, flags and `COMMAND` output; one file per family.
 
+pub mod acl;
 pub mod args;
 pub mod connection;
 pub mod dispatch;
 pub mod hash;
 pub mod keys;
+pub mod list;
+pub mod observe;
 pub mod persistence;
+pub mod pubsub;
+pub mod scripting;
 pub mod server;
+pub mod set;
 pub mod string;
 pub mod table;
+pub mod tx;
+pub mod zset;
 
 pub use args::Args;
 pub use table::{CommandSpec, Handler};

@@ -5,6 +5,7 @@ use super::table::{flags, flags::*, CommandSpec, NO_KEYS};
 use super::Ctx;
 use crate::config::{Config, DIRECTIVES};
 use crate::error::{CmdError, CmdResult};
+use crate::exec::pubsub::Kind;
 use crate::exec::{unix_us, Server, REDIS_VERSION};
 use crate::protocol::Frame;
 use bytes::Bytes;
@@ -171,9 +172,7 @@ fn config_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         "HELP",
         "    Print this help.",
     ];
-    Ok(Frame::Array(
-        lines.iter().map(|l| Frame::simple(l)).collect(),
-    ))
+    Ok(Frame::help(&lines))
 }
 
 fn config_get(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -288,6 +287,37 @@ fn command_entry(srv: &Server, id: usize) -> Frame {
     } else {
         cats.push(Frame::simple("@slow"));
     }
+    if spec.has(BLOCKING) {
+        cats.push(Frame::simple("@blocking"));
+    }
+    // Redis prints categories in the order of its ACLCommandCategories table, not as declared.
+    const ORDER: &[&str] = &[
+        "@keyspace",
+        "@read",
+        "@write",
+        "@set",
+        "@sortedset",
+        "@list",
+        "@hash",
+        "@string",
+        "@bitmap",
+        "@hyperloglog",
+        "@geo",
+        "@stream",
+        "@pubsub",
+        "@admin",
+        "@fast",
+        "@slow",
+        "@blocking",
+        "@dangerous",
+        "@connection",
+        "@transaction",
+        "@scripting",
+    ];
+    cats.sort_by_key(|c| match c {
+        Frame::Simple(n) => ORDER.iter().position(|o| o.as_bytes() == &n[..]),
+        _ => None,
+    });
     let key_specs = if spec.keys.first > 0 {
         let k = spec.keys;
         vec![Frame::Map(vec![
@@ -474,9 +504,7 @@ fn command_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         "HELP",
         "    Print this help.",
     ];
-    Ok(Frame::Array(
-        lines.iter().map(|l| Frame::simple(l)).collect(),
-    ))
+    Ok(Frame::help(&lines))
 }
 
 // ---- INFO ------------------------------------------------------------------------------------
@@ -552,6 +580,20 @@ fn cpu_times() -> (f64, f64) {
     (t(ru.ru_stime), t(ru.ru_utime))
 }
 
+/// MemTotal from /proc/meminfo (0 where unavailable), as Redis's total_system_memory.
+fn total_system_memory() -> usize {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<usize>().ok())
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(0)
+}
+
 fn human(bytes: usize) -> String {
     let b = bytes as f64;
     if b < 1024.0 {
@@ -591,21 +633,29 @@ fn write_section(srv: &mut Server, _resp: u8, sec: &str, out: &mut String) {
         "clients" => {
             let _ = write!(
                 out,
-                "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\nblocked_clients:0\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n",
+                "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\nblocked_clients:{}\r\ntracking_clients:0\r\nclients_in_timeout_table:{}\r\n",
                 shared.connected_clients.load(Ordering::Relaxed),
                 srv.config.maxclients,
+                srv.waiters.len(),
+                srv.waiters.with_timeout(),
             );
         }
         "memory" => {
             let used = crate::alloc::used_memory();
             let peak = crate::alloc::peak_memory();
             let rss = crate::alloc::rss_bytes();
+            let total = total_system_memory();
+            let max = srv.config.maxmemory;
             let _ = write!(
                 out,
-                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_lua:0\r\nused_memory_scripts:0\r\nmaxmemory:0\r\nmaxmemory_human:0B\r\nmaxmemory_policy:noeviction\r\nmem_fragmentation_ratio:{:.2}\r\nmem_allocator:libc\r\n",
+                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_peak_perc:{:.2}%\r\ntotal_system_memory:{total}\r\ntotal_system_memory_human:{}\r\nused_memory_lua:0\r\nused_memory_scripts:0\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_fragmentation_ratio:{:.2}\r\nmem_not_counted_for_evict:0\r\nmem_allocator:libc\r\n",
                 human(used),
                 human(rss),
                 human(peak),
+                if peak > 0 { used as f64 * 100.0 / peak as f64 } else { 0.0 },
+                human(total),
+                human(max as usize),
+                srv.config.maxmemory_policy,
                 if used > 0 { rss as f64 / used as f64 } else { 0.0 },
             );
         }
@@ -646,7 +696,7 @@ fn write_section(srv: &mut Server, _resp: u8, sec: &str, out: &mut String) {
             let st = &srv.stats;
             let _ = write!(
                 out,
-                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\ninstantaneous_input_kbps:0.00\r\ninstantaneous_output_kbps:0.00\r\nrejected_connections:{}\r\nsync_full:0\r\nsync_partial_ok:0\r\nsync_partial_err:0\r\nexpired_keys:{expired}\r\nexpired_stale_perc:0.00\r\nexpired_time_cap_reached_count:0\r\nexpire_cycle_cpu_milliseconds:0\r\nevicted_keys:0\r\nevicted_clients:0\r\ntotal_eviction_exceeded_time:0\r\ncurrent_eviction_exceeded_time:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:0\r\npubsub_patterns:0\r\nlatest_fork_usec:0\r\ntotal_forks:0\r\nmigrate_cached_sockets:0\r\nslave_expires_tracked_keys:0\r\nactive_defrag_hits:0\r\nactive_defrag_misses:0\r\nactive_defrag_key_hits:0\r\nactive_defrag_key_misses:0\r\ntotal_active_defrag_time:0\r\ncurrent_active_defrag_time:0\r\ntracking_total_keys:0\r\ntracking_total_items:0\r\ntracking_total_prefixes:0\r\nunexpected_error_replies:0\r\ntotal_error_replies:{}\r\ndump_payload_sanitizations:0\r\ntotal_reads_processed:0\r\ntotal_writes_processed:0\r\nio_threaded_reads_processed:0\r\nio_threaded_writes_processed:0\r\nreply_buffer_shrinks:0\r\nreply_buffer_expands:0\r\n",
+                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\ninstantaneous_input_kbps:0.00\r\ninstantaneous_output_kbps:0.00\r\nrejected_connections:{}\r\nsync_full:0\r\nsync_partial_ok:0\r\nsync_partial_err:0\r\nexpired_keys:{expired}\r\nexpired_stale_perc:0.00\r\nexpired_time_cap_reached_count:0\r\nexpire_cycle_cpu_milliseconds:0\r\nevicted_keys:0\r\nevicted_clients:0\r\ntotal_eviction_exceeded_time:0\r\ncurrent_eviction_exceeded_time:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nlatest_fork_usec:0\r\ntotal_forks:0\r\nmigrate_cached_sockets:0\r\nslave_expires_tracked_keys:0\r\nactive_defrag_hits:0\r\nactive_defrag_misses:0\r\nactive_defrag_key_hits:0\r\nactive_defrag_key_misses:0\r\ntotal_active_defrag_time:0\r\ncurrent_active_defrag_time:0\r\ntracking_total_keys:0\r\ntracking_total_items:0\r\ntracking_total_prefixes:0\r\nunexpected_error_replies:0\r\ntotal_error_replies:{}\r\ndump_payload_sanitizations:0\r\ntotal_reads_processed:0\r\ntotal_writes_processed:0\r\nio_threaded_reads_processed:0\r\nio_threaded_writes_processed:0\r\nreply_buffer_shrinks:0\r\nreply_buffer_expands:0\r\n",
                 shared.total_connections.load(Ordering::Relaxed),
                 st.total_commands,
                 st.instantaneous_ops(),
@@ -655,6 +705,9 @@ fn write_section(srv: &mut Server, _resp: u8, sec: &str, out: &mut String) {
                 shared.rejected_connections.load(Ordering::Relaxed),
                 st.keyspace_hits,
                 st.keyspace_misses,
+                srv.pubsub.len(Kind::Channel),
+                srv.pubsub.len(Kind::Pattern),
+                srv.pubsub.len(Kind::Shard),
                 st.total_error_replies,
             );
         }

@@ -262,26 +262,24 @@ fn setnx(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Frame::Integer(done as i64))
 }
 
-fn setex(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+/// SETEX / PSETEX: SET with a mandatory relative TTL given before the value.
+fn set_with_ttl(ctx: &mut Ctx, argv: &[Bytes], expire: ExpireOpt, cmd: &'static str) -> CmdResult {
     let o = SetOptions {
         cond: Cond::Always,
         get: false,
-        expire: ExpireOpt::Ex,
+        expire,
         expire_arg: Some(&argv[2]),
     };
-    set_generic(ctx, &argv[1], &argv[3], &o, "setex")?;
+    set_generic(ctx, &argv[1], &argv[3], &o, cmd)?;
     Ok(Frame::ok())
 }
 
+fn setex(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    set_with_ttl(ctx, argv, ExpireOpt::Ex, "setex")
+}
+
 fn psetex(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let o = SetOptions {
-        cond: Cond::Always,
-        get: false,
-        expire: ExpireOpt::Px,
-        expire_arg: Some(&argv[2]),
-    };
-    set_generic(ctx, &argv[1], &argv[3], &o, "psetex")?;
-    Ok(Frame::ok())
+    set_with_ttl(ctx, argv, ExpireOpt::Px, "psetex")
 }
 
 fn getset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {

@@ -49,7 +49,6 @@ pub mod flags {
         (SKIP_SLOWLOG, "skip_slowlog"),
         (FAST, "fast"),
         (NO_AUTH, "no_auth"),
-        (MAY_REPLICATE, "may_replicate"),
         (NO_MANDATORY_KEYS, "no_mandatory_keys"),
         (NO_MULTI, "no_multi"),
         (ALLOW_BUSY, "allow_busy"),
@@ -150,7 +149,15 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         super::hash::COMMANDS,
         super::connection::COMMANDS,
         super::server::COMMANDS,
+        super::list::COMMANDS,
+        super::set::COMMANDS,
+        super::zset::COMMANDS,
+        super::tx::COMMANDS,
         super::persistence::COMMANDS,
+        super::pubsub::COMMANDS,
+        super::scripting::COMMANDS,
+        super::acl::COMMANDS,
+        super::observe::COMMANDS,
     ]
 }
 

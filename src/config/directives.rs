@@ -1,7 +1,7 @@
 //! The directive table. Each row: name, aliases, whether CONFIG SET may change it at run time,
 //! how to print and parse it, and the text `config/deadbolt.conf` and the README show.
 
-use super::{parse_memory, Config, DebugCommand, LogLevel};
+use super::{parse_memory, Config, DebugCommand, LogLevel, ObufClass, ObufLimit, TlsAuthClients};
 
 pub struct Directive {
     pub name: &'static str,
@@ -223,6 +223,7 @@ pub static DIRECTIVES: &[Directive] = &[
         get: |c| c.requirepass.clone().unwrap_or_default(),
         set: |c, v| {
             c.requirepass = if v.is_empty() { None } else { Some(v.to_string()) };
+            c.users.set_default_password(c.requirepass.as_deref());
             Ok(())
         },
         doc: "Password for the default user (AUTH password). Empty: no password.",
@@ -380,4 +381,202 @@ pub static DIRECTIVES: &[Directive] = &[
         },
         doc: "RDB snapshots are not supported; only `save \"\"` is accepted (persistence is the append-only file).",
     },
+    Directive {
+        name: "client-output-buffer-limit",
+        aliases: &[],
+        mutable: true,
+        get: |c| {
+            let parts: Vec<String> = c
+                .client_output_buffer_limit
+                .iter()
+                .zip(ObufClass::NAMES)
+                .map(|(l, n)| format!("{n} {} {} {}", l.hard, l.soft, l.soft_secs))
+                .collect();
+            parts.join(" ")
+        },
+        set: set_obuf_limits,
+        doc: "<class> <hard> <soft> <soft-seconds> for normal, replica and pubsub clients: a client whose pending output reaches hard, or stays over soft for soft-seconds, is disconnected. 0 disables a limit.",
+    },
+    Directive {
+        name: "notify-keyspace-events",
+        aliases: &[],
+        mutable: true,
+        get: |c| crate::exec::notify::flags_to_string(c.notify_keyspace_events),
+        set: |c, v| {
+            c.notify_keyspace_events = crate::exec::notify::flags_from_str(v)
+                .ok_or_else(|| "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".to_string())?;
+            Ok(())
+        },
+        doc: "Keyspace notification classes published on __keyspace@<db>__:<key> / __keyevent@<db>__:<event> (K, E, g, $, l, s, h, z, x, e, t, m, d, n, A). Empty: off.",
+    },
+    Directive {
+        name: "lua-memory-limit",
+        aliases: &[],
+        mutable: true,
+        get: |c| c.lua_memory_limit.to_string(),
+        set: |c, v| {
+            let n = mem_in(v, i64::MAX as u64)?;
+            if n < 1024 * 1024 {
+                return Err(format!("argument must be between {} and {} inclusive", 1024 * 1024, i64::MAX));
+            }
+            c.lua_memory_limit = n;
+            Ok(())
+        },
+        doc: "Most memory the Lua scripting heap may use (deadbolt only; Redis has no limit). A script that needs more fails with an error instead of exhausting the server.",
+    },
+    Directive {
+        name: "tls-port",
+        aliases: &[],
+        mutable: false,
+        get: |c| c.tls_port.to_string(),
+        set: |c, v| {
+            c.tls_port = int_in(v, 0, 65535)? as u16;
+            Ok(())
+        },
+        doc: "TCP port for TLS connections on the bind addresses (0: no TLS). Needs tls-cert-file and tls-key-file.",
+    },
+    Directive {
+        name: "tls-cert-file",
+        aliases: &[],
+        mutable: false,
+        get: |c| c.tls_cert_file.clone(),
+        set: |c, v| {
+            c.tls_cert_file = v.to_string();
+            Ok(())
+        },
+        doc: "Server certificate chain (PEM).",
+    },
+    Directive {
+        name: "tls-key-file",
+        aliases: &[],
+        mutable: false,
+        get: |c| c.tls_key_file.clone(),
+        set: |c, v| {
+            c.tls_key_file = v.to_string();
+            Ok(())
+        },
+        doc: "Private key of the server certificate (PEM: PKCS#8, PKCS#1 or SEC1).",
+    },
+    Directive {
+        name: "tls-ca-cert-file",
+        aliases: &[],
+        mutable: false,
+        get: |c| c.tls_ca_cert_file.clone(),
+        set: |c, v| {
+            c.tls_ca_cert_file = v.to_string();
+            Ok(())
+        },
+        doc: "CA certificates (PEM) that sign client certificates; needed unless tls-auth-clients is no.",
+    },
+    Directive {
+        name: "tls-auth-clients",
+        aliases: &[],
+        mutable: false,
+        get: |c| c.tls_auth_clients.name().into(),
+        set: |c, v| {
+            c.tls_auth_clients = match v.to_ascii_lowercase().as_str() {
+                "yes" => TlsAuthClients::Yes,
+                "no" => TlsAuthClients::No,
+                "optional" => TlsAuthClients::Optional,
+                _ => return Err("argument(s) must be one of the following: no, yes, optional".into()),
+            };
+            Ok(())
+        },
+        doc: "yes: TLS clients must present a certificate signed by tls-ca-cert-file; optional: checked if presented; no: not asked for.",
+    },
+    Directive {
+        name: "maxmemory",
+        aliases: &[],
+        mutable: true,
+        get: |c| c.maxmemory.to_string(),
+        set: |c, v| {
+            c.maxmemory = mem_in(v, i64::MAX as u64)?;
+            Ok(())
+        },
+        doc: "Memory limit in bytes (units allowed; 0: none). Over it, commands that add data get -OOM; reads and deletes still work.",
+    },
+    Directive {
+        name: "maxmemory-policy",
+        aliases: &[],
+        mutable: true,
+        get: |c| c.maxmemory_policy.clone(),
+        set: |c, v| {
+            const NAMES: &[&str] = &[
+                "volatile-lru",
+                "volatile-lfu",
+                "volatile-random",
+                "volatile-ttl",
+                "allkeys-lru",
+                "allkeys-lfu",
+                "allkeys-random",
+                "noeviction",
+            ];
+            let lower = v.to_ascii_lowercase();
+            if !NAMES.contains(&lower.as_str()) {
+                return Err(format!(
+                    "argument(s) must be one of the following: {}",
+                    NAMES.join(", ")
+                ));
+            }
+            if lower != "noeviction" {
+                // Evicting a key here would silently release someone's lock.
+                return Err(format!(
+                    "deadbolt never evicts keys (they are locks): '{lower}' is not supported, only noeviction"
+                ));
+            }
+            c.maxmemory_policy = lower;
+            Ok(())
+        },
+        doc: "Only noeviction: over maxmemory, writes fail with -OOM and no lock is ever evicted.",
+    },
+    Directive {
+        name: "slowlog-log-slower-than",
+        aliases: &[],
+        mutable: true,
+        get: |c| c.slowlog_log_slower_than.to_string(),
+        set: |c, v| {
+            c.slowlog_log_slower_than = int_in(v, -1, i64::MAX)?;
+            Ok(())
+        },
+        doc: "Commands taking at least this many microseconds are logged in SLOWLOG (-1: off, 0: every command).",
+    },
+    Directive {
+        name: "slowlog-max-len",
+        aliases: &[],
+        mutable: true,
+        get: |c| c.slowlog_max_len.to_string(),
+        set: |c, v| {
+            c.slowlog_max_len = int_in(v, 0, i64::MAX)? as u64;
+            Ok(())
+        },
+        doc: "Most SLOWLOG entries kept (the oldest go first).",
+    },
 ];
+
+/// Redis's rule: every class given is validated before any is applied; classes not named keep
+/// their limits.
+fn set_obuf_limits(c: &mut Config, v: &str) -> Result<(), String> {
+    let words: Vec<&str> = v.split_whitespace().collect();
+    if words.is_empty() || words.len() % 4 != 0 {
+        return Err("Wrong number of arguments in buffer limit configuration.".into());
+    }
+    let mut updated = c.client_output_buffer_limit;
+    for w in words.chunks(4) {
+        let class = ObufClass::by_name(w[0]).ok_or_else(|| {
+            "Invalid client class specified in buffer limit configuration.".to_string()
+        })?;
+        let bad = || {
+            "Error in hard, soft or soft_seconds setting in buffer limit configuration.".to_string()
+        };
+        let hard = parse_memory(w[1]).ok_or_else(bad)?;
+        let soft = parse_memory(w[2]).ok_or_else(bad)?;
+        let soft_secs: u64 = w[3].parse().map_err(|_| bad())?;
+        updated[class as usize] = ObufLimit {
+            hard,
+            soft,
+            soft_secs,
+        };
+    }
+    c.client_output_buffer_limit = updated;
+    Ok(())
+}

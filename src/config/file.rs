@@ -62,7 +62,7 @@ pub fn load(
     for (i, (name, values)) in overrides.iter().enumerate() {
         apply_one(&mut cfg, name, values).map_err(|reason| ConfigError {
             line_no: i + 1,
-            line: format!("{} {}", name, values.join(" ")),
+            line: redact(&format!("{} {}", name, values.join(" "))),
             reason,
             source_name: "command line".into(),
         })?;
@@ -84,7 +84,7 @@ pub fn apply_text(
         }
         let err = |reason: String| ConfigError {
             line_no: idx + 1,
-            line: line.to_string(),
+            line: redact(line),
             reason,
             source_name: source.to_string(),
         };
@@ -123,7 +123,29 @@ pub fn apply_text(
     Ok(())
 }
 
+/// Error messages quote the offending line; never with a password in it.
+fn redact(line: &str) -> String {
+    let name = line.split_whitespace().next().unwrap_or("");
+    if ["user", "requirepass", "masterauth"]
+        .iter()
+        .any(|n| name.eq_ignore_ascii_case(n))
+    {
+        format!("{name} (redacted)")
+    } else {
+        line.to_string()
+    }
+}
+
 fn apply_one(cfg: &mut Config, name: &str, values: &[String]) -> Result<(), String> {
+    if name.eq_ignore_ascii_case("user") {
+        // `--user "alice on >pw"` on the command line arrives as one word.
+        let words: Vec<String> = if values.len() == 1 {
+            values[0].split_whitespace().map(str::to_string).collect()
+        } else {
+            values.to_vec()
+        };
+        return cfg.users.set_user(&words);
+    }
     if values.is_empty() && !name.eq_ignore_ascii_case("requirepass") {
         return Err("wrong number of arguments".into());
     }

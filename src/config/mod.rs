@@ -25,6 +25,8 @@ pub struct Config {
     pub pidfile: String,
     pub dir: String,
     pub requirepass: Option<String>,
+    /// ACL users from `user` lines; the default user's password follows `requirepass`.
+    pub users: crate::cmd::acl::Users,
     pub hz: u64,
     pub busy_reply_threshold: u64,
     pub enable_debug_command: DebugCommand,
@@ -38,6 +40,24 @@ pub struct Config {
     /// Ours: ms during which writes are refused after a start that may have lost acknowledged
     /// writes (persistence off or appendfsync other than always). 0 = off.
     pub lock_restart_delay: u64,
+    /// `client-output-buffer-limit`, indexed by `ObufClass`.
+    pub client_output_buffer_limit: [ObufLimit; 3],
+    /// `notify-keyspace-events` as Redis's NOTIFY_* bits (see `exec::notify`).
+    pub notify_keyspace_events: u32,
+    /// Most bytes the Lua heap may use (ours; Redis has no limit).
+    pub lua_memory_limit: u64,
+    /// Bytes; 0 means no limit. Over it, DENYOOM commands get -OOM (policy noeviction).
+    pub maxmemory: u64,
+    pub maxmemory_policy: String,
+    /// Microseconds; commands at least this slow go to SLOWLOG (negative: off, 0: all).
+    pub slowlog_log_slower_than: i64,
+    pub slowlog_max_len: u64,
+    /// 0: no TLS listener. Otherwise TLS is served on this port beside the plain one.
+    pub tls_port: u16,
+    pub tls_cert_file: String,
+    pub tls_key_file: String,
+    pub tls_ca_cert_file: String,
+    pub tls_auth_clients: TlsAuthClients,
     /// Path of the file we were started with (CONFIG REWRITE writes it back).
     pub config_file: Option<std::path::PathBuf>,
 }
@@ -48,6 +68,36 @@ pub enum DebugCommand {
     No,
     Yes,
     Local,
+}
+
+/// One class of `client-output-buffer-limit`: bytes of pending output (0 = no limit).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ObufLimit {
+    pub hard: u64,
+    pub soft: u64,
+    pub soft_secs: u64,
+}
+
+/// Client classes of `client-output-buffer-limit`, in the order Redis prints them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObufClass {
+    Normal = 0,
+    Replica = 1,
+    Pubsub = 2,
+}
+
+impl ObufClass {
+    pub const NAMES: [&'static str; 3] = ["normal", "slave", "pubsub"];
+
+    /// Redis's `getClientTypeByName` minus `master`, which has no limits of its own.
+    pub fn by_name(name: &str) -> Option<ObufClass> {
+        match name.to_ascii_lowercase().as_str() {
+            "normal" => Some(ObufClass::Normal),
+            "slave" | "replica" => Some(ObufClass::Replica),
+            "pubsub" => Some(ObufClass::Pubsub),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -77,6 +127,24 @@ impl LogLevel {
     }
 }
 
+/// `tls-auth-clients`: whether TLS clients must present a certificate signed by the CA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsAuthClients {
+    Yes,
+    No,
+    Optional,
+}
+
+impl TlsAuthClients {
+    pub fn name(self) -> &'static str {
+        match self {
+            TlsAuthClients::Yes => "yes",
+            TlsAuthClients::No => "no",
+            TlsAuthClients::Optional => "optional",
+        }
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -95,6 +163,7 @@ impl Default for Config {
             pidfile: String::new(),
             dir: ".".into(),
             requirepass: None,
+            users: Default::default(),
             hz: 10,
             busy_reply_threshold: 5000,
             enable_debug_command: DebugCommand::No,
@@ -106,6 +175,30 @@ impl Default for Config {
             auto_aof_rewrite_min_size: 64 * 1024 * 1024,
             aof_load_truncated: true,
             lock_restart_delay: 0,
+            client_output_buffer_limit: [
+                ObufLimit::default(),
+                ObufLimit {
+                    hard: 256 << 20,
+                    soft: 64 << 20,
+                    soft_secs: 60,
+                },
+                ObufLimit {
+                    hard: 32 << 20,
+                    soft: 8 << 20,
+                    soft_secs: 60,
+                },
+            ],
+            notify_keyspace_events: 0,
+            lua_memory_limit: 256 * 1024 * 1024,
+            maxmemory: 0,
+            maxmemory_policy: "noeviction".into(),
+            slowlog_log_slower_than: 10000,
+            slowlog_max_len: 128,
+            tls_port: 0,
+            tls_cert_file: String::new(),
+            tls_key_file: String::new(),
+            tls_ca_cert_file: String::new(),
+            tls_auth_clients: TlsAuthClients::Yes,
             config_file: None,
         }
     }
@@ -117,6 +210,11 @@ impl Config {
             d.name.eq_ignore_ascii_case(name)
                 || d.aliases.iter().any(|a| a.eq_ignore_ascii_case(name))
         })
+    }
+
+    /// Whether a new connection must authenticate before running commands.
+    pub fn auth_required(&self) -> bool {
+        self.users.auth_required()
     }
 
     /// Applies one directive by name; the error is the reason Redis would print.

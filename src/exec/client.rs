@@ -1,6 +1,7 @@
 //! Per-connection state kept by the executor (the connection task only moves bytes).
 
-use bytes::Bytes;
+use crate::cmd::table::CmdId;
+use bytes::{Bytes, BytesMut};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -28,6 +29,8 @@ pub struct ClientShared {
     pub killed: AtomicBool,
     /// Blocked, subscribed or monitoring clients are exempt from the idle `timeout`.
     pub timeout_exempt: AtomicBool,
+    /// Wakes the connection task out of a write to a client that does not read, when killed.
+    pub kill_notify: tokio::sync::Notify,
 }
 
 pub struct Client {
@@ -42,6 +45,8 @@ pub struct Client {
     pub resp: u8,
     pub authenticated: bool,
     pub user: String,
+    /// The user's permissions, fixed at AUTH (see cmd/acl.rs).
+    pub perms: crate::cmd::acl::Perms,
     pub created: Instant,
     pub last_interaction: Instant,
     /// Table id of the last command run (CLIENT LIST `cmd=`), None before the first.
@@ -54,6 +59,20 @@ pub struct Client {
     pub skip_reply: bool,
     /// Commands of the current batch not yet run (the client is blocked or paused).
     pub pending: std::collections::VecDeque<Vec<Bytes>>,
+    /// Commands queued since MULTI (None: not in a transaction).
+    pub multi: Option<Vec<(CmdId, Vec<Bytes>)>>,
+    /// A command was rejected while queuing: EXEC must abort (Redis's CLIENT_DIRTY_EXEC).
+    pub multi_dirty: bool,
+    /// EXEC is running the queue: blocking commands must not block.
+    pub in_exec: bool,
+    /// Set while a served waiter re-runs its command: the deadline it blocked with.
+    pub block_deadline: Option<u64>,
+    /// Channels, patterns and shard channels this client is subscribed to.
+    pub pubsub: super::pubsub::ClientPubSub,
+    /// Pushes queued by the executor, not yet handed to the connection task: a burst of
+    /// messages to one subscriber leaves as one chunk (one wake-up, one write), as Redis writes
+    /// a client's buffer once per event-loop turn. `Server::flush_deferred` sends them.
+    pub deferred: BytesMut,
 }
 
 impl Client {
@@ -76,6 +95,7 @@ impl Client {
             resp: 2,
             authenticated: false,
             user: "default".into(),
+            perms: Default::default(),
             created: now,
             last_interaction: now,
             last_cmd: None,
@@ -84,6 +104,12 @@ impl Client {
             close_after_reply: false,
             skip_reply: false,
             pending: Default::default(),
+            multi: None,
+            multi_dirty: false,
+            in_exec: false,
+            block_deadline: None,
+            pubsub: Default::default(),
+            deferred: BytesMut::new(),
         }
     }
 
@@ -91,8 +117,10 @@ impl Client {
         self.resp == 3
     }
 
-    /// Sends bytes to the connection outside of a batch reply (pub/sub, wake-ups).
-    pub fn push(&self, data: Bytes, batch_done: bool) {
+    /// Sends bytes to the connection outside of a batch reply (wake-ups), after any deferred
+    /// pushes, so output stays in the order it was produced.
+    pub fn push(&mut self, data: Bytes, batch_done: bool) {
+        self.flush_deferred();
         self.shared
             .pending_out
             .fetch_add(data.len(), Ordering::Relaxed);
@@ -103,8 +131,48 @@ impl Client {
         });
     }
 
+    /// Hands a batch's (or a woken waiter's) output to the connection.
+    pub fn push_out(&self, data: Bytes, batch_done: bool, close: bool) {
+        self.shared
+            .pending_out
+            .fetch_add(data.len(), Ordering::Relaxed);
+        let _ = self.out.send(Out {
+            data,
+            batch_done,
+            close,
+        });
+    }
+
+    /// Queues a push for the next `flush_deferred`; true if the queue was empty (the caller
+    /// remembers the client as having output to flush).
+    pub fn defer(&mut self, data: &[u8]) -> bool {
+        let was_empty = self.deferred.is_empty();
+        self.deferred.extend_from_slice(data);
+        self.shared
+            .pending_out
+            .fetch_add(data.len(), Ordering::Relaxed);
+        was_empty
+    }
+
+    /// Hands the deferred pushes to the connection task (already counted in `pending_out`).
+    pub fn flush_deferred(&mut self) {
+        if self.deferred.is_empty() {
+            return;
+        }
+        let data = self.deferred.split().freeze();
+        if self.deferred.capacity() > 64 << 10 {
+            self.deferred = BytesMut::new();
+        }
+        let _ = self.out.send(Out {
+            data,
+            batch_done: false,
+            close: false,
+        });
+    }
+
     pub fn kill(&self) {
         self.shared.killed.store(true, Ordering::Relaxed);
+        self.shared.kill_notify.notify_one();
         let _ = self.out.send(Out {
             data: Bytes::new(),
             batch_done: true,

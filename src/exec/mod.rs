@@ -2,7 +2,10 @@
 //! transactions and scripts are atomic without locks around the data. Connection tasks send it
 //! whole pipelines; it answers each batch with one buffer.
 
+pub mod blocking;
 pub mod client;
+pub mod notify;
+pub mod pubsub;
 pub mod stats;
 
 use crate::cmd::dispatch;
@@ -11,6 +14,8 @@ use crate::config::Config;
 use crate::persist::aof::Aof;
 use crate::persist::load::{LoadError, Loader, Step};
 use crate::persist::{emit, Fsync, LogOp};
+use crate::protocol::Frame;
+use crate::store::waiters::{Waiters, Watches};
 use crate::store::Db;
 use bytes::{Bytes, BytesMut};
 use client::{Client, Out};
@@ -42,6 +47,8 @@ pub struct Shared {
     pub proto_max_bulk_len: AtomicI64,
     pub client_query_buffer_limit: AtomicUsize,
     pub timeout_secs: AtomicU64,
+    /// Protected mode in force: non-loopback clients are refused at accept.
+    pub protected_mode: AtomicBool,
     pub total_connections: AtomicU64,
     pub rejected_connections: AtomicU64,
     pub net_input_bytes: AtomicU64,
@@ -49,6 +56,8 @@ pub struct Shared {
     /// Set when a client asked for SHUTDOWN; the accept loop watches `shutdown_notify`.
     pub shutdown_requested: AtomicBool,
     pub shutdown_notify: Notify,
+    /// A running script past busy-reply-threshold, SCRIPT KILL and SHUTDOWN NOSAVE requests.
+    pub script: crate::script::busy::BusyState,
 }
 
 impl Shared {
@@ -60,12 +69,14 @@ impl Shared {
             proto_max_bulk_len: AtomicI64::new(0),
             client_query_buffer_limit: AtomicUsize::new(0),
             timeout_secs: AtomicU64::new(0),
+            protected_mode: AtomicBool::new(false),
             total_connections: AtomicU64::new(0),
             rejected_connections: AtomicU64::new(0),
             net_input_bytes: AtomicU64::new(0),
             net_output_bytes: AtomicU64::new(0),
             shutdown_requested: AtomicBool::new(false),
             shutdown_notify: Notify::new(),
+            script: Default::default(),
         };
         s.apply(cfg);
         s
@@ -80,6 +91,8 @@ impl Shared {
         self.client_query_buffer_limit
             .store(cfg.client_query_buffer_limit as usize, Ordering::Relaxed);
         self.timeout_secs.store(cfg.timeout, Ordering::Relaxed);
+        self.protected_mode
+            .store(crate::server::protected::active(cfg), Ordering::Relaxed);
     }
 
     pub fn request_shutdown(&self) {
@@ -129,6 +142,21 @@ pub struct Server {
     held: Vec<(client::OutSender, Out)>,
     /// `lock-restart-delay`: writes are refused until then.
     pub writes_refused_until: Option<Instant>,
+    /// WATCHed keys and the clients whose transaction they invalidated.
+    pub watches: Watches,
+    /// Clients blocked on keys (see blocking.rs).
+    pub waiters: Waiters,
+    /// Ready keys are being served: nested commands leave new ready keys to the outer loop.
+    pub serving_ready: bool,
+    pub pubsub: pubsub::Registry,
+    /// The client whose batch is running (0: none); it is not in `clients`.
+    pub running: u64,
+    /// Pushes for the running client, written into its batch output before the next reply.
+    pub self_pushes: Vec<Frame>,
+    /// Clients with deferred pushes (see `Client::deferred`).
+    pub dirty: Vec<u64>,
+    /// MONITOR, SLOWLOG and CLIENT PAUSE state (cmd/observe.rs).
+    pub ops: crate::cmd::observe::OpsState,
 }
 
 impl Server {
@@ -170,6 +198,14 @@ impl Server {
                 .map(|_| fastrand::alphanumeric().to_ascii_lowercase())
                 .collect(),
             shutting_down: false,
+            ops: Default::default(),
+            pubsub: Default::default(),
+            running: 0,
+            self_pushes: Vec::new(),
+            dirty: Vec::new(),
+            watches: Watches::default(),
+            waiters: Waiters::default(),
+            serving_ready: false,
             aof: None,
             loader,
             loader_client: Some(loader_client),
@@ -283,16 +319,29 @@ impl Server {
         }
     }
 
-    /// Sends a batch's replies, or holds them until the log is durable.
-    fn deliver(&mut self, out: &client::OutSender, msg: Out) {
+    /// Sends output for `client` (a batch's replies), or holds it until the log is durable
+    /// (`appendfsync always`: nothing is acknowledged before its write is on disk).
+    pub fn deliver(&mut self, client: &Client, data: Bytes, batch_done: bool, close: bool) {
+        self.shared
+            .net_output_bytes
+            .fetch_add(data.len() as u64, Ordering::Relaxed);
+        client
+            .shared
+            .pending_out
+            .fetch_add(data.len(), Ordering::Relaxed);
+        let msg = Out {
+            data,
+            batch_done,
+            close,
+        };
         if self
             .aof
             .as_ref()
             .is_some_and(|a| a.needs_sync_before_reply())
         {
-            self.held.push((out.clone(), msg));
+            self.held.push((client.out.clone(), msg));
         } else {
-            let _ = out.send(msg);
+            let _ = client.out.send(msg);
         }
     }
 
@@ -390,35 +439,65 @@ impl Server {
 
     /// Redis's `signalModifiedKey`: invalidates WATCHes on the key and readies blocked clients.
     /// Called by every command that changes a key (through `Ctx::changed`).
-    pub fn signal_modified_key(&mut self, _db: usize, _key: &[u8]) {}
-
-    /// Redis's `notifyKeyspaceEvent`: publishes `__keyspace@<db>__:<key>` / `__keyevent@<db>__:<event>`
-    /// when `notify-keyspace-events` enables the class.
-    pub fn notify_keyspace_event(
-        &mut self,
-        _class: u32,
-        _event: &'static str,
-        _key: &[u8],
-        _db: usize,
-    ) {
+    pub fn signal_modified_key(&mut self, db: usize, key: &[u8]) {
+        self.watches.touch(db, key);
+        self.waiters.signal(db, key);
     }
 
     /// FLUSHDB (Some(db)) / FLUSHALL (None): Redis's `signalFlushedDb` (WATCH on any key of it).
-    pub fn signal_flushed_db(&mut self, _db: Option<usize>) {}
+    /// Called before the data is dropped: only watched keys that exist are touched, as in Redis.
+    pub fn signal_flushed_db(&mut self, db: Option<usize>) {
+        if self.watches.is_empty() {
+            return;
+        }
+        let now = unix_ms();
+        let range = match db {
+            Some(d) => d..d + 1,
+            None => 0..self.dbs.len(),
+        };
+        for d in range {
+            let dbs = &mut self.dbs;
+            self.watches.touch_db(d, |k| dbs[d].contains(k, now));
+        }
+    }
 
-    /// SWAPDB: watched keys of both databases may have changed; blocked clients may be served.
-    pub fn signal_swapped_dbs(&mut self, _a: usize, _b: usize) {}
+    /// SWAPDB (called after the swap): watched keys existing in either database are touched and
+    /// clients blocked on keys that now hold data are served.
+    pub fn signal_swapped_dbs(&mut self, a: usize, b: usize) {
+        let now = unix_ms();
+        if !self.watches.is_empty() {
+            let dbs = &mut self.dbs;
+            self.watches
+                .touch_db(a, |k| dbs[a].contains(k, now) || dbs[b].contains(k, now));
+            self.watches
+                .touch_db(b, |k| dbs[a].contains(k, now) || dbs[b].contains(k, now));
+        }
+        if !self.waiters.is_empty() {
+            self.waiters.signal_db(a);
+            self.waiters.signal_db(b);
+        }
+    }
 
-    /// Consumes the keys that expiry removed (lazily or actively) and counts them.
+    /// Consumes the keys that expiry removed (lazily or actively): Redis fires `expired` for
+    /// each, so waiters can wake at a lock's TTL instead of polling.
     pub fn drain_expired(&mut self) {
         let logging = self.aof.is_some() && !self.replaying;
-        for (i, db) in self.dbs.iter_mut().enumerate() {
-            if !db.expired.is_empty() {
+        for db in 0..self.dbs.len() {
+            if self.dbs[db].expired.is_empty() {
+                continue;
+            }
+            let mut keys = std::mem::take(&mut self.dbs[db].expired);
+            for key in &keys {
                 if logging {
-                    self.log_ops
-                        .extend(db.expired.iter().map(|k| LogOp::Key(i, k.clone())));
+                    self.log_ops.push(LogOp::Key(db, key.clone()));
                 }
-                db.expired.clear();
+                // Expiry is a modification for WATCH (Redis's deleteExpiredKeyAndPropagate).
+                self.watches.touch(db, key);
+                self.notify_keyspace_event(crate::cmd::event::EXPIRED, "expired", key, db);
+            }
+            keys.clear();
+            if self.dbs[db].expired.is_empty() {
+                self.dbs[db].expired = keys;
             }
         }
     }
@@ -426,13 +505,17 @@ impl Server {
     fn handle(&mut self, msg: Msg) {
         match msg {
             Msg::Connect(mut client) => {
-                // Like Redis: a client is authenticated at connect while no password is set.
-                client.authenticated = self.config.requirepass.is_none();
+                // Like Redis: a client is authenticated at connect while the default user needs
+                // no password.
+                client.authenticated = !self.config.auth_required();
+                client.perms = self.config.users.default_user().perms();
                 self.clients.insert(client.id, *client);
             }
             Msg::Batch { id, cmds } => self.run_batch(id, cmds),
             Msg::Disconnect { id } => {
-                self.clients.remove(&id);
+                if let Some(mut c) = self.clients.remove(&id) {
+                    self.forget_client(&mut c);
+                }
             }
             Msg::Shutdown => self.shutting_down = true,
         }
@@ -442,36 +525,20 @@ impl Server {
         let Some(mut client) = self.clients.remove(&id) else {
             return;
         };
-        let mut out = BytesMut::with_capacity(64);
+        // Pushes queued for it earlier come before this batch's replies.
+        client.flush_deferred();
         client.pending.extend(cmds);
-        while let Some(argv) = client.pending.pop_front() {
-            dispatch::process(self, &mut client, argv, &mut out);
-            self.end_unit();
-            if client.close_after_reply || self.shutting_down {
-                client.pending.clear();
-                break;
-            }
+        blocking::drive(self, client, BytesMut::with_capacity(64));
+        if self.ops.pause.ended {
+            self.resume_paused();
         }
-        self.drain_expired();
-        let close = client.close_after_reply;
-        self.shared
-            .net_output_bytes
-            .fetch_add(out.len() as u64, Ordering::Relaxed);
-        client
-            .shared
-            .pending_out
-            .fetch_add(out.len(), Ordering::Relaxed);
-        let sender = client.out.clone();
-        self.deliver(
-            &sender,
-            Out {
-                data: out.freeze(),
-                batch_done: true,
-                close,
-            },
-        );
-        if !close {
-            self.clients.insert(id, client);
+    }
+
+    /// The pause ended: run what the held-back clients sent, in the order they were held.
+    fn resume_paused(&mut self) {
+        self.ops.pause.ended = false;
+        for id in std::mem::take(&mut self.ops.pause.waiting) {
+            self.run_batch(id, Vec::new());
         }
     }
 
@@ -489,7 +556,12 @@ impl Server {
         }
         self.drain_expired();
         self.end_unit();
+        self.flush_deferred();
         self.stats.sample_ops();
+        crate::cmd::observe::tick(self, now);
+        if self.ops.pause.ended {
+            self.resume_paused();
+        }
         if let Some(aof) = self.aof.as_mut() {
             aof.poll_rewrite();
             if aof.should_auto_rewrite(
@@ -519,11 +591,21 @@ fn fatal(msg: &str) -> ! {
     std::process::exit(1);
 }
 
+async fn sleep_opt(d: Option<Duration>) {
+    match d {
+        // Deadlines are in whole ms; sleeping 1 ms past one makes `now > deadline` hold.
+        Some(d) => tokio::time::sleep(d + Duration::from_millis(1)).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Starts the executor thread. It runs until the inbox closes or SHUTDOWN.
 pub fn spawn(server: Server) -> std::io::Result<(Inbox, std::thread::JoinHandle<()>)> {
     let (tx, mut rx) = mpsc::unbounded_channel::<Msg>();
     let handle = std::thread::Builder::new()
         .name("executor".into())
+        // Lua scripts recurse on this thread (nested replies, cjson up to 1000 levels).
+        .stack_size(64 << 20)
         .spawn(move || {
             let rt = match tokio::runtime::Builder::new_current_thread()
                 .enable_time()
@@ -548,18 +630,34 @@ pub fn spawn(server: Server) -> std::io::Result<(Inbox, std::thread::JoinHandle<
                 let mut tick = tokio::time::interval(Duration::from_millis(1000 / hz));
                 tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 loop {
+                    // Wake at the earliest blocked client's deadline, not only at the next tick.
+                    let waiter_due = server
+                        .waiters
+                        .next_deadline()
+                        .map(|d| Duration::from_millis(d.saturating_sub(unix_ms())));
                     tokio::select! {
                         msg = rx.recv() => {
                             let Some(msg) = msg else { break };
                             server.handle(msg);
-                            // Drain what is already queued before sleeping again.
+                            // Drain what is already queued before sleeping again; pushes leave
+                            // in chunks, at least every 64 messages.
+                            let mut handled = 1;
                             while let Ok(msg) = rx.try_recv() {
                                 server.handle(msg);
+                                handled += 1;
+                                if handled % 64 == 0 {
+                                    server.flush_deferred();
+                                }
                             }
+                            server.flush_deferred();
                             server.after_round();
                         }
                         _ = tick.tick() => {
                             server.cron();
+                            server.after_round();
+                        }
+                        _ = sleep_opt(waiter_due) => {
+                            blocking::time_out(&mut server);
                             server.after_round();
                         }
                     }

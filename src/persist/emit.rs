@@ -27,6 +27,20 @@ pub fn command(out: &mut Vec<u8>, args: &[&[u8]]) {
 /// Fields per HSET/RPUSH/SADD/ZADD command when a big value is written (bounds one command's size).
 const BATCH: usize = 64;
 
+/// Writes `cmd key <items…>` commands, at most BATCH items (of `per_item` arguments) each.
+fn batched(out: &mut Vec<u8>, cmd: &[u8], key: &[u8], per_item: usize, items: &[Vec<&[u8]>]) {
+    for chunk in items.chunks(BATCH) {
+        put_array_header(out, 2 + chunk.len() * per_item);
+        put_bulk(out, cmd);
+        put_bulk(out, key);
+        for item in chunk {
+            for a in item {
+                put_bulk(out, a);
+            }
+        }
+    }
+}
+
 /// Commands that make `key` hold exactly `entry` (or be absent).
 pub fn key_state(out: &mut Vec<u8>, key: &[u8], entry: Option<&Entry>) {
     let Some(entry) = entry else {
@@ -35,27 +49,37 @@ pub fn key_state(out: &mut Vec<u8>, key: &[u8], entry: Option<&Entry>) {
     };
     let mut ms = itoa::Buffer::new();
     let deadline = ms.format(entry.expires_at).as_bytes().to_vec();
-    match &entry.value {
-        Value::Str(v) => {
-            if entry.expires_at != 0 {
-                command(out, &[b"SET", key, v, b"PXAT", &deadline]);
-            } else {
-                command(out, &[b"SET", key, v]);
-            }
-            return;
+    if let Value::Str(v) = &entry.value {
+        if entry.expires_at != 0 {
+            command(out, &[b"SET", key, v, b"PXAT", &deadline]);
+        } else {
+            command(out, &[b"SET", key, v]);
         }
+        return;
+    }
+    command(out, &[b"DEL", key]);
+    match &entry.value {
+        Value::Str(_) => {}
         Value::Hash(h) => {
-            command(out, &[b"DEL", key]);
-            let pairs: Vec<(&[u8], &[u8])> = h.iter().map(|(f, v)| (&f[..], &v[..])).collect();
-            for chunk in pairs.chunks(BATCH) {
-                put_array_header(out, 2 + chunk.len() * 2);
-                put_bulk(out, b"HSET");
-                put_bulk(out, key);
-                for (f, v) in chunk {
-                    put_bulk(out, f);
-                    put_bulk(out, v);
-                }
-            }
+            let items: Vec<Vec<&[u8]>> = h.iter().map(|(f, v)| vec![&f[..], &v[..]]).collect();
+            batched(out, b"HSET", key, 2, &items);
+        }
+        Value::List(l) => {
+            let items: Vec<Vec<&[u8]>> = l.iter().map(|v| vec![&v[..]]).collect();
+            batched(out, b"RPUSH", key, 1, &items);
+        }
+        Value::Set(set) => {
+            let items: Vec<Vec<&[u8]>> = set.iter().map(|v| vec![&v[..]]).collect();
+            batched(out, b"SADD", key, 1, &items);
+        }
+        Value::ZSet(z) => {
+            // %.17g round-trips every f64 exactly (and prints inf/-inf as ZADD accepts them).
+            let scores: Vec<(Vec<u8>, &[u8])> = z
+                .iter_from(0)
+                .map(|(m, s)| (crate::protocol::number::fmt_g17(s).into_bytes(), &m[..]))
+                .collect();
+            let items: Vec<Vec<&[u8]>> = scores.iter().map(|(s, m)| vec![&s[..], *m]).collect();
+            batched(out, b"ZADD", key, 2, &items);
         }
     }
     if entry.expires_at != 0 {

@@ -47,6 +47,11 @@ impl Frame {
         }
     }
 
+    /// A HELP reply: one status line per entry, as Redis's `addReplyHelp`.
+    pub fn help(lines: &[&'static str]) -> Frame {
+        Frame::Array(lines.iter().map(|l| Frame::simple(l)).collect())
+    }
+
     pub fn is_error(&self) -> bool {
         matches!(self, Frame::Error(_))
     }

@@ -29,6 +29,10 @@ pub async fn serve<S>(
     let mut wbuf = BytesMut::new();
     let mut decoder = Decoder::new();
     let mut in_flight = false;
+    // A lone SCRIPT KILL / SHUTDOWN NOSAVE queued behind a script: answered here if that script
+    // becomes busy, and the executor's later reply to it is dropped (see `script::busy`).
+    let mut kill_in_flight: Option<Vec<bytes::Bytes>> = None;
+    let mut drop_reply = false;
     let mut eof = false;
     let mut last_activity = Instant::now();
     loop {
@@ -48,8 +52,28 @@ pub async fn serve<S>(
                     }
                 }
             }
+            // While the executor is inside a busy script, answer here (-BUSY, SCRIPT KILL,
+            // SHUTDOWN NOSAVE) as Redis does from its script hook.
+            while shared.script.must_wait(&batch) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            if let Some(ans) = shared.script.answer(&batch) {
+                batch.clear();
+                if ans.shutdown {
+                    shared.request_shutdown();
+                }
+                if !ans.replies.is_empty() && writer.write_all(&ans.replies).await.is_err() {
+                    return;
+                }
+                if ans.shutdown {
+                    return;
+                }
+            }
             if !batch.is_empty() {
                 in_flight = true;
+                if batch.len() == 1 && crate::script::busy::is_kill_or_shutdown(&batch[0]) {
+                    kill_in_flight = Some(batch[0].clone());
+                }
                 if inbox.send(Msg::Batch { id, cmds: batch }).is_err() {
                     return;
                 }
@@ -68,6 +92,7 @@ pub async fn serve<S>(
                 }
                 wbuf.extend_from_slice(format!("-ERR {e}\r\n").as_bytes());
                 let _ = writer.write_all(&wbuf).await;
+                let _ = writer.shutdown().await;
                 return;
             }
         }
@@ -95,10 +120,14 @@ pub async fn serve<S>(
                 let Some(first) = out else { return };
                 let mut close = false;
                 let mut handle = |o: Out, wbuf: &mut BytesMut| {
+                    close |= o.close;
                     if o.batch_done {
                         in_flight = false;
+                        kill_in_flight = None;
+                        if std::mem::take(&mut drop_reply) {
+                            return;
+                        }
                     }
-                    close |= o.close;
                     wbuf.extend_from_slice(&o.data);
                 };
                 handle(first, &mut wbuf);
@@ -107,7 +136,14 @@ pub async fn serve<S>(
                 }
                 let n = wbuf.len();
                 if n > 0 {
-                    if writer.write_all(&wbuf).await.is_err() {
+                    // A client that does not read blocks this write; an output-limit kill must
+                    // still close it. flush: a TLS stream may keep encrypted records buffered
+                    // (no-op for TCP).
+                    let written = tokio::select! {
+                        r = async { writer.write_all(&wbuf).await?; writer.flush().await } => r.is_ok(),
+                        _ = client.kill_notify.notified() => false,
+                    };
+                    if !written {
                         return;
                     }
                     client.pending_out.fetch_sub(n.min(client.pending_out.load(Ordering::Relaxed)), Ordering::Relaxed);
@@ -129,8 +165,9 @@ pub async fn serve<S>(
                 match r {
                     Ok(0) | Err(_) => {
                         eof = true;
-                        // A half-closed client still gets the replies to what it sent.
-                        if !in_flight {
+                        // A half-closed client still gets the replies to what it sent, but a
+                        // client blocked in BLPOP & co. is released, as Redis frees it on EOF.
+                        if !in_flight || client.timeout_exempt.load(Ordering::Relaxed) {
                             return;
                         }
                     }
@@ -138,6 +175,22 @@ pub async fn serve<S>(
                         shared.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
                         last_activity = Instant::now();
                     }
+                }
+            }
+            _ = tokio::time::sleep(Duration::from_millis(5)), if in_flight && kill_in_flight.is_some() && !drop_reply => {
+                let req = kill_in_flight.take().unwrap_or_default();
+                match shared.script.answer(std::slice::from_ref(&req)) {
+                    Some(ans) => {
+                        drop_reply = true;
+                        if ans.shutdown {
+                            shared.request_shutdown();
+                            return;
+                        }
+                        if writer.write_all(&ans.replies).await.is_err() {
+                            return;
+                        }
+                    }
+                    None => kill_in_flight = Some(req),
                 }
             }
             _ = sleep_until_opt(idle_deadline) => {

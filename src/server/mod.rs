@@ -1,32 +1,73 @@
 //! The network side: accept loop, client limits, one task per connection.
 
 pub mod connection;
+pub mod protected;
+pub mod tls;
 
 use crate::exec::client::{Client, ClientShared};
 use crate::exec::{Inbox, Msg, Shared};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
-/// Accepts until `shutdown` resolves or a client runs SHUTDOWN.
+/// Accepts until `shutdown` resolves or a client runs SHUTDOWN. `tls` listeners hand their
+/// connections to the TLS acceptor first; after the handshake they are served like the others.
 pub async fn accept_loop(
     listeners: Vec<TcpListener>,
+    tls: Option<(tls::TlsAcceptor, Vec<TcpListener>)>,
     inbox: Inbox,
     shared: Arc<Shared>,
     keepalive_secs: u64,
 ) {
     let mut tasks = tokio::task::JoinSet::new();
-    for listener in listeners {
+    let (acceptor, tls_listeners) = match tls {
+        Some((a, l)) => (Some(a), l),
+        None => (None, Vec::new()),
+    };
+    let all = listeners
+        .into_iter()
+        .map(|l| (l, None))
+        .chain(tls_listeners.into_iter().map(|l| (l, acceptor.clone())));
+    for (listener, acceptor) in all {
         let inbox = inbox.clone();
         let shared = shared.clone();
         tasks.spawn(async move {
             loop {
                 match listener.accept().await {
                     Ok((stream, addr)) => {
-                        on_accept(stream, addr, &inbox, &shared, keepalive_secs).await
+                        prepare(&stream, keepalive_secs);
+                        match &acceptor {
+                            None => on_accept(stream, addr, &inbox, &shared).await,
+                            Some(acceptor) => {
+                                let (acceptor, inbox, shared) =
+                                    (acceptor.clone(), inbox.clone(), shared.clone());
+                                tokio::spawn(async move {
+                                    let laddr = stream.local_addr().unwrap_or(addr);
+                                    let hs = tokio::time::timeout(
+                                        tls::HANDSHAKE_TIMEOUT,
+                                        acceptor.accept(stream),
+                                    )
+                                    .await;
+                                    match hs {
+                                        Ok(Ok(tls_stream)) => {
+                                            on_accept_stream(
+                                                tls_stream, addr, laddr, &inbox, &shared,
+                                            )
+                                            .await
+                                        }
+                                        Ok(Err(e)) => tracing::debug!(
+                                            "Error accepting a client connection: {e} (addr={addr})"
+                                        ),
+                                        Err(_) => {
+                                            tracing::debug!("TLS handshake timed out (addr={addr})")
+                                        }
+                                    }
+                                });
+                            }
+                        }
                     }
                     Err(e) => {
                         // EMFILE and friends: back off instead of spinning.
@@ -40,13 +81,30 @@ pub async fn accept_loop(
     while tasks.join_next().await.is_some() {}
 }
 
-async fn on_accept(
-    mut stream: TcpStream,
+fn prepare(stream: &TcpStream, keepalive_secs: u64) {
+    let _ = stream.set_nodelay(true);
+    if keepalive_secs > 0 {
+        let ka =
+            socket2::TcpKeepalive::new().with_time(std::time::Duration::from_secs(keepalive_secs));
+        let _ = socket2::SockRef::from(stream).set_tcp_keepalive(&ka);
+    }
+}
+
+async fn on_accept(stream: TcpStream, addr: SocketAddr, inbox: &Inbox, shared: &Arc<Shared>) {
+    let laddr = stream.local_addr().unwrap_or(addr);
+    on_accept_stream(stream, addr, laddr, inbox, shared).await
+}
+
+/// Limits and protected mode, then the connection task (plain or TLS alike).
+async fn on_accept_stream<S>(
+    mut stream: S,
     addr: SocketAddr,
+    laddr: SocketAddr,
     inbox: &Inbox,
     shared: &Arc<Shared>,
-    keepalive_secs: u64,
-) {
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     shared.total_connections.fetch_add(1, Ordering::Relaxed);
     let connected = shared.connected_clients.fetch_add(1, Ordering::SeqCst);
     if connected >= shared.maxclients.load(Ordering::Relaxed) {
@@ -55,15 +113,18 @@ async fn on_accept(
         let _ = stream
             .write_all(b"-ERR max number of clients reached\r\n")
             .await;
+        let _ = stream.shutdown().await;
         return;
     }
-    let _ = stream.set_nodelay(true);
-    if keepalive_secs > 0 {
-        let ka =
-            socket2::TcpKeepalive::new().with_time(std::time::Duration::from_secs(keepalive_secs));
-        let _ = socket2::SockRef::from(&stream).set_tcp_keepalive(&ka);
+    if protected::refuse(shared.protected_mode.load(Ordering::Relaxed), addr.ip()) {
+        shared.connected_clients.fetch_sub(1, Ordering::SeqCst);
+        // In its own task: a peer that does not read must not stall the accept loop.
+        tokio::spawn(async move {
+            let _ = stream.write_all(protected::DENIED).await;
+            let _ = stream.shutdown().await;
+        });
+        return;
     }
-    let laddr = stream.local_addr().unwrap_or(addr);
     let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
     let (out_tx, out_rx) = mpsc::unbounded_channel();
     let client_shared = Arc::new(ClientShared::default());

@@ -2,6 +2,8 @@
 
 pub mod keyspace;
 pub mod value;
+pub mod waiters;
+pub mod zset;
 
 pub use keyspace::{Db, Entry};
 pub use value::Value;

@@ -4,12 +4,18 @@ use indexmap::IndexMap;
 /// Hash fields keep insertion order, as Redis's listpack encoding shows them for small hashes.
 pub type HashValue = IndexMap<Bytes, Bytes, ahash::RandomState>;
 
+/// Set members: O(1) membership plus O(1) random access by index (SPOP, SRANDMEMBER, SSCAN).
+pub type SetValue = indexmap::IndexSet<Bytes, ahash::RandomState>;
+
 /// A stored value. Keys and members are owned copies (never slices of a network buffer, which
 /// would keep a whole read buffer alive).
 #[derive(Debug, Clone)]
 pub enum Value {
     Str(Bytes),
     Hash(HashValue),
+    List(std::collections::VecDeque<Bytes>),
+    Set(SetValue),
+    ZSet(Box<super::zset::ZSet>),
 }
 
 impl Value {
@@ -18,6 +24,9 @@ impl Value {
         match self {
             Value::Str(_) => "string",
             Value::Hash(_) => "hash",
+            Value::List(_) => "list",
+            Value::Set(_) => "set",
+            Value::ZSet(_) => "zset",
         }
     }
 
@@ -26,6 +35,9 @@ impl Value {
         match self {
             Value::Str(b) => b.len(),
             Value::Hash(h) => h.iter().map(|(k, v)| k.len() + v.len() + 48).sum(),
+            Value::List(l) => l.iter().map(|v| v.len() + 16).sum(),
+            Value::Set(s) => s.iter().map(|v| v.len() + 32).sum(),
+            Value::ZSet(z) => z.iter_from(0).map(|(m, _)| 2 * m.len() + 64).sum(),
         }
     }
 }

@@ -192,7 +192,17 @@ pub fn redis_server(extra: &[&str]) -> Server {
                 break;
             }
             if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Server { child, port, log };
+                // The port was free when picked, but another server (a deadbolt on port 0) may
+                // have taken it since: make sure it is this child that answers.
+                let mut c = Conn::connect(port);
+                let info = c.cmd_str(&["INFO", "server"]);
+                // (A server with a password cannot be asked; its own start is then trusted.)
+                if info.starts_with("-NOAUTH")
+                    || info.contains(&format!("process_id:{}\r\n", child.id()))
+                {
+                    return Server { child, port, log };
+                }
+                break;
             }
             std::thread::sleep(Duration::from_millis(10));
         }

@@ -42,6 +42,7 @@ for (const target of TARGETS) {
       for (const p of pttls) assert.ok(p > 4000 && p <= 5000, String(pttls));
       const rel = await extended.release();
       assert.equal(rel.attempts.length, 1);
+      // release() resolves once a quorum answered; its stats resolve when the last server did.
       await Promise.all(rel.attempts);
       assert.deepEqual(await holders(cs, a), [null, null, null]);
       const again = await redlock.acquire([b], 1000);

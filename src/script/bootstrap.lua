@@ -1,0 +1,383 @@
+-- deadbolt's Lua bootstrap: turns a fresh Lua 5.1 state into Redis 7.0's scripting environment.
+-- It runs once per state (again after SCRIPT FLUSH) with the Rust helpers as its argument and
+-- returns the function that runs one script under the error handler.
+--
+-- Errors meant for the script author are raised here, in Lua, so they carry the script's
+-- position exactly as Redis's do; Rust callbacks never raise (they return ok, value).
+local rs = ...
+local cwrap = rs.cwrap
+local dbg = debug
+debug = nil
+
+local G = _G
+local type, error, tostring, tonumber, select, rawget, rawset, setmetatable, next, pairs, pcall,
+      xpcall, loadstring =
+      type, error, tostring, tonumber, select, rawget, rawset, setmetatable, next, pairs, pcall,
+      xpcall, loadstring
+local getinfo = dbg.getinfo
+local concat = table.concat
+local floor = math.floor
+local strbyte, strsub, strfind, strgsub = string.byte, string.sub, string.find, string.gsub
+local getmetatable_ = getmetatable
+
+-- Frames of this chunk are skipped when the error handler looks for the script's position.
+local INTERNAL = '=deadbolt'
+
+-- Redis's __redis__err__handler, except that it looks for the first frame that belongs to the
+-- script instead of a fixed level, so our Lua wrappers (redis.call, pcall) stay invisible.
+local function err_handler(err)
+  local lvl, src, line = 2, nil, nil
+  while true do
+    local i = getinfo(lvl, 'Sl')
+    if not i then break end
+    if i.what ~= 'C' and i.what ~= 'tail' and i.source ~= INTERNAL then
+      src, line = i.source, i.currentline
+      break
+    end
+    lvl = lvl + 1
+  end
+  if type(err) ~= 'table' then err = {err = 'ERR ' .. tostring(err)} end
+  if src then
+    rawset(err, 'source', src)
+    rawset(err, 'line', line)
+  end
+  return err
+end
+
+-- Read-only globals. PUC Lua has no read-only tables, so _G gets a guarding metatable, every
+-- library is reached through an empty proxy, and the raw functions that would get around the
+-- metatables refuse protected tables.
+local RO = 'Attempt to modify a readonly table'
+local protected = setmetatable({}, {__mode = 'k'})
+local real_of = setmetatable({}, {__mode = 'k'})
+
+local function ro_newindex() error(RO, 2) end
+
+local function proxy(real)
+  local p = setmetatable({}, {__index = real, __newindex = ro_newindex, __metatable = false})
+  real_of[p] = real
+  protected[p] = true
+  return p
+end
+
+local function raise(msg) error({err = msg}, 0) end
+
+-- Lua 5.1 would load bytecode through these; crafted bytecode can corrupt the VM.
+local function safe_loadstring(s, name)
+  if type(s) == 'string' and strbyte(s, 1) == 27 then
+    return nil, 'binary chunks are not allowed'
+  end
+  return loadstring(s, name)
+end
+
+local function safe_load(f, name)
+  if type(f) ~= 'function' then return load(f, name) end
+  local parts = {}
+  while true do
+    local piece = f()
+    if piece == nil or piece == '' then break end
+    if type(piece) ~= 'string' then return nil, 'reader function must return a string' end
+    parts[#parts + 1] = piece
+  end
+  return safe_loadstring(concat(parts), name or '=(load)')
+end
+
+-- A killed script must not survive by catching the kill.
+local killed = rs.killed
+local function pcall_fix(ok, ...)
+  if ok then return ok, ... end
+  local e = ...
+  if killed() then error(e, 0) end
+  if type(e) == 'table' and type(rawget(e, 'err')) == 'string' then
+    return false, rawget(e, 'err')
+  end
+  return false, e
+end
+
+local function kill_check(ok, ...)
+  if not ok and killed() then error((...), 0) end
+  return ok, ...
+end
+
+local resume = coroutine.resume
+coroutine.resume = cwrap(function(...) return kill_check(resume(...)) end)
+
+-- Redis's own rand48, so math.random gives the same sequence on every platform (7.0 does not
+-- reseed per script).
+local lrand, srand = rs.lrand, rs.srand
+local function checkint(n, v)
+  local x = tonumber(v)
+  if x == nil then
+    local got = v == nil and 'no value' or type(v)
+    -- Level 4: past this function, math.random and the C trampoline: the script's line, as
+    -- luaL_error gives it.
+    error("bad argument #" .. n .. " to 'random' (number expected, got " .. got .. ")", 4)
+  end
+  return floor(x + 0.5)
+end
+math.random = cwrap(function(...)
+  local r = lrand()
+  local n = select('#', ...)
+  if n == 0 then return r end
+  if n == 1 then
+    local u = checkint(1, (...))
+    if u < 1 then error("bad argument #1 to 'random' (interval is empty)", 3) end
+    return floor(r * u) + 1
+  end
+  if n == 2 then
+    local l, u = checkint(1, (...)), checkint(2, (select(2, ...)))
+    if l > u then error("bad argument #2 to 'random' (interval is empty)", 3) end
+    return floor(r * (u - l + 1)) + l
+  end
+  error('wrong number of arguments', 3)
+end)
+math.randomseed = cwrap(function(...)
+  if select('#', ...) == 0 or tonumber((...)) == nil then
+    local v = ...
+    local got = v == nil and 'no value' or type(v)
+    error("bad argument #1 to 'randomseed' (number expected, got " .. got .. ")", 3)
+  end
+  srand(checkint(1, (...)))
+end)
+
+-- The redis table.
+local redis = {}
+local rcall = rs.call
+redis.call = cwrap(function(...)
+  local ok, v = rcall(...)
+  if ok then return v end
+  error({err = v}, 0)
+end)
+redis.pcall = function(...)
+  local ok, v = rcall(...)
+  if ok then return v end
+  return {err = v}
+end
+
+local function trim_crlf(s)
+  s = strgsub(s, '^[\r\n]+', '')
+  s = strgsub(s, '[\r\n]+$', '')
+  return s
+end
+
+redis.error_reply = function(...)
+  if select('#', ...) ~= 1 or type((...)) ~= 'string' then
+    return {err = 'ERR wrong number or type of arguments'}
+  end
+  local s = ...
+  if strsub(s, 1, 1) ~= '-' then s = '-' .. s end
+  local sp = strfind(s, ' ', 1, true)
+  local code, msg
+  if sp then
+    code, msg = strsub(s, 2, sp - 1), strsub(s, sp + 1)
+  else
+    code, msg = 'ERR', strsub(s, 2)
+  end
+  return {err = code .. ' ' .. trim_crlf(msg)}
+end
+redis.status_reply = function(...)
+  if select('#', ...) ~= 1 or type((...)) ~= 'string' then
+    return {err = 'ERR wrong number or type of arguments'}
+  end
+  return {ok = (...)}
+end
+
+local sha1 = rs.sha1hex
+redis.sha1hex = cwrap(function(...)
+  if select('#', ...) ~= 1 then raise('ERR wrong number of arguments') end
+  local s = ...
+  if type(s) == 'number' then s = tostring(s) elseif type(s) ~= 'string' then s = '' end
+  return sha1(s)
+end)
+
+local rlog = rs.log
+redis.log = cwrap(function(...)
+  local n = select('#', ...)
+  if n < 2 then raise('ERR redis.log() requires two arguments or more.') end
+  local level = tonumber((...))
+  if level == nil then raise('ERR First argument must be a number (log level).') end
+  if level < 0 or level > 3 then raise('ERR Invalid debug level.') end
+  local parts = {}
+  for i = 2, n do
+    local v = select(i, ...)
+    local t = type(v)
+    if t == 'string' or t == 'number' then parts[#parts + 1] = tostring(v) end
+  end
+  rlog(floor(level), concat(parts, ' '))
+end)
+redis.LOG_DEBUG, redis.LOG_VERBOSE, redis.LOG_NOTICE, redis.LOG_WARNING = 0, 1, 2, 3
+
+local setresp = rs.setresp
+redis.setresp = cwrap(function(...)
+  if select('#', ...) ~= 1 then raise('ERR redis.setresp() requires one argument.') end
+  local v = tonumber((...)) or 0
+  v = v >= 0 and floor(v) or -floor(-v)
+  if v ~= 2 and v ~= 3 then raise('ERR RESP version must be 2 or 3.') end
+  setresp(v)
+end)
+
+redis.set_repl = cwrap(function(...)
+  if select('#', ...) ~= 1 then raise('ERR redis.set_repl() requires two arguments.') end
+  local f = tonumber((...)) or 0
+  if f ~= 0 and f ~= 1 and f ~= 2 and f ~= 3 then
+    raise('ERR Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.')
+  end
+end)
+redis.REPL_NONE, redis.REPL_AOF, redis.REPL_SLAVE, redis.REPL_REPLICA, redis.REPL_ALL = 0, 1, 2, 2, 3
+redis.replicate_commands = function() return true end
+redis.breakpoint = function() return false end
+redis.debug = function() end
+
+local cmd_exists = rs.cmd_exists
+redis.acl_check_cmd = cwrap(function(...)
+  local n = select('#', ...)
+  if n == 0 then raise('ERR Please specify at least one argument for this redis lib call') end
+  for i = 1, n do
+    local t = type((select(i, ...)))
+    if t ~= 'string' and t ~= 'number' then
+      raise('ERR Lua redis lib command arguments must be strings or integers')
+    end
+  end
+  if not cmd_exists(tostring((...))) then
+    raise('ERR Invalid command passed to redis.acl_check_cmd()')
+  end
+  return true
+end)
+redis.REDIS_VERSION = rs.version
+redis.REDIS_VERSION_NUM = rs.version_num
+
+-- Globals Redis 7.0 does not have (hardened as in 7.2.11 / 8.2.2: no getfenv/setfenv/newproxy).
+print, loadfile, dofile, getfenv, setfenv, newproxy, require, module, package, gcinfo =
+  nil, nil, nil, nil, nil, nil, nil, nil, nil, gcinfo
+
+rawset(G, '__redis__err__handler', err_handler)
+rawset(G, 'loadstring', safe_loadstring)
+rawset(G, 'load', safe_load)
+rawset(G, 'pcall', cwrap(function(...) return pcall_fix(pcall(...)) end))
+rawset(G, 'xpcall', cwrap(function(...) return kill_check(xpcall(...)) end))
+rawset(G, 'rawset', cwrap(function(t, k, v)
+  if protected[t] then error(RO, 0) end
+  return rawset(t, k, v)
+end))
+rawset(G, 'setmetatable', cwrap(function(t, mt)
+  if protected[t] then error(RO, 0) end
+  return setmetatable(t, mt)
+end))
+-- Enumeration and raw reads see through the proxies (pairs(redis) lists the API).
+-- _G's enumeration continues into KEYS and ARGV, which live in `vars`.
+local vars = rs.vars
+local function next_(t, k)
+  if t == G then
+    if k ~= nil and rawget(G, k) == nil and rawget(vars, k) ~= nil then return next(vars, k) end
+    local nk, nv = next(G, k)
+    if nk == nil then return next(vars) end
+    return nk, nv
+  end
+  return next(real_of[t] or t, k)
+end
+rawset(G, 'next', next_)
+rawset(G, 'pairs', function(t)
+  if real_of[t] or t == G then return next_, t, nil end
+  return pairs(t)
+end)
+rawset(G, 'rawget', function(t, k)
+  if t == G and rawget(G, k) == nil then return rawget(vars, k) end
+  return rawget(real_of[t] or t, k)
+end)
+
+rawset(G, 'redis', redis)
+-- LuaBitOp's argument checks, with luaL_checknumber's texts at the script's position.
+local rbit, bit = rs.bit, {}
+local bit_arity = {tobit = 1, bnot = 1, bswap = 1, tohex = 1, lshift = 2, rshift = 2,
+  arshift = 2, rol = 2, ror = 2, band = 1, bor = 1, bxor = 1}
+for name, fixed in pairs(bit_arity) do
+  local f = rbit[name]
+  bit[name] = cwrap(function(...)
+    local n = select('#', ...)
+    local check = n > fixed and n or fixed
+    if name == 'tohex' then check = n > 1 and 2 or 1 end
+    for i = 1, check do
+      local v = select(i, ...)
+      if tonumber(v) == nil then
+        local got = v == nil and 'no value' or type(v)
+        error("bad argument #" .. i .. " to '" .. name .. "' (number expected, got " .. got .. ")", 3)
+      end
+    end
+    return f(...)
+  end)
+end
+rawset(G, 'bit', bit)
+
+-- cjson: the Rust encoder/decoder behind lua-cjson's argument checks; errors are raised at
+-- the script's position, as luaL_error does.
+local function wrap_cjson(raw)
+  local t = {}
+  for k, v in pairs(raw) do t[k] = v end
+  local enc, dec = raw.encode, raw.decode
+  t.encode = cwrap(function(...)
+    if select('#', ...) ~= 1 then error("bad argument #1 to 'encode' (expected 1 argument)", 3) end
+    local out, e = enc((...))
+    if e then error(e, 3) end
+    return out
+  end)
+  t.decode = cwrap(function(...)
+    if select('#', ...) ~= 1 then error("bad argument #1 to 'decode' (expected 1 argument)", 3) end
+    local str = ...
+    if type(str) == 'number' then
+      str = tostring(str)
+    elseif type(str) ~= 'string' then
+      error("bad argument #1 to 'decode' (string expected, got " .. type(str) .. ")", 3)
+    end
+    local v, e = dec(str)
+    if e then error(e, 3) end
+    return v
+  end)
+  local new = rs.cjson_new
+  t.new = function() return wrap_cjson(new()) end
+  return t
+end
+rawset(G, 'cjson', wrap_cjson(rs.cjson))
+
+-- struct: Rust pack/unpack/size returning ok, results…; errors raised at the script's line.
+local function struct_check(ok, ...)
+  if not ok then error((...), 4) end
+  return ...
+end
+local rstruct, struct = rs.struct, {}
+for _, name in pairs({'pack', 'unpack', 'size'}) do
+  local f = rstruct[name]
+  struct[name] = cwrap(function(...) return struct_check(f(...)) end)
+end
+rawset(G, 'struct', struct)
+
+-- cmsgpack: same shape as struct.
+local rmp, cmsgpack = rs.cmsgpack, {}
+for k, v in pairs(rmp) do cmsgpack[k] = v end
+for _, name in pairs({'pack', 'unpack', 'unpack_one', 'unpack_limit'}) do
+  local f = rmp[name]
+  cmsgpack[name] = cwrap(function(...) return struct_check(f(...)) end)
+end
+rawset(G, 'cmsgpack', cmsgpack)
+for _, name in pairs({'redis', 'string', 'table', 'math', 'coroutine', 'bit', 'cjson', 'struct', 'cmsgpack'}) do
+  rawset(G, name, proxy(rawget(G, name)))
+end
+
+-- The string metatable: getmetatable('') hands out a read-only view whose __index is the
+-- read-only string library.
+local smt = getmetatable_('')
+smt.__index = rawget(G, 'string')
+smt.__metatable = proxy(smt)
+protected[smt] = true
+
+-- KEYS and ARGV live outside _G (so that assigning them fails like any global) in a table
+-- that _G's lookups fall through to; Rust replaces them before each run.
+setmetatable(vars, {
+  __index = function(_, k)
+    error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+  end,
+})
+protected[G] = true
+setmetatable(G, {__index = vars, __newindex = ro_newindex, __metatable = false})
+
+local setup = rs.setup
+return function(f) setup() return xpcall(f, err_handler) end

@@ -1,0 +1,630 @@
+//! Lua scripting as in Redis 7.0: one Lua 5.1 state on the executor thread, compiled functions
+//! cached by the SHA1 of their body, `redis.call` through the same dispatch as the network,
+//! Redis's sandbox and error texts, and a count hook for busy scripts and SCRIPT KILL.
+
+pub mod bit;
+pub mod busy;
+pub mod cjson;
+pub mod cmsgpack;
+pub mod convert;
+mod raw;
+pub mod structlib;
+
+use crate::cmd::Ctx;
+use crate::error::CmdError;
+use crate::exec::{Shared, REDIS_VERSION};
+use crate::protocol::Frame;
+use bytes::Bytes;
+use mlua::{chunk::ChunkMode, Function, HookTriggers, Lua, LuaOptions, StdLib, Value, VmState};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+const BOOTSTRAP: &str = include_str!("bootstrap.lua");
+
+/// 7.0.15 as Redis encodes it (0x07000f).
+const REDIS_VERSION_NUM: f64 = 458767.0;
+
+/// Instructions between two runs of the busy/kill hook (Redis uses the same count).
+const HOOK_EVERY: u32 = 100_000;
+
+pub type Sha = [u8; 40];
+
+/// Shebang flags (`#!lua flags=…`). Without a shebang a script is in compatibility mode.
+pub mod shebang {
+    pub const COMPAT: u32 = 1 << 0;
+    pub const NO_WRITES: u32 = 1 << 1;
+    pub const ALLOW_OOM: u32 = 1 << 2;
+    pub const ALLOW_STALE: u32 = 1 << 3;
+    pub const NO_CLUSTER: u32 = 1 << 4;
+    pub const ALLOW_CROSS_SLOT: u32 = 1 << 5;
+
+    const NAMES: &[(&str, u32)] = &[
+        ("no-writes", NO_WRITES),
+        ("allow-oom", ALLOW_OOM),
+        ("allow-stale", ALLOW_STALE),
+        ("no-cluster", NO_CLUSTER),
+        ("allow-cross-slot-keys", ALLOW_CROSS_SLOT),
+    ];
+
+    /// Redis's `evalExtractShebangFlags`: (flags, length of the shebang line without its
+    /// newline), or the error text (without the `ERR ` Redis adds).
+    pub fn parse(body: &[u8]) -> Result<(u32, usize), String> {
+        if !body.starts_with(b"#!") {
+            return Ok((COMPAT, 0));
+        }
+        let Some(end) = body.iter().position(|&b| b == b'\n') else {
+            return Err("Invalid script shebang".into());
+        };
+        let parts = match crate::protocol::decode::split_args(&body[..end]) {
+            Some(p) if !p.is_empty() => p,
+            _ => return Err("Invalid engine in script shebang".into()),
+        };
+        if parts[0] != b"#!lua" {
+            return Err(format!(
+                "Unexpected engine in script shebang: {}",
+                String::from_utf8_lossy(&parts[0])
+            ));
+        }
+        let mut flags = 0;
+        for part in &parts[1..] {
+            let Some(list) = part.strip_prefix(b"flags=") else {
+                return Err(format!(
+                    "Unknown lua shebang option: {}",
+                    String::from_utf8_lossy(part)
+                ));
+            };
+            if list.is_empty() {
+                continue;
+            }
+            for f in list.split(|&b| b == b',') {
+                match NAMES.iter().find(|(n, _)| n.as_bytes() == f) {
+                    Some((_, bit)) => flags |= bit,
+                    None => {
+                        return Err(format!(
+                            "Unexpected flag in script shebang: {}",
+                            String::from_utf8_lossy(f)
+                        ))
+                    }
+                }
+            }
+        }
+        Ok((flags, end))
+    }
+}
+
+struct Script {
+    func: Function,
+    flags: u32,
+}
+
+/// What the Rust callbacks and the hook see of the script being run.
+struct RunState {
+    /// The running script's `Ctx`, type-erased; null outside a script run. See `Engine::run`.
+    ctx: Cell<*mut ()>,
+    resp3: Cell<bool>,
+    read_only: Cell<bool>,
+    dirty: Cell<bool>,
+    killed: Cell<bool>,
+    run_id: Cell<u64>,
+    started: Cell<Instant>,
+    threshold_ms: Cell<u64>,
+    busy: Cell<bool>,
+    sha: Cell<Sha>,
+    /// KEYS and ARGV of the run about to start (pointer, length each), read by `raw::setup`.
+    pending: Cell<(*const Bytes, usize, *const Bytes, usize)>,
+    /// Redis's rand48 state (`redisLrand48`), shared by all scripts and not reset per run.
+    rand: Cell<u64>,
+    shared: Arc<Shared>,
+}
+
+impl RunState {
+    fn hook(&self) -> mlua::Result<VmState> {
+        if self.ctx.get().is_null() {
+            return Ok(VmState::Continue);
+        }
+        if self.killed.get() {
+            return Err(mlua::Error::runtime("script killed"));
+        }
+        if !self.busy.get() {
+            let elapsed = self.started.get().elapsed().as_millis() as u64;
+            if elapsed < self.threshold_ms.get() {
+                return Ok(VmState::Continue);
+            }
+            self.busy.set(true);
+            // Other clients get -BUSY from here on; the log line comes after, so whoever sees
+            // it can rely on the flag.
+            self.shared
+                .script
+                .busy
+                .store(self.run_id.get(), Ordering::Release);
+            tracing::warn!(
+                "Slow script detected: still in execution after {elapsed} milliseconds. You can try killing the script using the SCRIPT KILL command. Script name is: {}.",
+                String::from_utf8_lossy(&self.sha.get())
+            );
+        }
+        let b = &self.shared.script;
+        if b.kill.load(Ordering::Acquire) == self.run_id.get() || b.shutdown.load(Ordering::Acquire)
+        {
+            self.killed.set(true);
+            return Err(mlua::Error::runtime("script killed"));
+        }
+        Ok(VmState::Continue)
+    }
+
+    fn lrand(&self) -> f64 {
+        const MASK: u64 = (1 << 48) - 1;
+        let x = (self.rand.get().wrapping_mul(0x5DEE_CE66D).wrapping_add(0xB)) & MASK;
+        self.rand.set(x);
+        let v = (x >> 17) as u32 as u64;
+        const MAX: u64 = i32::MAX as u64;
+        (v % MAX) as f64 / MAX as f64
+    }
+}
+
+pub struct Engine {
+    lua: Lua,
+    scripts: HashMap<Sha, Script, ahash::RandomState>,
+    /// The bootstrap's `function(f) return xpcall(f, handler) end`.
+    runner: Function,
+    /// `raw::FIELDS` as a Lua table (keys for reading returned tables without allocating).
+    fields: mlua::Table,
+    st: Rc<RunState>,
+    memory_limit: usize,
+}
+
+thread_local! {
+    // The engine lives on the executor thread (mlua's Lua is not Send); it is created on first
+    // use and taken out while a script runs, so nothing can reach it re-entrantly.
+    static ENGINE: RefCell<Option<Engine>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with this thread's engine, creating it on first use. None while a script runs on
+/// this thread (a script can't run script commands: they are flagged noscript).
+pub fn with_engine<R>(
+    ctx: &mut Ctx,
+    f: impl FnOnce(&mut Engine, &mut Ctx) -> R,
+) -> Result<R, CmdError> {
+    let taken = ENGINE.with(|e| e.borrow_mut().take());
+    let mut engine = match taken {
+        Some(e) => e,
+        None => Engine::new(
+            ctx.srv.shared.clone(),
+            ctx.srv.config.lua_memory_limit as usize,
+        )
+        .map_err(|e| CmdError::erf(format!("Failed to initialize the Lua engine: {e}")))?,
+    };
+    let r = f(&mut engine, ctx);
+    ENGINE.with(|e| *e.borrow_mut() = Some(engine));
+    Ok(r)
+}
+
+/// Lua heap in use and number of cached scripts, for INFO (`used_memory_lua`,
+/// `number_of_cached_scripts`); zeros before the first script.
+pub fn memory_and_scripts() -> (usize, usize) {
+    ENGINE.with(|e| {
+        e.borrow()
+            .as_ref()
+            .map_or((0, 0), |e| (e.lua.used_memory(), e.scripts.len()))
+    })
+}
+
+/// SCRIPT FLUSH: drops the whole state (and every cached function) like Redis does.
+pub fn flush() {
+    ENGINE.with(|e| *e.borrow_mut() = None);
+}
+
+pub fn sha1hex(body: &[u8]) -> Sha {
+    let digest = sha1_smol::Sha1::from(body).digest().bytes();
+    let mut out = [0u8; 40];
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for (i, b) in digest.iter().enumerate() {
+        out[2 * i] = HEX[(b >> 4) as usize];
+        out[2 * i + 1] = HEX[(b & 15) as usize];
+    }
+    out
+}
+
+/// A user-supplied SHA as a cache key (matched case-insensitively); None if not 40 bytes.
+pub fn sha_key(s: &[u8]) -> Option<Sha> {
+    let mut out: Sha = [0; 40];
+    if s.len() != 40 {
+        return None;
+    }
+    for (d, c) in out.iter_mut().zip(s) {
+        *d = c.to_ascii_lowercase();
+    }
+    Some(out)
+}
+
+/// Calls its upvalue with its arguments. The API functions that raise errors are Lua code
+/// wrapped in this C function: a script's `return redis.call(…)` is then a call to a C
+/// function, which Lua 5.1 does not turn into a tail call, so the script's frame (its line in
+/// the error) survives, as with Redis's C implementations.
+unsafe extern "C-unwind" fn trampoline(l: *mut mlua::ffi::lua_State) -> std::os::raw::c_int {
+    use mlua::ffi;
+    let n = ffi::lua_gettop(l);
+    ffi::lua_pushvalue(l, ffi::lua_upvalueindex(1));
+    ffi::lua_insert(l, 1);
+    // Errors propagate (longjmp) through this frame, which owns nothing to drop.
+    ffi::lua_call(l, n, ffi::LUA_MULTRET);
+    ffi::lua_gettop(l)
+}
+
+impl Engine {
+    fn new(shared: Arc<Shared>, memory_limit: usize) -> mlua::Result<Engine> {
+        // SAFETY: `debug` is needed by the bootstrap's error handler; the bootstrap removes it
+        // from the globals before any script runs, as Redis does.
+        let lua = unsafe {
+            Lua::unsafe_new_with(
+                StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::DEBUG,
+                LuaOptions::new(),
+            )
+        };
+        let st = Rc::new(RunState {
+            ctx: Cell::new(std::ptr::null_mut()),
+            resp3: Cell::new(false),
+            read_only: Cell::new(false),
+            dirty: Cell::new(false),
+            killed: Cell::new(false),
+            run_id: Cell::new(0),
+            started: Cell::new(Instant::now()),
+            threshold_ms: Cell::new(5000),
+            busy: Cell::new(false),
+            sha: Cell::new([b'0'; 40]),
+            pending: Cell::new((std::ptr::null(), 0, std::ptr::null(), 0)),
+            rand: Cell::new(0x1234_ABCD_330E),
+            shared,
+        });
+        let rs = lua.create_table()?;
+        // SAFETY: the registry slot and the C closure are made with plain API calls; the
+        // RunState pointer stays valid as long as the engine (which owns an Rc of it) and is
+        // only dereferenced while a script runs.
+        let slot: i64 = unsafe {
+            lua.exec_raw((), |l| {
+                mlua::ffi::lua_pushboolean(l, 1);
+                let r = mlua::ffi::luaL_ref(l, mlua::ffi::LUA_REGISTRYINDEX);
+                mlua::ffi::lua_pushinteger(l, r as mlua::ffi::lua_Integer);
+            })?
+        };
+        let st_ptr = Rc::as_ptr(&st) as *mut std::os::raw::c_void;
+        let call: Function = unsafe {
+            lua.exec_raw((), |l| {
+                mlua::ffi::lua_pushlightuserdata(l, st_ptr);
+                mlua::ffi::lua_pushnumber(l, slot as f64);
+                mlua::ffi::lua_pushcclosure(l, raw::push, 0);
+                mlua::ffi::lua_pushcclosure(l, raw::rcall, 3);
+            })?
+        };
+        rs.set("call", call)?;
+        // KEYS and ARGV live in `vars` (global lookups fall through to it); `setup` fills it
+        // from `RunState::pending` at the start of each run, inside the run's protected call.
+        let vars = lua.create_table()?;
+        let setup: Function = unsafe {
+            lua.exec_raw(&vars, |l| {
+                mlua::ffi::lua_pushlightuserdata(l, st_ptr);
+                mlua::ffi::lua_insert(l, 1);
+                mlua::ffi::lua_pushcclosure(l, raw::setup, 2);
+            })?
+        };
+        rs.set("vars", vars)?;
+        rs.set("setup", setup)?;
+        let s = st.clone();
+        rs.set(
+            "killed",
+            lua.create_function(move |_, ()| Ok(s.killed.get()))?,
+        )?;
+        let s = st.clone();
+        rs.set("lrand", lua.create_function(move |_, ()| Ok(s.lrand()))?)?;
+        let s = st.clone();
+        rs.set(
+            "srand",
+            lua.create_function(move |_, seed: f64| {
+                let seed = seed as i64 as i32 as u32 as u64;
+                s.rand.set((seed << 16) | 0x330E);
+                Ok(())
+            })?,
+        )?;
+        rs.set(
+            "sha1hex",
+            lua.create_function(|lua, s: mlua::LuaString| {
+                lua.create_string(sha1hex(&s.as_bytes()))
+            })?,
+        )?;
+        rs.set(
+            "log",
+            lua.create_function(|_, (level, msg): (u8, mlua::LuaString)| {
+                let msg = String::from_utf8_lossy(&msg.as_bytes()).into_owned();
+                match level {
+                    0 => tracing::debug!("{msg}"),
+                    1 => tracing::debug!("{msg}"),
+                    2 => tracing::info!("{msg}"),
+                    _ => tracing::warn!("{msg}"),
+                }
+                Ok(())
+            })?,
+        )?;
+        let s = st.clone();
+        rs.set(
+            "setresp",
+            lua.create_function(move |_, v: u8| {
+                s.resp3.set(v == 3);
+                Ok(())
+            })?,
+        )?;
+        let s = st.clone();
+        rs.set(
+            "cmd_exists",
+            lua.create_function(move |_, name: mlua::LuaString| {
+                let ptr = s.ctx.get();
+                if ptr.is_null() {
+                    return Ok(false);
+                }
+                // SAFETY: see `Engine::run`; only read access to the command table.
+                let ctx = unsafe { &*(ptr as *const Ctx<'static>) };
+                Ok(ctx.srv.table.lookup(&name.as_bytes()).is_some())
+            })?,
+        )?;
+        rs.set("version", REDIS_VERSION)?;
+        rs.set("version_num", REDIS_VERSION_NUM)?;
+        rs.set("bit", bit::create(&lua)?)?;
+        rs.set("cjson", cjson::create(&lua)?)?;
+        rs.set("struct", structlib::create(&lua)?)?;
+        rs.set("cmsgpack", cmsgpack::create(&lua)?)?;
+        rs.set(
+            "cjson_new",
+            lua.create_function(|lua, ()| cjson::create(lua))?,
+        )?;
+        rs.set(
+            "cwrap",
+            lua.create_function(|lua, f: Function| {
+                // SAFETY: pushes one C closure over the function given as the only argument.
+                unsafe {
+                    lua.exec_raw::<Function>(f, |l| mlua::ffi::lua_pushcclosure(l, trampoline, 1))
+                }
+            })?,
+        )?;
+        let runner: Function = lua
+            .load(BOOTSTRAP)
+            .set_name("=deadbolt")
+            .set_mode(ChunkMode::Text)
+            .call(rs)?;
+        let s = st.clone();
+        lua.set_global_hook(
+            HookTriggers::new().every_nth_instruction(HOOK_EVERY),
+            move |_, _| s.hook(),
+        )?;
+        let fields = lua.create_sequence_from(raw::FIELDS)?;
+        lua.set_memory_limit(memory_limit)?;
+        Ok(Engine {
+            lua,
+            scripts: HashMap::default(),
+            runner,
+            fields,
+            st,
+            memory_limit,
+        })
+    }
+
+    pub fn exists(&self, sha: &[u8]) -> bool {
+        sha_key(sha).is_some_and(|k| self.scripts.contains_key(&k))
+    }
+
+    pub fn contains(&self, sha: &Sha) -> bool {
+        self.scripts.contains_key(sha)
+    }
+
+    /// Compiles `body` into the cache (EVAL of a new body, SCRIPT LOAD); its SHA.
+    pub fn create(&mut self, body: &[u8]) -> Result<Sha, CmdError> {
+        let sha = sha1hex(body);
+        if self.scripts.contains_key(&sha) {
+            return Ok(sha);
+        }
+        let (flags, shebang_len) = shebang::parse(body).map_err(CmdError::erf)?;
+        // The shebang line is cut but its newline kept, so line numbers stay the user's.
+        let func = self
+            .lua
+            .load(&body[shebang_len..])
+            .set_name("@user_script")
+            .set_mode(ChunkMode::Text)
+            .into_function()
+            .map_err(|e| {
+                let msg = match e {
+                    mlua::Error::SyntaxError { message, .. } => message,
+                    mlua::Error::MemoryError(m) => m,
+                    other => other.to_string(),
+                };
+                CmdError::erf(format!(
+                    "Error compiling script (new function): {}",
+                    msg.replace(['\r', '\n'], " ")
+                ))
+            })?;
+        self.scripts.insert(sha, Script { func, flags });
+        Ok(sha)
+    }
+
+    /// Runs a cached script with its KEYS and ARGV; `ro` for EVAL_RO / EVALSHA_RO.
+    pub fn run(
+        &mut self,
+        ctx: &mut Ctx,
+        sha: &Sha,
+        keys: &[Bytes],
+        args: &[Bytes],
+        ro: bool,
+    ) -> Frame {
+        let limit = ctx.srv.config.lua_memory_limit as usize;
+        if limit != self.memory_limit && self.lua.set_memory_limit(limit).is_ok() {
+            self.memory_limit = limit;
+        }
+        let Some(script) = self.scripts.get(sha) else {
+            return Frame::Error(Bytes::from_static(
+                b"NOSCRIPT No matching script. Please use EVAL.",
+            ));
+        };
+        let compat = script.flags & shebang::COMPAT != 0;
+        let no_writes = script.flags & shebang::NO_WRITES != 0;
+        if !compat && !no_writes && ro {
+            return Frame::Error(Bytes::from_static(
+                b"ERR Can not execute a script with write flag using *_ro command.",
+            ));
+        }
+        let st = &self.st;
+        st.resp3.set(false);
+        st.read_only.set(ro || (!compat && no_writes));
+        st.dirty.set(false);
+        st.killed.set(false);
+        st.busy.set(false);
+        st.run_id.set(st.run_id.get() + 1);
+        st.sha.set(*sha);
+        st.threshold_ms.set(ctx.srv.config.busy_reply_threshold);
+        st.started.set(Instant::now());
+        st.shared
+            .script
+            .running
+            .store(st.run_id.get(), Ordering::Release);
+        let saved_db = ctx.client.db;
+        let result = {
+            // Commands called by the script run in their own context (in_script, the caller's
+            // frozen `now`) over the same server and client.
+            let mut sctx = Ctx {
+                srv: &mut *ctx.srv,
+                client: &mut *ctx.client,
+                now: ctx.now,
+                in_script: true,
+            };
+            // SAFETY: the pointer is valid for exactly the duration of `runner.call`: `sctx`
+            // outlives the call, nothing else touches `ctx` meanwhile (this function holds the
+            // only borrow), and it is cleared before `sctx` goes away. Callbacks run on this
+            // thread, inside the call, one at a time (Lua is single-threaded), so the `&mut Ctx`
+            // they make never coexists with another. The engine itself is not reachable
+            // through `Ctx` (it lives in a thread-local, taken out while running).
+            st.ctx.set(&mut sctx as *mut Ctx as *mut ());
+            st.pending
+                .set((keys.as_ptr(), keys.len(), args.as_ptr(), args.len()));
+            let r = self.runner.call::<(bool, Value)>(&script.func);
+            st.pending.set((std::ptr::null(), 0, std::ptr::null(), 0));
+            st.ctx.set(std::ptr::null_mut());
+            r
+        };
+        ctx.client.db = saved_db;
+        let shared = &st.shared.script;
+        shared.running.store(0, Ordering::Release);
+        if st.busy.get() {
+            shared.busy.store(0, Ordering::Release);
+        }
+        if st.dirty.get() {
+            shared.dirty.store(false, Ordering::Release);
+        }
+        if shared.shutdown.load(Ordering::Acquire) {
+            // SHUTDOWN NOSAVE: the caller gets no reply; the server is going away.
+            ctx.client.skip_reply = true;
+            ctx.client.close_after_reply = true;
+            return Frame::Null;
+        }
+        let frame = match result {
+            Ok((true, v)) => self.reply_of(v),
+            Ok((false, e)) => self.error_frame(e, sha),
+            Err(e) => Frame::Error(Bytes::from(format!(
+                "ERR Error running script {}, {:.100}",
+                String::from_utf8_lossy(sha),
+                e.to_string().replace(['\r', '\n'], " ")
+            ))),
+        };
+        st.killed.set(false);
+        frame
+    }
+
+    /// The script's return value as its reply (see `raw::to_frame`).
+    fn reply_of(&self, v: Value) -> Frame {
+        let resp3 = self.st.resp3.get();
+        let mut out = Frame::Null;
+        // SAFETY: `to_frame` only reads (raw gets, lua_next, lua_checkstack): it neither
+        // allocates in Lua nor raises, so no Rust value is ever skipped by a longjmp.
+        let r = unsafe {
+            self.lua.exec_raw::<()>((&self.fields, v), |l| {
+                out = raw::to_frame(l, 1, resp3);
+                mlua::ffi::lua_settop(l, 0);
+            })
+        };
+        match r {
+            Ok(()) => out,
+            Err(e) => Frame::Error(Bytes::from(format!("ERR {e}").replace(['\r', '\n'], " "))),
+        }
+    }
+
+    /// The reply for a script that raised: Redis's `-<err> script: <sha>, on <source>:<line>.`
+    fn error_frame(&self, e: Value, sha: &Sha) -> Frame {
+        let sha = String::from_utf8_lossy(sha);
+        let text = match e {
+            Value::Table(t) => {
+                let msg = if self.st.killed.get() {
+                    "ERR Script killed by user with SCRIPT KILL...".to_string()
+                } else {
+                    match t.raw_get::<Value>("err") {
+                        Ok(Value::String(s)) => String::from_utf8_lossy(&s.as_bytes()).into_owned(),
+                        // `error({})` crashes Redis 7.0 (a NULL message); we answer instead.
+                        _ => "ERR unknown error".to_string(),
+                    }
+                };
+                let source = t
+                    .raw_get::<Option<mlua::LuaString>>("source")
+                    .ok()
+                    .flatten();
+                let line = t.raw_get::<Option<i64>>("line").ok().flatten();
+                match (source, line) {
+                    (Some(src), Some(line)) => format!(
+                        "{msg} script: {sha}, on {}:{line}.",
+                        String::from_utf8_lossy(&src.as_bytes())
+                    ),
+                    _ => msg,
+                }
+            }
+            // Memory errors bypass the error handler: Lua hands back its message as is.
+            Value::String(s) => format!(
+                "ERR Error running script {sha}, {:.100}",
+                String::from_utf8_lossy(&s.as_bytes())
+            ),
+            _ => format!("ERR Error running script {sha}, execution failure"),
+        };
+        Frame::Error(Bytes::from(text.replace(['\r', '\n'], " ")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sha1_of_empty() {
+        assert_eq!(&sha1hex(b""), b"da39a3ee5e6b4b0d3255bfef95601890afd80709");
+    }
+
+    #[test]
+    fn shebang_rules() {
+        assert_eq!(shebang::parse(b"return 1"), Ok((shebang::COMPAT, 0)));
+        assert_eq!(shebang::parse(b"#!lua\nreturn 1"), Ok((0, 5)));
+        assert_eq!(
+            shebang::parse(b"#!lua flags=no-writes,allow-oom\nreturn 1"),
+            Ok((shebang::NO_WRITES | shebang::ALLOW_OOM, 31))
+        );
+        assert_eq!(
+            shebang::parse(b"#!lua"),
+            Err("Invalid script shebang".to_string())
+        );
+        assert_eq!(
+            shebang::parse(b"#!python\n"),
+            Err("Unexpected engine in script shebang: #!python".to_string())
+        );
+        assert_eq!(
+            shebang::parse(b"#!lua flags=foo\n"),
+            Err("Unexpected flag in script shebang: foo".to_string())
+        );
+        assert_eq!(
+            shebang::parse(b"#!lua name=foo\n"),
+            Err("Unknown lua shebang option: name=foo".to_string())
+        );
+    }
+}

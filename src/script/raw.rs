@@ -1,0 +1,440 @@
+//! The hot path of scripting in the Lua C API: `redis.call` and KEYS/ARGV building.
+//!
+//! mlua protects every allocation it makes when a memory limit is set (one C closure and one
+//! `lua_pcall` per string or table), which cost more than the script itself. Here each
+//! `redis.call` does its Rust work first, then builds the whole reply in a single protected call
+//! (`lua_pcall` of a prebuilt C function), so a memory error can never skip a Rust destructor: Lua only ever raises
+//! (longjmp) through frames that own nothing.
+
+use super::RunState;
+use crate::cmd::{dispatch, Ctx};
+use crate::protocol::number::fmt_g17;
+use crate::protocol::Frame;
+use bytes::Bytes;
+use mlua::ffi;
+use std::os::raw::{c_int, c_void};
+use std::sync::atomic::Ordering;
+
+/// What `redis.call` hands to the protected pusher: the reply (or error text) to turn into Lua.
+struct PushJob<'a> {
+    ok: bool,
+    frame: &'a Frame,
+    resp3: bool,
+    slot: c_int,
+}
+
+/// The Rust side of `redis.call`/`redis.pcall`: returns `ok, value` (value = the reply, or the
+/// error text when not ok). Upvalue 1: the RunState; upvalue 2: the registry slot (integer)
+/// used to pass the built value out of the protected call; upvalue 3: `push`.
+pub unsafe extern "C-unwind" fn rcall(l: *mut ffi::lua_State) -> c_int {
+    let st = &*(ffi::lua_touserdata(l, ffi::lua_upvalueindex(1)) as *const RunState);
+    let slot = ffi::lua_tonumber(l, ffi::lua_upvalueindex(2)) as c_int;
+    let (status, ok) = {
+        // Everything owning memory lives in this block and is dropped before Lua may raise.
+        let (ok, frame) =
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| call(l, st))) {
+                Ok(r) => r,
+                Err(_) => (
+                    false,
+                    Frame::Error(Bytes::from_static(b"ERR internal error in redis.call")),
+                ),
+            };
+        let mut job = PushJob {
+            ok,
+            frame: &frame,
+            resp3: st.resp3.get(),
+            slot,
+        };
+        // The pusher is a C function made once (upvalue 3), so the protected call allocates
+        // nothing itself; lightuserdata is an immediate value.
+        ffi::lua_pushvalue(l, ffi::lua_upvalueindex(3));
+        ffi::lua_pushlightuserdata(l, &mut job as *mut PushJob as *mut c_void);
+        let status = ffi::lua_pcall(l, 1, 0, 0);
+        (status, ok)
+    };
+    if status != 0 {
+        // The memory error message is on the stack.
+        ffi::lua_error(l);
+    }
+    ffi::lua_pushboolean(l, ok as c_int);
+    ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, slot as ffi::lua_Integer);
+    2
+}
+
+fn err(text: &'static str) -> (bool, Frame) {
+    (false, Frame::Error(Bytes::from_static(text.as_bytes())))
+}
+
+/// Reads the arguments (no Lua call here can raise) and runs the command.
+unsafe fn call(l: *mut ffi::lua_State, st: &RunState) -> (bool, Frame) {
+    let ptr = st.ctx.get();
+    if ptr.is_null() {
+        return err("ERR redis.call/pcall can only be called inside a script invocation");
+    }
+    let n = ffi::lua_gettop(l);
+    if n == 0 {
+        return err("ERR Please specify at least one argument for this redis lib call");
+    }
+    let mut argv = Vec::with_capacity(n as usize);
+    for i in 1..=n {
+        match ffi::lua_type(l, i) {
+            ffi::LUA_TSTRING => {
+                let mut len = 0usize;
+                let p = ffi::lua_tolstring(l, i, &mut len) as *const u8;
+                argv.push(Bytes::copy_from_slice(std::slice::from_raw_parts(p, len)));
+            }
+            ffi::LUA_TNUMBER => argv.push(number_arg(ffi::lua_tonumber(l, i))),
+            _ => return err("ERR Lua redis lib command arguments must be strings or integers"),
+        }
+    }
+    // SAFETY: see `Engine::run`: non-null only while the script runs, inside `runner.call`;
+    // Lua is single-threaded, so this is the only live reference.
+    let ctx = &mut *(ptr as *mut Ctx<'static>);
+    let (frame, write) = dispatch::script_call(ctx, &argv, st.read_only.get());
+    if write && !st.dirty.get() {
+        st.dirty.set(true);
+        st.shared.script.dirty.store(true, Ordering::Release);
+    }
+    match frame {
+        Frame::Error(_) => (false, frame),
+        // Doubles become strings in RESP2; format them here, where allocating is safe.
+        Frame::Double(d) if !st.resp3.get() => (true, Frame::Bulk(Bytes::from(fmt_g17(d)))),
+        f => (true, f),
+    }
+}
+
+/// A number argument as Redis formats it (`%.17g`); integers, the common case (`hincrby …
+/// 1`, leases), skip the general formatter.
+fn number_arg(n: f64) -> Bytes {
+    if n.fract() == 0.0 && n.abs() < 1e15 && !(n == 0.0 && n.is_sign_negative()) {
+        let mut b = itoa::Buffer::new();
+        Bytes::copy_from_slice(b.format(n as i64).as_bytes())
+    } else {
+        Bytes::from(fmt_g17(n))
+    }
+}
+
+/// Runs under `lua_pcall`: builds the value and stores it in the registry slot.
+pub unsafe extern "C-unwind" fn push(l: *mut ffi::lua_State) -> c_int {
+    let job = &*(ffi::lua_touserdata(l, 1) as *const PushJob);
+    if job.ok {
+        push_frame(l, job.frame, job.resp3, 0);
+    } else if let Frame::Error(e) = job.frame {
+        push_bytes(l, e);
+    } else {
+        ffi::lua_pushnil(l);
+    }
+    ffi::lua_rawseti(l, ffi::LUA_REGISTRYINDEX, job.slot as ffi::lua_Integer);
+    0
+}
+
+unsafe fn push_bytes(l: *mut ffi::lua_State, b: &[u8]) {
+    ffi::lua_pushlstring(l, b.as_ptr() as *const _, b.len());
+}
+
+unsafe fn push_field(l: *mut ffi::lua_State, name: &[u8]) {
+    // Value on top; wraps it as {name = value}.
+    ffi::lua_createtable(l, 0, 1);
+    push_bytes(l, name);
+    ffi::lua_pushvalue(l, -3);
+    ffi::lua_rawset(l, -3);
+    ffi::lua_remove(l, -2);
+}
+
+/// Redis's reply → Lua conversion (lua-semantics.md §1.2), with raw API calls only: a memory
+/// error longjmps out of here, and these frames own nothing.
+unsafe fn push_frame(l: *mut ffi::lua_State, f: &Frame, resp3: bool, depth: usize) {
+    ffi::luaL_checkstack(l, 4, c"reply too deep".as_ptr());
+    match f {
+        Frame::Integer(i) => ffi::lua_pushnumber(l, *i as f64),
+        Frame::Bulk(b) => push_bytes(l, b),
+        Frame::Simple(s) => {
+            push_bytes(l, s);
+            push_field(l, b"ok");
+        }
+        Frame::Error(e) => {
+            push_bytes(l, e);
+            push_field(l, b"err");
+        }
+        Frame::Null | Frame::NullArray => {
+            if resp3 {
+                ffi::lua_pushnil(l)
+            } else {
+                ffi::lua_pushboolean(l, 0)
+            }
+        }
+        Frame::Array(items) | Frame::Push(items) => push_array(l, items, resp3, depth),
+        Frame::Set(items) => {
+            if resp3 {
+                ffi::lua_createtable(l, 0, items.len().min(1 << 16) as c_int);
+                for it in items {
+                    push_frame(l, it, resp3, depth + 1);
+                    ffi::lua_pushboolean(l, 1);
+                    set_unless_nil_key(l);
+                }
+                push_field(l, b"set");
+            } else {
+                push_array(l, items, resp3, depth)
+            }
+        }
+        Frame::Map(pairs) => {
+            if resp3 {
+                ffi::lua_createtable(l, 0, pairs.len().min(1 << 16) as c_int);
+                for (k, v) in pairs {
+                    push_frame(l, k, resp3, depth + 1);
+                    push_frame(l, v, resp3, depth + 1);
+                    set_unless_nil_key(l);
+                }
+                push_field(l, b"map");
+            } else {
+                ffi::lua_createtable(l, (pairs.len() * 2).min(1 << 16) as c_int, 0);
+                for (i, (k, v)) in pairs.iter().enumerate() {
+                    push_frame(l, k, resp3, depth + 1);
+                    ffi::lua_rawseti(l, -2, (2 * i + 1) as ffi::lua_Integer);
+                    push_frame(l, v, resp3, depth + 1);
+                    ffi::lua_rawseti(l, -2, (2 * i + 2) as ffi::lua_Integer);
+                }
+            }
+        }
+        Frame::Double(d) => {
+            // RESP2 doubles were turned into bulk strings before (see `call`).
+            ffi::lua_pushnumber(l, *d);
+            push_field(l, b"double");
+        }
+        Frame::Boolean(b) => {
+            if resp3 {
+                ffi::lua_pushboolean(l, *b as c_int)
+            } else {
+                ffi::lua_pushnumber(l, if *b { 1.0 } else { 0.0 })
+            }
+        }
+        Frame::Verbatim(text) => {
+            if resp3 {
+                ffi::lua_createtable(l, 0, 2);
+                push_bytes(l, b"string");
+                push_bytes(l, text);
+                ffi::lua_rawset(l, -3);
+                push_bytes(l, b"format");
+                push_bytes(l, b"txt");
+                ffi::lua_rawset(l, -3);
+                push_field(l, b"verbatim_string");
+            } else {
+                push_bytes(l, text)
+            }
+        }
+    }
+}
+
+unsafe fn push_array(l: *mut ffi::lua_State, items: &[Frame], resp3: bool, depth: usize) {
+    ffi::lua_createtable(l, items.len().min(1 << 16) as c_int, 0);
+    for (i, it) in items.iter().enumerate() {
+        // A RESP3 null element leaves a hole, as in Redis.
+        push_frame(l, it, resp3, depth + 1);
+        ffi::lua_rawseti(l, -2, (i + 1) as ffi::lua_Integer);
+    }
+}
+
+/// t[k] = v for the key and value on top of the stack (a nil key is dropped: Lua can't store it).
+unsafe fn set_unless_nil_key(l: *mut ffi::lua_State) {
+    if ffi::lua_type(l, -2) == ffi::LUA_TNIL {
+        ffi::lua_pop(l, 2);
+    } else {
+        ffi::lua_rawset(l, -3);
+    }
+}
+
+/// Fills fresh KEYS and ARGV tables into `vars` (upvalue 2) from the run's pending slices
+/// (upvalue 1: the RunState). Called by the runner inside the run's protected call, so a memory
+/// error here is the script's error; nothing here owns memory.
+pub unsafe extern "C-unwind" fn setup(l: *mut ffi::lua_State) -> c_int {
+    let st = &*(ffi::lua_touserdata(l, ffi::lua_upvalueindex(1)) as *const RunState);
+    let (kp, kn, ap, an) = st.pending.get();
+    let lists: [(&[u8], *const Bytes, usize); 2] = [(b"KEYS", kp, kn), (b"ARGV", ap, an)];
+    for (name, ptr, len) in lists {
+        let list: &[Bytes] = if ptr.is_null() {
+            &[]
+        } else {
+            // SAFETY: set by `Engine::run` from live slices for the duration of the run.
+            std::slice::from_raw_parts(ptr, len)
+        };
+        push_bytes(l, name);
+        ffi::lua_createtable(l, list.len().min(1 << 24) as c_int, 0);
+        for (i, k) in list.iter().enumerate() {
+            push_bytes(l, k);
+            ffi::lua_rawseti(l, -2, (i + 1) as ffi::lua_Integer);
+        }
+        ffi::lua_rawset(l, ffi::lua_upvalueindex(2));
+    }
+    0
+}
+
+/// Field names looked up in returned tables, in a table made once (`FIELDS` order), so that
+/// the conversion pushes them without allocating.
+pub const FIELDS: [&str; 8] = [
+    "err",
+    "ok",
+    "double",
+    "big_number",
+    "map",
+    "set",
+    "verbatim_string",
+    "string",
+];
+const F_ERR: ffi::lua_Integer = 1;
+const F_OK: ffi::lua_Integer = 2;
+const F_DOUBLE: ffi::lua_Integer = 3;
+const F_BIG: ffi::lua_Integer = 4;
+const F_MAP: ffi::lua_Integer = 5;
+const F_SET: ffi::lua_Integer = 6;
+const F_VERBATIM: ffi::lua_Integer = 7;
+const F_STRING: ffi::lua_Integer = 8;
+
+/// The script's return value (top of the stack) as a reply: Redis's `luaReplyToRedisReply`,
+/// including where it gives up (`lua_checkstack` failing: `reached lua stack limit`). `fields`
+/// is the stack index of the FIELDS table. Only raw reads: nothing here allocates in Lua or
+/// raises. The stack is left as found.
+pub unsafe fn to_frame(l: *mut ffi::lua_State, fields: c_int, resp3: bool) -> Frame {
+    if ffi::lua_checkstack(l, 4) == 0 {
+        return Frame::Error(Bytes::from_static(b"ERR reached lua stack limit"));
+    }
+    match ffi::lua_type(l, -1) {
+        ffi::LUA_TSTRING => Frame::Bulk(Bytes::copy_from_slice(bytes_at(l, -1))),
+        ffi::LUA_TNUMBER => Frame::Integer(super::convert::truncate(ffi::lua_tonumber(l, -1))),
+        ffi::LUA_TBOOLEAN => {
+            let b = ffi::lua_toboolean(l, -1) != 0;
+            if resp3 {
+                Frame::Boolean(b)
+            } else if b {
+                Frame::Integer(1)
+            } else {
+                Frame::Null
+            }
+        }
+        ffi::LUA_TTABLE => table_to_frame(l, fields, resp3),
+        _ => Frame::Null,
+    }
+}
+
+unsafe fn bytes_at<'a>(l: *mut ffi::lua_State, idx: c_int) -> &'a [u8] {
+    let mut len = 0usize;
+    let p = ffi::lua_tolstring(l, idx, &mut len) as *const u8;
+    std::slice::from_raw_parts(p, len)
+}
+
+/// Pushes t[FIELDS[f]] for the table on top; its Lua type.
+unsafe fn get_field(l: *mut ffi::lua_State, fields: c_int, f: ffi::lua_Integer) -> c_int {
+    ffi::lua_rawgeti(l, fields, f);
+    ffi::lua_rawget(l, -2);
+    ffi::lua_type(l, -1)
+}
+
+fn one_line(s: &[u8]) -> Bytes {
+    let mut v = s.to_vec();
+    for b in v.iter_mut() {
+        if *b == b'\r' || *b == b'\n' {
+            *b = b' ';
+        }
+    }
+    Bytes::from(v)
+}
+
+unsafe fn table_to_frame(l: *mut ffi::lua_State, fields: c_int, resp3: bool) -> Frame {
+    if get_field(l, fields, F_ERR) == ffi::LUA_TSTRING {
+        let f = Frame::Error(one_line(bytes_at(l, -1)));
+        ffi::lua_pop(l, 1);
+        return f;
+    }
+    ffi::lua_pop(l, 1);
+    if get_field(l, fields, F_OK) == ffi::LUA_TSTRING {
+        let f = Frame::Simple(one_line(bytes_at(l, -1)));
+        ffi::lua_pop(l, 1);
+        return f;
+    }
+    ffi::lua_pop(l, 1);
+    if get_field(l, fields, F_DOUBLE) == ffi::LUA_TNUMBER {
+        let f = Frame::Double(ffi::lua_tonumber(l, -1));
+        ffi::lua_pop(l, 1);
+        return f;
+    }
+    ffi::lua_pop(l, 1);
+    if get_field(l, fields, F_BIG) == ffi::LUA_TSTRING {
+        let f = Frame::Bulk(Bytes::copy_from_slice(bytes_at(l, -1)));
+        ffi::lua_pop(l, 1);
+        return f;
+    }
+    ffi::lua_pop(l, 1);
+    if get_field(l, fields, F_MAP) == ffi::LUA_TTABLE {
+        let mut pairs = Vec::new();
+        ffi::lua_pushnil(l);
+        while ffi::lua_next(l, -2) != 0 {
+            // map, key, value
+            let v = to_frame(l, fields, resp3);
+            ffi::lua_pop(l, 1);
+            let k = to_frame(l, fields, resp3);
+            pairs.push((k, v));
+        }
+        ffi::lua_pop(l, 1);
+        return Frame::Map(pairs);
+    }
+    ffi::lua_pop(l, 1);
+    if get_field(l, fields, F_SET) == ffi::LUA_TTABLE {
+        let mut items = Vec::new();
+        ffi::lua_pushnil(l);
+        while ffi::lua_next(l, -2) != 0 {
+            ffi::lua_pop(l, 1);
+            items.push(to_frame(l, fields, resp3));
+        }
+        ffi::lua_pop(l, 1);
+        return Frame::Set(items);
+    }
+    ffi::lua_pop(l, 1);
+    if get_field(l, fields, F_VERBATIM) == ffi::LUA_TTABLE {
+        if get_field(l, fields, F_STRING) == ffi::LUA_TSTRING {
+            let f = Frame::Verbatim(Bytes::copy_from_slice(bytes_at(l, -1)));
+            ffi::lua_pop(l, 2);
+            return f;
+        }
+        ffi::lua_pop(l, 1);
+    }
+    ffi::lua_pop(l, 1);
+    let mut items = Vec::new();
+    let mut i: ffi::lua_Integer = 1;
+    loop {
+        ffi::lua_rawgeti(l, -1, i);
+        if ffi::lua_type(l, -1) == ffi::LUA_TNIL {
+            ffi::lua_pop(l, 1);
+            break;
+        }
+        items.push(to_frame(l, fields, resp3));
+        ffi::lua_pop(l, 1);
+        i += 1;
+    }
+    Frame::Array(items)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::number_arg;
+    use crate::protocol::number::fmt_g17;
+
+    #[test]
+    fn number_args_are_g17() {
+        for n in [
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            30000.0,
+            1795315046277.0,
+            1e15,
+            1e16,
+            12345678901234567.0,
+            0.1,
+            2.5,
+            1e20,
+            -3.5,
+        ] {
+            assert_eq!(&number_arg(n)[..], fmt_g17(n).as_bytes(), "{n}");
+        }
+    }
+}
