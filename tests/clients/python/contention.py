@@ -19,6 +19,7 @@ Run alone: python contention.py --port 6379 [--protocol redisson|setnx] [--mode 
 """
 
 import argparse
+import hashlib
 import json
 import multiprocessing
 import os
@@ -56,8 +57,12 @@ R_WATCHDOG = (
     "redis.call('pexpire', KEYS[i], ARGV[1]); table.insert(result, 1); else table.insert(result, 0); end; end; "
     "return result;"
 )
-assert len(R_TRYLOCK) == 234 and len(R_UNLOCK) == 471 and len(R_FENCED_TRYLOCK) == 288
-assert len(R_WATCHDOG) == 220
+# The SHA1s Redisson sends in EVALSHA (clients.md §11, lua/MANIFEST.tsv): proof of byte-exactness.
+for _script, _sha in [(R_TRYLOCK, "149c5a8bf18676fd99e9e6e24923bd64d9b62f94"),
+                      (R_UNLOCK, "6866459238a13a701d42f4971f12d9f3a50e2442"),
+                      (R_FENCED_TRYLOCK, "49babb5a1e6a0c5f188c2ae62b93b51cdfd63e45"),
+                      (R_WATCHDOG, "6a3d31570dc6f4b0bd32bcdc8e75667747c6f635")]:
+    assert hashlib.sha1(_script.encode()).hexdigest() == _sha, _sha
 
 # SET NX PX protocol (redlock-style single instance).
 S_ACQUIRE_FENCED = """

@@ -25,6 +25,16 @@ def conn(server, request):
         c.close()
 
 
+def wait_blocked(c, n=1, timeout=5.0):
+    """Until n clients are blocked (the waiter sits in BLPOP), as INFO clients reports it."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if c.info("clients")["blocked_clients"] >= n:
+            return
+        time.sleep(0.01)
+    raise AssertionError("the waiter never blocked in BLPOP")
+
+
 def test_acquire_release(conn, name):
     c = conn()
     lock = redis_lock.Lock(c, name, expire=5)
@@ -55,7 +65,7 @@ def test_blpop_signal_wakes_waiter(conn, name):
 
     t = threading.Thread(target=wait)
     t.start()
-    time.sleep(0.3)  # let the waiter reach BLPOP (nothing to await from outside the client)
+    wait_blocked(conn())
     assert t.is_alive()
     holder.release()
     t.join(10)
@@ -76,12 +86,12 @@ def test_acquire_timeout(conn, name):
 
 def test_auto_renewal_keeps_lock_past_expire(conn, name):
     c = conn()
-    lock = redis_lock.Lock(c, name, expire=1, auto_renewal=True)
+    lock = redis_lock.Lock(c, name, expire=2, auto_renewal=True)  # renewed every 1.33 s
     assert lock.acquire()
-    time.sleep(1.6)
+    time.sleep(2.6)
     assert lock.locked()
     assert c.get("lock:" + name) == lock.id.encode()
-    assert not redis_lock.Lock(conn(), name, expire=1).acquire(blocking=False)
+    assert not redis_lock.Lock(conn(), name, expire=2).acquire(blocking=False)
     lock.release()
     assert not lock.locked()
 
@@ -129,7 +139,7 @@ def test_reset_wakes_waiter(conn, name):
 
     t = threading.Thread(target=wait)
     t.start()
-    time.sleep(0.3)
+    wait_blocked(c)
     redis_lock.Lock(c, name).reset()
     t.join(10)
     assert got["ok"] is True and got["elapsed"] < 3, got

@@ -27,17 +27,17 @@ for (const target of TARGETS) {
 
     it('Mutex: acquire, exclusion, refresh keeps it past lockTimeout, release', async () => {
       const k = uniq('mx');
-      const m = new Mutex(r, k, { lockTimeout: 500, refreshInterval: 150, ...FAST });
+      const m = new Mutex(r, k, { lockTimeout: 1000, refreshInterval: 200, ...FAST });
       await m.acquire();
       assert.equal(m.isAcquired, true);
       assert.equal(await r.get(`mutex:${k}`), m.identifier);
       const rival = new Mutex(client(servers[0]), k, { lockTimeout: 500, ...FAST });
       assert.equal(await rival.tryAcquire(), false);
-      await sleep(900); // > lockTimeout: only the refresh script keeps it alive
+      await sleep(1400); // > lockTimeout: only the refresh script keeps it alive
       assert.equal(m.isAcquired, true);
       assert.equal(await rival.tryAcquire(), false);
       await r.script('FLUSH'); // refresh/release go EVALSHA → NOSCRIPT → EVAL
-      await sleep(200);
+      await sleep(300); // at least one refresh after the flush
       assert.equal(m.isAcquired, true);
       await m.release();
       assert.equal(await r.exists(`mutex:${k}`), 0);
