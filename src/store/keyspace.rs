@@ -1,5 +1,8 @@
 //! One database: keys, values and deadlines. Expiry is lazy (every lookup drops a dead key) and
-//! active (`expire_due` removes keys from an ordered deadline index, a bounded number per call).
+//! active (`active_expire_step`, as Redis's active expire cycle: sample random keys, remove the
+//! dead ones, go on while more than a quarter of a sample was dead), plus an incremental sweep
+//! that visits every index in turn, so even a dead key that sampling keeps missing is reclaimed
+//! within one full pass. There is no second index of deadlines: a lock key costs one map entry.
 //!
 //! Keys live in an `IndexMap` removed with `swap_remove`. SCAN walks indices from the end to the
 //! start: a removal moves the *last* (already visited) entry into the hole, and insertions land
@@ -9,7 +12,6 @@
 use super::value::Value;
 use bytes::Bytes;
 use indexmap::IndexMap;
-use std::collections::BTreeSet;
 
 #[derive(Debug)]
 pub struct Entry {
@@ -29,7 +31,10 @@ impl Entry {
 #[derive(Debug, Default)]
 pub struct Db {
     map: IndexMap<Bytes, Entry, ahash::RandomState>,
-    deadlines: BTreeSet<(u64, Bytes)>,
+    /// Keys with a deadline (INFO keyspace `expires=`; no sampling when there are none).
+    volatile: usize,
+    /// Where the incremental sweep goes on (it walks indices downwards, like SCAN).
+    sweep_at: usize,
     /// Keys removed by expiry since the caller last drained them (for notifications and stats).
     pub expired: Vec<Bytes>,
     /// Total keys expired, for INFO `expired_keys`.
@@ -46,12 +51,14 @@ impl Db {
     }
 
     pub fn expires_count(&self) -> usize {
-        self.deadlines.len()
+        self.volatile
     }
 
     fn expire_now(&mut self, idx: usize) {
         if let Some((key, entry)) = self.map.swap_remove_index(idx) {
-            self.deadlines.remove(&(entry.expires_at, key.clone()));
+            if entry.expires_at != 0 {
+                self.volatile -= 1;
+            }
             self.expired_total += 1;
             self.expired.push(key);
         }
@@ -88,32 +95,26 @@ impl Db {
 
     /// Stores `value` under `key` with the given deadline (0: none), replacing any old entry.
     pub fn set(&mut self, key: Bytes, value: Value, expires_at: u64) {
-        match self.map.get_index_of(&key[..]) {
-            Some(idx) => {
-                let old = self.map[idx].expires_at;
-                if old != expires_at {
-                    let k = self
-                        .map
-                        .get_index(idx)
-                        .map(|(k, _)| k.clone())
-                        .unwrap_or_else(|| key.clone());
-                    if old != 0 {
-                        self.deadlines.remove(&(old, k.clone()));
-                    }
-                    if expires_at != 0 {
-                        self.deadlines.insert((expires_at, k));
-                    }
-                }
-                let e = &mut self.map[idx];
+        let old = match self.map.get_mut(&key[..]) {
+            Some(e) => {
+                let old = e.expires_at;
                 e.value = value;
                 e.expires_at = expires_at;
+                Some(old)
             }
             None => {
-                if expires_at != 0 {
-                    self.deadlines.insert((expires_at, key.clone()));
-                }
                 self.map.insert(key, Entry { value, expires_at });
+                None
             }
+        };
+        self.count_deadline_change(old.unwrap_or(0), expires_at);
+    }
+
+    fn count_deadline_change(&mut self, old: u64, new: u64) {
+        match (old != 0, new != 0) {
+            (false, true) => self.volatile += 1,
+            (true, false) => self.volatile -= 1,
+            _ => {}
         }
     }
 
@@ -122,51 +123,56 @@ impl Db {
         let Some(idx) = self.live_index(key, now) else {
             return false;
         };
-        let (k, e) = self.map.get_index_mut(idx).expect("index is live");
-        if e.expires_at != expires_at {
-            if e.expires_at != 0 {
-                self.deadlines.remove(&(e.expires_at, k.clone()));
-            }
-            if expires_at != 0 {
-                self.deadlines.insert((expires_at, k.clone()));
-            }
-            e.expires_at = expires_at;
-        }
+        let e = &mut self.map[idx];
+        let old = std::mem::replace(&mut e.expires_at, expires_at);
+        self.count_deadline_change(old, expires_at);
         true
     }
 
     pub fn remove(&mut self, key: &[u8], now: u64) -> Option<Entry> {
         let idx = self.live_index(key, now)?;
-        let (k, e) = self.map.swap_remove_index(idx)?;
-        if e.expires_at != 0 {
-            self.deadlines.remove(&(e.expires_at, k));
-        }
+        let (_, e) = self.map.swap_remove_index(idx)?;
+        self.count_deadline_change(e.expires_at, 0);
         Some(e)
     }
 
     pub fn clear(&mut self) {
         self.map = IndexMap::default();
-        self.deadlines.clear();
+        self.volatile = 0;
+        self.sweep_at = 0;
     }
 
-    /// Removes up to `budget` keys whose deadline has passed. Returns how many were removed.
-    pub fn expire_due(&mut self, now: u64, budget: usize) -> usize {
-        let mut n = 0;
-        while n < budget {
-            let Some((when, key)) = self.deadlines.first().cloned() else {
-                break;
-            };
-            if when >= now {
-                break;
-            }
-            self.deadlines.pop_first();
-            if let Some((k, _)) = self.map.swap_remove_entry(&key[..]) {
-                self.expired_total += 1;
-                self.expired.push(k);
-            }
-            n += 1;
+    /// One step of active expiry: tests `samples` random keys and removes the dead ones, then
+    /// sweeps the next `sweep` indices. True when more than a quarter of the sample was dead
+    /// (Redis's rule for going on with another step).
+    pub fn active_expire_step(&mut self, now: u64, samples: usize, sweep: usize) -> bool {
+        if self.volatile == 0 {
+            return false;
         }
-        n
+        let mut dead = 0;
+        let mut tested = 0;
+        while tested < samples && !self.map.is_empty() {
+            let idx = fastrand::usize(..self.map.len());
+            if self.map[idx].is_expired(now) {
+                self.expire_now(idx);
+                dead += 1;
+            }
+            tested += 1;
+        }
+        for _ in 0..sweep {
+            if self.map.is_empty() {
+                break;
+            }
+            if self.sweep_at == 0 || self.sweep_at > self.map.len() {
+                self.sweep_at = self.map.len();
+            }
+            self.sweep_at -= 1;
+            if self.map[self.sweep_at].is_expired(now) {
+                // The last entry moves into the hole: it was visited when the sweep began.
+                self.expire_now(self.sweep_at);
+            }
+        }
+        tested > 0 && dead * 4 > tested
     }
 
     /// A random live key (expired ones met on the way are dropped).
@@ -218,9 +224,16 @@ impl Db {
         self.map.iter()
     }
 
-    /// Drops every expired key (used before whole-keyspace listings such as KEYS).
+    /// Drops every expired key (before whole-keyspace listings such as KEYS, which Redis also
+    /// expires as it walks them).
     pub fn purge_expired(&mut self, now: u64) {
-        self.expire_due(now.saturating_add(1), usize::MAX);
+        let mut idx = self.map.len();
+        while idx > 0 {
+            idx -= 1;
+            if self.map[idx].is_expired(now) {
+                self.expire_now(idx);
+            }
+        }
     }
 }
 
@@ -241,7 +254,8 @@ mod tests {
         assert!(db.get(b"a", 100).is_some(), "alive at its deadline");
         assert!(db.get(b"a", 101).is_none());
         assert_eq!(db.len(), 2);
-        assert_eq!(db.expire_due(201, 10), 1);
+        // One sweep over both remaining keys finds the dead one.
+        db.active_expire_step(201, 0, 2);
         assert_eq!(db.len(), 1);
         assert_eq!(db.expires_count(), 0);
         assert_eq!(db.expired_total, 2);
@@ -284,7 +298,38 @@ mod tests {
         assert_eq!(db.expires_count(), 0);
         assert!(db.get(b"a", 1000).is_some());
         assert!(db.set_expire(b"a", 50, 0));
-        assert_eq!(db.expire_due(60, 10), 1);
+        assert_eq!(db.expires_count(), 1);
+        assert!(
+            db.active_expire_step(60, 10, 0),
+            "every sampled key was dead"
+        );
         assert!(db.is_empty());
+        assert_eq!(db.expires_count(), 0);
+    }
+
+    #[test]
+    fn active_expiry_reclaims_everything_dead_and_nothing_alive() {
+        let mut db = Db::default();
+        for i in 0..10_000u64 {
+            // A third never expires, a third is dead at t=1000, a third later.
+            let deadline = match i % 3 {
+                0 => 0,
+                1 => 500,
+                _ => 5000,
+            };
+            db.set(Bytes::from(format!("k{i}")), s("v"), deadline);
+        }
+        assert_eq!(db.expires_count(), 6666);
+        // Sampling stops once under a quarter of a sample is dead; the sweep finishes the job.
+        let mut steps = 0;
+        while db.len() > 6667 {
+            db.active_expire_step(1000, 20, 64);
+            steps += 1;
+            assert!(steps < 1000, "sweep never finished");
+        }
+        assert_eq!(db.len(), 6667);
+        assert_eq!(db.expires_count(), 3333);
+        assert_eq!(db.expired_total, 3333);
+        assert!(db.iter().all(|(_, e)| !e.is_expired(1000)));
     }
 }
