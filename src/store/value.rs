@@ -12,9 +12,11 @@ pub type SetValue = indexmap::IndexSet<Bytes, ahash::RandomState>;
 #[derive(Debug, Clone)]
 pub enum Value {
     Str(Bytes),
-    Hash(HashValue),
+    /// Boxed (like the set and sorted set) so every entry stays small: a bare IndexMap is 88
+    /// bytes, which would make each lock key's entry three times larger.
+    Hash(Box<HashValue>),
     List(std::collections::VecDeque<Bytes>),
-    Set(SetValue),
+    Set(Box<SetValue>),
     ZSet(Box<super::zset::ZSet>),
 }
 
@@ -77,4 +79,17 @@ impl Value {
 /// Copies a network argument into its own allocation before it is stored.
 pub fn own(b: &Bytes) -> Bytes {
     Bytes::copy_from_slice(b)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn entries_stay_small() {
+        // One map entry per key: keep the value enum at a Bytes plus its tag.
+        assert!(
+            std::mem::size_of::<super::Value>() <= 40,
+            "{}",
+            std::mem::size_of::<super::Value>()
+        );
+    }
 }
