@@ -11,9 +11,6 @@ use crate::store::value::{own, HashValue};
 use crate::store::Value;
 use bytes::Bytes;
 
-/// Redis keeps hashes up to this many fields in a listpack: ordered, scanned in one call.
-const LISTPACK_MAX_ENTRIES: usize = 128;
-
 const fn spec(name: &'static str, arity: i32, flags: u32, handler: super::Handler) -> CommandSpec {
     CommandSpec {
         name,
@@ -63,14 +60,7 @@ fn write_hash<'a>(ctx: &'a mut Ctx, key: &Bytes) -> CmdResult<&'a mut HashValue>
     match db.get(key, now) {
         Some(e) if !matches!(e.value, Value::Hash(_)) => return Err(CmdError::WrongType),
         Some(_) => {}
-        None => db.set(
-            own(key),
-            Value::Hash(Box::new(HashValue::with_capacity_and_hasher(
-                1,
-                Default::default(),
-            ))),
-            0,
-        ),
+        None => db.set(own(key), Value::Hash(HashValue::default()), 0),
     }
     match db.get_mut(key, now).map(|e| &mut e.value) {
         Some(Value::Hash(h)) => Ok(h),
@@ -85,12 +75,8 @@ fn hset_generic(ctx: &mut Ctx, argv: &[Bytes], name: &str) -> CmdResult<i64> {
     let h = write_hash(ctx, &argv[1])?;
     let mut created = 0;
     for pair in argv[2..].chunks(2) {
-        match h.get_mut(&pair[0][..]) {
-            Some(v) => *v = own(&pair[1]),
-            None => {
-                h.insert(own(&pair[0]), own(&pair[1]));
-                created += 1;
-            }
+        if h.insert(own(&pair[0]), own(&pair[1])) {
+            created += 1;
         }
     }
     Ok(created)
@@ -133,22 +119,13 @@ fn hmget(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     ))
 }
 
-/// Removes a field keeping the order of the others (what a listpack does).
-fn remove_field(h: &mut HashValue, field: &[u8]) -> bool {
-    if h.len() <= LISTPACK_MAX_ENTRIES {
-        h.shift_remove(field).is_some()
-    } else {
-        h.swap_remove(field).is_some()
-    }
-}
-
 fn hdel(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let now = ctx.now;
     let db = ctx.db();
     let (removed, empty) = match db.get_mut(&argv[1], now).map(|e| &mut e.value) {
         None => return Ok(Frame::Integer(0)),
         Some(Value::Hash(h)) => {
-            let n = argv[2..].iter().filter(|f| remove_field(h, f)).count();
+            let n = argv[2..].iter().filter(|f| h.remove(f)).count();
             (n, h.is_empty())
         }
         Some(_) => return Err(CmdError::WrongType),
@@ -265,7 +242,7 @@ fn hscan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             .is_none_or(|p| super::args::glob_match(p, k, false))
     };
     let mut items = Vec::new();
-    let next = if h.len() <= LISTPACK_MAX_ENTRIES {
+    let next = if h.is_small() {
         for (k, v) in h.iter().filter(|(k, _)| matches(k)) {
             items.push(Frame::Bulk(k.clone()));
             items.push(Frame::Bulk(v.clone()));

@@ -1,8 +1,6 @@
 use bytes::Bytes;
-use indexmap::IndexMap;
 
-/// Hash fields keep insertion order, as Redis's listpack encoding shows them for small hashes.
-pub type HashValue = IndexMap<Bytes, Bytes, ahash::RandomState>;
+pub use super::hash::HashValue;
 
 /// Set members: O(1) membership plus O(1) random access by index (SPOP, SRANDMEMBER, SSCAN).
 pub type SetValue = indexmap::IndexSet<Bytes, ahash::RandomState>;
@@ -12,9 +10,7 @@ pub type SetValue = indexmap::IndexSet<Bytes, ahash::RandomState>;
 #[derive(Debug, Clone)]
 pub enum Value {
     Str(Bytes),
-    /// Boxed (like the set and sorted set) so every entry stays small: a bare IndexMap is 88
-    /// bytes, which would make each lock key's entry three times larger.
-    Hash(Box<HashValue>),
+    Hash(HashValue),
     List(std::collections::VecDeque<Bytes>),
     Set(Box<SetValue>),
     ZSet(Box<super::zset::ZSet>),
