@@ -61,6 +61,24 @@ pub fn float_arg(b: &[u8]) -> Result<f64, CmdError> {
     parse_f64(b).ok_or(CmdError::NotFloat)
 }
 
+/// Redis's start/end index rule (LRANGE, ZRANGE by rank, ...): negative counts from the end,
+/// clamped to the length; None for an empty range.
+pub fn clamp_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
+    let len = len as i64;
+    let mut start = if start < 0 { len + start } else { start };
+    let mut end = if end < 0 { len + end } else { end };
+    if start < 0 {
+        start = 0;
+    }
+    if start > end || start >= len {
+        return None;
+    }
+    if end >= len {
+        end = len - 1;
+    }
+    Some((start as usize, end as usize))
+}
+
 /// Case-insensitive comparison of an argument with an ASCII keyword.
 #[inline]
 pub fn is(arg: &[u8], word: &str) -> bool {
@@ -181,6 +199,16 @@ fn glob_inner(mut p: &[u8], mut s: &[u8], nocase: bool, depth: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::glob_match;
+
+    #[test]
+    fn ranges_like_redis() {
+        use super::clamp_range;
+        assert_eq!(clamp_range(0, -1, 3), Some((0, 2)));
+        assert_eq!(clamp_range(-100, 100, 3), Some((0, 2)));
+        assert_eq!(clamp_range(2, 1, 3), None);
+        assert_eq!(clamp_range(5, 10, 3), None);
+        assert_eq!(clamp_range(0, 0, 0), None);
+    }
 
     #[test]
     fn glob() {

@@ -241,33 +241,18 @@ fn llen(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     ))
 }
 
-/// Redis's start/end normalisation for LRANGE/LTRIM: None when the range is empty.
-fn clamp_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
-    let len = len as i64;
-    let mut start = if start < 0 { len + start } else { start };
-    let mut end = if end < 0 { len + end } else { end };
-    if start < 0 {
-        start = 0;
-    }
-    if start > end || start >= len {
-        return None;
-    }
-    if end >= len {
-        end = len - 1;
-    }
-    Some((start as usize, end as usize))
-}
-
 fn lrange(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let start = int_arg(&argv[2])?;
     let end = int_arg(&argv[3])?;
     let Some(l) = list_ref(ctx, &argv[1])? else {
         return Ok(Frame::Array(vec![]));
     };
-    Ok(Frame::Array(match clamp_range(start, end, l.len()) {
-        None => vec![],
-        Some((s, e)) => l.range(s..=e).map(|v| Frame::Bulk(v.clone())).collect(),
-    }))
+    Ok(Frame::Array(
+        match super::args::clamp_range(start, end, l.len()) {
+            None => vec![],
+            Some((s, e)) => l.range(s..=e).map(|v| Frame::Bulk(v.clone())).collect(),
+        },
+    ))
 }
 
 fn index_of(index: i64, len: usize) -> Option<usize> {
@@ -342,7 +327,7 @@ fn ltrim(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let Some(l) = list_mut(ctx, &argv[1])? else {
         return Ok(Frame::ok());
     };
-    match clamp_range(start, end, l.len()) {
+    match super::args::clamp_range(start, end, l.len()) {
         None => l.clear(),
         Some((s, e)) => {
             l.truncate(e + 1);
@@ -638,18 +623,4 @@ fn blmpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Ok(Frame::NullArray);
     }
     blocking::block(ctx, keys, timeout, WaitKind::List, argv)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::clamp_range;
-
-    #[test]
-    fn ranges_like_redis() {
-        assert_eq!(clamp_range(0, -1, 3), Some((0, 2)));
-        assert_eq!(clamp_range(-100, 100, 3), Some((0, 2)));
-        assert_eq!(clamp_range(2, 1, 3), None);
-        assert_eq!(clamp_range(5, 10, 3), None);
-        assert_eq!(clamp_range(0, 0, 0), None);
-    }
 }

@@ -492,25 +492,8 @@ fn zrange_generic<'a>(
     }
 }
 
-/// Normalised [start, end] of a rank range (LRANGE rules), None when empty.
-fn rank_bounds(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
-    let len = len as i64;
-    let mut start = if start < 0 { len + start } else { start };
-    let mut end = if end < 0 { len + end } else { end };
-    if start < 0 {
-        start = 0;
-    }
-    if start > end || start >= len {
-        return None;
-    }
-    if end >= len {
-        end = len - 1;
-    }
-    Some((start as usize, end as usize))
-}
-
 fn rank_range(z: &ZSet, start: i64, end: i64, rev: bool) -> Vec<(Bytes, f64)> {
-    let Some((s, e)) = rank_bounds(start, end, z.len()) else {
+    let Some((s, e)) = super::args::clamp_range(start, end, z.len()) else {
         return vec![];
     };
     let n = e - s + 1;
@@ -598,69 +581,37 @@ fn zrange(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     zrange_generic(ctx, &argv[1], &argv[2], &argv[3], &argv[4..], None, None)
 }
 
-fn zrangebyscore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let by = Some(RangeBy::Score);
+/// ZRANGEBYSCORE & co.: ZRANGE with the BY/REV choice fixed by the command name.
+fn legacy_range(ctx: &mut Ctx, argv: &[Bytes], by: RangeBy, rev: bool) -> CmdResult {
     zrange_generic(
         ctx,
         &argv[1],
         &argv[2],
         &argv[3],
         &argv[4..],
-        by,
-        Some(false),
+        Some(by),
+        Some(rev),
     )
+}
+
+fn zrangebyscore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    legacy_range(ctx, argv, RangeBy::Score, false)
 }
 
 fn zrevrangebyscore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let by = Some(RangeBy::Score);
-    zrange_generic(
-        ctx,
-        &argv[1],
-        &argv[2],
-        &argv[3],
-        &argv[4..],
-        by,
-        Some(true),
-    )
+    legacy_range(ctx, argv, RangeBy::Score, true)
 }
 
 fn zrangebylex(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let by = Some(RangeBy::Lex);
-    zrange_generic(
-        ctx,
-        &argv[1],
-        &argv[2],
-        &argv[3],
-        &argv[4..],
-        by,
-        Some(false),
-    )
+    legacy_range(ctx, argv, RangeBy::Lex, false)
 }
 
 fn zrevrangebylex(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let by = Some(RangeBy::Lex);
-    zrange_generic(
-        ctx,
-        &argv[1],
-        &argv[2],
-        &argv[3],
-        &argv[4..],
-        by,
-        Some(true),
-    )
+    legacy_range(ctx, argv, RangeBy::Lex, true)
 }
 
 fn zrevrange(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let by = Some(RangeBy::Rank);
-    zrange_generic(
-        ctx,
-        &argv[1],
-        &argv[2],
-        &argv[3],
-        &argv[4..],
-        by,
-        Some(true),
-    )
+    legacy_range(ctx, argv, RangeBy::Rank, true)
 }
 
 fn zcount(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
