@@ -60,7 +60,7 @@ fn write_hash<'a>(ctx: &'a mut Ctx, key: &Bytes) -> CmdResult<&'a mut HashValue>
     match db.get(key, now) {
         Some(e) if !matches!(e.value, Value::Hash(_)) => return Err(CmdError::WrongType),
         Some(_) => {}
-        None => db.set(own(key), Value::Hash(HashValue::default()), 0),
+        None => db.set(key, Value::Hash(HashValue::default()), 0),
     }
     match db.get_mut(key, now).map(|e| &mut e.value) {
         Some(Value::Hash(h)) => Ok(h),

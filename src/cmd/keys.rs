@@ -255,7 +255,7 @@ fn keys(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let out = db
         .iter()
         .filter(|(k, e)| !e.is_expired(now) && (all || glob_match(pattern, k, false)))
-        .map(|(k, _)| Frame::Bulk(k.clone()))
+        .map(|(k, _)| Frame::Bulk(Bytes::copy_from_slice(k)))
         .collect();
     Ok(Frame::Array(out))
 }
@@ -330,7 +330,7 @@ fn scan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 return;
             }
         }
-        keys.push(Frame::Bulk(k.clone()));
+        keys.push(Frame::Bulk(Bytes::copy_from_slice(k)));
     });
     let mut b = itoa::Buffer::new();
     Ok(Frame::Array(vec![
@@ -354,11 +354,7 @@ fn rename_generic(ctx: &mut Ctx, argv: &[Bytes], nx: bool) -> CmdResult {
     let Some(entry) = db.remove(&argv[1], now) else {
         return Err(CmdError::NoSuchKey);
     };
-    db.set(
-        crate::store::value::own(&argv[2]),
-        entry.value,
-        entry.expires_at,
-    );
+    db.set(&argv[2], entry.value, entry.expires_at);
     ctx.changed(event::GENERIC, "rename_from", &argv[1]);
     ctx.changed(event::GENERIC, "rename_to", &argv[2]);
     Ok(if nx { Frame::Integer(1) } else { Frame::ok() })

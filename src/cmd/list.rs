@@ -147,7 +147,7 @@ fn push(ctx: &mut Ctx, key: &Bytes, values: &[Bytes], end: End, only_existing: b
         None => {
             let now = ctx.now;
             let db = ctx.db();
-            db.set(own(key), Value::List(List::new()), 0);
+            db.set(key, Value::List(List::new()), 0);
             match db.get_mut(key, now).map(|e| &mut e.value) {
                 Some(Value::List(l)) => l,
                 _ => return Err(CmdError::WrongType),
@@ -484,7 +484,7 @@ fn do_move(
     }
     let db = ctx.db();
     if db.get(dst, now).is_none() {
-        db.set(own(dst), Value::List(List::new()), 0);
+        db.set(dst, Value::List(List::new()), 0);
     }
     if let Some(Value::List(d)) = db.get_mut(dst, now).map(|e| &mut e.value) {
         match to {

@@ -67,7 +67,7 @@ fn sadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let key = &argv[1];
     let now = ctx.now;
     if set_ref(ctx, key)?.is_none() {
-        ctx.db().set(own(key), Value::Set(Box::default()), 0);
+        ctx.db().set(key, Value::Set(Box::default()), 0);
     }
     let Some(Value::Set(s)) = ctx.db().get_mut(key, now).map(|e| &mut e.value) else {
         return Err(CmdError::WrongType);

@@ -234,7 +234,7 @@ fn set_generic(
         None if o.expire == ExpireOpt::KeepTtl => old_deadline,
         None => 0,
     };
-    db.set(own(key), Value::Str(own(val)), expires_at);
+    db.set(key, Value::Str(own(val)), expires_at);
     ctx.changed(event::STRING, "set", key);
     if deadline.is_some() {
         ctx.notify(event::GENERIC, "expire", key);
@@ -284,7 +284,7 @@ fn psetex(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 fn getset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let old = read_str(ctx, &argv[1])?;
-    ctx.db().set(own(&argv[1]), Value::Str(own(&argv[2])), 0);
+    ctx.db().set(&argv[1], Value::Str(own(&argv[2])), 0);
     ctx.changed(event::STRING, "set", &argv[1]);
     Ok(Frame::opt_bulk(old))
 }
@@ -347,7 +347,7 @@ fn mset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Err(CmdError::WrongArity("mset".into()));
     }
     for pair in argv[1..].chunks(2) {
-        ctx.db().set(own(&pair[0]), Value::Str(own(&pair[1])), 0);
+        ctx.db().set(&pair[0], Value::Str(own(&pair[1])), 0);
         ctx.changed(event::STRING, "set", &pair[0]);
     }
     Ok(Frame::ok())
@@ -363,7 +363,7 @@ fn msetnx(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Ok(Frame::Integer(0));
     }
     for pair in argv[1..].chunks(2) {
-        ctx.db().set(own(&pair[0]), Value::Str(own(&pair[1])), 0);
+        ctx.db().set(&pair[0], Value::Str(own(&pair[1])), 0);
         ctx.changed(event::STRING, "set", &pair[0]);
     }
     Ok(Frame::Integer(1))
@@ -385,7 +385,7 @@ pub fn incr_by(ctx: &mut Ctx, key: &Bytes, delta: i64) -> CmdResult {
     let text = Bytes::copy_from_slice(buf.format(new).as_bytes());
     match db.get_mut(key, now) {
         Some(e) => e.value = Value::Str(text),
-        None => db.set(own(key), Value::Str(text), ttl),
+        None => db.set(key, Value::Str(text), ttl),
     }
     ctx.changed(event::STRING, "incrby", key);
     Ok(Frame::Integer(new))
@@ -431,7 +431,7 @@ fn incrbyfloat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let db = ctx.db();
     match db.get_mut(key, now) {
         Some(e) => e.value = Value::Str(text.clone()),
-        None => db.set(own(key), Value::Str(text.clone()), 0),
+        None => db.set(key, Value::Str(text.clone()), 0),
     }
     ctx.changed(event::STRING, "incrbyfloat", key);
     Ok(Frame::Bulk(text))
@@ -449,7 +449,7 @@ fn append_inner(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let db = ctx.db();
     match db.get_mut(&argv[1], now) {
         None => {
-            db.set(own(&argv[1]), Value::Str(own(&argv[2])), 0);
+            db.set(&argv[1], Value::Str(own(&argv[2])), 0);
             Ok(Frame::Integer(argv[2].len() as i64))
         }
         Some(e) => match &mut e.value {

@@ -154,8 +154,7 @@ fn zadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 Frame::Integer(0)
             });
         }
-        ctx.db()
-            .set(own(key), Value::ZSet(Box::new(ZSet::new())), 0);
+        ctx.db().set(key, Value::ZSet(Box::new(ZSet::new())), 0);
     }
     let Some(Value::ZSet(z)) = ctx.db().get_mut(key, now).map(|e| &mut e.value) else {
         return Err(CmdError::WrongType);
@@ -214,8 +213,7 @@ fn zincrby(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let key = &argv[1];
     let now = ctx.now;
     if zset_ref(ctx, key)?.is_none() {
-        ctx.db()
-            .set(own(key), Value::ZSet(Box::new(ZSet::new())), 0);
+        ctx.db().set(key, Value::ZSet(Box::new(ZSet::new())), 0);
     }
     let Some(Value::ZSet(z)) = ctx.db().get_mut(key, now).map(|e| &mut e.value) else {
         return Err(CmdError::WrongType);

@@ -28,9 +28,13 @@ impl Entry {
     }
 }
 
+/// A stored key: exactly its bytes, 16 bytes in the map entry (a `Bytes` would take 32 and a
+/// shared header once cloned).
+type Key = Box<[u8]>;
+
 #[derive(Debug, Default)]
 pub struct Db {
-    map: IndexMap<Bytes, Entry, ahash::RandomState>,
+    map: IndexMap<Key, Entry, ahash::RandomState>,
     /// Keys with a deadline (INFO keyspace `expires=`; no sampling when there are none).
     volatile: usize,
     /// Where the incremental sweep goes on (it walks indices downwards, like SCAN).
@@ -60,7 +64,7 @@ impl Db {
                 self.volatile -= 1;
             }
             self.expired_total += 1;
-            self.expired.push(key);
+            self.expired.push(Bytes::from(key));
         }
     }
 
@@ -94,8 +98,8 @@ impl Db {
     }
 
     /// Stores `value` under `key` with the given deadline (0: none), replacing any old entry.
-    pub fn set(&mut self, key: Bytes, value: Value, expires_at: u64) {
-        let old = match self.map.get_mut(&key[..]) {
+    pub fn set(&mut self, key: &[u8], value: Value, expires_at: u64) {
+        let old = match self.map.get_mut(key) {
             Some(e) => {
                 let old = e.expires_at;
                 e.value = value;
@@ -103,7 +107,7 @@ impl Db {
                 Some(old)
             }
             None => {
-                self.map.insert(key, Entry { value, expires_at });
+                self.map.insert(Key::from(key), Entry { value, expires_at });
                 None
             }
         };
@@ -186,13 +190,16 @@ impl Db {
                 self.expire_now(idx);
                 continue;
             }
-            return self.map.get_index(idx).map(|(k, _)| k.clone());
+            return self
+                .map
+                .get_index(idx)
+                .map(|(k, _)| Bytes::copy_from_slice(k));
         }
         // Mostly dead keys: fall back to the first live one.
         self.map
             .iter()
             .find(|(_, e)| !e.is_expired(now))
-            .map(|(k, _)| k.clone())
+            .map(|(k, _)| Bytes::copy_from_slice(k))
     }
 
     /// One SCAN step. `cursor` 0 starts; the returned cursor 0 ends. Visits indices downwards.
@@ -201,7 +208,7 @@ impl Db {
         cursor: u64,
         count: usize,
         now: u64,
-        mut visit: impl FnMut(&Bytes, &Entry),
+        mut visit: impl FnMut(&[u8], &Entry),
     ) -> u64 {
         let mut next = if cursor == 0 {
             self.map.len()
@@ -220,8 +227,8 @@ impl Db {
         next as u64
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&Bytes, &Entry)> {
-        self.map.iter()
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Entry)> {
+        self.map.iter().map(|(k, e)| (&k[..], e))
     }
 
     /// Drops every expired key (before whole-keyspace listings such as KEYS, which Redis also
@@ -248,9 +255,9 @@ mod tests {
     #[test]
     fn lazy_and_active_expiry() {
         let mut db = Db::default();
-        db.set(Bytes::from_static(b"a"), s("1"), 100);
-        db.set(Bytes::from_static(b"b"), s("2"), 200);
-        db.set(Bytes::from_static(b"c"), s("3"), 0);
+        db.set(b"a", s("1"), 100);
+        db.set(b"b", s("2"), 200);
+        db.set(b"c", s("3"), 0);
         assert!(db.get(b"a", 100).is_some(), "alive at its deadline");
         assert!(db.get(b"a", 101).is_none());
         assert_eq!(db.len(), 2);
@@ -265,18 +272,18 @@ mod tests {
     fn scan_returns_every_stable_key_despite_removals() {
         let mut db = Db::default();
         for i in 0..1000 {
-            db.set(Bytes::from(format!("k{i}")), s("v"), 0);
+            db.set(format!("k{i}").as_bytes(), s("v"), 0);
         }
         let mut seen = std::collections::HashSet::new();
         let mut cursor = 0;
         let mut round = 0;
         loop {
             let mut batch = Vec::new();
-            cursor = db.scan(cursor, 10, 0, |k, _| batch.push(k.clone()));
+            cursor = db.scan(cursor, 10, 0, |k, _| batch.push(k.to_vec()));
             seen.extend(batch);
             // Remove a key that is even-numbered and not yet seen, and add a new one.
             db.remove(format!("k{}", round * 2).as_bytes(), 0);
-            db.set(Bytes::from(format!("new{round}")), s("v"), 0);
+            db.set(format!("new{round}").as_bytes(), s("v"), 0);
             round += 1;
             if cursor == 0 {
                 break;
@@ -293,8 +300,8 @@ mod tests {
     #[test]
     fn set_replaces_deadline() {
         let mut db = Db::default();
-        db.set(Bytes::from_static(b"a"), s("1"), 100);
-        db.set(Bytes::from_static(b"a"), s("2"), 0);
+        db.set(b"a", s("1"), 100);
+        db.set(b"a", s("2"), 0);
         assert_eq!(db.expires_count(), 0);
         assert!(db.get(b"a", 1000).is_some());
         assert!(db.set_expire(b"a", 50, 0));
@@ -317,7 +324,7 @@ mod tests {
                 1 => 500,
                 _ => 5000,
             };
-            db.set(Bytes::from(format!("k{i}")), s("v"), deadline);
+            db.set(format!("k{i}").as_bytes(), s("v"), deadline);
         }
         assert_eq!(db.expires_count(), 6666);
         // Sampling stops once under a quarter of a sample is dead; the sweep finishes the job.
