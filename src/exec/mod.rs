@@ -321,24 +321,46 @@ impl Server {
 
     /// Sends output for `client` (a batch's replies), or holds it until the log is durable
     /// (`appendfsync always`: nothing is acknowledged before its write is on disk).
-    pub fn deliver(&mut self, client: &Client, data: Bytes, batch_done: bool, close: bool) {
+    pub fn deliver(&mut self, client: &Client, mut data: Bytes, batch_done: bool, close: bool) {
         self.shared
             .net_output_bytes
             .fetch_add(data.len() as u64, Ordering::Relaxed);
-        client
-            .shared
-            .pending_out
-            .fetch_add(data.len(), Ordering::Relaxed);
+        let hold = self
+            .aof
+            .as_ref()
+            .is_some_and(|a| a.needs_sync_before_reply());
+        // Straight to the socket when nothing of this client's is queued on the channel
+        // (`pending_out` drops to 0 only after the connection task wrote it all), so output
+        // never overtakes earlier output; whatever does not fit goes through the channel.
+        let cs = &client.shared;
+        if !hold
+            && !close
+            && cs.pending_out.load(Ordering::Acquire) == 0
+            && !cs.no_direct.load(Ordering::Relaxed)
+        {
+            if let Some(sock) = cs.direct.as_ref().and_then(std::sync::Weak::upgrade) {
+                let n = if data.is_empty() {
+                    0
+                } else {
+                    sock.try_write(&data).unwrap_or(0)
+                };
+                if n == data.len() {
+                    if batch_done {
+                        cs.direct_done.store(true, Ordering::Release);
+                        cs.done_notify.notify_one();
+                    }
+                    return;
+                }
+                data = data.slice(n..);
+            }
+        }
+        cs.pending_out.fetch_add(data.len(), Ordering::Relaxed);
         let msg = Out {
             data,
             batch_done,
             close,
         };
-        if self
-            .aof
-            .as_ref()
-            .is_some_and(|a| a.needs_sync_before_reply())
-        {
+        if hold {
             self.held.push((client.out.clone(), msg));
         } else {
             let _ = client.out.send(msg);
