@@ -124,7 +124,8 @@ pub struct Server {
     pub stats: Stats,
     pub shared: Arc<Shared>,
     /// Every connected client except the one whose batch is running (see `Ctx::client`).
-    pub clients: HashMap<u64, Client>,
+    /// Boxed: a batch takes its client out and puts it back, which must not copy the struct.
+    pub clients: HashMap<u64, Box<Client>, ahash::RandomState>,
     pub started: Instant,
     pub run_id: String,
     /// Set by SHUTDOWN: the executor stops after the current batch.
@@ -192,7 +193,7 @@ impl Server {
             table,
             stats,
             shared,
-            clients: HashMap::new(),
+            clients: HashMap::default(),
             started: Instant::now(),
             run_id: (0..40)
                 .map(|_| fastrand::alphanumeric().to_ascii_lowercase())
@@ -531,7 +532,7 @@ impl Server {
                 // no password.
                 client.authenticated = !self.config.auth_required();
                 client.perms = self.config.users.default_user().perms();
-                self.clients.insert(client.id, *client);
+                self.clients.insert(client.id, client);
             }
             Msg::Batch { id, cmds } => self.run_batch(id, cmds),
             Msg::Disconnect { id } => {
