@@ -185,7 +185,7 @@ pub fn drive(srv: &mut Server, mut client: Box<Client>, mut out: BytesMut) {
         blocked = false;
     }
     if !out.is_empty() || !(blocked || postponed) {
-        srv.deliver(&client, out.freeze(), !(blocked || postponed), close);
+        srv.deliver(&client, out, !(blocked || postponed), close);
     }
     if !close && srv.batch_output_over_limit(&mut client) {
         srv.close_client(client);

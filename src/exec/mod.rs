@@ -158,6 +158,7 @@ pub struct Server {
     pub dirty: Vec<u64>,
     /// MONITOR, SLOWLOG and CLIENT PAUSE state (cmd/observe.rs).
     pub ops: crate::cmd::observe::OpsState,
+    spare_out: Option<BytesMut>,
 }
 
 impl Server {
@@ -213,6 +214,7 @@ impl Server {
             replaying: false,
             log_ops: Vec::new(),
             held: Vec::new(),
+            spare_out: None,
             writes_refused_until,
         }
     }
@@ -322,10 +324,10 @@ impl Server {
 
     /// Sends output for `client` (a batch's replies), or holds it until the log is durable
     /// (`appendfsync always`: nothing is acknowledged before its write is on disk).
-    pub fn deliver(&mut self, client: &Client, mut data: Bytes, batch_done: bool, close: bool) {
+    pub fn deliver(&mut self, client: &Client, mut out: BytesMut, batch_done: bool, close: bool) {
         self.shared
             .net_output_bytes
-            .fetch_add(data.len() as u64, Ordering::Relaxed);
+            .fetch_add(out.len() as u64, Ordering::Relaxed);
         let hold = self
             .aof
             .as_ref()
@@ -340,21 +342,23 @@ impl Server {
             && !cs.no_direct.load(Ordering::Relaxed)
         {
             if let Some(sock) = cs.direct.as_ref().and_then(std::sync::Weak::upgrade) {
-                let n = if data.is_empty() {
+                let n = if out.is_empty() {
                     0
                 } else {
-                    sock.try_write(&data).unwrap_or(0)
+                    sock.try_write(&out).unwrap_or(0)
                 };
-                if n == data.len() {
+                if n == out.len() {
                     if batch_done {
                         cs.direct_done.store(true, Ordering::Release);
                         cs.done_notify.notify_one();
                     }
+                    self.recycle(out);
                     return;
                 }
-                data = data.slice(n..);
+                let _ = out.split_to(n);
             }
         }
+        let data = out.freeze();
         cs.pending_out.fetch_add(data.len(), Ordering::Relaxed);
         let msg = Out {
             data,
@@ -365,6 +369,22 @@ impl Server {
             self.held.push((client.out.clone(), msg));
         } else {
             let _ = client.out.send(msg);
+        }
+    }
+
+    /// A batch output buffer, reused when the last one was written directly (one allocation
+    /// fewer per request).
+    pub fn out_buf(&mut self) -> BytesMut {
+        match self.spare_out.take() {
+            Some(b) => b,
+            None => BytesMut::with_capacity(64),
+        }
+    }
+
+    fn recycle(&mut self, mut out: BytesMut) {
+        if out.capacity() <= 16 << 10 {
+            out.clear();
+            self.spare_out = Some(out);
         }
     }
 
@@ -551,7 +571,8 @@ impl Server {
         // Pushes queued for it earlier come before this batch's replies.
         client.flush_deferred();
         client.pending.extend(cmds);
-        blocking::drive(self, client, BytesMut::with_capacity(64));
+        let out = self.out_buf();
+        blocking::drive(self, client, out);
         if self.ops.pause.ended {
             self.resume_paused();
         }
