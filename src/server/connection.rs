@@ -278,7 +278,8 @@ pub async fn serve<T: Transport>(
                     }
                 }
             }
-            _ = tokio::time::sleep(Duration::from_millis(5)), if in_flight && kill_in_flight.is_some() && !drop_reply => {
+            // Built only when polled: a timer per loop turn would cost every request.
+            _ = sleep_lazy(Duration::from_millis(5)), if in_flight && kill_in_flight.is_some() && !drop_reply => {
                 let req = kill_in_flight.take().unwrap_or_default();
                 match shared.script.answer(std::slice::from_ref(&req)) {
                     Some(ans) => {
@@ -303,6 +304,10 @@ pub async fn serve<T: Transport>(
             return;
         }
     }
+}
+
+async fn sleep_lazy(d: Duration) {
+    tokio::time::sleep(d).await
 }
 
 async fn sleep_until_opt(deadline: Option<Instant>) {
