@@ -336,8 +336,18 @@ impl Server {
         // (`pending_out` drops to 0 only after the connection task wrote it all), so output
         // never overtakes earlier output; whatever does not fit goes through the channel.
         let cs = &client.shared;
+        // Under an output buffer limit the reply must be counted in `pending_out` before the
+        // check that follows the batch, as it always was: those clients keep the channel.
+        let class = if client.pubsub.subscribed() {
+            crate::config::ObufClass::Pubsub
+        } else {
+            crate::config::ObufClass::Normal
+        };
+        let limit = self.config.client_output_buffer_limit[class as usize];
         if !hold
             && !close
+            && limit.hard == 0
+            && limit.soft == 0
             && cs.pending_out.load(Ordering::Acquire) == 0
             && !cs.no_direct.load(Ordering::Relaxed)
         {
