@@ -451,7 +451,7 @@ fn client_list(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             return Err(CmdError::Syntax);
         }
     }
-    let mut clients: Vec<&Client> = ctx.srv.clients.values().collect();
+    let mut clients: Vec<&Client> = ctx.srv.clients.values().map(|c| &**c).collect();
     clients.push(ctx.client);
     clients.sort_by_key(|c| c.id);
     let mut s = String::new();

@@ -145,7 +145,7 @@ fn resume(srv: &mut Server, id: u64, timed_out: bool) {
 
 /// Runs the client's pending pipeline until it ends, blocks, or the client must close, then
 /// hands the output to its connection and puts the client back.
-pub fn drive(srv: &mut Server, mut client: Client, mut out: BytesMut) {
+pub fn drive(srv: &mut Server, mut client: Box<Client>, mut out: BytesMut) {
     let id = client.id;
     // A waiter served while another client's batch runs: that client's pending self-pushes
     // stay its own.
@@ -185,7 +185,7 @@ pub fn drive(srv: &mut Server, mut client: Client, mut out: BytesMut) {
         blocked = false;
     }
     if !out.is_empty() || !(blocked || postponed) {
-        srv.deliver(&client, out.freeze(), !(blocked || postponed), close);
+        srv.deliver(&client, out, !(blocked || postponed), close);
     }
     if !close && srv.batch_output_over_limit(&mut client) {
         srv.close_client(client);

@@ -31,6 +31,14 @@ pub struct ClientShared {
     pub timeout_exempt: AtomicBool,
     /// Wakes the connection task out of a write to a client that does not read, when killed.
     pub kill_notify: tokio::sync::Notify,
+    /// The plain TCP socket, for replies the executor writes itself (`Server::deliver`).
+    pub direct: Option<std::sync::Weak<tokio::net::TcpStream>>,
+    /// A batch was answered directly on the socket (its `batch_done` did not go through the
+    /// channel); `done_notify` wakes the connection task if it waits for that.
+    pub direct_done: AtomicBool,
+    pub done_notify: tokio::sync::Notify,
+    /// The batch in flight must be answered through the channel (see connection.rs).
+    pub no_direct: AtomicBool,
 }
 
 pub struct Client {

@@ -407,7 +407,7 @@ impl Server {
 
     /// Forgets a client that is going away (disconnect, QUIT, CLIENT KILL, output limit) and
     /// tells its connection task to close.
-    pub fn close_client(&mut self, mut c: Client) {
+    pub fn close_client(&mut self, mut c: Box<Client>) {
         self.forget_client(&mut c);
         c.kill();
     }

@@ -9,7 +9,6 @@ use crate::exec::{Inbox, Msg, Shared};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
@@ -40,7 +39,11 @@ pub async fn accept_loop(
                     Ok((stream, addr)) => {
                         prepare(&stream, keepalive_secs);
                         match &acceptor {
-                            None => on_accept(stream, addr, &inbox, &shared).await,
+                            None => {
+                                let laddr = stream.local_addr().unwrap_or(addr);
+                                let io = connection::Tcp(Arc::new(stream));
+                                on_accept_stream(io, addr, laddr, &inbox, &shared).await
+                            }
                             Some(acceptor) => {
                                 let (acceptor, inbox, shared) =
                                     (acceptor.clone(), inbox.clone(), shared.clone());
@@ -54,7 +57,11 @@ pub async fn accept_loop(
                                     match hs {
                                         Ok(Ok(tls_stream)) => {
                                             on_accept_stream(
-                                                tls_stream, addr, laddr, &inbox, &shared,
+                                                connection::Stream(tls_stream),
+                                                addr,
+                                                laddr,
+                                                &inbox,
+                                                &shared,
                                             )
                                             .await
                                         }
@@ -90,21 +97,14 @@ fn prepare(stream: &TcpStream, keepalive_secs: u64) {
     }
 }
 
-async fn on_accept(stream: TcpStream, addr: SocketAddr, inbox: &Inbox, shared: &Arc<Shared>) {
-    let laddr = stream.local_addr().unwrap_or(addr);
-    on_accept_stream(stream, addr, laddr, inbox, shared).await
-}
-
 /// Limits and protected mode, then the connection task (plain or TLS alike).
-async fn on_accept_stream<S>(
-    mut stream: S,
+async fn on_accept_stream<T: connection::Transport>(
+    mut stream: T,
     addr: SocketAddr,
     laddr: SocketAddr,
     inbox: &Inbox,
     shared: &Arc<Shared>,
-) where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
+) {
     shared.total_connections.fetch_add(1, Ordering::Relaxed);
     let connected = shared.connected_clients.fetch_add(1, Ordering::SeqCst);
     if connected >= shared.maxclients.load(Ordering::Relaxed) {
@@ -113,7 +113,7 @@ async fn on_accept_stream<S>(
         let _ = stream
             .write_all(b"-ERR max number of clients reached\r\n")
             .await;
-        let _ = stream.shutdown().await;
+        stream.shutdown().await;
         return;
     }
     if protected::refuse(shared.protected_mode.load(Ordering::Relaxed), addr.ip()) {
@@ -121,13 +121,16 @@ async fn on_accept_stream<S>(
         // In its own task: a peer that does not read must not stall the accept loop.
         tokio::spawn(async move {
             let _ = stream.write_all(protected::DENIED).await;
-            let _ = stream.shutdown().await;
+            stream.shutdown().await;
         });
         return;
     }
     let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
     let (out_tx, out_rx) = mpsc::unbounded_channel();
-    let client_shared = Arc::new(ClientShared::default());
+    let client_shared = Arc::new(ClientShared {
+        direct: stream.direct(),
+        ..Default::default()
+    });
     let client = Client::new(id, addr, laddr, out_tx, client_shared.clone());
     if inbox.send(Msg::Connect(Box::new(client))).is_err() {
         shared.connected_clients.fetch_sub(1, Ordering::SeqCst);
