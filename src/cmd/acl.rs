@@ -308,15 +308,7 @@ pub static COMMANDS: &[CommandSpec] = &[CommandSpec {
 }];
 
 const fn sub(name: &'static str, arity: i32, flags: u32, handler: super::Handler) -> CommandSpec {
-    CommandSpec {
-        name,
-        arity,
-        flags,
-        keys: NO_KEYS,
-        acl: &["slow"],
-        handler,
-        subcommands: &[],
-    }
+    CommandSpec::leaf(name, arity, flags, NO_KEYS, &["slow"], handler)
 }
 
 /// Redis's ACL HELP, limited to the subcommands deadbolt implements.

@@ -11,15 +11,7 @@ use bytes::Bytes;
 use std::fmt::Write;
 
 const fn spec(name: &'static str, arity: i32, flags: u32, handler: super::Handler) -> CommandSpec {
-    CommandSpec {
-        name,
-        arity,
-        flags,
-        keys: NO_KEYS,
-        acl: &["connection"],
-        handler,
-        subcommands: &[],
-    }
+    CommandSpec::leaf(name, arity, flags, NO_KEYS, &["connection"], handler)
 }
 
 const fn sub(name: &'static str, arity: i32, flags: u32, handler: super::Handler) -> CommandSpec {

@@ -12,15 +12,7 @@ use crate::store::Value;
 use bytes::Bytes;
 
 const fn spec(name: &'static str, arity: i32, flags: u32, handler: super::Handler) -> CommandSpec {
-    CommandSpec {
-        name,
-        arity,
-        flags,
-        keys: KEY1,
-        acl: &["hash"],
-        handler,
-        subcommands: &[],
-    }
+    CommandSpec::leaf(name, arity, flags, KEY1, &["hash"], handler)
 }
 
 pub static COMMANDS: &[CommandSpec] = &[

@@ -15,15 +15,7 @@ const fn spec(
     keys: KeySpec,
     handler: super::Handler,
 ) -> CommandSpec {
-    CommandSpec {
-        name,
-        arity,
-        flags,
-        keys,
-        acl: &["keyspace"],
-        handler,
-        subcommands: &[],
-    }
+    CommandSpec::leaf(name, arity, flags, keys, &["keyspace"], handler)
 }
 
 const TWO_KEYS: KeySpec = KeySpec {

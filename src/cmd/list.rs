@@ -21,15 +21,7 @@ const fn spec(
     keys: KeySpec,
     handler: super::Handler,
 ) -> CommandSpec {
-    CommandSpec {
-        name,
-        arity,
-        flags,
-        keys,
-        acl: &["list"],
-        handler,
-        subcommands: &[],
-    }
+    CommandSpec::leaf(name, arity, flags, keys, &["list"], handler)
 }
 
 const TWO_KEYS: KeySpec = KeySpec {

@@ -17,15 +17,7 @@ const fn spec(
     keys: KeySpec,
     handler: super::Handler,
 ) -> CommandSpec {
-    CommandSpec {
-        name,
-        arity,
-        flags,
-        keys,
-        acl: &["pubsub"],
-        handler,
-        subcommands: &[],
-    }
+    CommandSpec::leaf(name, arity, flags, keys, &["pubsub"], handler)
 }
 
 const SUB_FLAGS: u32 = PUBSUB | NOSCRIPT | LOADING | STALE | PUBSUB_OK;

@@ -10,15 +10,7 @@ use crate::script;
 use bytes::Bytes;
 
 const fn spec(name: &'static str, arity: i32, flags: u32, handler: super::Handler) -> CommandSpec {
-    CommandSpec {
-        name,
-        arity,
-        flags,
-        keys: NO_KEYS,
-        acl: &["slow", "scripting"],
-        handler,
-        subcommands: &[],
-    }
+    CommandSpec::leaf(name, arity, flags, NO_KEYS, &["slow", "scripting"], handler)
 }
 
 const EVAL_FLAGS: u32 = NOSCRIPT | STALE | SKIP_MONITOR | NO_MANDATORY_KEYS;

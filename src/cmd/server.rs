@@ -13,15 +13,7 @@ use std::fmt::Write;
 use std::sync::atomic::Ordering;
 
 const fn spec(name: &'static str, arity: i32, flags: u32, handler: super::Handler) -> CommandSpec {
-    CommandSpec {
-        name,
-        arity,
-        flags,
-        keys: NO_KEYS,
-        acl: &["admin"],
-        handler,
-        subcommands: &[],
-    }
+    CommandSpec::leaf(name, arity, flags, NO_KEYS, &["admin"], handler)
 }
 
 pub static COMMANDS: &[CommandSpec] = &[

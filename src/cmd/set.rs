@@ -18,15 +18,7 @@ const INTSET_MAX_ENTRIES: usize = 512;
 const MAX_RANDOM_REPEATS: usize = 64 << 20;
 
 const fn spec(name: &'static str, arity: i32, flags: u32, handler: super::Handler) -> CommandSpec {
-    CommandSpec {
-        name,
-        arity,
-        flags,
-        keys: KEY1,
-        acl: &["set"],
-        handler,
-        subcommands: &[],
-    }
+    CommandSpec::leaf(name, arity, flags, KEY1, &["set"], handler)
 }
 
 pub static COMMANDS: &[CommandSpec] = &[

@@ -17,15 +17,7 @@ const fn spec(
     keys: KeySpec,
     handler: super::Handler,
 ) -> CommandSpec {
-    CommandSpec {
-        name,
-        arity,
-        flags,
-        keys,
-        acl: &["string"],
-        handler,
-        subcommands: &[],
-    }
+    CommandSpec::leaf(name, arity, flags, keys, &["string"], handler)
 }
 
 pub static COMMANDS: &[CommandSpec] = &[

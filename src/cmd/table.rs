@@ -93,6 +93,26 @@ pub struct CommandSpec {
 }
 
 impl CommandSpec {
+    /// A command without subcommands (what every family's row helper builds).
+    pub const fn leaf(
+        name: &'static str,
+        arity: i32,
+        flags: u32,
+        keys: KeySpec,
+        acl: &'static [&'static str],
+        handler: Handler,
+    ) -> CommandSpec {
+        CommandSpec {
+            name,
+            arity,
+            flags,
+            keys,
+            acl,
+            handler,
+            subcommands: &[],
+        }
+    }
+
     pub fn has(&self, flag: u32) -> bool {
         self.flags & flag != 0
     }

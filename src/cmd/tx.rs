@@ -15,15 +15,7 @@ const fn spec(
     keys: KeySpec,
     handler: super::Handler,
 ) -> CommandSpec {
-    CommandSpec {
-        name,
-        arity,
-        flags,
-        keys,
-        acl: &["transaction"],
-        handler,
-        subcommands: &[],
-    }
+    CommandSpec::leaf(name, arity, flags, keys, &["transaction"], handler)
 }
 
 pub static COMMANDS: &[CommandSpec] = &[

@@ -22,15 +22,7 @@ const fn spec(
     keys: KeySpec,
     handler: super::Handler,
 ) -> CommandSpec {
-    CommandSpec {
-        name,
-        arity,
-        flags,
-        keys,
-        acl: &["sortedset"],
-        handler,
-        subcommands: &[],
-    }
+    CommandSpec::leaf(name, arity, flags, keys, &["sortedset"], handler)
 }
 
 const KEYS_BEFORE_TIMEOUT: KeySpec = KeySpec {
