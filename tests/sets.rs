@@ -33,11 +33,5 @@ const CASES: &[(&str, Option<&str>)] = &[
 #[test]
 fn exact_replies() {
     let s = common::deadbolt(&[]);
-    let mut c = s.conn();
-    for (line, want) in CASES {
-        let got = c.cmd(&common::split_line(line));
-        if let Some(want) = want {
-            assert_eq!(String::from_utf8_lossy(&got), *want, "`{line}`");
-        }
-    }
+    common::assert_replies(&mut s.conn(), CASES);
 }

@@ -378,6 +378,17 @@ pub fn reply_len(buf: &[u8], at: usize) -> Option<usize> {
     }
 }
 
+/// Runs (redis-cli line, expected reply) cases in order on one connection; `None` runs the
+/// command without checking its reply (set-up steps such as HELLO).
+pub fn assert_replies(c: &mut Conn, cases: &[(&str, Option<&str>)]) {
+    for (line, want) in cases {
+        let got = c.cmd(&split_line(line));
+        if let Some(want) = want {
+            assert_eq!(String::from_utf8_lossy(&got), *want, "`{line}`");
+        }
+    }
+}
+
 /// Splits a redis-cli style line into arguments (quotes and escapes as redis-cli).
 pub fn split_line(line: &str) -> Vec<Vec<u8>> {
     deadbolt::protocol::decode::split_args(line.as_bytes()).expect("balanced quotes in test line")
