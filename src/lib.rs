@@ -92,12 +92,17 @@ pub async fn run(
     let shared = Arc::new(exec::Shared::new(&cfg));
     let keepalive = cfg.tcp_keepalive;
     let server = exec::Server::new(cfg, shared.clone());
-    let (inbox, executor) = exec::spawn(server)?;
     for l in &listeners {
         if let Ok(a) = l.local_addr() {
             tracing::info!("Listening on {a}");
         }
     }
+    // Plain TCP is served by the executor thread's own event loop (exec/net.rs).
+    let plain = listeners
+        .into_iter()
+        .map(|l| l.into_std())
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let (inbox, executor) = exec::spawn(server, plain)?;
     tracing::info!("Ready to accept connections tcp");
     if let Some((_, tls_listeners)) = &tls {
         for l in tls_listeners {
@@ -107,7 +112,7 @@ pub async fn run(
         }
         tracing::info!("Ready to accept connections tls");
     }
-    let accept = server::accept_loop(listeners, tls, inbox.clone(), shared.clone(), keepalive);
+    let accept = server::accept_tls(tls, inbox.clone(), shared.clone(), keepalive);
     tokio::select! {
         _ = accept => {}
         _ = shutdown => {}

@@ -18,7 +18,43 @@ pub struct Out {
     pub close: bool,
 }
 
-pub type OutSender = mpsc::UnboundedSender<Out>;
+/// Where a client's output goes: the channel its connection reads. For connections served by
+/// the executor's own event loop (`exec::net`) a send also marks the connection for the loop's
+/// next flush, since no task waits on the channel.
+#[derive(Debug, Clone)]
+pub struct OutSender {
+    tx: mpsc::UnboundedSender<Out>,
+    /// The client id, for connections of the executor's event loop.
+    local: Option<u64>,
+}
+
+impl OutSender {
+    pub fn local(tx: mpsc::UnboundedSender<Out>, id: u64) -> OutSender {
+        OutSender {
+            tx,
+            local: Some(id),
+        }
+    }
+
+    pub fn send(&self, out: Out) -> Result<(), mpsc::error::SendError<Out>> {
+        let r = self.tx.send(out);
+        self.wake();
+        r
+    }
+
+    /// Tells the connection there is something for it (output, or a batch answered directly).
+    pub fn wake(&self) {
+        if let Some(id) = self.local {
+            super::net::mark_dirty(id);
+        }
+    }
+}
+
+impl From<mpsc::UnboundedSender<Out>> for OutSender {
+    fn from(tx: mpsc::UnboundedSender<Out>) -> OutSender {
+        OutSender { tx, local: None }
+    }
+}
 
 /// State shared between a connection task and the executor.
 #[derive(Debug, Default)]
@@ -31,14 +67,12 @@ pub struct ClientShared {
     pub timeout_exempt: AtomicBool,
     /// Wakes the connection task out of a write to a client that does not read, when killed.
     pub kill_notify: tokio::sync::Notify,
-    /// The plain TCP socket, for replies the executor writes itself (`Server::deliver`).
-    pub direct: Option<std::sync::Weak<tokio::net::TcpStream>>,
+    /// The plain TCP socket of a connection served by the executor's event loop, for replies
+    /// written straight to it (`Server::deliver`).
+    pub direct: Option<std::sync::Weak<std::net::TcpStream>>,
     /// A batch was answered directly on the socket (its `batch_done` did not go through the
-    /// channel); `done_notify` wakes the connection task if it waits for that.
+    /// channel).
     pub direct_done: AtomicBool,
-    pub done_notify: tokio::sync::Notify,
-    /// The batch in flight must be answered through the channel (see connection.rs).
-    pub no_direct: AtomicBool,
 }
 
 pub struct Client {
@@ -91,7 +125,7 @@ impl Client {
         id: u64,
         addr: SocketAddr,
         laddr: SocketAddr,
-        out: OutSender,
+        out: impl Into<OutSender>,
         shared: Arc<ClientShared>,
     ) -> Client {
         let now = Instant::now();
@@ -110,7 +144,7 @@ impl Client {
             created: now,
             last_interaction: now,
             last_cmd: None,
-            out,
+            out: out.into(),
             shared,
             close_after_reply: false,
             skip_reply: false,

@@ -4,6 +4,7 @@
 
 pub mod blocking;
 pub mod client;
+pub mod net;
 pub mod notify;
 pub mod pubsub;
 pub mod stats;
@@ -349,18 +350,18 @@ impl Server {
             && limit.hard == 0
             && limit.soft == 0
             && cs.pending_out.load(Ordering::Acquire) == 0
-            && !cs.no_direct.load(Ordering::Relaxed)
         {
             if let Some(sock) = cs.direct.as_ref().and_then(std::sync::Weak::upgrade) {
                 let n = if out.is_empty() {
                     0
                 } else {
-                    sock.try_write(&out).unwrap_or(0)
+                    // Non-blocking socket: WouldBlock (0 written) sends it all via the channel.
+                    std::io::Write::write(&mut &*sock, &out).unwrap_or(0)
                 };
                 if n == out.len() {
                     if batch_done {
                         cs.direct_done.store(true, Ordering::Release);
-                        cs.done_notify.notify_one();
+                        client.out.wake();
                     }
                     self.recycle(out);
                     return;
@@ -557,13 +558,7 @@ impl Server {
 
     fn handle(&mut self, msg: Msg) {
         match msg {
-            Msg::Connect(mut client) => {
-                // Like Redis: a client is authenticated at connect while the default user needs
-                // no password.
-                client.authenticated = !self.config.auth_required();
-                client.perms = self.config.users.default_user().perms();
-                self.clients.insert(client.id, client);
-            }
+            Msg::Connect(client) => self.connect(client),
             Msg::Batch { id, cmds } => self.run_batch(id, cmds),
             Msg::Disconnect { id } => {
                 if let Some(mut c) = self.clients.remove(&id) {
@@ -574,7 +569,15 @@ impl Server {
         }
     }
 
-    fn run_batch(&mut self, id: u64, cmds: Vec<Vec<Bytes>>) {
+    pub fn connect(&mut self, mut client: Box<Client>) {
+        // Like Redis: a client is authenticated at connect while the default user needs no
+        // password.
+        client.authenticated = !self.config.auth_required();
+        client.perms = self.config.users.default_user().perms();
+        self.clients.insert(client.id, client);
+    }
+
+    pub fn run_batch(&mut self, id: u64, cmds: Vec<Vec<Bytes>>) {
         let Some(mut client) = self.clients.remove(&id) else {
             return;
         };
@@ -646,82 +649,88 @@ fn fatal(msg: &str) -> ! {
     std::process::exit(1);
 }
 
-/// Wakes the executor thread parked in `spawn`'s loop.
-struct ThreadWaker(std::thread::Thread);
-
-impl std::task::Wake for ThreadWaker {
-    fn wake(self: Arc<Self>) {
-        self.0.unpark();
-    }
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.0.unpark();
-    }
-}
-
-/// Starts the executor thread. It runs until the inbox closes or SHUTDOWN.
+/// Starts the executor thread with the plain TCP listeners it serves itself (`net`). It runs
+/// until the inbox closes or SHUTDOWN.
 ///
-/// A plain thread that parks until a message, the next cron tick or the earliest blocked
-/// client's deadline: an async runtime here cost ~1,600 instructions per request in its timer
-/// wheel on every park, for one periodic tick.
-pub fn spawn(server: Server) -> std::io::Result<(Inbox, std::thread::JoinHandle<()>)> {
+/// Between events it sleeps in epoll until a connection, an inbox message (TLS connections,
+/// shutdown: the inbox wakes the loop through its waker), the next cron tick or the earliest
+/// blocked client's deadline.
+pub fn spawn(
+    server: Server,
+    listeners: Vec<std::net::TcpListener>,
+) -> std::io::Result<(Inbox, std::thread::JoinHandle<()>)> {
     let (tx, mut rx) = mpsc::unbounded_channel::<Msg>();
+    let (net, waker) = net::Net::new(
+        listeners,
+        server.shared.clone(),
+        server.config.tcp_keepalive,
+    )?;
     let handle = std::thread::Builder::new()
         .name("executor".into())
         // Lua scripts recurse on this thread (nested replies, cjson up to 1000 levels).
         .stack_size(64 << 20)
         .spawn(move || {
+            net.install();
             let mut server = server;
+            let waker = std::task::Waker::from(waker);
+            let mut cx = std::task::Context::from_waker(&waker);
             // Load the log a slice at a time, answering clients (-LOADING) in between.
             while server.load_step() {
                 while let Ok(msg) = rx.try_recv() {
                     server.handle(msg);
                 }
+                net::turn(&mut server, Some(Duration::ZERO));
+                server.flush_deferred();
                 server.after_round();
+                net::flush(&mut server);
             }
-            let waker = std::task::Waker::from(Arc::new(ThreadWaker(std::thread::current())));
-            let mut cx = std::task::Context::from_waker(&waker);
             let hz = server.config.hz.clamp(1, 500);
             let period = Duration::from_millis(1000 / hz);
             let mut next_tick = Instant::now();
             loop {
-                match rx.poll_recv(&mut cx) {
-                    std::task::Poll::Ready(Some(msg)) => {
-                        server.handle(msg);
-                        // Drain what is already queued before sleeping again; pushes leave in
-                        // chunks, at least every 64 messages.
-                        let mut handled = 1;
-                        while let Ok(msg) = rx.try_recv() {
+                let mut handled = 0usize;
+                let mut closed = false;
+                while handled < 1024 {
+                    match rx.poll_recv(&mut cx) {
+                        std::task::Poll::Ready(Some(msg)) => {
                             server.handle(msg);
                             handled += 1;
+                            // Pushes leave in chunks, at least every 64 messages.
                             if handled % 64 == 0 {
                                 server.flush_deferred();
                             }
                         }
-                        server.flush_deferred();
-                        server.after_round();
-                    }
-                    std::task::Poll::Ready(None) => break,
-                    std::task::Poll::Pending => {
-                        let now = Instant::now();
-                        // Wake at the earliest blocked client's deadline, not only at the next
-                        // tick. Deadlines are in whole ms; 1 ms past one makes `now > deadline`.
-                        let mut wake = next_tick;
-                        if let Some(d) = server.waiters.next_deadline() {
-                            let due = now
-                                + Duration::from_millis(d.saturating_sub(unix_ms()))
-                                + Duration::from_millis(1);
-                            wake = wake.min(due);
+                        std::task::Poll::Ready(None) => {
+                            closed = true;
+                            break;
                         }
-                        if wake > now {
-                            std::thread::park_timeout(wake - now);
-                        }
+                        std::task::Poll::Pending => break,
                     }
                 }
-                // Cron runs on time under a steady stream of messages too.
+                if closed {
+                    break;
+                }
+                let now = Instant::now();
+                let timeout = if handled > 0 || net::has_ready() {
+                    Duration::ZERO
+                } else {
+                    // Wake at the earliest blocked client's deadline, not only at the next
+                    // tick. Deadlines are in whole ms; 1 ms past one makes `now > deadline`.
+                    let mut wake = next_tick;
+                    if let Some(d) = server.waiters.next_deadline() {
+                        let due = now
+                            + Duration::from_millis(d.saturating_sub(unix_ms()))
+                            + Duration::from_millis(1);
+                        wake = wake.min(due);
+                    }
+                    wake.saturating_duration_since(now)
+                };
+                net::turn(&mut server, Some(timeout));
+                // Cron runs on time under a steady stream of requests too.
                 let now = Instant::now();
                 if now >= next_tick {
                     server.cron();
-                    server.after_round();
+                    net::close_idle(&mut server);
                     next_tick = now + period;
                 }
                 if server
@@ -730,10 +739,11 @@ pub fn spawn(server: Server) -> std::io::Result<(Inbox, std::thread::JoinHandle<
                     .is_some_and(|d| d <= unix_ms())
                 {
                     blocking::time_out(&mut server);
-                    server.after_round();
                 }
+                server.flush_deferred();
+                server.after_round();
+                net::flush(&mut server);
                 if server.shutting_down {
-                    server.after_round();
                     break;
                 }
             }

@@ -146,6 +146,9 @@ impl RunState {
                 String::from_utf8_lossy(&self.sha.get())
             );
         }
+        // Other connections are read and answered from here, as Redis's
+        // processEventsWhileBlocked (SCRIPT KILL and SHUTDOWN NOSAVE arrive this way).
+        crate::exec::net::while_busy();
         let b = &self.shared.script;
         if b.kill.load(Ordering::Acquire) == self.run_id.get() || b.shutdown.load(Ordering::Acquire)
         {

@@ -2,10 +2,9 @@
 //! reply chunk queued for us with one write. Output from the executor (replies and pub/sub
 //! pushes) arrives on one channel, so it is written in exactly the order it was produced.
 //!
-//! Plain TCP connections also let the executor write a batch's replies straight to the socket
-//! (`Server::deliver`) when nothing of theirs is queued on the channel: the reply then costs no
-//! wake-up of this task, and the batch's completion is a flag (`ClientShared::direct_done`)
-//! read here when there is something to do with it (the next request, EOF, the idle timer).
+//!
+//! Only TLS connections have a task: plain TCP is served by the executor's event loop
+//! (exec/net.rs).
 
 use crate::exec::client::{ClientShared, Out};
 use crate::exec::{Inbox, Msg, Shared};
@@ -17,59 +16,19 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 const READ_CHUNK: usize = 16 * 1024;
 
-/// The byte stream a connection task serves: plain TCP or TLS.
+/// The byte stream a connection task serves (TLS; generic so tests could use any stream).
 pub trait Transport: Send + 'static {
     fn read_buf(&mut self, buf: &mut BytesMut) -> impl Future<Output = io::Result<usize>> + Send;
     /// Writes everything (and flushes what a TLS stream may keep buffered).
     fn write_all(&mut self, buf: &[u8]) -> impl Future<Output = io::Result<()>> + Send;
     fn shutdown(&mut self) -> impl Future<Output = ()> + Send;
-    /// The socket the executor may write replies to directly (plain TCP only).
-    fn direct(&self) -> Option<std::sync::Weak<TcpStream>>;
 }
 
-/// Plain TCP, shared with the executor (which only ever holds a `Weak`: the socket closes when
-/// this task ends).
-pub struct Tcp(pub Arc<TcpStream>);
-
-impl Transport for Tcp {
-    async fn read_buf(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
-        loop {
-            self.0.readable().await?;
-            match self.0.try_read_buf(buf) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                r => return r,
-            }
-        }
-    }
-
-    async fn write_all(&mut self, mut buf: &[u8]) -> io::Result<()> {
-        while !buf.is_empty() {
-            self.0.writable().await?;
-            match self.0.try_write(buf) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => buf = &buf[n..],
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
-    }
-
-    async fn shutdown(&mut self) {
-        let _ = socket2::SockRef::from(&*self.0).shutdown(std::net::Shutdown::Write);
-    }
-
-    fn direct(&self) -> Option<std::sync::Weak<TcpStream>> {
-        Some(Arc::downgrade(&self.0))
-    }
-}
-
-/// Any other stream (TLS): everything goes through the output channel.
+/// A TLS (or any other) stream: everything goes through the output channel.
 pub struct Stream<S>(pub S);
 
 impl<S> Transport for Stream<S>
@@ -87,10 +46,6 @@ where
 
     async fn shutdown(&mut self) {
         let _ = self.0.shutdown().await;
-    }
-
-    fn direct(&self) -> Option<std::sync::Weak<TcpStream>> {
-        None
     }
 }
 
@@ -112,18 +67,7 @@ pub async fn serve<T: Transport>(
     let mut drop_reply = false;
     let mut eof = false;
     let mut last_activity = Instant::now();
-    // The executor answered the batch in flight straight to the socket.
-    macro_rules! take_direct_done {
-        () => {
-            if in_flight && client.direct_done.swap(false, Ordering::Acquire) {
-                in_flight = false;
-                kill_in_flight = None;
-                last_activity = Instant::now();
-            }
-        };
-    }
     loop {
-        take_direct_done!();
         if !in_flight && !eof {
             let limits = DecodeLimits {
                 max_bulk_len: shared.proto_max_bulk_len.load(Ordering::Relaxed),
@@ -161,8 +105,6 @@ pub async fn serve<T: Transport>(
                 in_flight = true;
                 if batch.len() == 1 && crate::script::busy::is_kill_or_shutdown(&batch[0]) {
                     kill_in_flight = Some(batch[0].clone());
-                    // Its reply may have to be dropped here: it must come through the channel.
-                    client.no_direct.store(true, Ordering::Relaxed);
                 }
                 if inbox.send(Msg::Batch { id, cmds: batch }).is_err() {
                     return;
@@ -172,18 +114,12 @@ pub async fn serve<T: Transport>(
                 tracing::debug!("Protocol error ({e}) from client id={id}");
                 // Replies to the commands before the bad one come first.
                 while in_flight {
-                    if client.direct_done.swap(false, Ordering::Acquire) {
-                        break;
-                    }
-                    tokio::select! {
-                        o = out_rx.recv() => match o {
-                            Some(o) => {
-                                in_flight = !o.batch_done;
-                                wbuf.extend_from_slice(&o.data);
-                            }
-                            None => return,
-                        },
-                        _ = client.done_notify.notified() => {}
+                    match out_rx.recv().await {
+                        Some(o) => {
+                            in_flight = !o.batch_done;
+                            wbuf.extend_from_slice(&o.data);
+                        }
+                        None => return,
                     }
                 }
                 wbuf.extend_from_slice(format!("-ERR {e}\r\n").as_bytes());
@@ -220,7 +156,6 @@ pub async fn serve<T: Transport>(
                     if o.batch_done {
                         in_flight = false;
                         kill_in_flight = None;
-                        client.no_direct.store(false, Ordering::Relaxed);
                         if std::mem::take(&mut drop_reply) {
                             return;
                         }
@@ -258,14 +193,10 @@ pub async fn serve<T: Transport>(
                     return;
                 }
             }
-            // Only when the batch's end matters now; otherwise the flag is read with the next
-            // request, and a reply written by the executor costs this task no wake-up.
-            _ = client.done_notify.notified(), if in_flight && (eof || timeout > 0 || !rbuf.is_empty()) => {}
             r = io.read_buf(&mut rbuf), if !eof => {
                 match r {
                     Ok(0) | Err(_) => {
                         eof = true;
-                        take_direct_done!();
                         // A half-closed client still gets the replies to what it sent, but a
                         // client blocked in BLPOP & co. is released, as Redis frees it on EOF.
                         if !in_flight || client.timeout_exempt.load(Ordering::Relaxed) {

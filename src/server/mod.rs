@@ -9,72 +9,54 @@ use crate::exec::{Inbox, Msg, Shared};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
-/// Accepts until `shutdown` resolves or a client runs SHUTDOWN. `tls` listeners hand their
-/// connections to the TLS acceptor first; after the handshake they are served like the others.
-pub async fn accept_loop(
-    listeners: Vec<TcpListener>,
+/// Accepts TLS connections until `shutdown`; after the handshake each is served by its own task
+/// (plain TCP is served by the executor's event loop, exec/net.rs). Never resolves without TLS.
+pub async fn accept_tls(
     tls: Option<(tls::TlsAcceptor, Vec<TcpListener>)>,
     inbox: Inbox,
     shared: Arc<Shared>,
     keepalive_secs: u64,
 ) {
-    let mut tasks = tokio::task::JoinSet::new();
-    let (acceptor, tls_listeners) = match tls {
-        Some((a, l)) => (Some(a), l),
-        None => (None, Vec::new()),
+    let Some((acceptor, listeners)) = tls else {
+        return std::future::pending().await;
     };
-    let all = listeners
-        .into_iter()
-        .map(|l| (l, None))
-        .chain(tls_listeners.into_iter().map(|l| (l, acceptor.clone())));
-    for (listener, acceptor) in all {
-        let inbox = inbox.clone();
-        let shared = shared.clone();
+    let mut tasks = tokio::task::JoinSet::new();
+    for listener in listeners {
+        let (acceptor, inbox, shared) = (acceptor.clone(), inbox.clone(), shared.clone());
         tasks.spawn(async move {
             loop {
                 match listener.accept().await {
                     Ok((stream, addr)) => {
                         prepare(&stream, keepalive_secs);
-                        match &acceptor {
-                            None => {
-                                let laddr = stream.local_addr().unwrap_or(addr);
-                                let io = connection::Tcp(Arc::new(stream));
-                                on_accept_stream(io, addr, laddr, &inbox, &shared).await
-                            }
-                            Some(acceptor) => {
-                                let (acceptor, inbox, shared) =
-                                    (acceptor.clone(), inbox.clone(), shared.clone());
-                                tokio::spawn(async move {
-                                    let laddr = stream.local_addr().unwrap_or(addr);
-                                    let hs = tokio::time::timeout(
-                                        tls::HANDSHAKE_TIMEOUT,
-                                        acceptor.accept(stream),
+                        let (acceptor, inbox, shared) =
+                            (acceptor.clone(), inbox.clone(), shared.clone());
+                        tokio::spawn(async move {
+                            let laddr = stream.local_addr().unwrap_or(addr);
+                            let hs = tokio::time::timeout(
+                                tls::HANDSHAKE_TIMEOUT,
+                                acceptor.accept(stream),
+                            )
+                            .await;
+                            match hs {
+                                Ok(Ok(tls_stream)) => {
+                                    on_accept_stream(
+                                        connection::Stream(tls_stream),
+                                        addr,
+                                        laddr,
+                                        &inbox,
+                                        &shared,
                                     )
-                                    .await;
-                                    match hs {
-                                        Ok(Ok(tls_stream)) => {
-                                            on_accept_stream(
-                                                connection::Stream(tls_stream),
-                                                addr,
-                                                laddr,
-                                                &inbox,
-                                                &shared,
-                                            )
-                                            .await
-                                        }
-                                        Ok(Err(e)) => tracing::debug!(
-                                            "Error accepting a client connection: {e} (addr={addr})"
-                                        ),
-                                        Err(_) => {
-                                            tracing::debug!("TLS handshake timed out (addr={addr})")
-                                        }
-                                    }
-                                });
+                                    .await
+                                }
+                                Ok(Err(e)) => tracing::debug!(
+                                    "Error accepting a client connection: {e} (addr={addr})"
+                                ),
+                                Err(_) => tracing::debug!("TLS handshake timed out (addr={addr})"),
                             }
-                        }
+                        });
                     }
                     Err(e) => {
                         // EMFILE and friends: back off instead of spinning.
@@ -88,15 +70,16 @@ pub async fn accept_loop(
     while tasks.join_next().await.is_some() {}
 }
 
-fn prepare(stream: &TcpStream, keepalive_secs: u64) {
-    let _ = stream.set_nodelay(true);
+/// TCP_NODELAY and `tcp-keepalive` on an accepted socket (plain or TLS).
+pub fn prepare(stream: &impl std::os::fd::AsFd, keepalive_secs: u64) {
+    let sock = socket2::SockRef::from(stream);
+    let _ = sock.set_tcp_nodelay(true);
     if keepalive_secs > 0 {
         let ka =
             socket2::TcpKeepalive::new().with_time(std::time::Duration::from_secs(keepalive_secs));
-        let _ = socket2::SockRef::from(stream).set_tcp_keepalive(&ka);
+        let _ = sock.set_tcp_keepalive(&ka);
     }
 }
-
 /// Limits and protected mode, then the connection task (plain or TLS alike).
 async fn on_accept_stream<T: connection::Transport>(
     mut stream: T,
@@ -127,10 +110,7 @@ async fn on_accept_stream<T: connection::Transport>(
     }
     let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
     let (out_tx, out_rx) = mpsc::unbounded_channel();
-    let client_shared = Arc::new(ClientShared {
-        direct: stream.direct(),
-        ..Default::default()
-    });
+    let client_shared = Arc::new(ClientShared::default());
     let client = Client::new(id, addr, laddr, out_tx, client_shared.clone());
     if inbox.send(Msg::Connect(Box::new(client))).is_err() {
         shared.connected_clients.fetch_sub(1, Ordering::SeqCst);
