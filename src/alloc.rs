@@ -1,7 +1,15 @@
-//! A counting wrapper around the system allocator: INFO's `used_memory` and `maxmemory` read
-//! real heap usage instead of an estimate.
+//! A counting wrapper around mimalloc: INFO's `used_memory` and `maxmemory` read real heap
+//! usage instead of an estimate.
+//!
+//! mimalloc rather than glibc's malloc for speed, as Redis ships jemalloc. Its aligned entry
+//! points are slow (and may over-allocate) when a block of the size class is not already
+//! aligned, so: alignment up to 8, which every mimalloc block has, takes the plain calls; Lua's
+//! 16-byte-aligned requests (mlua's SYS_MIN_ALIGN) are rounded up to a multiple of 16, whose
+//! size classes are 16-aligned, so the aligned call takes its fast path.
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use libmimalloc_sys as mi;
+use std::alloc::{GlobalAlloc, Layout};
+use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub struct CountingAlloc;
@@ -9,10 +17,28 @@ pub struct CountingAlloc;
 static ALLOCATED: AtomicUsize = AtomicUsize::new(0);
 static PEAK: AtomicUsize = AtomicUsize::new(0);
 
+/// Every mimalloc block is aligned to a word.
+const PLAIN_ALIGN: usize = 8;
+
+fn padded(size: usize, align: usize) -> usize {
+    if align == 16 {
+        size.next_multiple_of(16)
+    } else {
+        size
+    }
+}
+
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded unchanged to the system allocator.
-        let p = unsafe { System.alloc(layout) };
+        // SAFETY: mimalloc returns null or a block of at least the size, with the alignment
+        // (plain calls only for alignments every block has).
+        let p = unsafe {
+            if layout.align() <= PLAIN_ALIGN {
+                mi::mi_malloc(layout.size())
+            } else {
+                mi::mi_malloc_aligned(padded(layout.size(), layout.align()), layout.align())
+            }
+        } as *mut u8;
         if !p.is_null() {
             ALLOCATED.fetch_add(layout.size(), Ordering::Relaxed);
         }
@@ -20,14 +46,20 @@ unsafe impl GlobalAlloc for CountingAlloc {
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.dealloc(ptr, layout) };
+        // SAFETY: `ptr` came from this allocator (mimalloc frees any of its blocks alike).
+        unsafe { mi::mi_free(ptr as *mut c_void) };
         ALLOCATED.fetch_sub(layout.size(), Ordering::Relaxed);
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded unchanged to the system allocator.
-        let p = unsafe { System.alloc_zeroed(layout) };
+        // SAFETY: as `alloc`, zeroed.
+        let p = unsafe {
+            if layout.align() <= PLAIN_ALIGN {
+                mi::mi_zalloc(layout.size())
+            } else {
+                mi::mi_zalloc_aligned(padded(layout.size(), layout.align()), layout.align())
+            }
+        } as *mut u8;
         if !p.is_null() {
             ALLOCATED.fetch_add(layout.size(), Ordering::Relaxed);
         }
@@ -35,8 +67,18 @@ unsafe impl GlobalAlloc for CountingAlloc {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: forwarded unchanged to the system allocator.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        // SAFETY: `ptr` came from this allocator with `layout`'s alignment, kept on resize.
+        let p = unsafe {
+            if layout.align() <= PLAIN_ALIGN {
+                mi::mi_realloc(ptr as *mut c_void, new_size)
+            } else {
+                mi::mi_realloc_aligned(
+                    ptr as *mut c_void,
+                    padded(new_size, layout.align()),
+                    layout.align(),
+                )
+            }
+        } as *mut u8;
         if !p.is_null() {
             if new_size > layout.size() {
                 ALLOCATED.fetch_add(new_size - layout.size(), Ordering::Relaxed);
@@ -45,6 +87,20 @@ unsafe impl GlobalAlloc for CountingAlloc {
             }
         }
         p
+    }
+}
+
+/// Memory goes back to the system as soon as it is free, instead of mimalloc's default delay and
+/// eager arena commits: a lock server's RSS should follow its keys (measured, 100 k lock keys:
+/// 210 -> 169 B per key, against Redis's 202 B). Called once at start-up.
+pub fn configure() {
+    // mimalloc v2's `mi_option_e` (mimalloc.h); the -sys crate names only some of them.
+    const ARENA_EAGER_COMMIT: mi::mi_option_t = 4;
+    const PURGE_DELAY: mi::mi_option_t = 15;
+    // SAFETY: plain option setters, valid at any time.
+    unsafe {
+        mi::mi_option_set(PURGE_DELAY, 0);
+        mi::mi_option_set(ARENA_EAGER_COMMIT, 0);
     }
 }
 

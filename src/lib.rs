@@ -82,6 +82,7 @@ pub async fn run(
     listeners: Vec<TcpListener>,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
+    alloc::configure();
     // TLS first: a bad certificate stops the start before anything is served.
     let tls = if cfg.tls_port != 0 {
         let acceptor = server::tls::acceptor(&cfg).map_err(std::io::Error::other)?;
