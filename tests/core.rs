@@ -520,3 +520,67 @@ fn debug_sleep_when_enabled() {
     assert_eq!(c.cmd(&["DEBUG", "SLEEP", "0.2"]), b"+OK\r\n");
     assert!(t.elapsed() >= Duration::from_millis(200));
 }
+
+/// A client that sends a pipeline and half-closes gets every reply, then the close: on both
+/// servers.
+#[test]
+fn half_closed_client_gets_every_reply() {
+    for (name, s) in [
+        ("deadbolt", common::deadbolt(&[])),
+        ("redis", common::redis_server(&[])),
+    ] {
+        let mut c = s.conn();
+        let mut req = Vec::new();
+        for args in [
+            &["SET", "k", "1"][..],
+            &["GET", "k"],
+            &["INCR", "k"],
+            &["PING"],
+        ] {
+            req.extend(resp_cmd(args));
+        }
+        // A partial request at the end can never complete: it is dropped with the connection.
+        req.extend_from_slice(b"*2\r\n$3\r\nGET");
+        c.send_raw(&req);
+        c.stream.shutdown(std::net::Shutdown::Write).unwrap();
+        let replies: Vec<Vec<u8>> = (0..4).map(|_| c.read_reply()).collect();
+        assert_eq!(
+            replies.concat(),
+            b"+OK\r\n$1\r\n1\r\n:2\r\n+PONG\r\n",
+            "{name}"
+        );
+        // The data and the FIN can arrive as one epoll edge: the close must not wait for more.
+        assert!(c.is_closed(Duration::from_secs(5)), "{name}: not closed");
+    }
+}
+
+/// A client blocked in BLPOP that goes away is released: the next push is not handed to it.
+#[test]
+fn blocked_client_at_eof_is_released() {
+    for (name, s) in [
+        ("deadbolt", common::deadbolt(&[])),
+        ("redis", common::redis_server(&[])),
+    ] {
+        let mut other = s.conn();
+        let mut c = s.conn();
+        c.send(&["BLPOP", "q", "0"]);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !other
+            .cmd_str(&["INFO", "clients"])
+            .contains("blocked_clients:1")
+        {
+            assert!(Instant::now() < deadline, "{name}: never blocked");
+        }
+        c.stream.shutdown(std::net::Shutdown::Write).unwrap();
+        assert!(c.is_closed(Duration::from_secs(10)), "{name}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !other
+            .cmd_str(&["INFO", "clients"])
+            .contains("blocked_clients:0")
+        {
+            assert!(Instant::now() < deadline, "{name}: still blocked");
+        }
+        assert_eq!(other.cmd(&["RPUSH", "q", "x"]), b":1\r\n", "{name}");
+        assert_eq!(other.cmd(&["LLEN", "q"]), b":1\r\n", "{name}");
+    }
+}

@@ -78,6 +78,9 @@ struct Conn {
     in_flight: bool,
     /// The socket may hold more than the last read took.
     readable: bool,
+    /// The peer shut its side (epoll said so): read until EOF, as a short read does not mean
+    /// the end of the data was seen and no further edge will come.
+    peer_closed: bool,
     eof: bool,
     /// Write what is queued, then close.
     closing: bool,
@@ -104,12 +107,19 @@ pub struct Net {
     /// The ready connections of the pass being served; the busy hook answers those not yet
     /// reached (their events were consumed by the poll that started the pass).
     serving: Vec<u64>,
-    /// Events of the last poll: (token, readable, writable).
-    fired: Vec<(usize, bool, bool)>,
+    /// Events of the last poll.
+    fired: Vec<Fired>,
     /// An accept failed (EMFILE…): try again on the next turn rather than wait for an event.
     accept_retry: bool,
     shared: Arc<Shared>,
     keepalive_secs: u64,
+}
+
+struct Fired {
+    token: usize,
+    readable: bool,
+    read_closed: bool,
+    writable: bool,
 }
 
 /// What the executor thread needs to wake its loop from other threads (the inbox).
@@ -175,9 +185,12 @@ impl Net {
             if t == WAKER {
                 continue;
             }
-            let readable = ev.is_readable() || ev.is_read_closed() || ev.is_error();
-            let writable = ev.is_writable() || ev.is_write_closed();
-            self.fired.push((t.0, readable, writable));
+            self.fired.push(Fired {
+                token: t.0,
+                readable: ev.is_readable() || ev.is_read_closed() || ev.is_error(),
+                read_closed: ev.is_read_closed() || ev.is_error(),
+                writable: ev.is_writable() || ev.is_write_closed(),
+            });
         }
     }
 
@@ -269,6 +282,7 @@ impl Net {
                 wbuf: BytesMut::new(),
                 in_flight: false,
                 readable: false,
+                peer_closed: false,
                 eof: false,
                 closing: false,
                 want_write: false,
@@ -308,7 +322,7 @@ impl Net {
                     }
                     Ok(n) => {
                         total += n;
-                        if n < room {
+                        if n < room && !c.peer_closed {
                             c.readable = false;
                             break;
                         }
@@ -508,17 +522,18 @@ impl Net {
         let fired = std::mem::take(&mut self.fired);
         let mut ids: Vec<u64> = Vec::new();
         let mut accepted = std::mem::take(&mut self.accepted);
-        for &(t, r, w) in &fired {
-            if let Some(i) = listener_index(t, self.listeners.len()) {
+        for ev in &fired {
+            if let Some(i) = listener_index(ev.token, self.listeners.len()) {
                 let before = accepted.len();
                 self.accept(i, &mut accepted);
                 ids.extend(accepted[before..].iter().map(|c| c.id));
                 continue;
             }
-            let id = t as u64;
+            let id = ev.token as u64;
             if let Some(c) = self.conns.get_mut(&id) {
-                c.readable |= r;
-                if w {
+                c.readable |= ev.readable;
+                c.peer_closed |= ev.read_closed;
+                if ev.writable {
                     self.write_out(id);
                 }
                 ids.push(id);
@@ -629,18 +644,19 @@ pub fn turn(server: &mut Server, timeout: Option<Duration>) {
     };
     let mut accepted = Vec::new();
     with(|n| {
-        for &(t, r, w) in &fired {
-            if let Some(i) = listener_index(t, n.listeners.len()) {
+        for ev in &fired {
+            if let Some(i) = listener_index(ev.token, n.listeners.len()) {
                 n.accept(i, &mut accepted);
                 continue;
             }
-            let id = t as u64;
+            let id = ev.token as u64;
             if let Some(c) = n.conns.get_mut(&id) {
-                if r {
+                c.peer_closed |= ev.read_closed;
+                if ev.readable {
                     c.readable = true;
                     n.ready.push(id);
                 }
-                if w {
+                if ev.writable {
                     n.write_out(id);
                 }
             }
