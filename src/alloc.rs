@@ -28,21 +28,33 @@ fn padded(size: usize, align: usize) -> usize {
     }
 }
 
+type Plain = unsafe extern "C" fn(usize) -> *mut c_void;
+type Aligned = unsafe extern "C" fn(usize, usize) -> *mut c_void;
+
+/// One allocation through the plain or the aligned entry point (see the module comment).
+///
+/// # Safety
+/// As `GlobalAlloc::alloc`: `layout` has a non-zero size.
+unsafe fn counted(layout: Layout, plain: Plain, aligned: Aligned) -> *mut u8 {
+    // SAFETY: mimalloc returns null or a block of at least the size, with the alignment
+    // (plain calls only for alignments every block has).
+    let p = unsafe {
+        if layout.align() <= PLAIN_ALIGN {
+            plain(layout.size())
+        } else {
+            aligned(padded(layout.size(), layout.align()), layout.align())
+        }
+    } as *mut u8;
+    if !p.is_null() {
+        ALLOCATED.fetch_add(layout.size(), Ordering::Relaxed);
+    }
+    p
+}
+
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: mimalloc returns null or a block of at least the size, with the alignment
-        // (plain calls only for alignments every block has).
-        let p = unsafe {
-            if layout.align() <= PLAIN_ALIGN {
-                mi::mi_malloc(layout.size())
-            } else {
-                mi::mi_malloc_aligned(padded(layout.size(), layout.align()), layout.align())
-            }
-        } as *mut u8;
-        if !p.is_null() {
-            ALLOCATED.fetch_add(layout.size(), Ordering::Relaxed);
-        }
-        p
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { counted(layout, mi::mi_malloc, mi::mi_malloc_aligned) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
@@ -52,18 +64,8 @@ unsafe impl GlobalAlloc for CountingAlloc {
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: as `alloc`, zeroed.
-        let p = unsafe {
-            if layout.align() <= PLAIN_ALIGN {
-                mi::mi_zalloc(layout.size())
-            } else {
-                mi::mi_zalloc_aligned(padded(layout.size(), layout.align()), layout.align())
-            }
-        } as *mut u8;
-        if !p.is_null() {
-            ALLOCATED.fetch_add(layout.size(), Ordering::Relaxed);
-        }
-        p
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { counted(layout, mi::mi_zalloc, mi::mi_zalloc_aligned) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {

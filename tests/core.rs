@@ -525,10 +525,7 @@ fn debug_sleep_when_enabled() {
 /// servers.
 #[test]
 fn half_closed_client_gets_every_reply() {
-    for (name, s) in [
-        ("deadbolt", common::deadbolt(&[])),
-        ("redis", common::redis_server(&[])),
-    ] {
+    for (name, s) in common::deadbolt_and_redis(&[]) {
         let mut c = s.conn();
         let mut req = Vec::new();
         for args in [
@@ -557,10 +554,7 @@ fn half_closed_client_gets_every_reply() {
 /// A client blocked in BLPOP that goes away is released: the next push is not handed to it.
 #[test]
 fn blocked_client_at_eof_is_released() {
-    for (name, s) in [
-        ("deadbolt", common::deadbolt(&[])),
-        ("redis", common::redis_server(&[])),
-    ] {
+    for (name, s) in common::deadbolt_and_redis(&[]) {
         let mut other = s.conn();
         let mut c = s.conn();
         c.send(&["BLPOP", "q", "0"]);

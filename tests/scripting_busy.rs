@@ -12,16 +12,7 @@ const BUSY: &str =
 const UNKILLABLE: &str = "-UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.\r\n";
 
 fn servers() -> Vec<(&'static str, Server)> {
-    vec![
-        (
-            "deadbolt",
-            common::deadbolt(&["--busy-reply-threshold", "200"]),
-        ),
-        (
-            "redis-server",
-            common::redis_server(&["--busy-reply-threshold", "200"]),
-        ),
-    ]
+    common::deadbolt_and_redis(&["--busy-reply-threshold", "200"])
 }
 
 fn hex(s: &str) -> String {

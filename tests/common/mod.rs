@@ -148,6 +148,15 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// deadbolt and redis-server started with the same extra arguments, named, for tests that
+/// assert the same behaviour on both.
+pub fn deadbolt_and_redis(extra: &[&str]) -> Vec<(&'static str, Server)> {
+    vec![
+        ("deadbolt", deadbolt(extra)),
+        ("redis-server", redis_server(extra)),
+    ]
+}
+
 /// Starts a real redis-server (no persistence) for differential tests. Panics with a clear
 /// message if it is not installed: `.ci/run` installs it.
 pub fn redis_server(extra: &[&str]) -> Server {
