@@ -355,8 +355,8 @@ impl Server {
                 let n = if out.is_empty() {
                     0
                 } else {
-                    // Non-blocking socket: WouldBlock (0 written) sends it all via the channel.
-                    std::io::Write::write(&mut &*sock, &out).unwrap_or(0)
+                    // What the socket does not take now goes through the channel.
+                    net::write_some(&sock, &out).unwrap_or(0)
                 };
                 if n == out.len() {
                     if batch_done {
@@ -559,7 +559,7 @@ impl Server {
     fn handle(&mut self, msg: Msg) {
         match msg {
             Msg::Connect(client) => self.connect(client),
-            Msg::Batch { id, cmds } => self.run_batch(id, cmds),
+            Msg::Batch { id, mut cmds } => self.run_batch(id, &mut cmds),
             Msg::Disconnect { id } => {
                 if let Some(mut c) = self.clients.remove(&id) {
                     self.forget_client(&mut c);
@@ -577,13 +577,15 @@ impl Server {
         self.clients.insert(client.id, client);
     }
 
-    pub fn run_batch(&mut self, id: u64, cmds: Vec<Vec<Bytes>>) {
+    /// Runs the requests in `cmds` (drained, so the caller can reuse the vector).
+    pub fn run_batch(&mut self, id: u64, cmds: &mut Vec<Vec<Bytes>>) {
         let Some(mut client) = self.clients.remove(&id) else {
+            cmds.clear();
             return;
         };
         // Pushes queued for it earlier come before this batch's replies.
         client.flush_deferred();
-        client.pending.extend(cmds);
+        client.pending.extend(cmds.drain(..));
         let out = self.out_buf();
         blocking::drive(self, client, out);
         if self.ops.pause.ended {
@@ -595,7 +597,7 @@ impl Server {
     fn resume_paused(&mut self) {
         self.ops.pause.ended = false;
         for id in std::mem::take(&mut self.ops.pause.waiting) {
-            self.run_batch(id, Vec::new());
+            self.run_batch(id, &mut Vec::new());
         }
     }
 

@@ -98,8 +98,8 @@ pub struct Net {
     /// Shared read buffer: connections without a partial request read here, so an idle
     /// connection holds no read buffer (Redis frees idle query buffers likewise).
     scratch: BytesMut,
-    /// Clients accepted while a script was busy, handed to the executor after it. Boxed as
-    /// the executor's client map keeps them, so the struct is never moved again.
+    /// Clients accepted and not yet handed to the executor (during a busy script, until it
+    /// ends). Boxed as the executor's client map keeps them, so the struct is never moved again.
     #[allow(clippy::vec_box)]
     accepted: Vec<Box<Client>>,
     /// Connections to serve again without waiting for an event.
@@ -109,6 +109,8 @@ pub struct Net {
     serving: Vec<u64>,
     /// Events of the last poll.
     fired: Vec<Fired>,
+    /// The requests of the batch being decoded or run, reused from one to the next.
+    batch: Vec<Vec<Bytes>>,
     /// An accept failed (EMFILE…): try again on the next turn rather than wait for an event.
     accept_retry: bool,
     shared: Arc<Shared>,
@@ -159,6 +161,7 @@ impl Net {
             accepted: Vec::new(),
             ready: Vec::new(),
             serving: Vec::new(),
+            batch: Vec::new(),
             fired: Vec::new(),
             accept_retry: false,
             shared,
@@ -194,9 +197,9 @@ impl Net {
         }
     }
 
-    /// Accepts every pending connection on listener `i`. Clients go to `sink`.
-    #[allow(clippy::vec_box)]
-    fn accept(&mut self, i: usize, sink: &mut Vec<Box<Client>>) {
+    /// Accepts every pending connection on listener `i`; their clients wait in `accepted` for
+    /// the executor (`sync_clients`).
+    fn accept(&mut self, i: usize) {
         loop {
             let (sock, addr) = match self.listeners[i].accept() {
                 Ok(x) => x,
@@ -210,7 +213,7 @@ impl Net {
                 }
             };
             if let Some(c) = self.admit(sock, addr) {
-                sink.push(c);
+                self.accepted.push(c);
             }
         }
     }
@@ -222,24 +225,10 @@ impl Net {
             return None;
         }
         crate::server::prepare(&sock, self.keepalive_secs);
-        shared.total_connections.fetch_add(1, Ordering::Relaxed);
-        let connected = shared.connected_clients.fetch_add(1, Ordering::SeqCst);
-        let refusal: Option<&[u8]> = if connected >= shared.maxclients.load(Ordering::Relaxed) {
-            shared.rejected_connections.fetch_add(1, Ordering::Relaxed);
-            Some(b"-ERR max number of clients reached\r\n")
-        } else if crate::server::protected::refuse(
-            shared.protected_mode.load(Ordering::Relaxed),
-            addr.ip(),
-        ) {
-            Some(crate::server::protected::DENIED)
-        } else {
-            None
-        };
-        if let Some(msg) = refusal {
-            shared.connected_clients.fetch_sub(1, Ordering::SeqCst);
+        if let Err(refusal) = crate::server::admission(shared, addr.ip()) {
             // Best effort on a fresh socket (its buffer takes a short line): never wait on a
             // peer that does not read.
-            let _ = (&sock).write(msg);
+            let _ = (&sock).write(refusal);
             let _ = sock.shutdown(std::net::Shutdown::Write);
             return None;
         }
@@ -294,11 +283,13 @@ impl Net {
     }
 
     /// Reads what connection `id` has for us (within the budget) and decodes the complete
-    /// requests if it may send a batch now.
-    fn next_batch(&mut self, id: u64) -> Option<Vec<Vec<Bytes>>> {
-        let c = self.conns.get_mut(&id)?;
+    /// requests into `batch` if it may send a batch now; true if it did.
+    fn next_batch(&mut self, id: u64, batch: &mut Vec<Vec<Bytes>>) -> bool {
+        let Some(c) = self.conns.get_mut(&id) else {
+            return false;
+        };
         if c.closing {
-            return None;
+            return false;
         }
         let own_buf = !c.rbuf.is_empty();
         let buf = if own_buf {
@@ -361,10 +352,9 @@ impl Net {
                 );
                 buf.clear();
                 self.close(id);
-                return None;
+                return false;
             }
         }
-        let mut batch = Vec::new();
         if !c.in_flight && c.protocol_error.is_none() {
             let limits = DecodeLimits {
                 max_bulk_len: self.shared.proto_max_bulk_len.load(Ordering::Relaxed),
@@ -392,10 +382,10 @@ impl Net {
         }
         if batch.is_empty() {
             self.settle(id, true);
-            return None;
+            return false;
         }
         c.in_flight = true;
-        Some(batch)
+        true
     }
 
     /// After anything happened to connection `id`: takes what the executor queued, writes,
@@ -516,42 +506,53 @@ impl Net {
         CLOSED.with(|cl| cl.borrow_mut().push(id));
     }
 
-    /// One pass of the hook's loop while a script is busy: read, answer, write; never run.
-    fn busy_turn(&mut self) {
-        self.poll_events(Some(Duration::ZERO));
+    /// Takes the last poll's events: accepts on the listeners, marks readable connections
+    /// ready, writes to writable ones.
+    fn dispatch(&mut self) {
         let fired = std::mem::take(&mut self.fired);
-        let mut ids: Vec<u64> = Vec::new();
-        let mut accepted = std::mem::take(&mut self.accepted);
         for ev in &fired {
             if let Some(i) = listener_index(ev.token, self.listeners.len()) {
-                let before = accepted.len();
-                self.accept(i, &mut accepted);
-                ids.extend(accepted[before..].iter().map(|c| c.id));
+                self.accept(i);
                 continue;
             }
             let id = ev.token as u64;
             if let Some(c) = self.conns.get_mut(&id) {
-                c.readable |= ev.readable;
                 c.peer_closed |= ev.read_closed;
+                if ev.readable {
+                    c.readable = true;
+                    self.ready.push(id);
+                }
                 if ev.writable {
                     self.write_out(id);
                 }
-                ids.push(id);
             }
         }
-        self.accepted = accepted;
         self.fired = fired;
-        ids.extend(self.ready.iter().chain(&self.serving).copied());
+        if std::mem::take(&mut self.accept_retry) {
+            for i in 0..self.listeners.len() {
+                self.accept(i);
+            }
+        }
+    }
+
+    /// One pass of the hook's loop while a script is busy: read, answer, write; never run.
+    fn busy_turn(&mut self) {
+        self.poll_events(Some(Duration::ZERO));
+        self.dispatch();
+        let ids: Vec<u64> = self.ready.iter().chain(&self.serving).copied().collect();
+        let mut batch = std::mem::take(&mut self.batch);
         for id in ids {
-            let Some(batch) = self.next_batch(id) else {
+            if !self.next_batch(id, &mut batch) {
                 continue;
-            };
+            }
+            let answer = self.shared.script.answer(&batch);
+            batch.clear();
             let Some(c) = self.conns.get_mut(&id) else {
                 continue;
             };
             // Never ran: the connection may send again.
             c.in_flight = false;
-            if let Some(ans) = self.shared.script.answer(&batch) {
+            if let Some(ans) = answer {
                 c.wbuf.extend_from_slice(&ans.replies);
                 if ans.shutdown {
                     self.shared.request_shutdown();
@@ -560,6 +561,7 @@ impl Net {
                 self.write_out(id);
             }
         }
+        self.batch = batch;
     }
 }
 
@@ -598,7 +600,7 @@ fn read_into(sock: &TcpStream, buf: &mut BytesMut) -> io::Result<usize> {
 }
 
 /// Writes as much as the socket takes now; 0 when it would block.
-fn write_some(sock: &TcpStream, data: &[u8]) -> io::Result<usize> {
+pub(crate) fn write_some(sock: &TcpStream, data: &[u8]) -> io::Result<usize> {
     let mut done = 0;
     while done < data.len() {
         match (&*sock).write(&data[done..]) {
@@ -631,97 +633,72 @@ pub fn while_busy() {
 pub fn has_ready() -> bool {
     // Not `accept_retry`: while out of descriptors the retry waits for the next turn instead of
     // spinning.
-    with(|n| !n.ready.is_empty() || !n.accepted.is_empty()).unwrap_or(false)
+    with(|n| !n.ready.is_empty()).unwrap_or(false)
 }
 
 /// One turn: wait for events up to `timeout`, then serve them.
 pub fn turn(server: &mut Server, timeout: Option<Duration>) {
-    let Some(fired) = with(|n| {
-        n.poll_events(timeout);
-        std::mem::take(&mut n.fired)
-    }) else {
-        return;
-    };
-    let mut accepted = Vec::new();
     with(|n| {
-        for ev in &fired {
-            if let Some(i) = listener_index(ev.token, n.listeners.len()) {
-                n.accept(i, &mut accepted);
-                continue;
-            }
-            let id = ev.token as u64;
-            if let Some(c) = n.conns.get_mut(&id) {
-                c.peer_closed |= ev.read_closed;
-                if ev.readable {
-                    c.readable = true;
-                    n.ready.push(id);
-                }
-                if ev.writable {
-                    n.write_out(id);
-                }
-            }
-        }
-        if std::mem::take(&mut n.accept_retry) {
-            for i in 0..n.listeners.len() {
-                n.accept(i, &mut accepted);
-            }
-        }
-        accepted.append(&mut n.accepted);
-        n.fired = fired;
+        n.poll_events(timeout);
+        n.dispatch();
     });
-    for c in accepted {
-        server.connect(c);
-    }
-    forget_closed(server);
+    sync_clients(server);
     serve_ready(server);
 }
 
 /// Serves the connections with requests or bytes to read.
 fn serve_ready(server: &mut Server) {
-    with(|n| std::mem::swap(&mut n.ready, &mut n.serving));
+    let Some(mut batch) = with(|n| {
+        std::mem::swap(&mut n.ready, &mut n.serving);
+        std::mem::take(&mut n.batch)
+    }) else {
+        return;
+    };
     let mut i = 0;
     while let Some(Some(id)) = with(|n| n.serving.get(i).copied()) {
         i += 1;
-        let Some(Some(batch)) = with(|n| n.next_batch(id)) else {
-            forget_closed(server);
+        if with(|n| n.next_batch(id, &mut batch)) != Some(true) {
             continue;
-        };
+        }
         SERVING.with(|s| s.set(id));
-        server.run_batch(id, batch);
+        server.run_batch(id, &mut batch);
         SERVING.with(|s| s.set(0));
-        with(|n| n.settle(id, false));
-        forget_closed(server);
+        let accepted = with(|n| {
+            n.settle(id, false);
+            !n.accepted.is_empty()
+        });
+        // Clients a busy script's hook accepted join before their own requests run.
+        if accepted == Some(true) {
+            sync_clients(server);
+        }
     }
-    with(|n| n.serving.clear());
+    with(|n| {
+        n.serving.clear();
+        n.batch = batch;
+    });
+    sync_clients(server);
 }
 
 /// After the executor's round: writes every connection it queued output for.
 pub fn flush(server: &mut Server) {
+    let mut dirty = Vec::new();
     loop {
-        let dirty = DIRTY.with(|d| std::mem::take(&mut *d.borrow_mut()));
+        DIRTY.with(|d| std::mem::swap(&mut dirty, &mut *d.borrow_mut()));
         if dirty.is_empty() {
             break;
         }
         with(|n| {
-            for id in &dirty {
-                n.settle(*id, false);
+            for id in dirty.drain(..) {
+                n.settle(id, false);
             }
         });
-        DIRTY.with(|d| {
-            let mut d = d.borrow_mut();
-            if d.is_empty() {
-                *d = dirty;
-                d.clear();
-            }
-        });
-        forget_closed(server);
     }
-    forget_closed(server);
+    sync_clients(server);
 }
 
-/// Hands the executor the clients accepted during a busy script, then the closed ones (in
-/// that order: a client accepted and closed during the script must not outlive its socket).
-fn forget_closed(server: &mut Server) {
+/// Hands the executor the clients accepted since the last call, then forgets the closed ones
+/// (in that order: a client accepted and closed meanwhile must not outlive its socket).
+fn sync_clients(server: &mut Server) {
     let accepted = with(|n| std::mem::take(&mut n.accepted)).unwrap_or_default();
     for c in accepted {
         server.connect(c);
@@ -757,5 +734,5 @@ pub fn close_idle(server: &mut Server) {
             n.close(id);
         }
     });
-    forget_closed(server);
+    sync_clients(server);
 }

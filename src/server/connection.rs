@@ -2,7 +2,6 @@
 //! reply chunk queued for us with one write. Output from the executor (replies and pub/sub
 //! pushes) arrives on one channel, so it is written in exactly the order it was produced.
 //!
-//!
 //! Only TLS connections have a task: plain TCP is served by the executor's event loop
 //! (exec/net.rs).
 

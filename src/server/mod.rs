@@ -80,7 +80,26 @@ pub fn prepare(stream: &impl std::os::fd::AsFd, keepalive_secs: u64) {
         let _ = sock.set_tcp_keepalive(&ka);
     }
 }
-/// Limits and protected mode, then the connection task (plain or TLS alike).
+
+/// maxclients and protected mode for a new connection, plain or TLS: Ok when it is admitted
+/// (counted in `connected_clients`), else the line to send it before closing.
+pub fn admission(shared: &Shared, peer: std::net::IpAddr) -> Result<(), &'static [u8]> {
+    shared.total_connections.fetch_add(1, Ordering::Relaxed);
+    let connected = shared.connected_clients.fetch_add(1, Ordering::SeqCst);
+    if connected >= shared.maxclients.load(Ordering::Relaxed) {
+        shared.connected_clients.fetch_sub(1, Ordering::SeqCst);
+        shared.rejected_connections.fetch_add(1, Ordering::Relaxed);
+        return Err(b"-ERR max number of clients reached\r\n");
+    }
+    if protected::refuse(shared.protected_mode.load(Ordering::Relaxed), peer) {
+        shared.connected_clients.fetch_sub(1, Ordering::SeqCst);
+        return Err(protected::DENIED);
+    }
+    Ok(())
+}
+
+/// Admission, then the connection task of a TLS client (already in a task of its own, so a
+/// refused peer that does not read stalls nobody else).
 async fn on_accept_stream<T: connection::Transport>(
     mut stream: T,
     addr: SocketAddr,
@@ -88,24 +107,9 @@ async fn on_accept_stream<T: connection::Transport>(
     inbox: &Inbox,
     shared: &Arc<Shared>,
 ) {
-    shared.total_connections.fetch_add(1, Ordering::Relaxed);
-    let connected = shared.connected_clients.fetch_add(1, Ordering::SeqCst);
-    if connected >= shared.maxclients.load(Ordering::Relaxed) {
-        shared.connected_clients.fetch_sub(1, Ordering::SeqCst);
-        shared.rejected_connections.fetch_add(1, Ordering::Relaxed);
-        let _ = stream
-            .write_all(b"-ERR max number of clients reached\r\n")
-            .await;
+    if let Err(refusal) = admission(shared, addr.ip()) {
+        let _ = stream.write_all(refusal).await;
         stream.shutdown().await;
-        return;
-    }
-    if protected::refuse(shared.protected_mode.load(Ordering::Relaxed), addr.ip()) {
-        shared.connected_clients.fetch_sub(1, Ordering::SeqCst);
-        // In its own task: a peer that does not read must not stall the accept loop.
-        tokio::spawn(async move {
-            let _ = stream.write_all(protected::DENIED).await;
-            stream.shutdown().await;
-        });
         return;
     }
     let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
