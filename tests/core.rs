@@ -578,3 +578,40 @@ fn blocked_client_at_eof_is_released() {
         assert_eq!(other.cmd(&["LLEN", "q"]), b":1\r\n", "{name}");
     }
 }
+
+/// INFO's connection counters after a maxclients refusal are Redis's: the refused connection is
+/// rejected, not received.
+#[test]
+fn maxclients_refusal_counts_as_in_redis() {
+    fn counters(c: &mut Conn) -> Vec<i64> {
+        let info = c.cmd_str(&["INFO", "stats"]);
+        ["total_connections_received:", "rejected_connections:"]
+            .iter()
+            .map(|field| {
+                let line = info.split("\r\n").find(|l| l.starts_with(field));
+                line.and_then(|l| l[field.len()..].parse().ok())
+                    .unwrap_or_else(|| panic!("{field} missing"))
+            })
+            .collect()
+    }
+    let mut deltas = Vec::new();
+    for (name, s) in common::deadbolt_and_redis(&[]) {
+        let mut a = s.conn();
+        assert_eq!(
+            a.cmd(&["CONFIG", "SET", "maxclients", "1"]),
+            b"+OK\r\n",
+            "{name}"
+        );
+        let before = counters(&mut a);
+        let mut refused = Conn::connect(s.port);
+        assert_eq!(
+            refused.read_to_close(),
+            b"-ERR max number of clients reached\r\n",
+            "{name}"
+        );
+        let after = counters(&mut a);
+        deltas.push((after[0] - before[0], after[1] - before[1]));
+    }
+    assert_eq!(deltas[1], (0, 1), "redis-server");
+    assert_eq!(deltas[0], deltas[1], "deadbolt vs redis-server");
+}

@@ -83,14 +83,18 @@ pub fn prepare(stream: &impl std::os::fd::AsFd, keepalive_secs: u64) {
 
 /// maxclients and protected mode for a new connection, plain or TLS: Ok when it is admitted
 /// (counted in `connected_clients`), else the line to send it before closing.
+///
+/// The counters follow Redis 7.0's `acceptCommonHandler`: a maxclients refusal counts in
+/// `rejected_connections` only; a protected-mode refusal comes after the client exists, so it
+/// counts in `total_connections_received`.
 pub fn admission(shared: &Shared, peer: std::net::IpAddr) -> Result<(), &'static [u8]> {
-    shared.total_connections.fetch_add(1, Ordering::Relaxed);
     let connected = shared.connected_clients.fetch_add(1, Ordering::SeqCst);
     if connected >= shared.maxclients.load(Ordering::Relaxed) {
         shared.connected_clients.fetch_sub(1, Ordering::SeqCst);
         shared.rejected_connections.fetch_add(1, Ordering::Relaxed);
         return Err(b"-ERR max number of clients reached\r\n");
     }
+    shared.total_connections.fetch_add(1, Ordering::Relaxed);
     if protected::refuse(shared.protected_mode.load(Ordering::Relaxed), peer) {
         shared.connected_clients.fetch_sub(1, Ordering::SeqCst);
         return Err(protected::DENIED);
