@@ -7,7 +7,7 @@ use super::{event, Ctx};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::number::{fmt_incrbyfloat, parse_f64, parse_i64};
 use crate::protocol::Frame;
-use crate::store::value::{own, HashValue};
+use crate::store::value::HashValue;
 use crate::store::Value;
 use bytes::Bytes;
 
@@ -67,7 +67,7 @@ fn hset_generic(ctx: &mut Ctx, argv: &[Bytes], name: &str) -> CmdResult<i64> {
     let h = write_hash(ctx, &argv[1])?;
     let mut created = 0;
     for pair in argv[2..].chunks(2) {
-        if h.insert(own(&pair[0]), own(&pair[1])) {
+        if h.insert(&pair[0], &pair[1]) {
             created += 1;
         }
     }
@@ -91,13 +91,13 @@ fn hsetnx(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if h.contains_key(&argv[2][..]) {
         return Ok(Frame::Integer(0));
     }
-    h.insert(own(&argv[2]), own(&argv[3]));
+    h.insert(&argv[2], &argv[3]);
     ctx.changed(event::HASH, "hset", &argv[1]);
     Ok(Frame::Integer(1))
 }
 
 fn hget(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let v = read_hash(ctx, &argv[1])?.and_then(|h| h.get(&argv[2][..]).cloned());
+    let v = read_hash(ctx, &argv[1])?.and_then(|h| h.get(&argv[2][..]).map(Bytes::copy_from_slice));
     Ok(Frame::opt_bulk(v))
 }
 
@@ -106,7 +106,7 @@ fn hmget(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Frame::Array(
         argv[2..]
             .iter()
-            .map(|f| Frame::opt_bulk(h.and_then(|h| h.get(&f[..]).cloned())))
+            .map(|f| Frame::opt_bulk(h.and_then(|h| h.get(&f[..]).map(Bytes::copy_from_slice))))
             .collect(),
     ))
 }
@@ -153,7 +153,7 @@ fn hstrlen(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 fn hkeys(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let h = read_hash(ctx, &argv[1])?;
     Ok(Frame::Array(
-        h.map(|h| h.keys().map(|k| Frame::Bulk(k.clone())).collect())
+        h.map(|h| h.keys().map(Frame::bulk_from).collect())
             .unwrap_or_default(),
     ))
 }
@@ -161,7 +161,7 @@ fn hkeys(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 fn hvals(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let h = read_hash(ctx, &argv[1])?;
     Ok(Frame::Array(
-        h.map(|h| h.values().map(|v| Frame::Bulk(v.clone())).collect())
+        h.map(|h| h.values().map(Frame::bulk_from).collect())
             .unwrap_or_default(),
     ))
 }
@@ -171,7 +171,7 @@ fn hgetall(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Frame::Map(
         h.map(|h| {
             h.iter()
-                .map(|(k, v)| (Frame::Bulk(k.clone()), Frame::Bulk(v.clone())))
+                .map(|(k, v)| (Frame::bulk_from(k), Frame::bulk_from(v)))
                 .collect()
         })
         .unwrap_or_default(),
@@ -187,13 +187,7 @@ fn hincrby(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     };
     let new = current.checked_add(delta).ok_or(CmdError::Overflow)?;
     let mut b = itoa::Buffer::new();
-    let text = Bytes::copy_from_slice(b.format(new).as_bytes());
-    match h.get_mut(&argv[2][..]) {
-        Some(v) => *v = text,
-        None => {
-            h.insert(own(&argv[2]), text);
-        }
-    }
+    h.insert(&argv[2], b.format(new).as_bytes());
     ctx.changed(event::HASH, "hincrby", &argv[1]);
     Ok(Frame::Integer(new))
 }
@@ -210,12 +204,7 @@ fn hincrbyfloat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Err(CmdError::err("ERR increment would produce NaN or Infinity"));
     }
     let text = Bytes::from(fmt_incrbyfloat(new));
-    match h.get_mut(&argv[2][..]) {
-        Some(v) => *v = text.clone(),
-        None => {
-            h.insert(own(&argv[2]), text.clone());
-        }
-    }
+    h.insert(&argv[2], &text);
     ctx.changed(event::HASH, "hincrbyfloat", &argv[1]);
     Ok(Frame::Bulk(text))
 }
@@ -236,8 +225,8 @@ fn hscan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let mut items = Vec::new();
     let next = if h.is_small() {
         for (k, v) in h.iter().filter(|(k, _)| matches(k)) {
-            items.push(Frame::Bulk(k.clone()));
-            items.push(Frame::Bulk(v.clone()));
+            items.push(Frame::bulk_from(k));
+            items.push(Frame::bulk_from(v));
         }
         0
     } else {
@@ -252,8 +241,8 @@ fn hscan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             next -= 1;
             if let Some((k, v)) = h.get_index(next) {
                 if matches(k) {
-                    items.push(Frame::Bulk(k.clone()));
-                    items.push(Frame::Bulk(v.clone()));
+                    items.push(Frame::bulk_from(k));
+                    items.push(Frame::bulk_from(v));
                 }
             }
             seen += 1;

@@ -61,7 +61,7 @@ pub fn key_state(out: &mut Vec<u8>, key: &[u8], entry: Option<&Entry>) {
     match &entry.value {
         Value::Str(_) => {}
         Value::Hash(h) => {
-            let items: Vec<Vec<&[u8]>> = h.iter().map(|(f, v)| vec![&f[..], &v[..]]).collect();
+            let items: Vec<Vec<&[u8]>> = h.iter().map(|(f, v)| vec![f, v]).collect();
             batched(out, b"HSET", key, 2, &items);
         }
         Value::List(l) => {

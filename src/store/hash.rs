@@ -1,6 +1,8 @@
 //! Hash values. Small hashes (Redis's listpack encoding: at most 128 fields of at most 64 bytes)
-//! are a plain vector of pairs: insertion order, no hash table, one allocation. A Redisson lock
-//! is a one-field hash, so this is what most lock hashes are. Bigger ones become an IndexMap.
+//! are packed into one exact-size allocation, each entry `[field len][field][value len][value]`
+//! with one-byte lengths, in insertion order. A Redisson lock is a one-field hash, so this is
+//! what most lock hashes are: one 48-byte allocation instead of a vector of two `Bytes` headers
+//! plus their two buffers. Bigger hashes become an IndexMap.
 
 use bytes::Bytes;
 use indexmap::IndexMap;
@@ -8,47 +10,119 @@ use indexmap::IndexMap;
 /// Redis's hash-max-listpack-entries / hash-max-listpack-value defaults.
 pub const SMALL_MAX_ENTRIES: usize = 128;
 pub const SMALL_MAX_VALUE: usize = 64;
+// A packed length is one byte.
+const _: () = assert!(SMALL_MAX_VALUE <= u8::MAX as usize);
 
 type Table = IndexMap<Bytes, Bytes, ahash::RandomState>;
 
 #[derive(Debug, Clone)]
 pub enum HashValue {
-    Small(Vec<(Bytes, Bytes)>),
+    Small(Packed),
     Large(Box<Table>),
 }
 
 impl Default for HashValue {
     fn default() -> Self {
-        HashValue::Small(Vec::with_capacity(1))
+        HashValue::Small(Packed::default())
+    }
+}
+
+/// The compact encoding: fields and values back to back, each after its one-byte length.
+#[derive(Debug, Clone, Default)]
+pub struct Packed(Box<[u8]>);
+
+/// Where an entry lies in a `Packed`: the whole entry, and its value.
+struct Found {
+    entry: std::ops::Range<usize>,
+    value: std::ops::Range<usize>,
+}
+
+impl Packed {
+    fn iter(&self) -> PackedIter<'_> {
+        PackedIter(&self.0)
+    }
+
+    fn find(&self, field: &[u8]) -> Option<Found> {
+        let b = &self.0;
+        let mut at = 0;
+        while at < b.len() {
+            let flen = b[at] as usize;
+            let f = at + 1..at + 1 + flen;
+            let vlen = b[f.end] as usize;
+            let v = f.end + 1..f.end + 1 + vlen;
+            if b[f.clone()] == *field {
+                return Some(Found {
+                    entry: at..v.end,
+                    value: v,
+                });
+            }
+            at = v.end;
+        }
+        None
+    }
+
+    /// Replaces `range` with `with`, keeping the allocation exactly as long as the content.
+    fn splice(&mut self, range: std::ops::Range<usize>, with: &[&[u8]]) {
+        let added: usize = with.iter().map(|w| w.len()).sum();
+        let mut v = Vec::with_capacity(self.0.len() - range.len() + added);
+        v.extend_from_slice(&self.0[..range.start]);
+        for w in with {
+            v.extend_from_slice(w);
+        }
+        v.extend_from_slice(&self.0[range.end..]);
+        self.0 = v.into_boxed_slice();
+    }
+}
+
+pub struct PackedIter<'a>(&'a [u8]);
+
+impl<'a> Iterator for PackedIter<'a> {
+    type Item = (&'a [u8], &'a [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let b = self.0;
+        let (&flen, rest) = b.split_first()?;
+        let (field, rest) = rest.split_at(flen as usize);
+        let (&vlen, rest) = rest.split_first()?;
+        let (value, rest) = rest.split_at(vlen as usize);
+        self.0 = rest;
+        Some((field, value))
     }
 }
 
 pub enum Iter<'a> {
-    Small(std::slice::Iter<'a, (Bytes, Bytes)>),
+    Small(PackedIter<'a>),
     Large(indexmap::map::Iter<'a, Bytes, Bytes>),
 }
 
 impl<'a> Iterator for Iter<'a> {
-    type Item = (&'a Bytes, &'a Bytes);
+    type Item = (&'a [u8], &'a [u8]);
 
     fn next(&mut self) -> Option<Self::Item> {
         match self {
-            Iter::Small(it) => it.next().map(|(k, v)| (k, v)),
-            Iter::Large(it) => it.next(),
+            Iter::Small(it) => it.next(),
+            Iter::Large(it) => it.next().map(|(k, v)| (&k[..], &v[..])),
         }
     }
+}
+
+fn fits_small(field: &[u8], value: &[u8]) -> bool {
+    field.len() <= SMALL_MAX_VALUE && value.len() <= SMALL_MAX_VALUE
 }
 
 impl HashValue {
     pub fn len(&self) -> usize {
         match self {
-            HashValue::Small(v) => v.len(),
+            HashValue::Small(p) => p.iter().count(),
             HashValue::Large(m) => m.len(),
         }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        match self {
+            HashValue::Small(p) => p.0.is_empty(),
+            HashValue::Large(m) => m.is_empty(),
+        }
     }
 
     /// Still in the compact, ordered encoding (HSCAN answers it in one call, as Redis does).
@@ -56,68 +130,65 @@ impl HashValue {
         matches!(self, HashValue::Small(_))
     }
 
-    pub fn get(&self, field: &[u8]) -> Option<&Bytes> {
+    pub fn get(&self, field: &[u8]) -> Option<&[u8]> {
         match self {
-            HashValue::Small(v) => v.iter().find(|(k, _)| k[..] == *field).map(|(_, v)| v),
-            HashValue::Large(m) => m.get(field),
-        }
-    }
-
-    pub fn get_mut(&mut self, field: &[u8]) -> Option<&mut Bytes> {
-        match self {
-            HashValue::Small(v) => v.iter_mut().find(|(k, _)| k[..] == *field).map(|(_, v)| v),
-            HashValue::Large(m) => m.get_mut(field),
+            HashValue::Small(p) => p.find(field).map(|f| &p.0[f.value]),
+            HashValue::Large(m) => m.get(field).map(|v| &v[..]),
         }
     }
 
     pub fn contains_key(&self, field: &[u8]) -> bool {
-        self.get(field).is_some()
-    }
-
-    /// Sets a field; true if it was new.
-    pub fn insert(&mut self, field: Bytes, value: Bytes) -> bool {
-        if let Some(v) = self.get_mut(&field) {
-            *v = value;
-            self.convert_if_needed();
-            return false;
-        }
         match self {
-            HashValue::Small(v) => v.push((field, value)),
-            HashValue::Large(m) => {
-                m.insert(field, value);
-            }
+            HashValue::Small(p) => p.find(field).is_some(),
+            HashValue::Large(m) => m.contains_key(field),
         }
-        self.convert_if_needed();
-        true
     }
 
-    /// Sets a field's value in place (e.g. HINCRBY), converting if the value outgrew the compact
-    /// encoding.
-    pub fn set_existing(&mut self, field: &[u8], value: Bytes) {
-        if let Some(v) = self.get_mut(field) {
-            *v = value;
+    /// Sets a field (copying field and value); true if it was new. Like a listpack, the
+    /// compact encoding becomes a table once a field or value is over 64 bytes or there are
+    /// more than 128 fields, and never goes back.
+    pub fn insert(&mut self, field: &[u8], value: &[u8]) -> bool {
+        if let HashValue::Small(p) = self {
+            let found = p.find(field);
+            if fits_small(field, value) && (found.is_some() || p.iter().count() < SMALL_MAX_ENTRIES)
+            {
+                // Lengths fit a byte: `fits_small` checked them.
+                let (flen, vlen) = ([field.len() as u8], [value.len() as u8]);
+                let new = found.is_none();
+                match found {
+                    Some(f) => p.splice(f.value.start - 1..f.value.end, &[&vlen, value]),
+                    None => {
+                        let end = p.0.len();
+                        p.splice(end..end, &[&flen, field, &vlen, value]);
+                    }
+                }
+                return new;
+            }
+            self.convert();
         }
-        self.convert_if_needed();
+        let HashValue::Large(m) = self else {
+            return false; // converted just above
+        };
+        m.insert(Bytes::copy_from_slice(field), Bytes::copy_from_slice(value))
+            .is_none()
     }
 
-    fn convert_if_needed(&mut self) {
-        if let HashValue::Small(v) = self {
-            let too_big = v.len() > SMALL_MAX_ENTRIES
-                || v.iter()
-                    .any(|(k, val)| k.len() > SMALL_MAX_VALUE || val.len() > SMALL_MAX_VALUE);
-            if too_big {
-                let table: Table = v.drain(..).collect();
-                *self = HashValue::Large(Box::new(table));
-            }
+    fn convert(&mut self) {
+        if let HashValue::Small(p) = self {
+            let table: Table = p
+                .iter()
+                .map(|(k, v)| (Bytes::copy_from_slice(k), Bytes::copy_from_slice(v)))
+                .collect();
+            *self = HashValue::Large(Box::new(table));
         }
     }
 
     /// Removes a field; the compact encoding keeps the others' order (as a listpack does).
     pub fn remove(&mut self, field: &[u8]) -> bool {
         match self {
-            HashValue::Small(v) => match v.iter().position(|(k, _)| k[..] == *field) {
-                Some(i) => {
-                    v.remove(i);
+            HashValue::Small(p) => match p.find(field) {
+                Some(f) => {
+                    p.splice(f.entry, &[]);
                     true
                 }
                 None => false,
@@ -128,23 +199,23 @@ impl HashValue {
 
     pub fn iter(&self) -> Iter<'_> {
         match self {
-            HashValue::Small(v) => Iter::Small(v.iter()),
+            HashValue::Small(p) => Iter::Small(p.iter()),
             HashValue::Large(m) => Iter::Large(m.iter()),
         }
     }
 
-    pub fn keys(&self) -> impl Iterator<Item = &Bytes> {
+    pub fn keys(&self) -> impl Iterator<Item = &[u8]> {
         self.iter().map(|(k, _)| k)
     }
 
-    pub fn values(&self) -> impl Iterator<Item = &Bytes> {
+    pub fn values(&self) -> impl Iterator<Item = &[u8]> {
         self.iter().map(|(_, v)| v)
     }
 
-    pub fn get_index(&self, i: usize) -> Option<(&Bytes, &Bytes)> {
+    pub fn get_index(&self, i: usize) -> Option<(&[u8], &[u8])> {
         match self {
-            HashValue::Small(v) => v.get(i).map(|(k, v)| (k, v)),
-            HashValue::Large(m) => m.get_index(i),
+            HashValue::Small(p) => p.iter().nth(i),
+            HashValue::Large(m) => m.get_index(i).map(|(k, v)| (&k[..], &v[..])),
         }
     }
 }
@@ -153,32 +224,61 @@ impl HashValue {
 mod tests {
     use super::*;
 
-    fn b(s: &str) -> Bytes {
-        Bytes::copy_from_slice(s.as_bytes())
-    }
-
     #[test]
     fn small_keeps_order_and_converts_when_big() {
         let mut h = HashValue::default();
-        assert!(h.insert(b("a"), b("1")));
-        assert!(h.insert(b("b"), b("2")));
-        assert!(!h.insert(b("a"), b("3")));
+        assert!(h.insert(b"a", b"1"));
+        assert!(h.insert(b"b", b"2"));
+        assert!(!h.insert(b"a", b"3"));
         assert!(h.is_small());
-        assert_eq!(h.keys().cloned().collect::<Vec<_>>(), vec![b("a"), b("b")]);
+        assert_eq!(h.keys().collect::<Vec<_>>(), vec![&b"a"[..], b"b"]);
         assert!(h.remove(b"a"));
         assert!(!h.remove(b"a"));
-        assert_eq!(h.get(b"b"), Some(&b("2")));
-        h.insert(b("long"), Bytes::from(vec![b'x'; 65]));
+        assert_eq!(h.get(b"b"), Some(&b"2"[..]));
+        h.insert(b"long", &[b'x'; 65]);
         assert!(!h.is_small());
         assert_eq!(h.len(), 2);
         for i in 0..200 {
-            h.insert(b(&format!("f{i}")), b("v"));
+            h.insert(format!("f{i}").as_bytes(), b"v");
         }
         assert_eq!(h.len(), 202);
         let mut small = HashValue::default();
         for i in 0..=SMALL_MAX_ENTRIES {
-            small.insert(b(&format!("f{i}")), b("v"));
+            small.insert(format!("f{i}").as_bytes(), b"v");
         }
         assert!(!small.is_small(), "more than 128 fields converts");
+    }
+
+    #[test]
+    fn packed_values_change_length_in_place() {
+        let mut h = HashValue::default();
+        h.insert(b"uuid:1", b"1");
+        h.insert(b"", b"");
+        h.insert(b"z", b"last");
+        assert!(!h.insert(b"uuid:1", b"12345"));
+        assert!(!h.insert(b"", &[b'e'; 64]));
+        assert!(h.is_small(), "64 bytes still fit");
+        let all: Vec<_> = h.iter().collect();
+        assert_eq!(
+            all,
+            vec![
+                (&b"uuid:1"[..], &b"12345"[..]),
+                (&b""[..], &[b'e'; 64][..]),
+                (&b"z"[..], &b"last"[..])
+            ]
+        );
+        assert_eq!(h.get_index(2), Some((&b"z"[..], &b"last"[..])));
+        assert!(h.remove(b""));
+        assert_eq!(h.len(), 2);
+        assert!(h.contains_key(b"z") && !h.contains_key(b""));
+        assert!(h.remove(b"uuid:1") && h.remove(b"z"));
+        assert!(h.is_empty());
+        let mut full = HashValue::default();
+        for i in 0..SMALL_MAX_ENTRIES {
+            full.insert(format!("f{i}").as_bytes(), b"v");
+        }
+        assert!(full.is_small(), "128 fields stay compact");
+        assert!(!full.insert(b"f0", b"w"));
+        assert!(full.is_small(), "replacing a field adds none");
     }
 }
