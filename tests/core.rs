@@ -615,3 +615,43 @@ fn maxclients_refusal_counts_as_in_redis() {
     assert_eq!(deltas[1], (0, 1), "redis-server");
     assert_eq!(deltas[0], deltas[1], "deadbolt vs redis-server");
 }
+
+#[test]
+fn net_output_bytes_count_pushes_as_in_redis() {
+    // INFO's own reply is counted once written, so each delta holds the first INFO's length.
+    fn out_bytes(c: &mut Conn) -> (i64, i64) {
+        let info = c.cmd_str(&["INFO", "stats"]);
+        let field = "total_net_output_bytes:";
+        let line = info.split("\r\n").find(|l| l.starts_with(field));
+        let v = line
+            .and_then(|l| l[field.len()..].parse().ok())
+            .unwrap_or_else(|| panic!("{field} missing"));
+        (v, info.len() as i64)
+    }
+    let mut deltas = Vec::new();
+    for (name, s) in common::deadbolt_and_redis(&[]) {
+        let mut info = s.conn();
+        let mut sub = s.conn();
+        let mut publisher = s.conn();
+        assert_eq!(
+            sub.cmd(&["SUBSCRIBE", "ch"]),
+            b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n",
+            "{name}"
+        );
+        let (before, info_len) = out_bytes(&mut info);
+        for i in 0..10 {
+            let msg = format!("message-{i}");
+            assert_eq!(publisher.cmd(&["PUBLISH", "ch", &msg]), b":1\r\n", "{name}");
+            assert_eq!(
+                sub.read_reply(),
+                format!("*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$9\r\n{msg}\r\n").as_bytes(),
+                "{name}"
+            );
+        }
+        let (after, _) = out_bytes(&mut info);
+        deltas.push(after - before - info_len);
+    }
+    // 10 PUBLISH replies of 4 bytes and 10 messages of 40 bytes.
+    assert_eq!(deltas[1], 10 * 4 + 10 * 40, "redis-server");
+    assert_eq!(deltas[0], deltas[1], "deadbolt vs redis-server");
+}

@@ -216,7 +216,10 @@ fn passwords_are_never_logged() {
     assert!(c.is_closed(std::time::Duration::from_secs(2)));
     // The main thread logs "Ready" after starting the executor, which may already have served
     // this client: wait for the line rather than race it.
-    s.wait_log("Ready to accept connections", std::time::Duration::from_secs(10));
+    s.wait_log(
+        "Ready to accept connections",
+        std::time::Duration::from_secs(10),
+    );
     let log = s.log.lock().unwrap().join("\n");
     assert!(!log.contains("top-secret"), "{log}");
     drop(s);

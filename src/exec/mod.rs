@@ -96,6 +96,15 @@ impl Shared {
             .store(crate::server::protected::active(cfg), Ordering::Relaxed);
     }
 
+    /// Bytes written to a client's socket (INFO `total_net_output_bytes`). Counted where the
+    /// socket took them, as Redis's `writeToClient`, so replies, pushes and wake-ups all count
+    /// once, whichever path they left by.
+    pub fn count_output(&self, n: usize) {
+        if n > 0 {
+            self.net_output_bytes.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    }
+
     pub fn request_shutdown(&self) {
         self.shutdown_requested.store(true, Ordering::SeqCst);
         self.shutdown_notify.notify_waiters();
@@ -326,9 +335,6 @@ impl Server {
     /// Sends output for `client` (a batch's replies), or holds it until the log is durable
     /// (`appendfsync always`: nothing is acknowledged before its write is on disk).
     pub fn deliver(&mut self, client: &Client, mut out: BytesMut, batch_done: bool, close: bool) {
-        self.shared
-            .net_output_bytes
-            .fetch_add(out.len() as u64, Ordering::Relaxed);
         let hold = self
             .aof
             .as_ref()
@@ -358,6 +364,7 @@ impl Server {
                     // What the socket does not take now goes through the channel.
                     net::write_some(&sock, &out).unwrap_or(0)
                 };
+                self.shared.count_output(n);
                 if n == out.len() {
                     if batch_done {
                         cs.direct_done.store(true, Ordering::Release);

@@ -411,6 +411,7 @@ impl Net {
                 // Straight from the chunk; only what the socket does not take is copied.
                 match write_some(&c.sock, &o.data) {
                     Ok(n) => {
+                        self.shared.count_output(n);
                         sub_pending(&c.client, n);
                         c.wbuf.extend_from_slice(&o.data[n..]);
                     }
@@ -461,6 +462,7 @@ impl Net {
             match write_some(&c.sock, &c.wbuf) {
                 Ok(n) => {
                     let _ = c.wbuf.split_to(n);
+                    self.shared.count_output(n);
                     sub_pending(&c.client, n);
                     if n > 0 {
                         c.last_activity = Instant::now();

@@ -93,8 +93,11 @@ pub async fn serve<T: Transport>(
                 if ans.shutdown {
                     shared.request_shutdown();
                 }
-                if !ans.replies.is_empty() && io.write_all(&ans.replies).await.is_err() {
-                    return;
+                if !ans.replies.is_empty() {
+                    if io.write_all(&ans.replies).await.is_err() {
+                        return;
+                    }
+                    shared.count_output(ans.replies.len());
                 }
                 if ans.shutdown {
                     return;
@@ -177,6 +180,7 @@ pub async fn serve<T: Transport>(
                     if !written {
                         return;
                     }
+                    shared.count_output(n);
                     client.pending_out.fetch_sub(n.min(client.pending_out.load(Ordering::Relaxed)), Ordering::Relaxed);
                     wbuf.clear();
                     if wbuf.capacity() > 1 << 20 {
@@ -221,6 +225,7 @@ pub async fn serve<T: Transport>(
                         if io.write_all(&ans.replies).await.is_err() {
                             return;
                         }
+                        shared.count_output(ans.replies.len());
                     }
                     None => kill_in_flight = Some(req),
                 }
