@@ -14,6 +14,7 @@ pub mod persist;
 pub mod protocol;
 pub mod script;
 pub mod server;
+pub mod stopwatch;
 pub mod store;
 
 use config::Config;

@@ -347,7 +347,7 @@ fn client_setinfo(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 /// One CLIENT LIST line, with Redis 7.0's fields.
 pub fn client_line(c: &Client, table: &crate::cmd::table::Table, out: &mut String) {
     let age = c.created.elapsed().as_secs();
-    let idle = c.last_interaction.elapsed().as_secs();
+    let idle = crate::exec::unix_ms().saturating_sub(c.last_interaction_ms) / 1000;
     let name = c
         .name
         .as_ref()

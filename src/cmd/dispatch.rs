@@ -100,7 +100,8 @@ pub fn process(
 
 /// None: held back by CLIENT PAUSE.
 fn process_frame(srv: &mut Server, client: &mut Client, argv: &[Bytes]) -> Option<Frame> {
-    client.last_interaction = Instant::now();
+    let now = unix_ms();
+    client.last_interaction_ms = now;
     let id = match resolve(srv, argv) {
         Ok(id) => id,
         Err(e) => {
@@ -150,7 +151,6 @@ fn process_frame(srv: &mut Server, client: &mut Client, argv: &[Bytes]) -> Optio
         srv.stats.commands[id].rejected_calls += 1;
         return Some(error_frame(srv, e));
     }
-    let now = unix_ms();
     if super::observe::paused(srv, spec, now) {
         return None;
     }
@@ -203,9 +203,10 @@ pub fn run(ctx: &mut Ctx, id: CmdId, argv: &[Bytes]) -> Frame {
             return error_frame(ctx.srv, e);
         }
     }
-    let started = Instant::now();
+    let started = crate::stopwatch::Stopwatch::start();
     let result = (spec.handler)(ctx, argv);
-    let usec = started.elapsed().as_micros() as u64;
+    let nsec = started.elapsed_ns();
+    let usec = nsec / 1000;
     if !ctx.srv.ops.monitors.is_empty() && !spec.has(flags::SKIP_MONITOR | flags::ADMIN) {
         super::observe::feed_monitors(ctx.srv, ctx.client, ctx.in_script, argv);
     }
@@ -222,7 +223,7 @@ pub fn run(ctx: &mut Ctx, id: CmdId, argv: &[Bytes]) -> Frame {
         st.calls += 1;
         stats.total_commands += 1;
     }
-    st.usec += usec;
+    st.nsec += nsec;
     match result {
         Ok(frame) => {
             if let Frame::Error(e) = &frame {

@@ -724,15 +724,16 @@ fn write_section(srv: &mut Server, _resp: u8, sec: &str, out: &mut String) {
                 if s.calls == 0 && s.rejected_calls == 0 && s.failed_calls == 0 {
                     continue;
                 }
+                let usec = s.nsec / 1000;
                 let per = if s.calls > 0 {
-                    s.usec as f64 / s.calls as f64
+                    s.nsec as f64 / 1000.0 / s.calls as f64
                 } else {
                     0.0
                 };
                 let _ = write!(
                     out,
                     "cmdstat_{}:calls={},usec={},usec_per_call={:.2},rejected_calls={},failed_calls={}\r\n",
-                    e.full_name, s.calls, s.usec, per, s.rejected_calls, s.failed_calls
+                    e.full_name, s.calls, usec, per, s.rejected_calls, s.failed_calls
                 );
             }
         }

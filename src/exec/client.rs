@@ -90,7 +90,8 @@ pub struct Client {
     /// The user's permissions, fixed at AUTH (see cmd/acl.rs).
     pub perms: crate::cmd::acl::Perms,
     pub created: Instant,
-    pub last_interaction: Instant,
+    /// Unix ms of the last command (CLIENT LIST `idle=`), from the clock the command ran with.
+    pub last_interaction_ms: u64,
     /// Table id of the last command run (CLIENT LIST `cmd=`), None before the first.
     pub last_cmd: Option<usize>,
     pub out: OutSender,
@@ -142,7 +143,7 @@ impl Client {
             user: "default".into(),
             perms: Default::default(),
             created: now,
-            last_interaction: now,
+            last_interaction_ms: super::unix_ms(),
             last_cmd: None,
             out: out.into(),
             shared,

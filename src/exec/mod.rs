@@ -679,6 +679,7 @@ pub fn spawn(
         // Lua scripts recurse on this thread (nested replies, cjson up to 1000 levels).
         .stack_size(64 << 20)
         .spawn(move || {
+            crate::stopwatch::calibrate();
             net.install();
             let mut server = server;
             let waker = std::task::Waker::from(waker);

@@ -115,6 +115,9 @@ pub struct Net {
     accept_retry: bool,
     shared: Arc<Shared>,
     keepalive_secs: u64,
+    /// When the last poll returned: connection activity is stamped with it (the idle
+    /// `timeout` counts in seconds), one clock read per turn rather than per request.
+    now: Instant,
 }
 
 struct Fired {
@@ -166,6 +169,7 @@ impl Net {
             accept_retry: false,
             shared,
             keepalive_secs,
+            now: Instant::now(),
         };
         Ok((net, waker))
     }
@@ -177,7 +181,9 @@ impl Net {
 
     fn poll_events(&mut self, timeout: Option<Duration>) {
         self.fired.clear();
-        if let Err(e) = self.poll.poll(&mut self.events, timeout) {
+        let polled = self.poll.poll(&mut self.events, timeout);
+        self.now = Instant::now();
+        if let Err(e) = polled {
             if e.kind() != io::ErrorKind::Interrupted {
                 tracing::warn!("epoll: {e}");
             }
@@ -276,7 +282,7 @@ impl Net {
                 closing: false,
                 want_write: false,
                 protocol_error: None,
-                last_activity: Instant::now(),
+                last_activity: self.now,
             },
         );
         Some(Box::new(client))
@@ -339,7 +345,7 @@ impl Net {
                 self.shared
                     .net_input_bytes
                     .fetch_add(total as u64, Ordering::Relaxed);
-                c.last_activity = Instant::now();
+                c.last_activity = self.now;
             }
             let limit = self
                 .shared
@@ -465,7 +471,7 @@ impl Net {
                     self.shared.count_output(n);
                     sub_pending(&c.client, n);
                     if n > 0 {
-                        c.last_activity = Instant::now();
+                        c.last_activity = self.now;
                     }
                 }
                 Err(_) => failed = true,

@@ -6,7 +6,9 @@ use std::time::Instant;
 #[derive(Debug, Default, Clone)]
 pub struct CmdStat {
     pub calls: u64,
-    pub usec: u64,
+    /// Time spent, in nanoseconds: a command called by a script often takes under a
+    /// microsecond, and summing whole microseconds per call would count it as 0.
+    pub nsec: u64,
     pub rejected_calls: u64,
     pub failed_calls: u64,
 }
