@@ -4,7 +4,7 @@ use crate::cmd::table::CmdId;
 use bytes::{Bytes, BytesMut};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Instant;
 use tokio::sync::mpsc;
 
@@ -199,6 +199,35 @@ impl Client {
             .pending_out
             .fetch_add(data.len(), Ordering::Relaxed);
         was_empty
+    }
+
+    /// After the round: writes the deferred pushes straight to the socket of a connection of
+    /// the executor's event loop when they are all it has pending (`pending_out` is exactly
+    /// them, so no earlier output can be overtaken), as Redis writes a client's buffer in
+    /// `beforeSleep`; what the socket does not take, and any other client's pushes, go through
+    /// the channel. The output limit was checked when they were queued, as in Redis.
+    pub fn write_deferred(&mut self, shared: &super::Shared) {
+        let queued = self.deferred.len();
+        if queued == 0 || self.shared.pending_out.load(Ordering::Acquire) != queued {
+            return self.flush_deferred();
+        }
+        let Some(sock) = self.shared.direct.as_ref().and_then(Weak::upgrade) else {
+            return self.flush_deferred();
+        };
+        // An error leaves everything to the channel, whose write fails again and closes.
+        let n = super::net::write_some(&sock, &self.deferred).unwrap_or(0);
+        shared.count_output(n);
+        self.shared.pending_out.fetch_sub(n, Ordering::Relaxed);
+        if n == queued {
+            // The buffer stays for the next pushes (no allocation per message).
+            self.deferred.clear();
+            if self.deferred.capacity() > 64 << 10 {
+                self.deferred = BytesMut::new();
+            }
+            return;
+        }
+        let _ = self.deferred.split_to(n);
+        self.flush_deferred();
     }
 
     /// Hands the deferred pushes to the connection task (already counted in `pending_out`).

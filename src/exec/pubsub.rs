@@ -425,7 +425,7 @@ impl Server {
     pub fn flush_deferred(&mut self) {
         for id in self.dirty.drain(..) {
             if let Some(c) = self.clients.get_mut(&id) {
-                c.flush_deferred();
+                c.write_deferred(&self.shared);
             }
         }
     }
