@@ -240,6 +240,17 @@ pub static DIRECTIVES: &[Directive] = &[
         doc: "Background task frequency (active expiry), 1..500.",
     },
     Directive {
+        name: "busy-poll-us",
+        aliases: &[],
+        mutable: true,
+        get: |c| c.busy_poll_us.to_string(),
+        set: |c, v| {
+            c.busy_poll_us = int_in(v, 0, 1_000_000)? as u64;
+            Ok(())
+        },
+        doc: "Ours. Out of work, the event loop keeps polling for up to this many microseconds before it sleeps, while the recent gaps between requests are that short: clients that send again right after a reply neither wait for it to wake nor pay for waking it. Costs CPU while traffic flows; 0: sleep at once, as Redis.",
+    },
+    Directive {
         name: "busy-reply-threshold",
         aliases: &["lua-time-limit"],
         mutable: true,

@@ -28,6 +28,9 @@ pub struct Config {
     /// ACL users from `user` lines; the default user's password follows `requirepass`.
     pub users: crate::cmd::acl::Users,
     pub hz: u64,
+    /// Ours: at most this many µs the event loop polls before it sleeps (see
+    /// `exec::net::IdleSpin`); 0: it sleeps as soon as it is out of work, as Redis.
+    pub busy_poll_us: u64,
     pub busy_reply_threshold: u64,
     pub enable_debug_command: DebugCommand,
     pub appendonly: bool,
@@ -174,6 +177,7 @@ impl Default for Config {
             auto_aof_rewrite_percentage: 100,
             auto_aof_rewrite_min_size: 64 * 1024 * 1024,
             aof_load_truncated: true,
+            busy_poll_us: 0,
             lock_restart_delay: 0,
             client_output_buffer_limit: [
                 ObufLimit::default(),

@@ -697,6 +697,7 @@ pub fn spawn(
             let hz = server.config.hz.clamp(1, 500);
             let period = Duration::from_millis(1000 / hz);
             let mut next_tick = Instant::now();
+            let mut spin = net::IdleSpin::default();
             loop {
                 let mut handled = 0usize;
                 let mut closed = false;
@@ -735,7 +736,8 @@ pub fn spawn(
                     }
                     wake.saturating_duration_since(now)
                 };
-                net::turn(&mut server, Some(timeout));
+                spin.set_max(Duration::from_micros(server.config.busy_poll_us));
+                net::wait(&mut server, timeout, &mut spin);
                 // Cron runs on time under a steady stream of requests too.
                 let now = Instant::now();
                 if now >= next_tick {

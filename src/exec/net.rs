@@ -179,7 +179,8 @@ impl Net {
         NET.with(|n| *n.borrow_mut() = Some(self));
     }
 
-    fn poll_events(&mut self, timeout: Option<Duration>) {
+    /// True if anything happened (a connection, a listener or the inbox's waker).
+    fn poll_events(&mut self, timeout: Option<Duration>) -> bool {
         self.fired.clear();
         let polled = self.poll.poll(&mut self.events, timeout);
         self.now = Instant::now();
@@ -187,7 +188,7 @@ impl Net {
             if e.kind() != io::ErrorKind::Interrupted {
                 tracing::warn!("epoll: {e}");
             }
-            return;
+            return false;
         }
         for ev in self.events.iter() {
             let t = ev.token();
@@ -201,6 +202,7 @@ impl Net {
                 writable: ev.is_writable() || ev.is_write_closed(),
             });
         }
+        !self.events.is_empty()
     }
 
     /// Accepts every pending connection on listener `i`; their clients wait in `accepted` for
@@ -645,13 +647,83 @@ pub fn has_ready() -> bool {
 }
 
 /// One turn: wait for events up to `timeout`, then serve them.
-pub fn turn(server: &mut Server, timeout: Option<Duration>) {
-    with(|n| {
-        n.poll_events(timeout);
+pub fn turn(server: &mut Server, timeout: Option<Duration>) -> bool {
+    let woken = with(|n| {
+        let woken = n.poll_events(timeout);
         n.dispatch();
-    });
+        woken
+    })
+    .unwrap_or(false);
     sync_clients(server);
     serve_ready(server);
+    woken
+}
+
+/// Waits up to `timeout` for events, then serves them; with nothing ready it first polls
+/// without sleeping for a while (`IdleSpin`).
+pub fn wait(server: &mut Server, timeout: Duration, spin: &mut IdleSpin) {
+    if timeout.is_zero() {
+        turn(server, Some(timeout));
+        return;
+    }
+    let idle_from = Instant::now();
+    let budget = spin.budget().min(timeout);
+    if !budget.is_zero() {
+        loop {
+            if turn(server, Some(Duration::ZERO)) {
+                spin.record(idle_from.elapsed());
+                return;
+            }
+            if idle_from.elapsed() >= budget {
+                break;
+            }
+        }
+    }
+    let left = timeout.saturating_sub(idle_from.elapsed());
+    turn(server, Some(left));
+    spin.record(idle_from.elapsed());
+}
+
+/// How long the loop polls before it sleeps in epoll. A client that sends its next request
+/// soon after a reply would otherwise find the loop asleep and pay for waking it (in a VM an
+/// inter-processor interrupt, a few microseconds of its CPU) on every request, while a
+/// loop that is up answers sooner. The loop polls only while the recent idle gaps (from
+/// running out of work to the next event) are short enough for that to pay: up to twice
+/// their moving average, never past `max`; after a long pause it sleeps at once.
+#[derive(Default)]
+pub struct IdleSpin {
+    /// `busy-poll-us`.
+    max: Duration,
+    /// Moving average of the idle gaps, in nanoseconds (weight 1/8).
+    avg_gap_ns: u64,
+}
+
+impl IdleSpin {
+    /// Follows `busy-poll-us` (CONFIG SET applies on the next turn).
+    pub fn set_max(&mut self, max: Duration) {
+        if max != self.max {
+            // Starts as after a long pause: no spin until the gaps show it pays.
+            *self = IdleSpin {
+                max,
+                avg_gap_ns: (max * 8).as_nanos() as u64,
+            };
+        }
+    }
+
+    fn budget(&self) -> Duration {
+        let avg = Duration::from_nanos(self.avg_gap_ns);
+        if avg >= self.max {
+            Duration::ZERO
+        } else {
+            (avg * 2).min(self.max)
+        }
+    }
+
+    fn record(&mut self, gap: Duration) {
+        // A long pause counts as a bounded one, so one busy moment brings the spin back.
+        let gap = gap.min(self.max * 8).as_nanos() as u64;
+        self.avg_gap_ns = self.avg_gap_ns / 8 * 7 + gap / 8;
+    }
 }
 
 /// Serves the connections with requests or bytes to read.
@@ -743,4 +815,56 @@ pub fn close_idle(server: &mut Server) {
         }
     });
     sync_clients(server);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::IdleSpin;
+    use std::time::Duration;
+
+    fn us(n: u64) -> Duration {
+        Duration::from_micros(n)
+    }
+
+    #[test]
+    fn off_by_default_and_at_zero() {
+        let mut s = IdleSpin::default();
+        assert_eq!(s.budget(), Duration::ZERO);
+        for _ in 0..100 {
+            s.record(us(1));
+        }
+        assert_eq!(s.budget(), Duration::ZERO);
+    }
+
+    #[test]
+    fn spins_only_once_gaps_are_short_and_stops_after_a_pause() {
+        let mut s = IdleSpin::default();
+        s.set_max(us(20));
+        // Fresh: as after a long pause.
+        assert_eq!(s.budget(), Duration::ZERO);
+        for _ in 0..40 {
+            s.record(us(4));
+        }
+        let b = s.budget();
+        assert!(b > Duration::ZERO && b <= us(20), "{b:?}");
+        // Twice the average gap, so a gap a little longer than usual is still caught.
+        assert!(b >= us(8), "{b:?}");
+        // One long pause ends the spinning; a few short gaps bring it back.
+        s.record(Duration::from_secs(1));
+        assert_eq!(s.budget(), Duration::ZERO);
+        for _ in 0..40 {
+            s.record(us(4));
+        }
+        assert!(s.budget() > Duration::ZERO);
+    }
+
+    #[test]
+    fn gaps_longer_than_the_limit_never_spin() {
+        let mut s = IdleSpin::default();
+        s.set_max(us(20));
+        for _ in 0..100 {
+            s.record(us(25));
+        }
+        assert_eq!(s.budget(), Duration::ZERO);
+    }
 }
