@@ -690,8 +690,10 @@ pub fn spawn(
                     server.handle(msg);
                 }
                 net::turn(&mut server, Some(Duration::ZERO));
-                server.flush_deferred();
+                // The log is durable before pushes leave, as before replies (Redis writes
+                // clients after flushAppendOnlyFile in beforeSleep).
                 server.after_round();
+                server.flush_deferred();
                 net::flush(&mut server);
             }
             let hz = server.config.hz.clamp(1, 500);
@@ -752,8 +754,10 @@ pub fn spawn(
                 {
                     blocking::time_out(&mut server);
                 }
-                server.flush_deferred();
+                // The log is durable before pushes leave, as before replies (Redis writes
+                // clients after flushAppendOnlyFile in beforeSleep).
                 server.after_round();
+                server.flush_deferred();
                 net::flush(&mut server);
                 if server.shutting_down {
                     break;
