@@ -723,10 +723,10 @@ pub fn spawn(
                 if closed {
                     break;
                 }
-                let now = Instant::now();
                 let timeout = if handled > 0 || net::has_ready() {
                     Duration::ZERO
                 } else {
+                    let now = Instant::now();
                     // Wake at the earliest blocked client's deadline, not only at the next
                     // tick. Deadlines are in whole ms; 1 ms past one makes `now > deadline`.
                     let mut wake = next_tick;
@@ -740,8 +740,9 @@ pub fn spawn(
                 };
                 spin.set_max(Duration::from_micros(server.config.busy_poll_us));
                 net::wait(&mut server, timeout, &mut spin);
-                // Cron runs on time under a steady stream of requests too.
-                let now = Instant::now();
+                // Cron runs on time under a steady stream of requests too (within a turn: the
+                // clock read when the poll returned will do).
+                let now = net::polled_at();
                 if now >= next_tick {
                     server.cron();
                     net::close_idle(&mut server);

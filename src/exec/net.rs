@@ -639,6 +639,11 @@ pub fn while_busy() {
     });
 }
 
+/// When the last poll returned.
+pub fn polled_at() -> Instant {
+    with(|n| n.now).unwrap_or_else(Instant::now)
+}
+
 /// True when the loop has work that must not wait for an event.
 pub fn has_ready() -> bool {
     // Not `accept_retry`: while out of descriptors the retry waits for the next turn instead of
@@ -662,7 +667,7 @@ pub fn turn(server: &mut Server, timeout: Option<Duration>) -> bool {
 /// Waits up to `timeout` for events, then serves them; with nothing ready it first polls
 /// without sleeping for a while (`IdleSpin`).
 pub fn wait(server: &mut Server, timeout: Duration, spin: &mut IdleSpin) {
-    if timeout.is_zero() {
+    if timeout.is_zero() || spin.max.is_zero() {
         turn(server, Some(timeout));
         return;
     }
