@@ -671,22 +671,25 @@ pub fn wait(server: &mut Server, timeout: Duration, spin: &mut IdleSpin) {
         turn(server, Some(timeout));
         return;
     }
+    // Gaps end when the poll returns (`polled_at`), not after the turn's work.
     let idle_from = Instant::now();
     let budget = spin.budget().min(timeout);
     if !budget.is_zero() {
         loop {
-            if turn(server, Some(Duration::ZERO)) {
-                spin.record(idle_from.elapsed());
+            let woken = turn(server, Some(Duration::ZERO));
+            let gap = polled_at().saturating_duration_since(idle_from);
+            if woken {
+                spin.record(gap);
                 return;
             }
-            if idle_from.elapsed() >= budget {
+            if gap >= budget {
                 break;
             }
         }
     }
-    let left = timeout.saturating_sub(idle_from.elapsed());
+    let left = timeout.saturating_sub(polled_at().saturating_duration_since(idle_from));
     turn(server, Some(left));
-    spin.record(idle_from.elapsed());
+    spin.record(polled_at().saturating_duration_since(idle_from));
 }
 
 /// How long the loop polls before it sleeps in epoll. A client that sends its next request
