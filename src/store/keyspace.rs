@@ -4,22 +4,15 @@
 //! that visits every index in turn, so even a dead key that sampling keeps missing is reclaimed
 //! within one full pass. There is no second index of deadlines: a lock key costs one map entry.
 //!
-//! Keys live in `SHARDS` `IndexMap`s chosen by hash, removed with `swap_remove`. A hash table
-//! grows all at once, rehashing every key it holds: one map of 1.8 M keys stalled the server
-//! for 245 ms (Redis rehashes incrementally; its worst stall in the same run was 5 ms). A shard
-//! holds about 1/128 of the keys, and the shards grow one after the other (`shard_of`), so a
-//! growth step costs about 1/128 of that.
-//!
-//! SCAN walks the shards from the last to the first and each shard's indices from the end to
-//! the start: a removal moves the *last* (already visited) entry of its shard into the hole, and
-//! insertions land at the end of their shard (visited already, or visited later), so every key
-//! present for the whole scan is returned, as Redis promises. RANDOMKEY is a random index of a
-//! random non-empty shard.
+//! Keys live in a `KeyMap` (keymap.rs: one index space, hash tables that grow without stalling
+//! the server) removed with `swap_remove`. SCAN walks indices from the end to the start: a
+//! removal moves the *last* (already visited) entry into the hole, and insertions land at the
+//! end (already visited), so every key present for the whole scan is returned, as Redis
+//! promises, and RANDOMKEY is one random index.
 
+use super::keymap::KeyMap;
 use super::value::Value;
 use bytes::Bytes;
-use indexmap::map::RawEntryApiV1;
-use indexmap::IndexMap;
 
 #[derive(Debug)]
 pub struct Entry {
@@ -40,122 +33,34 @@ impl Entry {
 /// shared header once cloned).
 type Key = Box<[u8]>;
 
-type Shard = IndexMap<Key, Entry, ahash::RandomState>;
-
-const SHARDS: usize = 128;
-
-/// A position in the database: shard and index in it.
-type At = (usize, usize);
-
-/// Bits of the SCAN cursor that hold the index within a shard.
-const CURSOR_INDEX_BITS: u32 = 40;
-
-/// The shard of a hash, from bits 40..52: hashbrown uses neither them for the bucket (low
-/// bits) nor for the tag (top 7), so each shard's table stays as spread. Shard `s` takes a
-/// share of the keys proportional to 2^(s/SHARDS): with equal shares every shard would reach
-/// its growth point at about the same moment (128 growths of a few ms each in a row, 26 ms of
-/// latency measured at 1.8 M keys); spread over one octave they come one at a time.
-fn shard_of(hash: u64) -> usize {
-    const SLOTS: usize = 1 << 12;
-    static TABLE: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
-    let table = TABLE.get_or_init(|| {
-        let weight = |s: usize| (s as f64 / SHARDS as f64).exp2();
-        let total: f64 = (0..SHARDS).map(weight).sum();
-        let mut table = Vec::with_capacity(SLOTS);
-        let mut upto = 0.0;
-        for s in 0..SHARDS {
-            upto += weight(s) / total * SLOTS as f64;
-            while (table.len() as f64) < upto.round() && table.len() < SLOTS {
-                table.push(s as u8);
-            }
-        }
-        table.resize(SLOTS, (SHARDS - 1) as u8);
-        table
-    });
-    table[(hash >> 40) as usize % SLOTS] as usize
-}
-
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Db {
-    /// All built with `hasher`; every lookup hashes once here and hands the hash to the shard.
-    shards: Vec<Shard>,
-    hasher: ahash::RandomState,
-    len: usize,
+    map: KeyMap<Key, Entry>,
     /// Keys with a deadline (INFO keyspace `expires=`; no sampling when there are none).
     volatile: usize,
-    /// Where the incremental sweep goes on: a shard and the index below which it continues
-    /// (it walks like SCAN).
-    sweep_at: At,
+    /// Where the incremental sweep goes on (it walks indices downwards, like SCAN).
+    sweep_at: usize,
     /// Keys removed by expiry since the caller last drained them (for notifications and stats).
     pub expired: Vec<Bytes>,
     /// Total keys expired, for INFO `expired_keys`.
     pub expired_total: u64,
 }
 
-impl Default for Db {
-    fn default() -> Db {
-        let hasher = ahash::RandomState::new();
-        Db {
-            shards: (0..SHARDS)
-                .map(|_| IndexMap::with_hasher(hasher.clone()))
-                .collect(),
-            hasher,
-            len: 0,
-            volatile: 0,
-            sweep_at: (0, 0),
-            expired: Vec::new(),
-            expired_total: 0,
-        }
-    }
-}
-
 impl Db {
     pub fn len(&self) -> usize {
-        self.len
+        self.map.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.map.is_empty()
     }
 
     pub fn expires_count(&self) -> usize {
         self.volatile
     }
 
-    /// The key's hash and shard.
-    #[inline]
-    fn locate(&self, key: &[u8]) -> (u64, usize) {
-        let hash = self.hasher.hash_one(key);
-        (hash, shard_of(hash))
-    }
-
-    #[inline]
-    fn entry(&self, at: At) -> &Entry {
-        &self.shards[at.0][at.1]
-    }
-
-    #[inline]
-    fn entry_mut(&mut self, at: At) -> &mut Entry {
-        &mut self.shards[at.0][at.1]
-    }
-
-    fn find(&self, key: &[u8]) -> Option<At> {
-        let (hash, shard) = self.locate(key);
-        let idx = self.shards[shard]
-            .raw_entry_v1()
-            .index_from_hash(hash, |k| &k[..] == key)?;
-        Some((shard, idx))
-    }
-
-    /// Removes the entry at `at` (the shard's last entry takes its index).
-    fn take(&mut self, at: At) -> Option<(Key, Entry)> {
-        let (key, entry) = self.shards[at.0].swap_remove_index(at.1)?;
-        self.len -= 1;
-        Some((key, entry))
-    }
-
-    fn expire_now(&mut self, at: At) {
-        if let Some((key, entry)) = self.take(at) {
+    fn expire_now(&mut self, idx: usize) {
+        if let Some((key, entry)) = self.map.swap_remove(idx) {
             if entry.expires_at != 0 {
                 self.volatile -= 1;
             }
@@ -164,29 +69,30 @@ impl Db {
         }
     }
 
-    /// Position of a live key, dropping it first if its deadline has passed.
-    fn live_index(&mut self, key: &[u8], now: u64) -> Option<At> {
-        let at = self.find(key)?;
-        if self.entry(at).is_expired(now) {
-            self.expire_now(at);
+    /// Index of a live key, dropping it first if its deadline has passed.
+    fn live_index(&mut self, key: &[u8], now: u64) -> Option<usize> {
+        let idx = self.map.find(self.map.hash(key), key)?;
+        if self.map.value(idx).is_expired(now) {
+            self.expire_now(idx);
             return None;
         }
-        Some(at)
+        Some(idx)
     }
 
     /// The entry as stored, expired or not, without touching it (for the persistence log).
     pub fn peek(&self, key: &[u8]) -> Option<&Entry> {
-        self.find(key).map(|at| self.entry(at))
+        let idx = self.map.find(self.map.hash(key), key)?;
+        Some(self.map.value(idx))
     }
 
     pub fn get(&mut self, key: &[u8], now: u64) -> Option<&Entry> {
-        let at = self.live_index(key, now)?;
-        Some(self.entry(at))
+        let idx = self.live_index(key, now)?;
+        Some(self.map.value(idx))
     }
 
     pub fn get_mut(&mut self, key: &[u8], now: u64) -> Option<&mut Entry> {
-        let at = self.live_index(key, now)?;
-        Some(self.entry_mut(at))
+        let idx = self.live_index(key, now)?;
+        Some(self.map.value_mut(idx))
     }
 
     pub fn contains(&mut self, key: &[u8], now: u64) -> bool {
@@ -195,21 +101,18 @@ impl Db {
 
     /// Stores `value` under `key` with the given deadline (0: none), replacing any old entry.
     pub fn set(&mut self, key: &[u8], value: Value, expires_at: u64) {
-        let (hash, shard) = self.locate(key);
-        let old = match self.shards[shard]
-            .raw_entry_mut_v1()
-            .from_hash(hash, |k| &k[..] == key)
-        {
-            indexmap::map::raw_entry_v1::RawEntryMut::Occupied(mut o) => {
-                let e = o.get_mut();
+        let h = self.map.hash(key);
+        let old = match self.map.find(h, key) {
+            Some(idx) => {
+                let e = self.map.value_mut(idx);
                 let old = e.expires_at;
                 e.value = value;
                 e.expires_at = expires_at;
                 Some(old)
             }
-            indexmap::map::raw_entry_v1::RawEntryMut::Vacant(v) => {
-                v.insert_hashed_nocheck(hash, Key::from(key), Entry { value, expires_at });
-                self.len += 1;
+            None => {
+                self.map
+                    .insert_new(h, Key::from(key), Entry { value, expires_at });
                 None
             }
         };
@@ -226,58 +129,26 @@ impl Db {
 
     /// Changes the deadline of a live key (0 removes it). Returns false if the key is missing.
     pub fn set_expire(&mut self, key: &[u8], expires_at: u64, now: u64) -> bool {
-        let Some(at) = self.live_index(key, now) else {
+        let Some(idx) = self.live_index(key, now) else {
             return false;
         };
-        let e = self.entry_mut(at);
+        let e = self.map.value_mut(idx);
         let old = std::mem::replace(&mut e.expires_at, expires_at);
         self.count_deadline_change(old, expires_at);
         true
     }
 
     pub fn remove(&mut self, key: &[u8], now: u64) -> Option<Entry> {
-        let at = self.live_index(key, now)?;
-        let (_, e) = self.take(at)?;
+        let idx = self.live_index(key, now)?;
+        let (_, e) = self.map.swap_remove(idx)?;
         self.count_deadline_change(e.expires_at, 0);
         Some(e)
     }
 
     pub fn clear(&mut self) {
-        *self = Db {
-            expired: std::mem::take(&mut self.expired),
-            expired_total: self.expired_total,
-            ..Db::default()
-        };
-    }
-
-    /// A random position: a random index of a random non-empty shard (shards are filled
-    /// evenly by the hash, so this is close to uniform over keys).
-    fn random_at(&self) -> Option<At> {
-        if self.len == 0 {
-            return None;
-        }
-        let start = fastrand::usize(..SHARDS);
-        (0..SHARDS)
-            .map(|i| (start + i) % SHARDS)
-            .find(|&s| !self.shards[s].is_empty())
-            .map(|s| (s, fastrand::usize(..self.shards[s].len())))
-    }
-
-    /// The position before `at` in walking order (shards downwards, indices downwards),
-    /// skipping empty shards; None past the first. `at.1` may be the shard's length (start).
-    fn step_down(&self, at: At) -> Option<At> {
-        let (mut shard, mut idx) = at;
-        idx = idx.min(self.shards[shard].len());
-        loop {
-            if idx > 0 {
-                return Some((shard, idx - 1));
-            }
-            if shard == 0 {
-                return None;
-            }
-            shard -= 1;
-            idx = self.shards[shard].len();
-        }
+        self.map = KeyMap::default();
+        self.volatile = 0;
+        self.sweep_at = 0;
     }
 
     /// One step of active expiry: tests `samples` random keys and removes the dead ones, then
@@ -289,33 +160,25 @@ impl Db {
         }
         let mut dead = 0;
         let mut tested = 0;
-        while tested < samples {
-            let Some(at) = self.random_at() else {
-                break;
-            };
-            if self.entry(at).is_expired(now) {
-                self.expire_now(at);
+        while tested < samples && !self.map.is_empty() {
+            let idx = fastrand::usize(..self.map.len());
+            if self.map.value(idx).is_expired(now) {
+                self.expire_now(idx);
                 dead += 1;
             }
             tested += 1;
         }
         for _ in 0..sweep {
-            if self.len == 0 {
+            if self.map.is_empty() {
                 break;
             }
-            // From the top again once past the bottom.
-            let at = match self.step_down(self.sweep_at) {
-                Some(at) => at,
-                None => match self.step_down((SHARDS - 1, usize::MAX)) {
-                    Some(at) => at,
-                    None => break,
-                },
-            };
-            self.sweep_at = at;
-            if self.entry(at).is_expired(now) {
-                // The shard's last entry moves into the hole: it was visited when the sweep
-                // began on this shard.
-                self.expire_now(at);
+            if self.sweep_at == 0 || self.sweep_at > self.map.len() {
+                self.sweep_at = self.map.len();
+            }
+            self.sweep_at -= 1;
+            if self.map.value(self.sweep_at).is_expired(now) {
+                // The last entry moves into the hole: it was visited when the sweep began.
+                self.expire_now(self.sweep_at);
             }
         }
         tested > 0 && dead * 4 > tested
@@ -324,22 +187,27 @@ impl Db {
     /// A random live key (expired ones met on the way are dropped).
     pub fn random_key(&mut self, now: u64) -> Option<Bytes> {
         for _ in 0..100 {
-            let at = self.random_at()?;
-            if self.entry(at).is_expired(now) {
-                self.expire_now(at);
+            if self.map.is_empty() {
+                return None;
+            }
+            let idx = fastrand::usize(..self.map.len());
+            if self.map.value(idx).is_expired(now) {
+                self.expire_now(idx);
                 continue;
             }
-            let (k, _) = self.shards[at.0].get_index(at.1)?;
-            return Some(Bytes::copy_from_slice(k));
+            return self
+                .map
+                .get_index(idx)
+                .map(|(k, _)| Bytes::copy_from_slice(k));
         }
         // Mostly dead keys: fall back to the first live one.
-        self.iter()
+        self.map
+            .iter()
             .find(|(_, e)| !e.is_expired(now))
             .map(|(k, _)| Bytes::copy_from_slice(k))
     }
 
-    /// One SCAN step. `cursor` 0 starts; the returned cursor 0 ends. The cursor holds the shard
-    /// (high bits) and the index below which its walk goes on.
+    /// One SCAN step. `cursor` 0 starts; the returned cursor 0 ends. Visits indices downwards.
     pub fn scan(
         &self,
         cursor: u64,
@@ -347,47 +215,35 @@ impl Db {
         now: u64,
         mut visit: impl FnMut(&[u8], &Entry),
     ) -> u64 {
-        let mut at = if cursor == 0 {
-            (SHARDS - 1, usize::MAX)
+        let mut next = if cursor == 0 {
+            self.map.len()
         } else {
-            (
-                ((cursor >> CURSOR_INDEX_BITS) as usize).min(SHARDS - 1),
-                (cursor & ((1 << CURSOR_INDEX_BITS) - 1)) as usize,
-            )
+            (cursor as usize).min(self.map.len())
         };
         let mut seen = 0;
-        while seen < count.max(1) {
-            let Some(next) = self.step_down(at) else {
-                return 0;
-            };
-            at = next;
-            let (k, e) = self.shards[at.0].get_index(at.1).expect("index below len");
+        while next > 0 && seen < count.max(1) {
+            next -= 1;
+            let (k, e) = self.map.get_index(next).expect("index below len");
             if !e.is_expired(now) {
                 visit(k, e);
             }
             seen += 1;
         }
-        match self.step_down(at) {
-            None => 0,
-            // Resume at `at`: the walk continues below it.
-            Some(_) => ((at.0 as u64) << CURSOR_INDEX_BITS) | at.1 as u64,
-        }
+        next as u64
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Entry)> {
-        self.shards
-            .iter()
-            .flat_map(|s| s.iter().map(|(k, e)| (&k[..], e)))
+        self.map.iter().map(|(k, e)| (&k[..], e))
     }
 
     /// Drops every expired key (before whole-keyspace listings such as KEYS, which Redis also
     /// expires as it walks them).
     pub fn purge_expired(&mut self, now: u64) {
-        let mut at = (SHARDS - 1, usize::MAX);
-        while let Some(next) = self.step_down(at) {
-            at = next;
-            if self.entry(at).is_expired(now) {
-                self.expire_now(at);
+        let mut idx = self.map.len();
+        while idx > 0 {
+            idx -= 1;
+            if self.map.value(idx).is_expired(now) {
+                self.expire_now(idx);
             }
         }
     }

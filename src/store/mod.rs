@@ -1,6 +1,7 @@
 //! The data the executor owns. Plain Rust: no tokio, no I/O, time passed in by the caller.
 
 pub mod hash;
+pub mod keymap;
 pub mod keyspace;
 pub mod value;
 pub mod waiters;
