@@ -4,7 +4,7 @@ use crate::cmd::table::CmdId;
 use bytes::{Bytes, BytesMut};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::mpsc;
 
@@ -211,12 +211,9 @@ impl Client {
         if queued == 0 || self.shared.pending_out.load(Ordering::Acquire) != queued {
             return self.flush_deferred();
         }
-        let Some(sock) = self.shared.direct.as_ref().and_then(Weak::upgrade) else {
+        let Some(n) = super::net::write_direct(&self.shared, shared, &self.deferred) else {
             return self.flush_deferred();
         };
-        // An error leaves everything to the channel, whose write fails again and closes.
-        let n = super::net::write_some(&sock, &self.deferred).unwrap_or(0);
-        shared.count_output(n);
         self.shared.pending_out.fetch_sub(n, Ordering::Relaxed);
         if n == queued {
             // The buffer stays for the next pushes (no allocation per message).

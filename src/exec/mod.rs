@@ -335,10 +335,7 @@ impl Server {
     /// Sends output for `client` (a batch's replies), or holds it until the log is durable
     /// (`appendfsync always`: nothing is acknowledged before its write is on disk).
     pub fn deliver(&mut self, client: &Client, mut out: BytesMut, batch_done: bool, close: bool) {
-        let hold = self
-            .aof
-            .as_ref()
-            .is_some_and(|a| a.needs_sync_before_reply());
+        let hold = self.output_waits_for_fsync();
         // Straight to the socket when nothing of this client's is queued on the channel
         // (`pending_out` drops to 0 only after the connection task wrote it all), so output
         // never overtakes earlier output; whatever does not fit goes through the channel.
@@ -357,14 +354,8 @@ impl Server {
             && limit.soft == 0
             && cs.pending_out.load(Ordering::Acquire) == 0
         {
-            if let Some(sock) = cs.direct.as_ref().and_then(std::sync::Weak::upgrade) {
-                let n = if out.is_empty() {
-                    0
-                } else {
-                    // What the socket does not take now goes through the channel.
-                    net::write_some(&sock, &out).unwrap_or(0)
-                };
-                self.shared.count_output(n);
+            // What the socket does not take now goes through the channel.
+            if let Some(n) = net::write_direct(cs, &self.shared, &out) {
                 if n == out.len() {
                     if batch_done {
                         cs.direct_done.store(true, Ordering::Release);
@@ -388,6 +379,14 @@ impl Server {
         } else {
             let _ = client.out.send(msg);
         }
+    }
+
+    /// Under `appendfsync always` with writes not yet on disk, nothing may reach a client before
+    /// the round's fsync (`after_round`): replies are held, pushes keep the channel.
+    pub fn output_waits_for_fsync(&self) -> bool {
+        self.aof
+            .as_ref()
+            .is_some_and(|a| a.needs_sync_before_reply())
     }
 
     /// A batch output buffer, reused when the last one was written directly (one allocation

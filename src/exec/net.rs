@@ -609,8 +609,18 @@ fn read_into(sock: &TcpStream, buf: &mut BytesMut) -> io::Result<usize> {
     Ok(n)
 }
 
+/// Writes `data` straight to the socket of a connection of this loop, counting what it took;
+/// None when the client has none (TLS, or closed). An error counts as nothing written: the
+/// channel's write then fails again and closes the connection.
+pub(crate) fn write_direct(cs: &ClientShared, shared: &Shared, data: &[u8]) -> Option<usize> {
+    let sock = cs.direct.as_ref().and_then(std::sync::Weak::upgrade)?;
+    let n = write_some(&sock, data).unwrap_or(0);
+    shared.count_output(n);
+    Some(n)
+}
+
 /// Writes as much as the socket takes now; 0 when it would block.
-pub(crate) fn write_some(sock: &TcpStream, data: &[u8]) -> io::Result<usize> {
+fn write_some(sock: &TcpStream, data: &[u8]) -> io::Result<usize> {
     let mut done = 0;
     while done < data.len() {
         match (&*sock).write(&data[done..]) {

@@ -423,12 +423,8 @@ impl Server {
 
     /// Hands every client's deferred pushes to its connection task.
     pub fn flush_deferred(&mut self) {
-        // Under `appendfsync always` with writes not yet on disk, nothing may reach a client
-        // before the fsync: the channel holds them until `net::flush`, which follows it.
-        let hold = self
-            .aof
-            .as_ref()
-            .is_some_and(|a| a.needs_sync_before_reply());
+        // Held pushes leave through the channel at `net::flush`, after the fsync.
+        let hold = self.output_waits_for_fsync();
         for id in self.dirty.drain(..) {
             if let Some(c) = self.clients.get_mut(&id) {
                 if hold {

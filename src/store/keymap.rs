@@ -143,6 +143,11 @@ impl<K: AsRef<[u8]>, V> KeyMap<K, V> {
         &mut self.at_mut(idx).1
     }
 
+    /// The index of `key`, hashing it.
+    pub fn index_of(&self, key: &[u8]) -> Option<usize> {
+        self.find(self.hash(key), key)
+    }
+
     pub fn find(&self, h: Hashed, key: &[u8]) -> Option<usize> {
         self.tables[h.shard]
             .find(widen(h.hash), |s| {

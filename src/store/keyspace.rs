@@ -71,7 +71,7 @@ impl Db {
 
     /// Index of a live key, dropping it first if its deadline has passed.
     fn live_index(&mut self, key: &[u8], now: u64) -> Option<usize> {
-        let idx = self.map.find(self.map.hash(key), key)?;
+        let idx = self.map.index_of(key)?;
         if self.map.value(idx).is_expired(now) {
             self.expire_now(idx);
             return None;
@@ -81,7 +81,7 @@ impl Db {
 
     /// The entry as stored, expired or not, without touching it (for the persistence log).
     pub fn peek(&self, key: &[u8]) -> Option<&Entry> {
-        let idx = self.map.find(self.map.hash(key), key)?;
+        let idx = self.map.index_of(key)?;
         Some(self.map.value(idx))
     }
 
