@@ -336,6 +336,18 @@ impl Server {
     /// (`appendfsync always`: nothing is acknowledged before its write is on disk).
     pub fn deliver(&mut self, client: &Client, mut out: BytesMut, batch_done: bool, close: bool) {
         let hold = self.output_waits_for_fsync();
+        if !hold {
+            // The log reaches the file (write(2)) before any reply leaves, as Redis's
+            // beforeSleep writes the AOF before the clients: an acknowledged write then
+            // survives the process dying at any later point (SIGKILL, the shutdown watchdog),
+            // the page cache keeps it. `appendfsync always` holds the reply instead, until
+            // the round's fsync (`after_round`).
+            if let Some(aof) = self.aof.as_mut() {
+                if !aof.pending.is_empty() {
+                    aof.flush();
+                }
+            }
+        }
         // Straight to the socket when nothing of this client's is queued on the channel
         // (`pending_out` drops to 0 only after the connection task wrote it all), so output
         // never overtakes earlier output; whatever does not fit goes through the channel.
