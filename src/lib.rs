@@ -23,6 +23,7 @@ use config::Config;
 static GLOBAL: alloc::CountingAlloc = alloc::CountingAlloc;
 
 use std::future::Future;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 
@@ -77,7 +78,8 @@ pub async fn bind_port(cfg: &Config, port: u16) -> std::io::Result<Vec<TcpListen
     Ok(listeners)
 }
 
-/// Serves until `shutdown` resolves or a client runs SHUTDOWN.
+/// Serves until `shutdown` resolves or a client runs SHUTDOWN; then stops within
+/// `SHUTDOWN_BOUND` whatever the executor is running.
 pub async fn run(
     cfg: Config,
     listeners: Vec<TcpListener>,
@@ -93,6 +95,7 @@ pub async fn run(
     };
     let shared = Arc::new(exec::Shared::new(&cfg));
     let keepalive = cfg.tcp_keepalive;
+    let pidfile = cfg.pidfile.clone();
     let server = exec::Server::new(cfg, shared.clone());
     for l in &listeners {
         if let Ok(a) = l.local_addr() {
@@ -115,26 +118,90 @@ pub async fn run(
         tracing::info!("Ready to accept connections tls");
     }
     let accept = server::accept_tls(tls, inbox.clone(), shared.clone(), keepalive);
-    tokio::select! {
-        _ = accept => {}
-        _ = shutdown => {}
-        _ = wait_shutdown_request(&shared) => {}
+    let by_signal = tokio::select! {
+        _ = accept => false,
+        _ = shutdown => true,
+        _ = wait_shutdown_request(&shared) => false,
+    };
+    let insist = insist_on_signals();
+    // The SHUTDOWN command logged this itself; SHUTDOWN NOSAVE during a busy script is answered
+    // outside the executor and a signal only logged its own line.
+    if by_signal || shared.script.shutdown.load(Ordering::Acquire) {
+        tracing::warn!("User requested shutdown...");
     }
-    tracing::info!("User requested shutdown...");
+    // A running script stops at its next hook, whatever it wrote, as for SHUTDOWN NOSAVE; the
+    // executor stops at the end of the unit it is in (see `exec::Server::end_unit`).
+    shared.script.shutdown.store(true, Ordering::Release);
     let _ = inbox.send(exec::Msg::Shutdown);
     drop(inbox);
-    let _ = tokio::task::spawn_blocking(move || executor.join()).await;
-    tracing::info!("deadbolt is now ready to exit, bye bye...");
+    let joined = tokio::task::spawn_blocking(move || executor.join());
+    tokio::select! {
+        _ = joined => {}
+        _ = insist => {}
+        _ = tokio::time::sleep(SHUTDOWN_BOUND) => {
+            // The executor is inside something no hook reaches (a Lua C function in a long
+            // loop, a huge KEYS). Exiting is safe: every acknowledged write already reached
+            // the log file (write(2) before its reply left, fsync first under `appendfsync
+            // always`), and the page cache outlives the process; the unit cut short was never
+            // logged.
+            tracing::warn!(
+                "Shutdown did not complete within {} seconds (the server is stuck in a command or script that no hook interrupts): exiting now without waiting for it.",
+                SHUTDOWN_BOUND.as_secs()
+            );
+            remove_pidfile(&pidfile);
+            tracing::warn!("deadbolt is now ready to exit, bye bye...");
+            std::process::exit(1);
+        }
+    }
+    remove_pidfile(&pidfile);
+    tracing::warn!("deadbolt is now ready to exit, bye bye...");
     Ok(())
+}
+
+/// How long a requested shutdown may take before the process exits without waiting for the
+/// executor. Docker's default stop timeout is 10 s, systemd's 90 s: a clean exit fits well
+/// within both.
+pub const SHUTDOWN_BOUND: std::time::Duration = std::time::Duration::from_secs(5);
+
+fn remove_pidfile(pidfile: &str) {
+    if !pidfile.is_empty() {
+        tracing::info!("Removing the pid file.");
+        let _ = std::fs::remove_file(pidfile);
+    }
+}
+
+/// While a shutdown is under way: a second SIGINT exits at once, as Redis's sigShutdownHandler
+/// ("You insist..."); SIGTERM is logged again. The streams are made before the shutdown starts
+/// so that no signal falls between; the future never resolves otherwise.
+fn insist_on_signals() -> impl Future<Output = ()> {
+    #[cfg(unix)]
+    let streams = {
+        use tokio::signal::unix::{signal, SignalKind};
+        signal(SignalKind::terminate())
+            .and_then(|t| Ok((t, signal(SignalKind::interrupt())?)))
+            .ok()
+    };
+    async move {
+        #[cfg(unix)]
+        if let Some((mut term, mut int)) = streams {
+            loop {
+                tokio::select! {
+                    _ = term.recv() => tracing::warn!("Received SIGTERM scheduling shutdown..."),
+                    _ = int.recv() => {
+                        tracing::warn!("You insist... exiting now.");
+                        std::process::exit(1);
+                    }
+                }
+            }
+        }
+        std::future::pending::<()>().await
+    }
 }
 
 async fn wait_shutdown_request(shared: &exec::Shared) {
     loop {
         let notified = shared.shutdown_notify.notified();
-        if shared
-            .shutdown_requested
-            .load(std::sync::atomic::Ordering::SeqCst)
-        {
+        if shared.shutdown_requested.load(Ordering::SeqCst) {
             return;
         }
         notified.await;

@@ -86,16 +86,69 @@ pub fn is(arg: &[u8], word: &str) -> bool {
 }
 
 /// Redis's `stringmatchlen`: glob matching with `*`, `?`, `[...]` (ranges, `^` negation) and `\`
-/// escapes, optionally case-insensitive.
+/// escapes, optionally case-insensitive, with exactly Redis 7.0's answers (quirks included: an
+/// unterminated `[` runs to the end of the pattern, `[a-]` is a range up to `]`, a `\` escape
+/// inside brackets compares case-sensitively, range bounds compare as C's signed `char`, and an
+/// empty string matches only the empty pattern).
+///
+/// Redis recurses at every `*`; even with its CVE-2022-36021 cut-off a client-chosen pattern costs
+/// far more than linear. Every token other than `*` consumes exactly one byte, so the classic
+/// single-backtrack-point algorithm is exact here: on a mismatch only the most recent `*` needs to
+/// absorb one more byte, because any earlier `*` taking more would leave the same tail to match a
+/// suffix the later `*` already tried. Cost is O(len(pattern) * len(string)), no recursion, no
+/// allocation.
 pub fn glob_match(pattern: &[u8], string: &[u8], nocase: bool) -> bool {
-    glob_inner(pattern, string, nocase, 0)
+    let (p, s) = (pattern, string);
+    if s.is_empty() {
+        // Redis's loop never runs on an empty string, so even `*` does not match it.
+        return p.is_empty();
+    }
+    let (mut pi, mut si) = (0usize, 0usize);
+    // The most recent `*`: pattern index just past it, and the string index it resumes from.
+    let mut star: Option<(usize, usize)> = None;
+    while si < s.len() {
+        if pi < p.len() && p[pi] == b'*' {
+            while pi < p.len() && p[pi] == b'*' {
+                pi += 1;
+            }
+            if pi == p.len() {
+                return true;
+            }
+            star = Some((pi, si));
+            continue;
+        }
+        if pi < p.len() {
+            let (next, ok) = glob_token(p, pi, s[si], nocase);
+            if ok {
+                pi = next;
+                si += 1;
+                continue;
+            }
+        }
+        match star {
+            Some((sp, ss)) => {
+                // The tail after the star must consume at least one byte, so it cannot start at
+                // the end of the string.
+                if ss + 1 >= s.len() {
+                    return false;
+                }
+                star = Some((sp, ss + 1));
+                pi = sp;
+                si = ss + 1;
+            }
+            None => return false,
+        }
+    }
+    while pi < p.len() && p[pi] == b'*' {
+        pi += 1;
+    }
+    pi == p.len()
 }
 
-fn glob_inner(mut p: &[u8], mut s: &[u8], nocase: bool, depth: usize) -> bool {
-    // Redis bounds recursion too; a pathological pattern must not blow the stack.
-    if depth > 1000 {
-        return false;
-    }
+/// Matches byte `c` against the single-byte token at `p[pi]` (anything but `*`); returns the index
+/// after the token and whether it matched. Where the token ends never depends on `c`, which is
+/// what makes single-point backtracking exact.
+fn glob_token(p: &[u8], pi: usize, c: u8, nocase: bool) -> (usize, bool) {
     let eq = |a: u8, b: u8| {
         if nocase {
             a.eq_ignore_ascii_case(&b)
@@ -103,97 +156,64 @@ fn glob_inner(mut p: &[u8], mut s: &[u8], nocase: bool, depth: usize) -> bool {
             a == b
         }
     };
-    while !p.is_empty() && !s.is_empty() {
-        match p[0] {
-            b'*' => {
-                while p.len() > 1 && p[1] == b'*' {
-                    p = &p[1..];
-                }
-                if p.len() == 1 {
-                    return true;
-                }
-                while !s.is_empty() {
-                    if glob_inner(&p[1..], s, nocase, depth + 1) {
-                        return true;
-                    }
-                    s = &s[1..];
-                }
-                return false;
+    match p[pi] {
+        b'?' => (pi + 1, true),
+        b'[' => {
+            let mut i = pi + 1;
+            let not = i < p.len() && p[i] == b'^';
+            if not {
+                i += 1;
             }
-            b'?' => {
-                s = &s[1..];
-            }
-            b'[' => {
-                p = &p[1..];
-                let not = !p.is_empty() && p[0] == b'^';
-                if not {
-                    p = &p[1..];
-                }
-                let mut matched = false;
-                loop {
-                    if p.is_empty() {
-                        break;
-                    }
-                    if p[0] == b'\\' && p.len() >= 2 {
-                        p = &p[1..];
-                        if eq(p[0], s[0]) {
-                            matched = true;
-                        }
-                    } else if p[0] == b']' {
-                        break;
-                    } else if p.len() >= 3 && p[1] == b'-' {
-                        let (mut start, mut end) = (p[0], p[2]);
-                        if start > end {
-                            std::mem::swap(&mut start, &mut end);
-                        }
-                        let mut c = s[0];
-                        if nocase {
-                            start = start.to_ascii_lowercase();
-                            end = end.to_ascii_lowercase();
-                            c = c.to_ascii_lowercase();
-                        }
-                        p = &p[2..];
-                        if c >= start && c <= end {
-                            matched = true;
-                        }
-                    } else if eq(p[0], s[0]) {
+            let mut matched = false;
+            loop {
+                let rest = p.len() - i;
+                if rest >= 2 && p[i] == b'\\' {
+                    i += 1;
+                    // Redis compares an escaped class member exactly, even under NOCASE.
+                    if p[i] == c {
                         matched = true;
                     }
-                    p = &p[1..];
+                } else if rest == 0 {
+                    // Unterminated class: the token runs to the end of the pattern.
+                    return (p.len(), matched != not);
+                } else if p[i] == b']' {
+                    break;
+                } else if rest >= 3 && p[i + 1] == b'-' {
+                    // C's `char` is signed on the platforms Redis ships for, so bytes >= 0x80
+                    // sort below ASCII in a range.
+                    let (mut start, mut end) = (p[i] as i8 as i32, p[i + 2] as i8 as i32);
+                    if start > end {
+                        std::mem::swap(&mut start, &mut end);
+                    }
+                    let mut ch = c as i8 as i32;
+                    if nocase {
+                        start = c_tolower(start);
+                        end = c_tolower(end);
+                        ch = c_tolower(ch);
+                    }
+                    i += 2;
+                    if ch >= start && ch <= end {
+                        matched = true;
+                    }
+                } else if eq(p[i], c) {
+                    matched = true;
                 }
-                let matched = if not { !matched } else { matched };
-                if !matched {
-                    return false;
-                }
-                s = &s[1..];
-                if p.is_empty() {
-                    // Unterminated class: Redis treats the end of pattern as the end of the class.
-                    return s.is_empty();
-                }
+                i += 1;
             }
-            b'\\' if p.len() >= 2 => {
-                p = &p[1..];
-                if !eq(p[0], s[0]) {
-                    return false;
-                }
-                s = &s[1..];
-            }
-            c => {
-                if !eq(c, s[0]) {
-                    return false;
-                }
-                s = &s[1..];
-            }
+            (i + 1, matched != not)
         }
-        p = &p[1..];
-        if s.is_empty() {
-            while !p.is_empty() && p[0] == b'*' {
-                p = &p[1..];
-            }
-            break;
-        }
+        b'\\' if p.len() - pi >= 2 => (pi + 2, eq(p[pi + 1], c)),
+        lit => (pi + 1, eq(lit, c)),
     }
-    p.is_empty() && s.is_empty()
+}
+
+/// `tolower` in the C locale (Redis never sets LC_CTYPE): ASCII only, other values unchanged.
+fn c_tolower(v: i32) -> i32 {
+    if (b'A' as i32..=b'Z' as i32).contains(&v) {
+        v + 32
+    } else {
+        v
+    }
 }
 
 #[cfg(test)]
@@ -226,5 +246,283 @@ mod tests {
         assert!(glob_match(b"HELLO", b"hello", true));
         assert!(!glob_match(b"", b"a", false));
         assert!(glob_match(b"", b"", false));
+    }
+
+    /// Redis 7.0.15's `stringmatchlen_impl` (util.c), ported line by line as the oracle: recursion
+    /// at `*`, the `skipLongerMatches` cut-off, C's signed `char` in ranges, and the NUL that
+    /// terminates every sds (Redis reads one byte past the pattern in three places).
+    fn redis_match(pattern: &[u8], string: &[u8], nocase: bool) -> bool {
+        let mut pat = pattern.to_vec();
+        pat.push(0);
+        let mut skip = false;
+        redis_impl(
+            &pat,
+            0,
+            pattern.len() as isize,
+            string,
+            0,
+            string.len() as isize,
+            nocase,
+            &mut skip,
+        )
+    }
+
+    fn lower(v: i32) -> i32 {
+        if (65..=90).contains(&v) {
+            v + 32
+        } else {
+            v
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn redis_impl(
+        pat: &[u8],
+        mut p: usize,
+        mut plen: isize,
+        st: &[u8],
+        mut s: usize,
+        mut slen: isize,
+        nocase: bool,
+        skip: &mut bool,
+    ) -> bool {
+        let ch = |b: u8| b as i8 as i32;
+        while plen != 0 && slen != 0 {
+            match pat[p] {
+                b'*' => {
+                    while plen != 0 && pat[p + 1] == b'*' {
+                        p += 1;
+                        plen -= 1;
+                    }
+                    if plen == 1 {
+                        return true;
+                    }
+                    while slen != 0 {
+                        if redis_impl(pat, p + 1, plen - 1, st, s, slen, nocase, skip) {
+                            return true;
+                        }
+                        if *skip {
+                            return false;
+                        }
+                        s += 1;
+                        slen -= 1;
+                    }
+                    *skip = true;
+                    return false;
+                }
+                b'?' => {
+                    s += 1;
+                    slen -= 1;
+                }
+                b'[' => {
+                    p += 1;
+                    plen -= 1;
+                    let not = pat[p] == b'^';
+                    if not {
+                        p += 1;
+                        plen -= 1;
+                    }
+                    let mut m = false;
+                    loop {
+                        if pat[p] == b'\\' && plen >= 2 {
+                            p += 1;
+                            plen -= 1;
+                            if pat[p] == st[s] {
+                                m = true;
+                            }
+                        } else if pat[p] == b']' {
+                            break;
+                        } else if plen == 0 {
+                            p -= 1;
+                            plen += 1;
+                            break;
+                        } else if plen >= 3 && pat[p + 1] == b'-' {
+                            let (mut start, mut end, mut c) =
+                                (ch(pat[p]), ch(pat[p + 2]), ch(st[s]));
+                            if start > end {
+                                std::mem::swap(&mut start, &mut end);
+                            }
+                            if nocase {
+                                start = lower(start);
+                                end = lower(end);
+                                c = lower(c);
+                            }
+                            p += 2;
+                            plen -= 2;
+                            if c >= start && c <= end {
+                                m = true;
+                            }
+                        } else if !nocase {
+                            if pat[p] == st[s] {
+                                m = true;
+                            }
+                        } else if lower(ch(pat[p])) == lower(ch(st[s])) {
+                            m = true;
+                        }
+                        p += 1;
+                        plen -= 1;
+                    }
+                    if not {
+                        m = !m;
+                    }
+                    if !m {
+                        return false;
+                    }
+                    s += 1;
+                    slen -= 1;
+                }
+                c => {
+                    if c == b'\\' && plen >= 2 {
+                        p += 1;
+                        plen -= 1;
+                    }
+                    if !nocase {
+                        if pat[p] != st[s] {
+                            return false;
+                        }
+                    } else if lower(ch(pat[p])) != lower(ch(st[s])) {
+                        return false;
+                    }
+                    s += 1;
+                    slen -= 1;
+                }
+            }
+            p += 1;
+            plen -= 1;
+            if slen == 0 {
+                while pat[p] == b'*' {
+                    p += 1;
+                    plen -= 1;
+                }
+                break;
+            }
+        }
+        plen == 0 && slen == 0
+    }
+
+    /// Bytes that exercise every branch: the metacharacters, letters of both cases around the
+    /// range bounds, NUL and high bytes (signed in Redis's ranges).
+    const ALPHABET: &[u8] = b"*?[]^-\\aAbBzZ_\x00\x7f\x80\xff";
+
+    fn random_bytes(rng: &mut fastrand::Rng, alphabet: &[u8], max: usize) -> Vec<u8> {
+        let n = rng.usize(0..=max);
+        (0..n)
+            .map(|_| alphabet[rng.usize(0..alphabet.len())])
+            .collect()
+    }
+
+    /// A pattern derived from `string` so that about half the pairs match, with random noise
+    /// so that the other half fail in interesting places.
+    fn pattern_from(rng: &mut fastrand::Rng, string: &[u8]) -> Vec<u8> {
+        let mut p = Vec::new();
+        for &b in string {
+            match rng.u8(0..10) {
+                0 => p.push(b'?'),
+                1 => p.push(b'*'),
+                2 => p.extend_from_slice(&[b'[', b, b']']),
+                3 => {
+                    p.extend_from_slice(&[b'[', b'^', ALPHABET[rng.usize(0..ALPHABET.len())], b']'])
+                }
+                4 => p.extend_from_slice(&[b'\\', b]),
+                5 => p.extend_from_slice(&[
+                    b'[',
+                    b'a',
+                    b'-',
+                    ALPHABET[rng.usize(0..ALPHABET.len())],
+                    b']',
+                ]),
+                6 => p.push(ALPHABET[rng.usize(0..ALPHABET.len())]),
+                _ => p.push(b),
+            }
+            if rng.u8(0..8) == 0 {
+                p.push(b'*');
+            }
+        }
+        p
+    }
+
+    #[test]
+    fn glob_matches_redis_on_random_inputs() {
+        let mut rng = fastrand::Rng::with_seed(0x5eed_0015);
+        let text = b"aAbBzZ_-]^\\\x00\x7f\x80\xff";
+        let mut hits = 0usize;
+        for round in 0..400_000 {
+            let string = random_bytes(&mut rng, text, 8);
+            let pattern = if round % 4 < 2 {
+                random_bytes(&mut rng, ALPHABET, 10)
+            } else {
+                pattern_from(&mut rng, &string)
+            };
+            let nocase = round % 2 == 1;
+            let want = redis_match(&pattern, &string, nocase);
+            hits += want as usize;
+            assert_eq!(
+                glob_match(&pattern, &string, nocase),
+                want,
+                "pattern {:?} string {:?} nocase {nocase}",
+                String::from_utf8_lossy(&pattern),
+                String::from_utf8_lossy(&string)
+            );
+        }
+        // The generator must produce matches too, or the comparison proves little.
+        assert!(hits > 60_000, "only {hits} matches");
+    }
+
+    #[test]
+    fn glob_quirks_like_redis() {
+        let cases: &[(&[u8], &[u8], bool)] = &[
+            (b"*", b"", false),
+            (b"[", b"a", false),
+            (b"[^", b"a", false),
+            (b"[abc", b"b", false),
+            (b"[z-a]", b"m", false),
+            (b"[a-]", b"]", false),
+            (b"[a-]x]", b"bx", false),
+            (b"a\\", b"a\\", false),
+            (b"[\\]]", b"]", false),
+            (b"[\\A]", b"a", true),
+            (b"[A-z]", b"_", true),
+            (b"[A-z]", b"_", false),
+            (b"[a-\xff]", b"A", false),
+            (b"[a-\xff]", b"\x80", false),
+            (b"a*", b"a", false),
+            (b"a**", b"a", false),
+            (b"?*?", b"a", false),
+        ];
+        for (p, s, nocase) in cases {
+            assert_eq!(
+                glob_match(p, s, *nocase),
+                redis_match(p, s, *nocase),
+                "{p:?} {s:?}"
+            );
+        }
+        assert!(!glob_match(b"*", b"", false));
+        assert!(glob_match(b"[a-]", b"]", false));
+        assert!(glob_match(b"[a-\xff]", b"A", false));
+        assert!(!glob_match(b"[a-\xff]", b"b", false));
+        assert!(!glob_match(b"[\\A]", b"a", true));
+    }
+
+    #[test]
+    fn pathological_globs_are_fast() {
+        let start = std::time::Instant::now();
+        let key = [b'a'; 40];
+        let mut almost = key.to_vec();
+        almost.push(b'b');
+        for stars in [10usize, 20, 100, 1000] {
+            let mut p = b"a*".repeat(stars);
+            p.push(b'b');
+            assert!(!glob_match(&p, &key, false));
+            assert!(glob_match(&p, &almost, false) == (stars <= 40));
+        }
+        let long = vec![b'a'; 100_000];
+        let mut p = b"*a".repeat(500);
+        p.extend_from_slice(b"*b");
+        assert!(!glob_match(&p, &long, false));
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(2),
+            "{:?}",
+            start.elapsed()
+        );
     }
 }

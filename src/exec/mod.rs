@@ -140,6 +140,11 @@ pub struct Server {
     pub run_id: String,
     /// Set by SHUTDOWN: the executor stops after the current batch.
     pub shutting_down: bool,
+    /// A shutdown was requested from outside the executor (SIGTERM/SIGINT, SHUTDOWN NOSAVE
+    /// during a busy script) and a unit ended after it: from then on nothing is logged and no
+    /// reply leaves, so the unit that was cut short (a script stopped midway) leaves no trace in
+    /// the log, as Redis exits from inside its script hook, and nothing unlogged is acknowledged.
+    stopping: bool,
     /// The append-only log, when `appendonly yes`.
     pub aof: Option<Aof>,
     /// Loading the log at start-up (commands meanwhile get -LOADING).
@@ -210,6 +215,7 @@ impl Server {
                 .map(|_| fastrand::alphanumeric().to_ascii_lowercase())
                 .collect(),
             shutting_down: false,
+            stopping: false,
             ops: Default::default(),
             pubsub: Default::default(),
             running: 0,
@@ -239,6 +245,12 @@ impl Server {
     /// Ends a unit of work (a command, an EXEC, a script, an expiry sweep): its changes go to
     /// the log as one atomic block holding each changed key's final state.
     pub fn end_unit(&mut self) {
+        if self.stopping || self.shared.script.shutdown.load(Ordering::Acquire) {
+            self.stopping = true;
+            self.shutting_down = true;
+            self.log_ops.clear();
+            return;
+        }
         if self.log_ops.is_empty() {
             return;
         }
@@ -332,10 +344,46 @@ impl Server {
         }
     }
 
+    /// The executor's last act (Redis's finishShutdown): whatever the log holds is written and
+    /// fsynced, whatever the policy; the changes of a unit cut short are dropped.
+    fn finish_shutdown(&mut self) {
+        self.log_ops.clear();
+        if let Some(aof) = self.aof.as_mut() {
+            tracing::info!("Calling fsync() on the AOF file.");
+            aof.fsync = Fsync::Always;
+            if !aof.flush() {
+                tracing::warn!("Fail to fsync the AOF file.");
+                // Held replies claim durability: without it they must not leave.
+                self.held.clear();
+            }
+        }
+        for (out, msg) in self.held.drain(..) {
+            let _ = out.send(msg);
+        }
+    }
+
     /// Sends output for `client` (a batch's replies), or holds it until the log is durable
     /// (`appendfsync always`: nothing is acknowledged before its write is on disk).
     pub fn deliver(&mut self, client: &Client, mut out: BytesMut, batch_done: bool, close: bool) {
+        if self.stopping {
+            // The batch may hold replies to units that were not logged: none may leave. The
+            // connection closes as it would when Redis exits.
+            client.push_out(Bytes::new(), true, true);
+            return;
+        }
         let hold = self.output_waits_for_fsync();
+        if !hold {
+            // The log reaches the file (write(2)) before any reply leaves, as Redis's
+            // beforeSleep writes the AOF before the clients: an acknowledged write then
+            // survives the process dying at any later point (SIGKILL, the shutdown watchdog),
+            // the page cache keeps it. `appendfsync always` holds the reply instead, until
+            // the round's fsync (`after_round`).
+            if let Some(aof) = self.aof.as_mut() {
+                if !aof.pending.is_empty() {
+                    aof.flush();
+                }
+            }
+        }
         // Straight to the socket when nothing of this client's is queued on the channel
         // (`pending_out` drops to 0 only after the connection task wrote it all), so output
         // never overtakes earlier output; whatever does not fit goes through the channel.
@@ -688,6 +736,12 @@ pub fn spawn(
                 while let Ok(msg) = rx.try_recv() {
                     server.handle(msg);
                 }
+                // Shutdown during loading (Redis's whileBlockedCron): stop without opening the
+                // log for writing; what was loaded is still on disk.
+                if server.shutting_down || server.shared.script.shutdown.load(Ordering::Acquire) {
+                    tracing::warn!("Shutdown requested during loading: loading stopped.");
+                    return;
+                }
                 net::turn(&mut server, Some(Duration::ZERO));
                 // The log is durable before pushes leave, as before replies (Redis writes
                 // clients after flushAppendOnlyFile in beforeSleep).
@@ -763,6 +817,7 @@ pub fn spawn(
                     break;
                 }
             }
+            server.finish_shutdown();
         })?;
     Ok((tx, handle))
 }
