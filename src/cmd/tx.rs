@@ -56,6 +56,13 @@ pub static COMMANDS: &[CommandSpec] = &[
     ),
 ];
 
+/// Redis's `flagTransaction`: a command refused while queuing makes the coming EXEC answer
+/// EXECABORT. Every refusal before queuing calls it (dispatch.rs, and the BUSY refusal during a
+/// busy script); a no-op outside MULTI.
+pub fn flag_transaction(client: &mut crate::exec::client::Client) {
+    client.multi_dirty |= client.multi.is_some();
+}
+
 fn multi(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     if ctx.client.multi.is_some() {
         return Err(CmdError::err("ERR MULTI calls can not be nested"));
