@@ -215,8 +215,13 @@ pub fn run(ctx: &mut Ctx, id: CmdId, argv: &[Bytes]) -> Frame {
             return error_frame(ctx.srv, e);
         }
     }
+    ctx.srv.sync_created_recording(ctx.client.db);
     let started = crate::stopwatch::Stopwatch::start();
     let result = (spec.handler)(ctx, argv);
+    if ctx.srv.dbs[ctx.client.db].records_created() {
+        // A key created without an event of the command's own still gets its `new`.
+        ctx.srv.drain_created();
+    }
     let nsec = started.elapsed_ns();
     let usec = nsec / 1000;
     if !ctx.srv.ops.monitors.is_empty() && !spec.has(flags::SKIP_MONITOR | flags::ADMIN) {

@@ -343,6 +343,9 @@ fn rename_generic(ctx: &mut Ctx, argv: &[Bytes], nx: bool) -> CmdResult {
     let Some(entry) = db.remove(&argv[1], now) else {
         return Err(CmdError::NoSuchKey);
     };
+    // Redis deletes the destination and adds the key anew (dbDelete + dbAdd): `new` fires
+    // even when the destination existed.
+    db.remove(&argv[2], now);
     db.set(&argv[2], entry.value, entry.expires_at);
     ctx.changed(event::GENERIC, "rename_from", &argv[1]);
     ctx.changed(event::GENERIC, "rename_to", &argv[2]);
