@@ -299,3 +299,36 @@ fn lock_restart_delay_refusal_flags_the_transaction() {
     assert_eq!(c.cmd(&["GET", "lock:x"]), b"+QUEUED\r\n");
     assert_eq!(c.cmd(&["EXEC"]), b"*1\r\n$-1\r\n");
 }
+
+#[test]
+fn exec_rechecks_acls_and_waits_for_a_write_pause() {
+    let nokeys = ["--user", "nokeys", "on", "nopass", "+@all"];
+    let t = both_with(&nokeys, |s| {
+        let (mut a, mut b) = (s.conn(), s.conn());
+        let mut out = vec![];
+        // An AUTH queued in the transaction changes the user for the commands after it.
+        for c in [
+            &["MULTI"][..],
+            &["SET", "k", "before"],
+            &["AUTH", "nokeys", "x"],
+            &["SET", "k", "after"],
+            &["PING"],
+            &["EXEC"],
+            &["AUTH", "default", "x"],
+            &["GET", "k"],
+        ] {
+            out.push(a.cmd(c));
+        }
+        // A write pause that starts after queuing holds EXEC back, as it contains a write.
+        out.push(a.cmd(&["MULTI"]));
+        out.push(a.cmd(&["SET", "k", "paused"]));
+        out.push(b.cmd(&["CLIENT", "PAUSE", "300", "WRITE"]));
+        let started = std::time::Instant::now();
+        out.push(a.cmd(&["EXEC"]));
+        let waited = started.elapsed();
+        assert!(waited >= Duration::from_millis(250), "{waited:?}");
+        out.push(a.cmd(&["GET", "k"]));
+        out
+    });
+    assert!(String::from_utf8_lossy(&t[5]).contains("ACLs rules changed"));
+}

@@ -356,18 +356,47 @@ fn whoami(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 }
 
 /// The ACL check of `processCommand`, for a client whose user is restricted.
-pub fn check(perms: Perms, spec: &CommandSpec, full_name: &str, argc: usize) -> CmdResult<()> {
+/// Why ACLs refuse a command (Redis's ACL_DENIED_CMD / ACL_DENIED_KEY).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Denied {
+    Command,
+    Key,
+}
+
+/// Redis's `ACLCheckAllPerm` for the rules deadbolt supports.
+pub fn denied(perms: Perms, spec: &CommandSpec, argc: usize) -> Option<Denied> {
     if perms.no_commands && !spec.has(NO_AUTH) {
-        return Err(CmdError::Other(
-            format!("NOPERM this user has no permissions to run the '{full_name}' command").into(),
-        ));
+        return Some(Denied::Command);
     }
     if perms.no_keys && spec.key_positions(argc).next().is_some() {
-        return Err(CmdError::err(
-            "NOPERM this user has no permissions to access one of the keys used as arguments",
-        ));
+        return Some(Denied::Key);
     }
-    Ok(())
+    None
+}
+
+pub fn check(perms: Perms, spec: &CommandSpec, full_name: &str, argc: usize) -> CmdResult<()> {
+    match denied(perms, spec, argc) {
+        None => Ok(()),
+        Some(Denied::Command) => Err(CmdError::Other(
+            format!("NOPERM this user has no permissions to run the '{full_name}' command").into(),
+        )),
+        Some(Denied::Key) => Err(CmdError::err(
+            "NOPERM this user has no permissions to access one of the keys used as arguments",
+        )),
+    }
+}
+
+/// EXEC's check of each queued command (the user may have changed by an AUTH queued before
+/// it): Redis's reply for a command no longer allowed.
+pub fn check_at_exec(perms: Perms, spec: &CommandSpec, argc: usize) -> CmdResult<()> {
+    let reason = match denied(perms, spec, argc) {
+        None => return Ok(()),
+        Some(Denied::Command) => "no permission to execute the command or subcommand",
+        Some(Denied::Key) => "no permission to touch the specified keys",
+    };
+    Err(CmdError::Other(
+        format!("NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: {reason}").into(),
+    ))
 }
 
 #[cfg(test)]

@@ -174,10 +174,21 @@ fn process_frame(srv: &mut Server, client: &mut Client, argv: &[Bytes]) -> Optio
         let e = CmdError::err("LOADING Redis is loading the dataset in memory");
         return Some(reject(srv, client, id, e));
     }
-    if let Err(e) = super::observe::check_monitor(srv, client, spec) {
+    // The replica and pause checks see EXEC with the flags of what it would run.
+    let exec_spec;
+    let effective = if tx_flags != 0 {
+        exec_spec = super::table::CommandSpec {
+            flags: cmd_flags,
+            ..*spec
+        };
+        &exec_spec
+    } else {
+        spec
+    };
+    if let Err(e) = super::observe::check_monitor(srv, client, effective) {
         return Some(reject(srv, client, id, e));
     }
-    if super::observe::paused(srv, spec, now) {
+    if super::observe::paused(srv, effective, now) {
         return None;
     }
     if let Some(queue) = client.multi.as_mut() {

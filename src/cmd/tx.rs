@@ -118,6 +118,15 @@ fn exec(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     ctx.client.in_exec = true;
     let mut replies = Vec::with_capacity(queue.len());
     for (cmd, argv) in queue {
+        // ACLs are checked again: an AUTH queued earlier in this transaction may have
+        // changed the user (Redis's execCommand does the same).
+        if ctx.client.perms.restricted() {
+            let spec = ctx.srv.table.entries[cmd].spec;
+            if let Err(e) = super::acl::check_at_exec(ctx.client.perms, spec, argv.len()) {
+                replies.push(dispatch::error_frame(ctx.srv, e));
+                continue;
+            }
+        }
         replies.push(dispatch::run(ctx, cmd, &argv));
     }
     ctx.client.in_exec = false;
