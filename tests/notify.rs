@@ -279,6 +279,13 @@ fn differential_new_key_events() {
         &["SET", "d2", "v"],
         &["SET", "past", "v", "PXAT", "1"],
         &["GETSET", "gs", "v"],
+        // EXPIRE options: a refused change is silent, a past time deletes with `del`.
+        &["EXPIRE", "d2", "200", "LT", "XX"],
+        &["EXPIRE", "d2", "200", "NX"],
+        &["EXPIRE", "d2", "300", "LT"],
+        &["EXPIRE", "d2", "100", "XX", "LT"],
+        &["EXPIRE", "gs", "-1"],
+        &["PEXPIREAT", "d2", "1", "LT"],
     ];
     let run = |server: &common::Server| -> String {
         let mut sub = server.conn();
