@@ -297,6 +297,17 @@ fn differential_new_key_events() {
         for argv in cmds {
             c.cmd(argv);
         }
+        // A blocked BLMOVE served by a push creates its destination.
+        let mut w = server.conn();
+        w.cmd(&["SELECT", "2"]);
+        w.send(&["BLMOVE", "bsrc", "bdst", "LEFT", "RIGHT", "5"]);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !c.cmd_str(&["CLIENT", "LIST"]).contains("cmd=blmove") {
+            assert!(Instant::now() < deadline, "BLMOVE never blocked");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        c.cmd(&["LPUSH", "bsrc", "x"]);
+        assert_eq!(show(&w.read_reply()), "$1\r\nx\r\n");
         c.cmd(&["PUBLISH", "end", "end"]);
         let mut out = String::new();
         loop {
@@ -314,7 +325,7 @@ fn differential_new_key_events() {
     let redis = run(&common::redis_server(&[]));
     assert_eq!(ours, redis);
     assert!(ours.contains("__keyevent@0__:new l\n"), "{ours}");
-    assert!(ours.contains("__keyevent@2__:new"), "{ours}");
+    assert!(ours.contains("__keyevent@2__:new bdst\n"), "{ours}");
     // A does not include n.
     let s = common::deadbolt(&["--notify-keyspace-events", "KEA"]);
     let (mut sub, mut c) = (s.conn(), s.conn());
