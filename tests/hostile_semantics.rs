@@ -54,3 +54,50 @@ fn incrbyfloat_values_survive_an_aof_restart_verbatim() {
     drop(s);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A write refused with LOADING while queuing flags the transaction (Redis's rejectCommand):
+/// EXEC answers EXECABORT, never a partial transaction.
+#[test]
+fn loading_refusal_during_multi_aborts_exec() {
+    let dir = std::env::temp_dir().join(format!(
+        "deadbolt-hostile-loading-{}-{}",
+        std::process::id(),
+        fastrand::u32(..)
+    ));
+    let aofdir = dir.join("appendonlydir");
+    std::fs::create_dir_all(&aofdir).unwrap();
+    std::fs::write(
+        aofdir.join("appendonly.aof.manifest"),
+        "file appendonly.aof.1.incr.aof seq 1 type i\n",
+    )
+    .unwrap();
+    let mut data = Vec::new();
+    for i in 0..300_000 {
+        data.extend(common::resp_cmd(&["SET", &format!("key:{i}"), "value"]));
+    }
+    std::fs::write(aofdir.join("appendonly.aof.1.incr.aof"), &data).unwrap();
+    let s = common::deadbolt(&["--dir", dir.to_str().unwrap(), "--appendonly", "yes"]);
+    let mut c = s.conn();
+    let mut saw_loading = false;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        assert_eq!(c.cmd(&["MULTI"]), b"+OK\r\n");
+        let set = c.cmd_str(&["SET", "tx", "applied"]);
+        let exec = c.cmd_str(&["EXEC"]);
+        if set == "-LOADING Redis is loading the dataset in memory\r\n" {
+            saw_loading = true;
+            assert_eq!(
+                exec,
+                "-EXECABORT Transaction discarded because of previous errors.\r\n"
+            );
+        } else {
+            assert_eq!(set, "+QUEUED\r\n");
+            assert_eq!(exec, "*1\r\n+OK\r\n");
+            break;
+        }
+        assert!(Instant::now() < deadline, "still loading");
+    }
+    assert!(saw_loading, "the log loaded before any client could ask");
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
