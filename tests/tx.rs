@@ -259,6 +259,17 @@ fn queuing_refusals_flag_the_transaction_as_redis() {
         // ACL NOPERM (a user with no key patterns).
         out.push(a.cmd(&["AUTH", "nokeys", "x"]));
         out.extend(queue_after(&mut a, &mut b, &["GET", "other"]));
+        out.extend(queue_after(&mut a, &mut b, &["PUBLISH", "ch", "m"]));
+        for c in [
+            &["SUBSCRIBE", "ch"][..],
+            &["PSUBSCRIBE", "ch*"],
+            &["SSUBSCRIBE", "ch"],
+            &["SPUBLISH", "ch", "m"],
+            &["PUBLISH", "ch", "m"],
+            &["UNSUBSCRIBE", "ch"],
+        ] {
+            out.push(a.cmd(c));
+        }
         out.push(a.cmd(&["AUTH", "default", "x"]));
         // OOM: inside MULTI every command but EXEC/DISCARD/QUIT/RESET is refused, reads too.
         out.push(b.cmd(&["CONFIG", "SET", "maxmemory", "1"]));
@@ -277,7 +288,7 @@ fn queuing_refusals_flag_the_transaction_as_redis() {
             r.as_slice() == b"-EXECABORT Transaction discarded because of previous errors.\r\n"
         })
         .count();
-    assert_eq!(aborts, 8, "{t:?}");
+    assert_eq!(aborts, 9, "{t:?}");
 }
 
 #[test]
