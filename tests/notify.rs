@@ -234,3 +234,103 @@ fn differential_lazy_expired_push_to_self_before_the_reply() {
         ">3\r\n$7\r\nmessage\r\n$22\r\n__keyevent@0__:expired\r\n$1\r\nk\r\n_\r\n"
     );
 }
+
+/// `new` (class n, not part of A) fires for every key created, before the command's own event,
+/// as Redis's dbAdd does; the subscriber's transcript is compared with redis-server's.
+#[test]
+fn differential_new_key_events() {
+    let cmds: &[&[&str]] = &[
+        &["SET", "a", "1"],
+        &["SET", "a", "2"],
+        &["MSET", "m1", "x", "a", "3", "m2", "y"],
+        &["MSETNX", "n1", "x", "n2", "y"],
+        &["SETNX", "a", "4"],
+        &["SETNX", "s1", "4"],
+        &["SETEX", "s2", "100", "v"],
+        &["SET", "s3", "v", "GET"],
+        &["INCR", "i"],
+        &["INCRBYFLOAT", "f", "1.5"],
+        &["APPEND", "ap", "x"],
+        &["LPUSH", "l", "x"],
+        &["RPUSH", "l", "y"],
+        &["LMOVE", "l", "l2", "LEFT", "RIGHT"],
+        &["HSET", "h", "f", "v"],
+        &["HINCRBYFLOAT", "h2", "f", "2.5"],
+        &["HSETNX", "h3", "f", "v"],
+        &["SADD", "st", "x"],
+        &["ZADD", "z", "1", "x"],
+        &["ZINCRBY", "z2", "1", "x"],
+        &["RENAME", "a", "r1"],
+        &["RENAME", "r1", "s1"],
+        &["RENAMENX", "s1", "r2"],
+        &[
+            "EVAL",
+            "redis.call('set', KEYS[1], 'v') return redis.call('lpush', KEYS[2], 'x')",
+            "2",
+            "e1",
+            "e2",
+        ],
+        &["MULTI"],
+        &["SET", "t1", "v"],
+        &["SET", "t1", "w"],
+        &["HSET", "t2", "f", "v"],
+        &["EXEC"],
+        &["SELECT", "2"],
+        &["SET", "d2", "v"],
+        &["SET", "past", "v", "PXAT", "1"],
+        &["GETSET", "gs", "v"],
+        // EXPIRE options: a refused change is silent, a past time deletes with `del`.
+        &["EXPIRE", "d2", "200", "LT", "XX"],
+        &["EXPIRE", "d2", "200", "NX"],
+        &["EXPIRE", "d2", "300", "LT"],
+        &["EXPIRE", "d2", "100", "XX", "LT"],
+        &["EXPIRE", "gs", "-1"],
+        &["PEXPIREAT", "d2", "1", "LT"],
+    ];
+    let run = |server: &common::Server| -> String {
+        let mut sub = server.conn();
+        let mut c = server.conn();
+        c.cmd(&["CONFIG", "SET", "notify-keyspace-events", "KEA"]);
+        c.cmd(&["CONFIG", "SET", "notify-keyspace-events", "KEn$glshzx"]);
+        sub.cmd(&["PSUBSCRIBE", "__key*"]);
+        sub.cmd(&["SUBSCRIBE", "end"]);
+        for argv in cmds {
+            c.cmd(argv);
+        }
+        // A blocked BLMOVE served by a push creates its destination.
+        let mut w = server.conn();
+        w.cmd(&["SELECT", "2"]);
+        w.send(&["BLMOVE", "bsrc", "bdst", "LEFT", "RIGHT", "5"]);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !c.cmd_str(&["CLIENT", "LIST"]).contains("cmd=blmove") {
+            assert!(Instant::now() < deadline, "BLMOVE never blocked");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        c.cmd(&["LPUSH", "bsrc", "x"]);
+        assert_eq!(show(&w.read_reply()), "$1\r\nx\r\n");
+        c.cmd(&["PUBLISH", "end", "end"]);
+        let mut out = String::new();
+        loop {
+            let r = show(&sub.read_reply());
+            if r.contains("$3\r\nend\r\n$3\r\nend\r\n") {
+                break;
+            }
+            // One line per message: channel and payload.
+            let parts: Vec<&str> = r.split("\r\n").collect();
+            out.push_str(&format!("{} {}\n", parts[6], parts[8]));
+        }
+        out
+    };
+    let ours = run(&common::deadbolt(&[]));
+    let redis = run(&common::redis_server(&[]));
+    assert_eq!(ours, redis);
+    assert!(ours.contains("__keyevent@0__:new l\n"), "{ours}");
+    assert!(ours.contains("__keyevent@2__:new bdst\n"), "{ours}");
+    // A does not include n.
+    let s = common::deadbolt(&["--notify-keyspace-events", "KEA"]);
+    let (mut sub, mut c) = (s.conn(), s.conn());
+    sub.cmd(&["SUBSCRIBE", "__keyevent@0__:new", "__keyevent@0__:set"]);
+    sub.read_reply();
+    c.cmd(&["SET", "k", "v"]);
+    assert_eq!(show(&sub.read_reply()), msg("__keyevent@0__:set", "k"));
+}

@@ -7,8 +7,12 @@ use common::Server;
 use std::time::Duration;
 
 fn both(scenario: impl Fn(&Server) -> Vec<Vec<u8>>) -> Vec<Vec<u8>> {
-    let ours = common::deadbolt(&[]);
-    let theirs = common::redis_server(&[]);
+    both_with(&[], scenario)
+}
+
+fn both_with(extra: &[&str], scenario: impl Fn(&Server) -> Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+    let ours = common::deadbolt(extra);
+    let theirs = common::redis_server(extra);
     let a = scenario(&ours);
     let b = scenario(&theirs);
     let show = |t: &Vec<Vec<u8>>| {
@@ -214,4 +218,128 @@ fn disconnecting_watcher_and_queued_client_leave_no_state() {
     let mut b = s.conn();
     assert_eq!(b.cmd(&["SET", "k", "2"]), b"+OK\r\n");
     assert_eq!(b.cmd(&["GET", "k"]), b"$1\r\n2\r\n");
+}
+
+/// MULTI, the command under test, a valid SET, EXEC, then GET from another connection: every
+/// refusal before queuing (Redis's rejectCommand) flags the transaction and EXEC answers
+/// EXECABORT with nothing applied; a command's own error (nested MULTI, WATCH inside MULTI)
+/// does not.
+fn queue_after(a: &mut common::Conn, b: &mut common::Conn, cmd: &[&str]) -> Vec<Vec<u8>> {
+    let key = "tx:k";
+    let out = vec![
+        a.cmd(&["MULTI"]),
+        a.cmd(cmd),
+        a.cmd(&["SET", key, "applied"]),
+        a.cmd(&["EXEC"]),
+        b.cmd(&["GET", key]),
+        b.cmd(&["DEL", key]),
+    ];
+    out
+}
+
+#[test]
+fn queuing_refusals_flag_the_transaction_as_redis() {
+    let nokeys = ["--user", "nokeys", "on", "nopass", "+@all"];
+    let t = both_with(&nokeys, |s| {
+        let (mut a, mut b) = (s.conn(), s.conn());
+        let mut out = vec![];
+        for cmd in [
+            &["NOSUCHCOMMAND", "x"][..],
+            &["CONFIG", "NOSUCHSUB"],
+            &["CONFIG"],
+            &["GET"],
+            &["SET", "x"],
+            &["SHUTDOWN"],
+            // The command's own errors: not flagged, EXEC runs the SET.
+            &["MULTI"],
+            &["WATCH", "w"],
+        ] {
+            out.extend(queue_after(&mut a, &mut b, cmd));
+        }
+        // ACL NOPERM (a user with no key patterns).
+        out.push(a.cmd(&["AUTH", "nokeys", "x"]));
+        out.extend(queue_after(&mut a, &mut b, &["GET", "other"]));
+        out.extend(queue_after(&mut a, &mut b, &["PUBLISH", "ch", "m"]));
+        for c in [
+            &["SUBSCRIBE", "ch"][..],
+            &["PSUBSCRIBE", "ch*"],
+            &["SSUBSCRIBE", "ch"],
+            &["SPUBLISH", "ch", "m"],
+            &["PUBLISH", "ch", "m"],
+            &["UNSUBSCRIBE", "ch"],
+        ] {
+            out.push(a.cmd(c));
+        }
+        out.push(a.cmd(&["AUTH", "default", "x"]));
+        // OOM: inside MULTI every command but EXEC/DISCARD/QUIT/RESET is refused, reads too.
+        out.push(b.cmd(&["CONFIG", "SET", "maxmemory", "1"]));
+        out.push(a.cmd(&["MULTI"]));
+        out.push(a.cmd(&["GET", "tx:k"]));
+        out.push(a.cmd(&["EXEC"]));
+        out.push(a.cmd(&["MULTI"]));
+        out.push(a.cmd(&["DISCARD"]));
+        out.push(b.cmd(&["CONFIG", "SET", "maxmemory", "0"]));
+        out.push(b.cmd(&["EXISTS", "tx:k"]));
+        out
+    });
+    let aborts = t
+        .iter()
+        .filter(|r| {
+            r.as_slice() == b"-EXECABORT Transaction discarded because of previous errors.\r\n"
+        })
+        .count();
+    assert_eq!(aborts, 9, "{t:?}");
+}
+
+#[test]
+fn lock_restart_delay_refusal_flags_the_transaction() {
+    // deadbolt's TRYAGAIN window is refused where Redis refuses MISCONF writes: before queuing,
+    // flagging the transaction, so a client never sees half of a transaction applied.
+    let s = common::deadbolt(&["--lock-restart-delay", "60000"]);
+    let mut c = s.conn();
+    assert_eq!(c.cmd(&["MULTI"]), b"+OK\r\n");
+    let r = c.cmd_str(&["SET", "lock:x", "me", "NX", "PX", "1000"]);
+    assert!(r.starts_with("-TRYAGAIN Writes are refused for "), "{r}");
+    assert_eq!(c.cmd(&["GET", "lock:x"]), b"+QUEUED\r\n");
+    assert_eq!(
+        c.cmd(&["EXEC"]),
+        b"-EXECABORT Transaction discarded because of previous errors.\r\n"
+    );
+    // Reads still run in a transaction.
+    assert_eq!(c.cmd(&["MULTI"]), b"+OK\r\n");
+    assert_eq!(c.cmd(&["GET", "lock:x"]), b"+QUEUED\r\n");
+    assert_eq!(c.cmd(&["EXEC"]), b"*1\r\n$-1\r\n");
+}
+
+#[test]
+fn exec_rechecks_acls_and_waits_for_a_write_pause() {
+    let nokeys = ["--user", "nokeys", "on", "nopass", "+@all"];
+    let t = both_with(&nokeys, |s| {
+        let (mut a, mut b) = (s.conn(), s.conn());
+        let mut out = vec![];
+        // An AUTH queued in the transaction changes the user for the commands after it.
+        for c in [
+            &["MULTI"][..],
+            &["SET", "k", "before"],
+            &["AUTH", "nokeys", "x"],
+            &["SET", "k", "after"],
+            &["PING"],
+            &["EXEC"],
+            &["AUTH", "default", "x"],
+            &["GET", "k"],
+        ] {
+            out.push(a.cmd(c));
+        }
+        // A write pause that starts after queuing holds EXEC back, as it contains a write.
+        out.push(a.cmd(&["MULTI"]));
+        out.push(a.cmd(&["SET", "k", "paused"]));
+        out.push(b.cmd(&["CLIENT", "PAUSE", "300", "WRITE"]));
+        let started = std::time::Instant::now();
+        out.push(a.cmd(&["EXEC"]));
+        let waited = started.elapsed();
+        assert!(waited >= Duration::from_millis(250), "{waited:?}");
+        out.push(a.cmd(&["GET", "k"]));
+        out
+    });
+    assert!(String::from_utf8_lossy(&t[5]).contains("ACLs rules changed"));
 }

@@ -73,6 +73,7 @@ impl User {
         Perms {
             no_commands: !self.all_commands,
             no_keys: !self.all_keys,
+            no_channels: !self.all_channels,
         }
     }
 
@@ -215,11 +216,12 @@ fn parse_hash(hex: &str) -> Result<PassHash, String> {
 pub struct Perms {
     pub no_commands: bool,
     pub no_keys: bool,
+    pub no_channels: bool,
 }
 
 impl Perms {
     pub fn restricted(self) -> bool {
-        self.no_commands || self.no_keys
+        self.no_commands || self.no_keys || self.no_channels
     }
 }
 
@@ -356,18 +358,65 @@ fn whoami(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 }
 
 /// The ACL check of `processCommand`, for a client whose user is restricted.
-pub fn check(perms: Perms, spec: &CommandSpec, full_name: &str, argc: usize) -> CmdResult<()> {
+/// Why ACLs refuse a command (Redis's ACL_DENIED_CMD / ACL_DENIED_KEY / ACL_DENIED_CHANNEL).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Denied {
+    Command,
+    Key,
+    Channel,
+}
+
+/// Redis's `ACLCheckAllPerm` for the rules deadbolt supports.
+pub fn denied(perms: Perms, spec: &CommandSpec, argc: usize) -> Option<Denied> {
     if perms.no_commands && !spec.has(NO_AUTH) {
-        return Err(CmdError::Other(
+        return Some(Denied::Command);
+    }
+    // Shard channels are keys only for slot routing (key spec flag NOT_KEY): ACLs judge them
+    // as channels.
+    let shard_channels = matches!(spec.name, "spublish" | "ssubscribe" | "sunsubscribe");
+    if perms.no_keys && !shard_channels && spec.key_positions(argc).next().is_some() {
+        return Some(Denied::Key);
+    }
+    // Redis's commands_with_channels that publish or subscribe (UNSUBSCRIBE is never
+    // refused); each takes at least one channel, and no channel is allowed.
+    if perms.no_channels
+        && matches!(
+            spec.name,
+            "publish" | "spublish" | "subscribe" | "ssubscribe" | "psubscribe"
+        )
+    {
+        return Some(Denied::Channel);
+    }
+    None
+}
+
+pub fn check(perms: Perms, spec: &CommandSpec, full_name: &str, argc: usize) -> CmdResult<()> {
+    match denied(perms, spec, argc) {
+        None => Ok(()),
+        Some(Denied::Command) => Err(CmdError::Other(
             format!("NOPERM this user has no permissions to run the '{full_name}' command").into(),
-        ));
-    }
-    if perms.no_keys && spec.key_positions(argc).next().is_some() {
-        return Err(CmdError::err(
+        )),
+        Some(Denied::Key) => Err(CmdError::err(
             "NOPERM this user has no permissions to access one of the keys used as arguments",
-        ));
+        )),
+        Some(Denied::Channel) => Err(CmdError::err(
+            "NOPERM this user has no permissions to access one of the channels used as arguments",
+        )),
     }
-    Ok(())
+}
+
+/// EXEC's check of each queued command (the user may have changed by an AUTH queued before
+/// it): Redis's reply for a command no longer allowed.
+pub fn check_at_exec(perms: Perms, spec: &CommandSpec, argc: usize) -> CmdResult<()> {
+    let reason = match denied(perms, spec, argc) {
+        None => return Ok(()),
+        Some(Denied::Command) => "no permission to execute the command or subcommand",
+        Some(Denied::Key) => "no permission to touch the specified keys",
+        Some(Denied::Channel) => "no permission to access one of the channels used as arguments",
+    };
+    Err(CmdError::Other(
+        format!("NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: {reason}").into(),
+    ))
 }
 
 #[cfg(test)]

@@ -66,7 +66,6 @@ fn upper(name: &'static str) -> &'static str {
     }
 }
 
-/// Runs one network command and appends its encoded reply to `out`.
 /// Runs one network command and appends its encoded reply to `out`. Gives the command back
 /// when CLIENT PAUSE holds it: the caller runs it after the pause.
 pub fn process(
@@ -99,14 +98,17 @@ pub fn process(
 }
 
 /// None: held back by CLIENT PAUSE.
+///
+/// The refusals come in Redis 7.0's `processCommand` order, and every one of them goes through
+/// `reject`, which (like Redis's `rejectCommand`) flags an open transaction so EXEC aborts.
+/// Errors a command's own handler returns (nested MULTI, WATCH inside MULTI) do not flag it.
 fn process_frame(srv: &mut Server, client: &mut Client, argv: &[Bytes]) -> Option<Frame> {
     let now = unix_ms();
     client.last_interaction_ms = now;
     let id = match resolve(srv, argv) {
         Ok(id) => id,
         Err(e) => {
-            // Redis's rejectCommand: a refused command inside MULTI makes EXEC abort.
-            client.multi_dirty |= client.multi.is_some();
+            super::tx::flag_transaction(client);
             if let CmdError::WrongArity(_) | CmdError::UnknownSubcommand(..) = e {
                 if let Some(id) = srv.table.lookup(&argv[0]) {
                     srv.stats.commands[id].rejected_calls += 1;
@@ -116,13 +118,22 @@ fn process_frame(srv: &mut Server, client: &mut Client, argv: &[Bytes]) -> Optio
         }
     };
     let spec = srv.table.entries[id].spec;
+    // EXEC is refused for what it would run, as Redis does with `mstate.cmd_flags`.
+    let (tx_flags, tx_inv_flags) = match &client.multi {
+        Some(queue) if spec.name == "exec" => queue.iter().fold((0, 0), |(all, inv), (q, _)| {
+            let f = srv.table.entries[*q].spec.flags;
+            (all | f, inv | !f)
+        }),
+        _ => (0, 0),
+    };
+    let cmd_flags = spec.flags | tx_flags;
     if !client.authenticated && !spec.has(flags::NO_AUTH) && srv.config.auth_required() {
-        srv.stats.commands[id].rejected_calls += 1;
-        client.multi_dirty |= client.multi.is_some();
-        return Some(error_frame(
-            srv,
-            CmdError::err("NOAUTH Authentication required."),
-        ));
+        let e = CmdError::err("NOAUTH Authentication required.");
+        return Some(reject(srv, client, id, e));
+    }
+    if client.multi.is_some() && spec.has(flags::NO_MULTI) {
+        let e = CmdError::err("ERR Command not allowed inside a transaction");
+        return Some(reject(srv, client, id, e));
     }
     if client.perms.restricted() {
         if let Err(e) = super::acl::check(
@@ -131,52 +142,56 @@ fn process_frame(srv: &mut Server, client: &mut Client, argv: &[Bytes]) -> Optio
             &srv.table.entries[id].full_name,
             argv.len(),
         ) {
-            srv.stats.commands[id].rejected_calls += 1;
-            return Some(error_frame(srv, e));
+            return Some(reject(srv, client, id, e));
         }
     }
     // maxmemory with noeviction: commands that may add data are refused while over the limit;
-    // reads, DEL and the rest keep working so locks can still be released.
-    if srv.config.maxmemory != 0
-        && spec.has(flags::DENYOOM)
-        && crate::alloc::used_memory() as u64 > srv.config.maxmemory
-    {
-        srv.stats.commands[id].rejected_calls += 1;
-        return Some(error_frame(
-            srv,
-            CmdError::err("OOM command not allowed when used memory > 'maxmemory'."),
-        ));
+    // reads, DEL and the rest keep working so locks can still be released. Inside MULTI every
+    // command but EXEC, DISCARD, QUIT and RESET is refused, since queuing itself takes memory.
+    if srv.config.maxmemory != 0 {
+        let queuing =
+            client.multi.is_some() && !matches!(spec.name, "exec" | "discard" | "quit" | "reset");
+        if (queuing || cmd_flags & flags::DENYOOM != 0)
+            && crate::alloc::used_memory() as u64 > srv.config.maxmemory
+        {
+            let e = CmdError::err("OOM command not allowed when used memory > 'maxmemory'.");
+            return Some(reject(srv, client, id, e));
+        }
     }
-    if let Err(e) = super::observe::check_monitor(srv, client, spec) {
-        srv.stats.commands[id].rejected_calls += 1;
-        return Some(error_frame(srv, e));
-    }
-    if super::observe::paused(srv, spec, now) {
-        return None;
+    // Redis refuses PING too while the disk is failing, so a health check sees MISCONF.
+    if cmd_flags & flags::WRITE != 0 || spec.name == "ping" {
+        if let Err(e) = writes_refused(srv, cmd_flags & flags::WRITE != 0) {
+            return Some(reject(srv, client, id, e));
+        }
     }
     // RESP2 has no way to tell pushes from replies, so a subscribed connection only talks pub/sub.
     if client.resp == 2 && client.pubsub.subscribed() && !spec.has(flags::PUBSUB_OK) {
-        srv.stats.commands[id].rejected_calls += 1;
         let name = &srv.table.entries[id].full_name;
         let e = CmdError::erf(format!("Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"));
-        return Some(error_frame(srv, e));
+        return Some(reject(srv, client, id, e));
     }
-    if srv.loader.is_some() && !spec.has(flags::LOADING) {
-        srv.stats.commands[id].rejected_calls += 1;
-        return Some(error_frame(
-            srv,
-            CmdError::err("LOADING Redis is loading the dataset in memory"),
-        ));
+    if srv.loader.is_some() && (!spec.has(flags::LOADING) || tx_inv_flags & flags::LOADING != 0) {
+        let e = CmdError::err("LOADING Redis is loading the dataset in memory");
+        return Some(reject(srv, client, id, e));
+    }
+    // The replica and pause checks see EXEC with the flags of what it would run.
+    let exec_spec;
+    let effective = if tx_flags != 0 {
+        exec_spec = super::table::CommandSpec {
+            flags: cmd_flags,
+            ..*spec
+        };
+        &exec_spec
+    } else {
+        spec
+    };
+    if let Err(e) = super::observe::check_monitor(srv, client, effective) {
+        return Some(reject(srv, client, id, e));
+    }
+    if super::observe::paused(srv, effective, now) {
+        return None;
     }
     if let Some(queue) = client.multi.as_mut() {
-        if spec.has(flags::NO_MULTI) {
-            client.multi_dirty = true;
-            srv.stats.commands[id].rejected_calls += 1;
-            return Some(error_frame(
-                srv,
-                CmdError::err("ERR Command not allowed inside a transaction"),
-            ));
-        }
         if !spec.has(flags::TX_CONTROL) {
             // Owned copies: a queued command must not pin the network read buffer.
             queue.push((id, argv.iter().map(crate::store::value::own).collect()));
@@ -192,6 +207,14 @@ fn process_frame(srv: &mut Server, client: &mut Client, argv: &[Bytes]) -> Optio
     Some(run(&mut ctx, id, argv))
 }
 
+/// Redis's `rejectCommand`: counts the refusal and flags an open transaction (EXEC then answers
+/// EXECABORT).
+fn reject(srv: &mut Server, client: &mut Client, id: CmdId, e: CmdError) -> Frame {
+    srv.stats.commands[id].rejected_calls += 1;
+    super::tx::flag_transaction(client);
+    error_frame(srv, e)
+}
+
 /// Executes a resolved command with the context's time, counting it in the stats.
 pub fn run(ctx: &mut Ctx, id: CmdId, argv: &[Bytes]) -> Frame {
     let entry = &ctx.srv.table.entries[id];
@@ -203,8 +226,13 @@ pub fn run(ctx: &mut Ctx, id: CmdId, argv: &[Bytes]) -> Frame {
             return error_frame(ctx.srv, e);
         }
     }
+    ctx.srv.sync_created_recording(ctx.client.db);
     let started = crate::stopwatch::Stopwatch::start();
     let result = (spec.handler)(ctx, argv);
+    if ctx.srv.dbs[ctx.client.db].records_created() {
+        // A key created without an event of the command's own still gets its `new`.
+        ctx.srv.drain_created();
+    }
     let nsec = started.elapsed_ns();
     let usec = nsec / 1000;
     if !ctx.srv.ops.monitors.is_empty() && !spec.has(flags::SKIP_MONITOR | flags::ADMIN) {
@@ -252,6 +280,11 @@ pub fn error_frame(srv: &mut Server, e: CmdError) -> Frame {
 /// Refusals that apply to every write: a failing append-only file (MISCONF, as Redis) and the
 /// `lock-restart-delay` window after an amnesiac restart.
 pub fn writes_allowed(srv: &mut Server) -> Result<(), CmdError> {
+    writes_refused(srv, true)
+}
+
+/// MISCONF (which Redis also gives PING) and, for writes only, the `lock-restart-delay` window.
+fn writes_refused(srv: &mut Server, write: bool) -> Result<(), CmdError> {
     if let Some(aof) = &srv.aof {
         if !aof.last_write_ok {
             let why = aof.last_write_error.clone().unwrap_or_default();
@@ -259,6 +292,9 @@ pub fn writes_allowed(srv: &mut Server) -> Result<(), CmdError> {
                 CmdError::erf(format!("Errors writing to the AOF file: {why}")).into_misconf(),
             );
         }
+    }
+    if !write {
+        return Ok(());
     }
     if let Some(until) = srv.writes_refused_until {
         let now = Instant::now();

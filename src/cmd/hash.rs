@@ -1,11 +1,11 @@
 //! Hashes (Redisson keeps its reentrant lock state in one: field = client id, value = count).
 
-use super::args::{float_arg, int_arg};
+use super::args::int_arg;
 use super::keys::{parse_cursor, parse_scan_opts};
 use super::table::{flags::*, CommandSpec, KEY1};
 use super::{event, Ctx};
 use crate::error::{CmdError, CmdResult};
-use crate::protocol::number::{fmt_incrbyfloat, parse_f64, parse_i64};
+use crate::protocol::number::{parse_i64, LongDouble};
 use crate::protocol::Frame;
 use crate::store::value::HashValue;
 use crate::store::Value;
@@ -192,21 +192,24 @@ fn hincrby(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Frame::Integer(new))
 }
 
+/// Redis's hincrbyfloatCommand: long double arithmetic (protocol/number.rs), an infinite
+/// increment refused before the key is looked at.
 fn hincrbyfloat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let delta = float_arg(&argv[3])?;
+    let delta = LongDouble::parse(&argv[3]).ok_or(CmdError::NotFloat)?;
+    if delta.is_infinite() {
+        return Err(CmdError::err("ERR value is NaN or Infinity"));
+    }
     let h = write_hash(ctx, &argv[1])?;
     let current = match h.get(&argv[2][..]) {
-        Some(v) => parse_f64(v).ok_or(CmdError::err("ERR hash value is not a float"))?,
-        None => 0.0,
+        Some(v) => LongDouble::parse(v).ok_or(CmdError::err("ERR hash value is not a float"))?,
+        None => LongDouble::ZERO,
     };
-    let new = current + delta;
-    if !new.is_finite() {
-        return Err(CmdError::err("ERR increment would produce NaN or Infinity"));
-    }
-    let text = Bytes::from(fmt_incrbyfloat(new));
+    let text = current
+        .add_human(&delta)
+        .ok_or(CmdError::err("ERR increment would produce NaN or Infinity"))?;
     h.insert(&argv[2], &text);
     ctx.changed(event::HASH, "hincrbyfloat", &argv[1]);
-    Ok(Frame::Bulk(text))
+    Ok(Frame::Bulk(Bytes::from(text)))
 }
 
 fn hscan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {

@@ -69,54 +69,59 @@ fn exists(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Frame::Integer(n as i64))
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum ExpireCond {
-    Always,
-    Nx,
-    Xx,
-    Gt,
-    Lt,
+/// EXPIRE's NX / XX / GT / LT. XX combines with GT or LT, and each given condition must hold,
+/// as in Redis's `expireGenericCommand`.
+#[derive(Clone, Copy, Default)]
+struct ExpireCond {
+    nx: bool,
+    xx: bool,
+    gt: bool,
+    lt: bool,
+}
+
+impl ExpireCond {
+    /// Whether the new deadline `when` (ms) may replace `current` (0: the key has none, an
+    /// infinite TTL: GT never beats it, LT always does).
+    fn allows(self, current: u64, when: i64) -> bool {
+        let has_ttl = current != 0;
+        !(self.nx && has_ttl
+            || self.xx && !has_ttl
+            || self.gt && (!has_ttl || when <= current as i64)
+            || self.lt && has_ttl && when >= current as i64)
+    }
 }
 
 fn parse_expire_cond(opts: &[Bytes]) -> CmdResult<ExpireCond> {
-    let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
+    let mut c = ExpireCond::default();
     for o in opts {
         if is(o, "nx") {
-            nx = true;
+            c.nx = true;
         } else if is(o, "xx") {
-            xx = true;
+            c.xx = true;
         } else if is(o, "gt") {
-            gt = true;
+            c.gt = true;
         } else if is(o, "lt") {
-            lt = true;
+            c.lt = true;
         } else {
+            // Redis prints the option as a C string: up to its first NUL.
+            let shown = o.split(|&b| b == 0).next().unwrap_or_default();
             return Err(CmdError::erf(format!(
                 "Unsupported option {}",
-                String::from_utf8_lossy(o)
+                String::from_utf8_lossy(shown)
             )));
         }
     }
-    if nx && (xx || gt || lt) {
+    if c.nx && (c.xx || c.gt || c.lt) {
         return Err(CmdError::err(
             "ERR NX and XX, GT or LT options at the same time are not compatible",
         ));
     }
-    if gt && lt {
+    if c.gt && c.lt {
         return Err(CmdError::err(
             "ERR GT and LT options at the same time are not compatible",
         ));
     }
-    Ok(if nx {
-        ExpireCond::Nx
-    } else if gt {
-        ExpireCond::Gt
-    } else if lt {
-        ExpireCond::Lt
-    } else if xx {
-        ExpireCond::Xx
-    } else {
-        ExpireCond::Always
-    })
+    Ok(c)
 }
 
 /// Redis's `expireGenericCommand`. `base` is 0 for the *AT forms and now for relative ones.
@@ -144,15 +149,7 @@ fn expire_generic(
     let Some(e) = db.get(&argv[1], now) else {
         return Ok(Frame::Integer(0));
     };
-    let current = e.expires_at;
-    let has_ttl = current != 0;
-    let refused = match cond {
-        ExpireCond::Always => false,
-        ExpireCond::Nx => has_ttl,
-        ExpireCond::Xx => !has_ttl,
-        ExpireCond::Gt => !has_ttl || when <= current as i64,
-        ExpireCond::Lt => has_ttl && when >= current as i64,
-    };
+    let refused = !cond.allows(e.expires_at, when);
     if refused {
         return Ok(Frame::Integer(0));
     }
@@ -346,6 +343,9 @@ fn rename_generic(ctx: &mut Ctx, argv: &[Bytes], nx: bool) -> CmdResult {
     let Some(entry) = db.remove(&argv[1], now) else {
         return Err(CmdError::NoSuchKey);
     };
+    // Redis deletes the destination and adds the key anew (dbDelete + dbAdd): `new` fires
+    // even when the destination existed.
+    db.remove(&argv[2], now);
     db.set(&argv[2], entry.value, entry.expires_at);
     ctx.changed(event::GENERIC, "rename_from", &argv[1]);
     ctx.changed(event::GENERIC, "rename_to", &argv[2]);

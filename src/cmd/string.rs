@@ -1,10 +1,10 @@
 //! Strings: GET/SET and friends, counters, APPEND/STRLEN.
 
-use super::args::{float_arg, int_arg, is};
+use super::args::{int_arg, is};
 use super::table::{flags::*, CommandSpec, KeySpec, KEY1};
 use super::{event, Ctx};
 use crate::error::{CmdError, CmdResult};
-use crate::protocol::number::{fmt_incrbyfloat, parse_f64, parse_i64};
+use crate::protocol::number::{parse_i64, LongDouble};
 use crate::protocol::Frame;
 use crate::store::value::own;
 use crate::store::Value;
@@ -404,22 +404,23 @@ fn decrby(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     incr_by(ctx, &argv[1], -d)
 }
 
+/// Redis's incrbyfloatCommand: long double arithmetic, printed human-friendly; the stored
+/// text is what the persistence log records, as Redis propagates SET with it.
 fn incrbyfloat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let now = ctx.now;
     let key = &argv[1];
     let current = match ctx.db().get(key, now) {
-        None => 0.0,
+        None => LongDouble::ZERO,
         Some(e) => match &e.value {
-            Value::Str(s) => parse_f64(s).ok_or(CmdError::NotFloat)?,
+            Value::Str(s) => LongDouble::parse(s).ok_or(CmdError::NotFloat)?,
             _ => return Err(CmdError::WrongType),
         },
     };
-    let delta = float_arg(&argv[2])?;
-    let new = current + delta;
-    if new.is_nan() || new.is_infinite() {
-        return Err(CmdError::err("ERR increment would produce NaN or Infinity"));
-    }
-    let text = Bytes::from(fmt_incrbyfloat(new));
+    let delta = LongDouble::parse(&argv[2]).ok_or(CmdError::NotFloat)?;
+    let text = current
+        .add_human(&delta)
+        .ok_or(CmdError::err("ERR increment would produce NaN or Infinity"))?;
+    let text = Bytes::from(text);
     let db = ctx.db();
     match db.get_mut(key, now) {
         Some(e) => e.value = Value::Str(text.clone()),

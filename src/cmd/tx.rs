@@ -56,6 +56,13 @@ pub static COMMANDS: &[CommandSpec] = &[
     ),
 ];
 
+/// Redis's `flagTransaction`: a command refused while queuing makes the coming EXEC answer
+/// EXECABORT. Every refusal before queuing calls it (dispatch.rs, and the BUSY refusal during a
+/// busy script); a no-op outside MULTI.
+pub fn flag_transaction(client: &mut crate::exec::client::Client) {
+    client.multi_dirty |= client.multi.is_some();
+}
+
 fn multi(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     if ctx.client.multi.is_some() {
         return Err(CmdError::err("ERR MULTI calls can not be nested"));
@@ -111,6 +118,15 @@ fn exec(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     ctx.client.in_exec = true;
     let mut replies = Vec::with_capacity(queue.len());
     for (cmd, argv) in queue {
+        // ACLs are checked again: an AUTH queued earlier in this transaction may have
+        // changed the user (Redis's execCommand does the same).
+        if ctx.client.perms.restricted() {
+            let spec = ctx.srv.table.entries[cmd].spec;
+            if let Err(e) = super::acl::check_at_exec(ctx.client.perms, spec, argv.len()) {
+                replies.push(dispatch::error_frame(ctx.srv, e));
+                continue;
+            }
+        }
         replies.push(dispatch::run(ctx, cmd, &argv));
     }
     ctx.client.in_exec = false;

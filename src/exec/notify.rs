@@ -81,6 +81,11 @@ impl Server {
         db: usize,
     ) {
         let flags = self.config.notify_keyspace_events;
+        // Keys the command created come first: Redis fires `new` from dbAdd, before the
+        // command's own event.
+        if flags & NEW != 0 && class & (NEW | EXPIRED) == 0 {
+            self.drain_created();
+        }
         if flags & class == 0 {
             return;
         }
@@ -106,6 +111,36 @@ impl Server {
             chan.extend_from_slice(b"__:");
             chan.extend_from_slice(event.as_bytes());
             self.publish(&chan, key, false);
+        }
+    }
+}
+
+impl Server {
+    /// Keeps every database's recording of created keys in step with the `n` class (CONFIG SET
+    /// may have changed it); one comparison per command when nothing changed.
+    pub fn sync_created_recording(&mut self, db: usize) {
+        let on = self.config.notify_keyspace_events & NEW != 0;
+        if self.dbs.get(db).is_some_and(|d| d.records_created() != on) {
+            for d in &mut self.dbs {
+                d.record_created(on);
+            }
+        }
+    }
+
+    /// Publishes `new` for every key created since the last drain, database by database.
+    pub fn drain_created(&mut self) {
+        for db in 0..self.dbs.len() {
+            if self.dbs[db].created.is_empty() {
+                continue;
+            }
+            let mut keys = std::mem::take(&mut self.dbs[db].created);
+            for key in &keys {
+                self.notify_keyspace_event(NEW, "new", key, db);
+            }
+            keys.clear();
+            if self.dbs[db].created.is_empty() {
+                self.dbs[db].created = keys;
+            }
         }
     }
 }

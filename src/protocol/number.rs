@@ -127,22 +127,71 @@ fn strip_fraction_zeros(s: &str) -> &str {
     }
 }
 
-/// INCRBYFLOAT / HINCRBYFLOAT output. Redis computes in `long double` and prints `%.17Lf` with
-/// trailing zeros removed; the extra precision of long double hides the binary noise of the last
-/// digits (10.5 + 0.1 prints `10.6`). With f64 we get the same text by rounding to 15 significant
-/// digits, the precision an f64 carries exactly, and never using an exponent.
-pub fn fmt_incrbyfloat(v: f64) -> String {
-    if v == 0.0 {
-        return "0".into();
+/// Redis's `MAX_LONG_DOUBLE_CHARS`: the longest long double text Redis parses (exclusive) or
+/// prints.
+pub const MAX_LONG_DOUBLE_CHARS: usize = 5 * 1024;
+
+/// A C `long double` (x86-64: 80-bit extended precision), held in the 16 bytes of storage it
+/// occupies. Redis computes INCRBYFLOAT and HINCRBYFLOAT in long double, which decides both the
+/// printed text (`1000.7 + 0.9` prints `1001.59999999999999998`) and which sums overflow
+/// (`1e308 + 1e308` is finite). Rust has no such type, so src/long_double.c does the parsing,
+/// the addition and the printing; only these bytes cross the boundary.
+#[derive(Clone, Copy)]
+#[repr(C, align(16))]
+pub struct LongDouble([u8; 16]);
+
+extern "C" {
+    fn deadbolt_ld_parse(s: *const std::ffi::c_char, len: usize, out: *mut u8) -> std::ffi::c_int;
+    fn deadbolt_ld_is_inf(v: *const u8) -> std::ffi::c_int;
+    fn deadbolt_ld_add_human(
+        a: *const u8,
+        b: *const u8,
+        out: *mut std::ffi::c_char,
+        out_len: usize,
+    ) -> std::ffi::c_long;
+}
+
+impl LongDouble {
+    /// +0.0: all bits zero in every IEEE-style format, the x87 extended one included.
+    pub const ZERO: LongDouble = LongDouble([0; 16]);
+
+    /// Redis's `string2ld`: strtold over the whole text; no leading space, no NaN, nothing
+    /// that overflows or underflows to zero, shorter than `MAX_LONG_DOUBLE_CHARS`. `inf` is
+    /// accepted.
+    pub fn parse(s: &[u8]) -> Option<LongDouble> {
+        if s.is_empty() || s.len() >= MAX_LONG_DOUBLE_CHARS {
+            return None;
+        }
+        let mut out = LongDouble::ZERO;
+        // SAFETY: `s` is valid for `s.len()` bytes, which the C side copies (it refuses lengths
+        // of its 5 KB buffer or more, as checked above too) before reading; `out` is 16
+        // writable bytes, and the C side writes at most sizeof(long double) <= 16 of them.
+        let ok = unsafe { deadbolt_ld_parse(s.as_ptr().cast(), s.len(), out.0.as_mut_ptr()) };
+        (ok == 1).then_some(out)
     }
-    let magnitude = v.abs().log10().floor() as i32;
-    let decimals = (14 - magnitude).clamp(0, 17) as usize;
-    let s = format!("{:.*}", decimals, v);
-    let s = strip_fraction_zeros(&s);
-    if s == "-0" {
-        "0".into()
-    } else {
-        s.to_string()
+
+    pub fn is_infinite(&self) -> bool {
+        // SAFETY: reads the 16 bytes of `self`, which hold a long double written by the C side
+        // (or ZERO).
+        unsafe { deadbolt_ld_is_inf(self.0.as_ptr()) == 1 }
+    }
+
+    /// `self + other` in long double, printed as Redis's `ld2string(LD_STR_HUMAN)` (`%.17Lf`,
+    /// trailing zeros and point removed, `-0` as `0`). None when the sum is NaN or infinite.
+    pub fn add_human(&self, other: &LongDouble) -> Option<Vec<u8>> {
+        let mut buf = [0u8; MAX_LONG_DOUBLE_CHARS];
+        // SAFETY: both operands are 16 readable bytes; `buf` is writable for its full length,
+        // which is passed, and snprintf on the C side never writes more than that.
+        let n = unsafe {
+            deadbolt_ld_add_human(
+                self.0.as_ptr(),
+                other.0.as_ptr(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+            )
+        };
+        let n = usize::try_from(n).ok()?;
+        Some(buf[..n.min(buf.len())].to_vec())
     }
 }
 
@@ -187,14 +236,47 @@ mod tests {
         assert_eq!(fmt_g(100.0, 14), "100");
     }
 
+    fn human_sum(a: &str, b: &str) -> Option<String> {
+        let (a, b) = (
+            LongDouble::parse(a.as_bytes())?,
+            LongDouble::parse(b.as_bytes())?,
+        );
+        a.add_human(&b).map(|v| String::from_utf8(v).unwrap())
+    }
+
     #[test]
-    fn incrbyfloat_format() {
-        assert_eq!(fmt_incrbyfloat(10.5), "10.5");
-        assert_eq!(fmt_incrbyfloat(3.0), "3");
-        assert_eq!(fmt_incrbyfloat(5.0e3), "5000");
-        assert_eq!(fmt_incrbyfloat(10.5 + 0.1), "10.6");
-        assert_eq!(fmt_incrbyfloat(0.1 + 0.2), "0.3");
-        assert_eq!(fmt_incrbyfloat(1e20), "100000000000000000000");
+    fn long_double_matches_redis() {
+        // Replies of redis-server 7.0.15 on x86-64.
+        assert_eq!(human_sum("10.5", "0.1").as_deref(), Some("10.6"));
+        assert_eq!(
+            human_sum("1000.7", "0.9").as_deref(),
+            Some("1001.60000000000000003")
+        );
+        assert_eq!(
+            human_sum("1000", "1.6").as_deref(),
+            Some("1001.59999999999999998")
+        );
+        assert_eq!(human_sum("3", "0").as_deref(), Some("3"));
+        assert_eq!(human_sum("-0.0", "0").as_deref(), Some("0"));
+        assert_eq!(human_sum("1e-30", "0").as_deref(), Some("0"));
+        assert_eq!(human_sum("-1e-30", "0").as_deref(), Some("0"));
+        assert!(human_sum("1e308", "1e308").is_some());
+        assert_eq!(human_sum("inf", "1"), None);
+        assert_eq!(human_sum("inf", "-inf"), None);
+        for bad in ["", " 1", "1 ", "nan", "abc", "1e99999", "1\x002"] {
+            assert!(LongDouble::parse(bad.as_bytes()).is_none(), "{bad:?}");
+        }
+        assert!(LongDouble::parse(b"inf").is_some_and(|v| v.is_infinite()));
+        assert!(LongDouble::parse(b"0x1p3").is_some());
+        let long = "1".repeat(MAX_LONG_DOUBLE_CHARS - 1);
+        assert!(LongDouble::parse(&long.as_bytes()[..4931]).is_some());
+        assert!(LongDouble::parse(long.as_bytes()).is_none(), "overflows");
+        assert!(LongDouble::parse("1".repeat(MAX_LONG_DOUBLE_CHARS).as_bytes()).is_none());
+        // The largest finite long double prints in full (4933 digits) and fits the buffer.
+        let max = human_sum("1.18973149535723176502e+4932", "0").unwrap();
+        assert_eq!(max.len(), 4933, "{max}");
+        let min = human_sum("-1.18973149535723176502e+4932", "0").unwrap();
+        assert_eq!(min.len(), 4934);
     }
 
     #[test]

@@ -44,6 +44,11 @@ pub struct Db {
     pub expired: Vec<Bytes>,
     /// Total keys expired, for INFO `expired_keys`.
     pub expired_total: u64,
+    /// Keys created since the caller last drained them, for the `new` keyspace event (Redis
+    /// fires it from dbAdd). Recorded only while `record_created` is set, so a lock server
+    /// with the event off pays nothing per new key.
+    pub created: Vec<Bytes>,
+    record_created: bool,
 }
 
 impl Db {
@@ -113,10 +118,25 @@ impl Db {
             None => {
                 self.map
                     .insert_new(h, Key::from(key), Entry { value, expires_at });
+                if self.record_created {
+                    self.created.push(Bytes::copy_from_slice(key));
+                }
                 None
             }
         };
         self.count_deadline_change(old.unwrap_or(0), expires_at);
+    }
+
+    pub fn records_created(&self) -> bool {
+        self.record_created
+    }
+
+    /// Starts or stops recording created keys (the `n` class of `notify-keyspace-events`).
+    pub fn record_created(&mut self, on: bool) {
+        self.record_created = on;
+        if !on {
+            self.created = Vec::new();
+        }
     }
 
     fn count_deadline_change(&mut self, old: u64, new: u64) {
