@@ -765,6 +765,7 @@ const LUA_STMTS: &[&str] = &[
     "local ok, e = pcall(function() return coroutine.wrap(function() coroutine.yield(1) end)() end)",
     "local ok, e = pcall(function() local co = coroutine.create(function() redis.call('ping') end) return coroutine.resume(co) end)",
     "local function f(n) if n > 0 then return f(n - 1) + 1 end return 0 end local ok, e = pcall(f, 100000)",
+    "local function f() return pcall(f) end local ok, e = pcall(f)",
     "local ok, e = pcall(error, {err = 'x'})",
     "local ok, e = pcall(error, setmetatable({}, {__tostring = function() return 'x' end}))",
     "local ok, e = pcall(redis.call, 'eval', 'return 1', 0)",
@@ -914,6 +915,24 @@ pub fn argv(c: &mut Choices, names: &[Vec<&'static str>]) -> Vec<Bytes> {
     v
 }
 
+/// `DEADBOLT_FUZZ_SKIP=unpack,SRANDMEMBER`: requests with an argument containing one of these
+/// substrings are not run, so a long run can go on past a bug that is known and not fixed yet.
+fn skipped(argv: &[Bytes]) -> bool {
+    static SKIP: std::sync::OnceLock<Vec<Vec<u8>>> = std::sync::OnceLock::new();
+    let skip = SKIP.get_or_init(|| {
+        std::env::var("DEADBOLT_FUZZ_SKIP")
+            .unwrap_or_default()
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(|s| s.as_bytes().to_vec())
+            .collect()
+    });
+    argv.iter().any(|a| {
+        skip.iter()
+            .any(|w| a.windows(w.len()).any(|x| x.eq_ignore_ascii_case(w)))
+    })
+}
+
 /// Runs a dispatch fuzz input (set `DEADBOLT_FUZZ_TRACE=1` to print every request and reply,
 /// to turn a crashing input into a reproduction): up to three clients, each command in its own batch or
 /// pipelined with the next, MULTI/EXEC and blocking commands included. Panics (for the fuzzer)
@@ -937,7 +956,7 @@ pub fn run_dispatch(exec: &mut Executor, names: &[Vec<&'static str>], data: &[u8
             1 => vec![Bytes::from_static(b"EXEC")],
             _ => argv(&mut c, names),
         };
-        if !cmd.is_empty() {
+        if !cmd.is_empty() && !skipped(&cmd) {
             batch.push(cmd);
         }
         if ctl & 1 == 0 {
