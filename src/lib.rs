@@ -9,6 +9,8 @@ pub mod cmd;
 pub mod config;
 pub mod error;
 pub mod exec;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod logging;
 pub mod persist;
 pub mod protocol;
