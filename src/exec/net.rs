@@ -436,7 +436,7 @@ impl Net {
         if !c.in_flight && !c.closing {
             if let Some(e) = c.protocol_error.take() {
                 // Replies to the requests before the bad one went first.
-                c.wbuf.extend_from_slice(format!("-ERR {e}\r\n").as_bytes());
+                c.wbuf.extend_from_slice(&e.reply());
                 c.closing = true;
             } else if c.eof {
                 // A half-closed client gets the replies to all it sent, then goes.

@@ -124,7 +124,7 @@ pub async fn serve<T: Transport>(
                         None => return,
                     }
                 }
-                wbuf.extend_from_slice(format!("-ERR {e}\r\n").as_bytes());
+                wbuf.extend_from_slice(&e.reply());
                 let _ = io.write_all(&wbuf).await;
                 io.shutdown().await;
                 return;
