@@ -77,6 +77,14 @@ fn no_newlines(mut b: Vec<u8>) -> Vec<u8> {
     b
 }
 
+/// `unknown subcommand '%.128s'. Try %s HELP.` with the client's raw bytes.
+pub fn unknown_subcommand(sub: &[u8], cmd_upper: &str) -> Vec<u8> {
+    let mut out = b"ERR unknown subcommand '".to_vec();
+    out.extend_from_slice(c_str(sub, 128));
+    out.extend_from_slice(format!("'. Try {cmd_upper} HELP.").as_bytes());
+    no_newlines(out)
+}
+
 impl CmdError {
     /// The exact error line (without `-` and CRLF). Unlike `Display`, which must be UTF-8, the
     /// client's own bytes are echoed raw, as Redis does: `unknown command '%.128s', with args
@@ -101,12 +109,7 @@ impl CmdError {
                 out.extend_from_slice(&list);
                 no_newlines(out)
             }
-            CmdError::UnknownSubcommand(sub, cmd) => {
-                let mut out = b"ERR unknown subcommand '".to_vec();
-                out.extend_from_slice(c_str(sub, 128));
-                out.extend_from_slice(format!("'. Try {cmd} HELP.").as_bytes());
-                no_newlines(out)
-            }
+            CmdError::UnknownSubcommand(sub, cmd) => unknown_subcommand(sub, cmd),
             other => other.to_string().into_bytes(),
         }
     }
