@@ -513,3 +513,198 @@ fn busy_inside_multi_flags_the_transaction_like_redis() {
     assert_eq!(show(&results[0].1), show(&results[1].1));
     assert_eq!(results[0].1[4], BUSY);
 }
+
+// ---- the TLS path (server/connection.rs) ----
+
+mod tls {
+    use super::*;
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+    use std::path::PathBuf;
+    use std::sync::Arc;
+    use tokio_rustls::rustls::{self, pki_types::ServerName, ClientConfig, RootCertStore};
+
+    /// deadbolt with a TLS port (certificates made here), its TLS port and a client config.
+    pub struct TlsServer {
+        pub srv: Server,
+        pub port: u16,
+        cfg: Arc<ClientConfig>,
+        dir: PathBuf,
+    }
+
+    impl Drop for TlsServer {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    impl TlsServer {
+        pub fn start(tag: &str, extra: &[&str]) -> TlsServer {
+            let dir =
+                std::env::temp_dir().join(format!("deadbolt-hostile-{tag}-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+            ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+            ca.distinguished_name.push(DnType::CommonName, "hostile CA");
+            let ca_key = KeyPair::generate().unwrap();
+            let ca_cert = ca.self_signed(&ca_key).unwrap();
+            let leaf = CertificateParams::new(vec!["localhost".into()]).unwrap();
+            let key = KeyPair::generate().unwrap();
+            let cert = leaf.signed_by(&key, &ca_cert, &ca_key).unwrap();
+            let path = |n: &str| dir.join(n).display().to_string();
+            std::fs::write(path("ca.pem"), ca_cert.pem()).unwrap();
+            std::fs::write(path("server.pem"), cert.pem()).unwrap();
+            std::fs::write(path("server.key"), key.serialize_pem()).unwrap();
+            let port = common::free_port();
+            let p = port.to_string();
+            let (c, k, a) = (path("server.pem"), path("server.key"), path("ca.pem"));
+            let mut args = vec![
+                "--tls-port",
+                &p,
+                "--tls-cert-file",
+                &c,
+                "--tls-key-file",
+                &k,
+                "--tls-ca-cert-file",
+                &a,
+                "--tls-auth-clients",
+                "no",
+            ];
+            args.extend_from_slice(extra);
+            let srv = common::deadbolt(&args);
+            srv.wait_log(
+                &format!("Listening for TLS on 127.0.0.1:{port}"),
+                Duration::from_secs(5),
+            );
+            let mut roots = RootCertStore::empty();
+            roots.add(ca_cert.der().clone()).unwrap();
+            let provider = Arc::new(rustls::crypto::ring::default_provider());
+            let cfg = ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_root_certificates(roots)
+                .with_no_client_auth();
+            TlsServer {
+                srv,
+                port,
+                cfg: Arc::new(cfg),
+                dir,
+            }
+        }
+
+        pub fn connect(&self) -> rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
+            let conn = rustls::ClientConnection::new(
+                self.cfg.clone(),
+                ServerName::try_from("localhost").unwrap(),
+            )
+            .unwrap();
+            let sock = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+            sock.set_nodelay(true).unwrap();
+            rustls::StreamOwned::new(conn, sock)
+        }
+
+        /// Like `run_steps`, over TLS.
+        pub fn steps(&self, steps: &[&[u8]]) -> Vec<(Vec<u8>, bool)> {
+            let mut s = self.connect();
+            let mut out = Vec::new();
+            for step in steps {
+                if s.write_all(step).and_then(|_| s.flush()).is_err() {
+                    out.push((Vec::new(), true));
+                    break;
+                }
+                let got = drain_tls(&mut s, Duration::from_millis(200));
+                let closed = got.1;
+                out.push(got);
+                if closed {
+                    break;
+                }
+            }
+            out
+        }
+    }
+
+    pub fn drain_tls(
+        s: &mut rustls::StreamOwned<rustls::ClientConnection, TcpStream>,
+        quiet: Duration,
+    ) -> (Vec<u8>, bool) {
+        s.sock.set_read_timeout(Some(quiet)).unwrap();
+        let mut out = Vec::new();
+        let mut chunk = [0u8; 65536];
+        loop {
+            match s.read(&mut chunk) {
+                Ok(0) => return (out, true),
+                Ok(n) => out.extend_from_slice(&chunk[..n]),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return (out, false)
+                }
+                // A close without close_notify, or a reset: closed.
+                Err(_) => return (out, true),
+            }
+        }
+    }
+
+    /// TLS replies must equal redis-server's plain-TCP ones.
+    fn same_as_redis(t: &TlsServer, redis: &Server, what: &str, steps: &[&[u8]]) {
+        let ours = t.steps(steps);
+        let theirs = run_steps(redis.port, steps, Duration::from_millis(150));
+        assert_eq!(ours, theirs, "{what}: deadbolt over TLS vs redis-server");
+    }
+
+    #[test]
+    fn tls_path_has_the_same_protocol_limits() {
+        let t = TlsServer::start("limits", &["--requirepass", "pw"]);
+        let redis = common::redis_server(&["--requirepass", "pw"]);
+        let mut bystander = t.srv.conn();
+        assert_eq!(bystander.cmd(&["AUTH", "pw"]), b"+OK\r\n");
+        let rss_before = rss_kb(t.srv.pid());
+        same_as_redis(&t, &redis, "11 arguments", &[b"*11\r\n"]);
+        same_as_redis(&t, &redis, "400 MB bulk", &[b"*1\r\n$400000000\r\n"]);
+        let mut pipelined =
+            b"*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n*2\r\n$4\r\nECHO\r\n$20000\r\n".to_vec();
+        pipelined.extend_from_slice(&[b'e'; 20000]);
+        pipelined.extend_from_slice(b"\r\n");
+        same_as_redis(&t, &redis, "AUTH then big", &[&pipelined]);
+        let first: &[u8] = b"GET k\x00\r\n";
+        same_as_redis(&t, &redis, "NUL", &[first, &filler(first.len())]);
+        same_as_redis(&t, &redis, "unbalanced", &[b"ECHO \"abc\r\n"]);
+        assert_pong_within_100ms(&mut bystander, "TLS");
+        assert!(rss_kb(t.srv.pid()) < rss_before + 100 * 1024);
+    }
+
+    #[test]
+    fn tls_busy_inside_multi_flags_the_transaction() {
+        let t = TlsServer::start("busy", &["--busy-reply-threshold", "100"]);
+        let mut b = t.connect();
+        let cmd = |s: &mut rustls::StreamOwned<rustls::ClientConnection, TcpStream>,
+                   args: &[&str]| {
+            s.write_all(&common::resp_cmd(args)).unwrap();
+            s.flush().unwrap();
+            drain_tls(s, Duration::from_millis(300)).0
+        };
+        assert_eq!(cmd(&mut b, &["MULTI"]), b"+OK\r\n");
+        assert_eq!(cmd(&mut b, &["SET", "k1", "v1"]), b"+QUEUED\r\n");
+        let mut a = start_busy(&t.srv);
+        assert_eq!(cmd(&mut b, &["SET", "k2", "v2"]), BUSY);
+        assert_eq!(
+            cmd(&mut b, &["MULTI"]),
+            b"-ERR MULTI calls can not be nested\r\n"
+        );
+        let mut c = t.connect();
+        assert_eq!(cmd(&mut c, &["EXEC"]), &b"-EXECABORT Transaction discarded because of: BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n"[..]);
+        assert_eq!(cmd(&mut c, &["QUIT"]), b"+OK\r\n");
+        kill_script(&t.srv, &mut a);
+        assert_eq!(cmd(&mut b, &["SET", "k3", "v3"]), b"+QUEUED\r\n");
+        assert_eq!(
+            cmd(&mut b, &["EXEC"]),
+            b"-EXECABORT Transaction discarded because of previous errors.\r\n"
+        );
+        assert_eq!(
+            a.cmd(&["MGET", "k1", "k2", "k3"]),
+            b"*3\r\n$-1\r\n$-1\r\n$-1\r\n"
+        );
+    }
+}

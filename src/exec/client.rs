@@ -81,6 +81,8 @@ pub struct ClientShared {
     /// What answers given while a script was busy did to the transaction (see
     /// `script::busy::BusyMarks`); applied before the client's next batch runs.
     pub busy_marks: std::sync::Mutex<crate::script::busy::BusyMarks>,
+    /// `busy_marks` is not empty: the executor's check per batch is one load, not a lock.
+    pub busy_marked: AtomicBool,
 }
 
 impl ClientShared {
@@ -305,14 +307,15 @@ impl Client {
 /// the transaction and its WATCHes, UNWATCH drops the WATCHes, MULTI begins a transaction, a
 /// refusal while queuing flags it for EXECABORT, and the commands answered +QUEUED join it.
 pub fn apply_busy_marks(srv: &mut super::Server, client: &mut Client) {
+    if !client.shared.busy_marked.load(Ordering::Acquire) {
+        return;
+    }
     let marks = {
         let mut m = match client.shared.busy_marks.lock() {
             Ok(m) => m,
             Err(poisoned) => poisoned.into_inner(),
         };
-        if m.is_empty() {
-            return;
-        }
+        client.shared.busy_marked.store(false, Ordering::Relaxed);
         std::mem::take(&mut *m)
     };
     if marks.discard {

@@ -251,6 +251,9 @@ impl BusyState {
             {
                 self.shutdown.store(true, Ordering::Release);
                 client.in_multi.store(in_multi, Ordering::Relaxed);
+                client
+                    .busy_marked
+                    .store(!marks.is_empty(), Ordering::Release);
                 return Some(BusyAnswer {
                     replies,
                     shutdown: true,
@@ -263,6 +266,10 @@ impl BusyState {
             }
         }
         client.in_multi.store(in_multi, Ordering::Relaxed);
+        // Under the lock, so the executor's take and this flag cannot cross.
+        client
+            .busy_marked
+            .store(!marks.is_empty(), Ordering::Release);
         Some(BusyAnswer {
             replies,
             shutdown: false,
