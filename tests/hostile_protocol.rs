@@ -448,7 +448,11 @@ fn start_busy(srv: &Server) -> Conn {
 }
 
 fn kill_script(srv: &Server, a: &mut Conn) {
-    let mut k = srv.conn();
+    kill_with(&mut srv.conn(), a);
+}
+
+/// SCRIPT KILL from `k` (authenticated beforehand where a password is set).
+fn kill_with(k: &mut Conn, a: &mut Conn) {
     assert_eq!(k.cmd(&["SCRIPT", "KILL"]), b"+OK\r\n");
     let r = a.read_reply();
     assert!(r.starts_with(b"-ERR Script killed by user"), "{r:?}");
@@ -707,4 +711,74 @@ mod tls {
             b"*3\r\n$-1\r\n$-1\r\n$-1\r\n"
         );
     }
+
+    #[test]
+    fn tls_unauthenticated_pipeline_during_a_busy_script() {
+        let t = TlsServer::start(
+            "busyauth",
+            &["--busy-reply-threshold", "100", "--requirepass", "pw"],
+        );
+        let mut a = t.srv.conn();
+        assert_eq!(a.cmd(&["AUTH", "pw"]), b"+OK\r\n");
+        let mut k = t.srv.conn();
+        assert_eq!(k.cmd(&["AUTH", "pw"]), b"+OK\r\n");
+        a.send(&["EVAL", "while true do end", "0"]);
+        t.srv
+            .wait_log("Slow script detected", Duration::from_secs(10));
+        let mut s = t.connect();
+        s.write_all(b"PING\r\nPING\r\nAUTH pw\r\nPING\r\n").unwrap();
+        s.flush().unwrap();
+        let mut out = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while out.iter().filter(|&&b| b == b'\n').count() < 4 && Instant::now() < deadline {
+            out.extend_from_slice(&drain_tls(&mut s, Duration::from_millis(50)).0);
+        }
+        // As redis-server answers (see unauthenticated_pipeline_during_a_busy_script_like_redis):
+        // NOAUTH comes before -BUSY, and AUTH goes through a busy script.
+        let mut want = b"-NOAUTH Authentication required.\r\n".repeat(2);
+        want.extend_from_slice(b"+OK\r\n");
+        want.extend_from_slice(BUSY);
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            String::from_utf8_lossy(&want)
+        );
+        kill_with(&mut k, &mut a);
+        // The AUTH given during the script holds afterwards.
+        s.write_all(b"PING\r\n").unwrap();
+        s.flush().unwrap();
+        assert_eq!(
+            drain_tls(&mut s, Duration::from_millis(300)).0,
+            b"+PONG\r\n"
+        );
+    }
+}
+
+#[test]
+fn unauthenticated_pipeline_during_a_busy_script_like_redis() {
+    let extra = ["--busy-reply-threshold", "100", "--requirepass", "pw"];
+    let mut got = Vec::new();
+    for (name, srv) in common::deadbolt_and_redis(&extra) {
+        let mut a = srv.conn();
+        assert_eq!(a.cmd(&["AUTH", "pw"]), b"+OK\r\n", "{name}");
+        let mut k = srv.conn();
+        assert_eq!(k.cmd(&["AUTH", "pw"]), b"+OK\r\n", "{name}");
+        a.send(&["EVAL", "while true do end", "0"]);
+        srv.wait_log("Slow script detected", Duration::from_secs(10));
+        let pipeline: &[u8] =
+            b"PING\r\n*1\r\n$4\r\nPING\r\nAUTH pw\r\nPING\r\nMULTI\r\nGET\r\nEXEC\r\n";
+        let mut s = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
+        s.write_all(pipeline).unwrap();
+        let mut out = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while out.iter().filter(|&&b| b == b'\n').count() < 7 && Instant::now() < deadline {
+            out.extend_from_slice(&drain(&mut s, Duration::from_millis(50)).0);
+        }
+        kill_with(&mut k, &mut a);
+        // The AUTH given during the script holds afterwards.
+        s.write_all(b"PING\r\n").unwrap();
+        out.extend_from_slice(&drain(&mut s, Duration::from_millis(200)).0);
+        got.push(String::from_utf8_lossy(&out).into_owned());
+    }
+    assert_eq!(got[0], got[1]);
+    assert!(got[0].starts_with("-NOAUTH Authentication required.\r\n-NOAUTH"));
 }

@@ -305,7 +305,8 @@ impl Client {
 /// Applies what a busy script's answers did to `client`'s transaction (Redis changed the client
 /// there and then; here the executor was inside the script): a refused EXEC or a DISCARD ends
 /// the transaction and its WATCHes, UNWATCH drops the WATCHes, MULTI begins a transaction, a
-/// refusal while queuing flags it for EXECABORT, and the commands answered +QUEUED join it.
+/// refusal while queuing flags it for EXECABORT, the commands answered +QUEUED join it, and a
+/// successful AUTH logs the client in.
 pub fn apply_busy_marks(srv: &mut super::Server, client: &mut Client) {
     if !client.shared.busy_marked.load(Ordering::Acquire) {
         return;
@@ -324,6 +325,13 @@ pub fn apply_busy_marks(srv: &mut super::Server, client: &mut Client) {
     }
     if marks.discard || marks.unwatch {
         srv.watches.unwatch_all(client.id);
+    }
+    if let Some(name) = &marks.auth {
+        if let Some(u) = srv.config.users.get(name.as_bytes()) {
+            client.authenticated = true;
+            client.user = u.name.clone();
+            client.perms = u.perms();
+        }
     }
     if marks.enter && client.multi.is_none() {
         client.multi = Some(Vec::new());

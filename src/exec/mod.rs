@@ -100,6 +100,7 @@ impl Shared {
             .store(crate::server::protected::active(cfg), Ordering::Relaxed);
         self.auth_required
             .store(cfg.auth_required(), Ordering::Relaxed);
+        self.script.set_users(&cfg.users);
     }
 
     /// Bytes written to a client's socket (INFO `total_net_output_bytes`). Counted where the

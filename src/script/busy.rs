@@ -1,12 +1,13 @@
 //! The busy-script state shared between the executor (running a script) and the connection
 //! tasks, which keep answering other clients while the executor is inside a long script.
 
+use crate::cmd::acl::Users;
 use crate::cmd::table::{flags, CommandSpec, Table};
 use crate::error::CmdError;
 use crate::exec::client::ClientShared;
 use bytes::{Bytes, BytesMut};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock, RwLock};
 
 pub const BUSY: &[u8] =
     b"-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n";
@@ -26,6 +27,8 @@ pub struct BusyState {
     pub dirty: AtomicBool,
     /// SHUTDOWN NOSAVE arrived during a busy script: the hook aborts it whatever it wrote.
     pub shutdown: AtomicBool,
+    /// The configured users (published with the config), for AUTH while a script is busy.
+    users: RwLock<Option<Arc<Users>>>,
 }
 
 /// What a connection does with a batch while a script is busy.
@@ -53,11 +56,26 @@ pub struct BusyMarks {
     pub dirty: bool,
     /// Commands Redis lets through a busy script and queues inside MULTI (+QUEUED).
     pub queued: Vec<Vec<Bytes>>,
+    /// AUTH succeeded as this user.
+    pub auth: Option<String>,
 }
 
 impl BusyMarks {
+    /// EXEC refused or DISCARD: what the transaction had gathered goes; an AUTH stays.
+    fn discard_transaction(&mut self) {
+        self.discard = true;
+        self.enter = false;
+        self.dirty = false;
+        self.queued.clear();
+    }
+
     pub fn is_empty(&self) -> bool {
-        !self.discard && !self.unwatch && !self.enter && !self.dirty && self.queued.is_empty()
+        !self.discard
+            && !self.unwatch
+            && !self.enter
+            && !self.dirty
+            && self.queued.is_empty()
+            && self.auth.is_none()
     }
 }
 
@@ -114,6 +132,23 @@ fn error_line(out: &mut BytesMut, text: &[u8]) {
 }
 
 impl BusyState {
+    /// Called with every configuration the server adopts (`Shared::apply`).
+    pub fn set_users(&self, users: &Users) {
+        let mut u = match self.users.write() {
+            Ok(u) => u,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        *u = Some(Arc::new(users.clone()));
+    }
+
+    fn users(&self) -> Arc<Users> {
+        let u = match self.users.read() {
+            Ok(u) => u,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        u.clone().unwrap_or_default()
+    }
+
     pub fn is_busy(&self) -> bool {
         self.busy.load(Ordering::Acquire) != 0
     }
@@ -133,15 +168,16 @@ impl BusyState {
     /// arity errors, NOAUTH (`auth_required`), commands not allowed in MULTI, then -BUSY for
     /// every command without `allow_busy`. A refusal inside MULTI flags the transaction and a
     /// refused EXEC discards it with -EXECABORT, as `rejectCommand` does. Of the `allow_busy`
-    /// commands, SCRIPT KILL, SHUTDOWN, QUIT, MULTI, DISCARD and UNWATCH act here, and inside
-    /// MULTI the others are queued; AUTH, HELLO, RESET and WATCH outside MULTI need the
-    /// executor and still get -BUSY. None when no script is busy (the batch goes to the
+    /// commands, SCRIPT KILL, SHUTDOWN, QUIT, MULTI, DISCARD, UNWATCH and AUTH act here, and
+    /// inside MULTI the others are queued; HELLO, RESET and WATCH outside MULTI need the
+    /// executor and get -BUSY (WATCH cannot be registered later: the script's writes after it
+    /// would be missed). None when no script is busy (the batch goes to the
     /// executor).
     pub fn answer(
         &self,
         batch: &[Vec<Bytes>],
         client: &ClientShared,
-        auth_required: bool,
+        mut auth_required: bool,
     ) -> Option<BusyAnswer> {
         let run = self.busy.load(Ordering::Acquire);
         if run == 0 {
@@ -180,10 +216,7 @@ impl BusyState {
             if !spec.has(flags::ALLOW_BUSY) {
                 if first.eq_ignore_ascii_case(b"exec") {
                     replies.extend_from_slice(EXECABORT_BUSY);
-                    *marks = BusyMarks {
-                        discard: true,
-                        ..Default::default()
-                    };
+                    marks.discard_transaction();
                     in_multi = false;
                 } else {
                     replies.extend_from_slice(BUSY);
@@ -210,10 +243,7 @@ impl BusyState {
             if first.eq_ignore_ascii_case(b"discard") {
                 if in_multi {
                     replies.extend_from_slice(b"+OK\r\n");
-                    *marks = BusyMarks {
-                        discard: true,
-                        ..Default::default()
-                    };
+                    marks.discard_transaction();
                     in_multi = false;
                 } else {
                     replies.extend_from_slice(b"-ERR DISCARD without MULTI\r\n");
@@ -235,7 +265,33 @@ impl BusyState {
                 marks.queued.push(argv.clone());
                 continue;
             }
-            if first.eq_ignore_ascii_case(b"unwatch") {
+            if first.eq_ignore_ascii_case(b"auth") {
+                // connection.rs `auth`/`check_auth`, against the published users.
+                let (user, pass) = match argv.len() {
+                    2 => (None, &argv[1]),
+                    3 => (Some(&argv[1][..]), &argv[2]),
+                    _ => {
+                        replies.extend_from_slice(b"-ERR syntax error\r\n");
+                        continue;
+                    }
+                };
+                let users = self.users();
+                if user.is_none() && users.default_user().nopass {
+                    replies.extend_from_slice(b"-ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?\r\n");
+                    continue;
+                }
+                match users.get(user.unwrap_or(b"default")) {
+                    Some(u) if u.enabled && u.password_ok(pass) => {
+                        replies.extend_from_slice(b"+OK\r\n");
+                        marks.auth = Some(u.name.clone());
+                        client.authenticated.store(true, Ordering::Relaxed);
+                        auth_required = false;
+                    }
+                    _ => replies.extend_from_slice(
+                        b"-WRONGPASS invalid username-password pair or user is disabled.\r\n",
+                    ),
+                }
+            } else if first.eq_ignore_ascii_case(b"unwatch") {
                 replies.extend_from_slice(b"+OK\r\n");
                 marks.unwatch = true;
             } else if first.eq_ignore_ascii_case(b"script") {
@@ -260,8 +316,8 @@ impl BusyState {
                     close: false,
                 });
             } else {
-                // SHUTDOWN without NOSAVE answers -BUSY itself; AUTH, HELLO, RESET and WATCH
-                // need the executor (see above).
+                // SHUTDOWN without NOSAVE answers -BUSY itself; HELLO and WATCH need the
+                // executor (see above).
                 replies.extend_from_slice(BUSY);
             }
         }

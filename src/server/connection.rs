@@ -73,6 +73,8 @@ pub async fn serve<T: Transport>(
             };
             let mut batch = Vec::new();
             let mut protocol_error = None;
+            // The batch ended early (see `auth_may_change`): decode again once it is answered.
+            let mut more = false;
             let auth_required = client.auth_required(&shared);
             decoder.set_auth_required(auth_required);
             loop {
@@ -81,6 +83,7 @@ pub async fn serve<T: Transport>(
                         let end = auth_may_change(auth_required, &shared, &args);
                         batch.push(args);
                         if end {
+                            more = true;
                             break;
                         }
                     }
@@ -144,6 +147,11 @@ pub async fn serve<T: Transport>(
                 let _ = io.write_all(&wbuf).await;
                 io.shutdown().await;
                 return;
+            }
+            // Answered here (busy script) with requests still buffered: no read or reply will
+            // come to wake us for them.
+            if more && !in_flight {
+                continue;
             }
         }
         let limit = shared.client_query_buffer_limit.load(Ordering::Relaxed);
