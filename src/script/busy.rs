@@ -42,7 +42,7 @@ pub struct BusyAnswer {
 
 /// What a busy answer did to the client's transaction state, for the executor to apply before
 /// the client's next batch runs (`exec::client::apply_busy_marks`), in this order: discard,
-/// unwatch, enter MULTI, then flag and queue.
+/// unwatch, AUTH, enter MULTI, then flag and queue.
 #[derive(Debug, Default)]
 pub struct BusyMarks {
     /// EXEC was refused (Redis's `execCommandAbort`) or DISCARD ran: the transaction ends and
