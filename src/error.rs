@@ -58,10 +58,71 @@ fn lossy(b: &[u8]) -> Cow<'_, str> {
     String::from_utf8_lossy(b)
 }
 
-/// Redis truncates with `%.128s` and turns CR/LF into spaces in error replies.
-fn clip(b: &[u8], max: usize) -> String {
-    let s = lossy(&b[..b.len().min(max)]).into_owned();
-    s.replace(['\r', '\n'], " ")
+/// What C's `%.<max>s` prints of `b`: up to the first NUL, at most `max` bytes.
+fn c_str(b: &[u8], max: usize) -> &[u8] {
+    let b = &b[..b.len().min(max)];
+    match b.iter().position(|&c| c == 0) {
+        Some(n) => &b[..n],
+        None => b,
+    }
+}
+
+/// `sdsmapchars(err, "\r\n", "  ", 2)`: user bytes must not end the error line.
+fn no_newlines(mut b: Vec<u8>) -> Vec<u8> {
+    for c in b.iter_mut() {
+        if *c == b'\r' || *c == b'\n' {
+            *c = b' ';
+        }
+    }
+    b
+}
+
+/// `unknown subcommand '%.128s'. Try %s HELP.` with the client's raw bytes.
+pub fn unknown_subcommand(sub: &[u8], cmd_upper: &str) -> Vec<u8> {
+    let mut out = b"ERR unknown subcommand '".to_vec();
+    out.extend_from_slice(c_str(sub, 128));
+    out.extend_from_slice(format!("'. Try {cmd_upper} HELP.").as_bytes());
+    no_newlines(out)
+}
+
+impl CmdError {
+    /// The exact error line (without `-` and CRLF). Unlike `Display`, which must be UTF-8, the
+    /// client's own bytes are echoed raw, as Redis does: `unknown command '%.128s', with args
+    /// beginning with: ` then `'%.*s' ` per argument while fewer than 128 bytes were written,
+    /// each clipped to what is left of the 128 (and at a NUL, as C strings are).
+    /// `ERR unknown command` for a request: copies no more of it than the reply can echo
+    /// (128 bytes of name and of arguments, as Redis's processCommand prints them).
+    pub fn unknown_command(argv: &[bytes::Bytes]) -> CmdError {
+        let clip = |a: &bytes::Bytes| a[..a.len().min(129)].to_vec();
+        CmdError::UnknownCommand {
+            name: argv.first().map(clip).unwrap_or_default(),
+            args: argv.iter().skip(1).take(129).map(clip).collect(),
+        }
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        match self {
+            CmdError::UnknownCommand { name, args } => {
+                let mut out = b"ERR unknown command '".to_vec();
+                out.extend_from_slice(c_str(name, 128));
+                out.extend_from_slice(b"', with args beginning with: ");
+                let mut list = Vec::new();
+                for a in args {
+                    if list.len() >= 128 {
+                        break;
+                    }
+                    let room = 128 - list.len();
+                    list.push(b'\'');
+                    list.extend_from_slice(c_str(a, room));
+                    list.extend_from_slice(b"' ");
+                }
+                out.extend_from_slice(&list);
+                no_newlines(out)
+            }
+            CmdError::UnknownSubcommand(sub, cmd) => unknown_subcommand(sub, cmd),
+            other => other.to_string().into_bytes(),
+        }
+    }
 }
 
 impl fmt::Display for CmdError {
@@ -70,30 +131,8 @@ impl fmt::Display for CmdError {
             CmdError::WrongArity(name) => {
                 write!(f, "ERR wrong number of arguments for '{name}' command")
             }
-            CmdError::UnknownCommand { name, args } => {
-                write!(
-                    f,
-                    "ERR unknown command '{}', with args beginning with: ",
-                    clip(name, 128)
-                )?;
-                let mut used = 0usize;
-                for a in args {
-                    if used >= 128 {
-                        break;
-                    }
-                    let s = clip(a, 128 - used);
-                    used += s.len() + 3;
-                    write!(f, "'{s}' ")?;
-                }
-                Ok(())
-            }
-            CmdError::UnknownSubcommand(sub, cmd) => {
-                write!(
-                    f,
-                    "ERR unknown subcommand '{}'. Try {} HELP.",
-                    clip(sub, 128),
-                    cmd
-                )
+            CmdError::UnknownCommand { .. } | CmdError::UnknownSubcommand(..) => {
+                f.write_str(&lossy(&self.to_bytes()))
             }
             CmdError::Syntax => f.write_str("ERR syntax error"),
             CmdError::NotInteger => f.write_str("ERR value is not an integer or out of range"),
@@ -110,3 +149,65 @@ impl fmt::Display for CmdError {
 }
 
 impl std::error::Error for CmdError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unknown(argv: &[&[u8]]) -> Vec<u8> {
+        CmdError::UnknownCommand {
+            name: argv[0].to_vec(),
+            args: argv[1..].iter().map(|a| a.to_vec()).collect(),
+        }
+        .to_bytes()
+    }
+
+    /// Expected bytes are redis-server 7.0.15's replies (without `-` and CRLF).
+    #[test]
+    fn unknown_command_echoes_raw_bytes_like_redis() {
+        let x = vec![b'x'; 200];
+        let mut want = b"ERR unknown command '".to_vec();
+        want.extend_from_slice(&x[..128]);
+        want.extend_from_slice(b"', with args beginning with: '");
+        want.extend_from_slice(&[b'a'; 50]);
+        want.extend_from_slice(b"' '");
+        want.extend_from_slice(&[b'b'; 50]);
+        want.extend_from_slice(b"' '");
+        want.extend_from_slice(&[b'c'; 22]);
+        want.extend_from_slice(b"' ");
+        assert_eq!(
+            unknown(&[&x, &[b'a'; 50], &[b'b'; 50], &[b'c'; 50], b"d"]),
+            want
+        );
+
+        let ff = vec![0xffu8; 130];
+        let mut want = b"ERR unknown command 'n  x', with args beginning with: 'a' '".to_vec();
+        want.extend_from_slice(&ff[..124]);
+        want.extend_from_slice(b"' ");
+        assert_eq!(unknown(&[b"n\r\nx", b"a\x00b", &ff]), want);
+
+        assert_eq!(
+            unknown(&[b"a\x00b"]),
+            b"ERR unknown command 'a', with args beginning with: ".to_vec()
+        );
+        let crlf = b"\r\n".repeat(100);
+        let mut want = b"ERR unknown command 'q', with args beginning with: '".to_vec();
+        want.extend_from_slice(&[b' '; 128]);
+        want.extend_from_slice(b"' ");
+        assert_eq!(unknown(&[b"q", &crlf]), want);
+
+        assert_eq!(
+            CmdError::UnknownSubcommand(b"nosuch\xff\r\x00z".to_vec(), "SCRIPT").to_bytes(),
+            b"ERR unknown subcommand 'nosuch\xff '. Try SCRIPT HELP.".to_vec()
+        );
+        // Display (logs, Lua) is the same text, lossily.
+        assert_eq!(
+            CmdError::UnknownCommand {
+                name: b"f\xffo".to_vec(),
+                args: vec![]
+            }
+            .to_string(),
+            "ERR unknown command 'f\u{fffd}o', with args beginning with: "
+        );
+    }
+}

@@ -16,10 +16,7 @@ pub fn resolve(srv: &Server, argv: &[Bytes]) -> Result<CmdId, CmdError> {
     let table = &srv.table;
     let name = &argv[0];
     let Some(id) = table.lookup(name) else {
-        return Err(CmdError::UnknownCommand {
-            name: name.to_vec(),
-            args: argv[1..].iter().map(|a| a.to_vec()).collect(),
-        });
+        return Err(CmdError::unknown_command(argv));
     };
     let entry = &table.entries[id];
     if entry.spec.subcommands.is_empty() {
@@ -271,9 +268,11 @@ pub fn run(ctx: &mut Ctx, id: CmdId, argv: &[Bytes]) -> Frame {
 }
 
 pub fn error_frame(srv: &mut Server, e: CmdError) -> Frame {
-    let text = e.to_string();
-    let code = text.split(' ').next().unwrap_or("ERR");
-    srv.stats.count_error(code);
+    // Bytes, not Display: an unknown command's name is echoed raw, as Redis does.
+    let text = e.to_bytes();
+    let code_len = text.iter().position(|&b| b == b' ').unwrap_or(text.len());
+    srv.stats
+        .count_error(std::str::from_utf8(&text[..code_len]).unwrap_or("ERR"));
     Frame::Error(Bytes::from(text))
 }
 

@@ -73,6 +73,43 @@ pub struct ClientShared {
     /// A batch was answered directly on the socket (its `batch_done` did not go through the
     /// channel).
     pub direct_done: AtomicBool,
+    /// `Client::authenticated` as of the last batch the executor answered: the connection's
+    /// decoder applies Redis's pre-AUTH limits (10 arguments, 16 KB bulks) while it is false.
+    pub authenticated: AtomicBool,
+    /// In MULTI as of the last batch answered (or as a busy script's answers left it).
+    pub in_multi: AtomicBool,
+    /// What answers given while a script was busy did to the transaction (see
+    /// `script::busy::BusyMarks`); applied before the client's next batch runs.
+    pub busy_marks: std::sync::Mutex<crate::script::busy::BusyMarks>,
+    /// `busy_marks` is not empty: the executor's check per batch is one load, not a lock.
+    pub busy_marked: AtomicBool,
+}
+
+impl ClientShared {
+    /// State for a new connection: authenticated when the default user needs no password, as
+    /// `Server::connect` decides.
+    pub fn new_for(shared: &super::Shared) -> ClientShared {
+        ClientShared {
+            authenticated: AtomicBool::new(!shared.auth_required.load(Ordering::Relaxed)),
+            ..Default::default()
+        }
+    }
+
+    /// Redis's `authRequired(c)`, for the decoder of this client's next request.
+    pub fn auth_required(&self, shared: &super::Shared) -> bool {
+        shared.auth_required.load(Ordering::Relaxed) && !self.authenticated.load(Ordering::Relaxed)
+    }
+}
+
+/// Whether a batch must end after `args`: while a client is unauthenticated each request may
+/// change what the next may send (AUTH, HELLO … AUTH), and RESET may log it out again, so the
+/// next request is decoded only after it ran, as Redis decodes after every command.
+pub fn auth_may_change(auth_required: bool, shared: &super::Shared, args: &[Bytes]) -> bool {
+    auth_required
+        || (shared.auth_required.load(Ordering::Relaxed)
+            && args
+                .first()
+                .is_some_and(|a| a.eq_ignore_ascii_case(b"reset")))
 }
 
 pub struct Client {
@@ -158,6 +195,17 @@ impl Client {
             pubsub: Default::default(),
             deferred: BytesMut::new(),
         }
+    }
+
+    /// Publishes what the connection's own answers depend on (pre-AUTH limits, busy-script
+    /// answers), before the end of a batch is signalled to it.
+    pub fn publish_state(&self) {
+        self.shared
+            .authenticated
+            .store(self.authenticated, Ordering::Relaxed);
+        self.shared
+            .in_multi
+            .store(self.multi.is_some(), Ordering::Relaxed);
     }
 
     pub fn resp3(&self) -> bool {
@@ -251,5 +299,51 @@ impl Client {
             batch_done: true,
             close: true,
         });
+    }
+}
+
+/// Applies what a busy script's answers did to `client`'s transaction (Redis changed the client
+/// there and then; here the executor was inside the script): a refused EXEC or a DISCARD ends
+/// the transaction and its WATCHes, UNWATCH drops the WATCHes, MULTI begins a transaction, a
+/// refusal while queuing flags it for EXECABORT, the commands answered +QUEUED join it, and a
+/// successful AUTH logs the client in.
+pub fn apply_busy_marks(srv: &mut super::Server, client: &mut Client) {
+    if !client.shared.busy_marked.load(Ordering::Acquire) {
+        return;
+    }
+    let marks = {
+        let mut m = match client.shared.busy_marks.lock() {
+            Ok(m) => m,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        client.shared.busy_marked.store(false, Ordering::Relaxed);
+        std::mem::take(&mut *m)
+    };
+    if marks.discard {
+        client.multi = None;
+        client.multi_dirty = false;
+    }
+    if marks.discard || marks.unwatch {
+        srv.watches.unwatch_all(client.id);
+    }
+    if let Some(name) = &marks.auth {
+        if let Some(u) = srv.config.users.get(name.as_bytes()) {
+            client.authenticated = true;
+            client.user = u.name.clone();
+            client.perms = u.perms();
+        }
+    }
+    if marks.enter && client.multi.is_none() {
+        client.multi = Some(Vec::new());
+        client.multi_dirty = false;
+    }
+    if let Some(queue) = client.multi.as_mut() {
+        client.multi_dirty |= marks.dirty;
+        for argv in marks.queued {
+            // Resolved when answered; the table does not change while the server runs.
+            if let Ok(id) = crate::cmd::dispatch::resolve(srv, &argv) {
+                queue.push((id, argv));
+            }
+        }
     }
 }

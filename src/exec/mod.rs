@@ -50,6 +50,9 @@ pub struct Shared {
     pub timeout_secs: AtomicU64,
     /// Protected mode in force: non-loopback clients are refused at accept.
     pub protected_mode: AtomicBool,
+    /// The default user needs a password or is off: clients that have not authenticated are
+    /// held to Redis's pre-AUTH request limits by the decoder.
+    pub auth_required: AtomicBool,
     pub total_connections: AtomicU64,
     pub rejected_connections: AtomicU64,
     pub net_input_bytes: AtomicU64,
@@ -71,6 +74,7 @@ impl Shared {
             client_query_buffer_limit: AtomicUsize::new(0),
             timeout_secs: AtomicU64::new(0),
             protected_mode: AtomicBool::new(false),
+            auth_required: AtomicBool::new(false),
             total_connections: AtomicU64::new(0),
             rejected_connections: AtomicU64::new(0),
             net_input_bytes: AtomicU64::new(0),
@@ -94,6 +98,9 @@ impl Shared {
         self.timeout_secs.store(cfg.timeout, Ordering::Relaxed);
         self.protected_mode
             .store(crate::server::protected::active(cfg), Ordering::Relaxed);
+        self.auth_required
+            .store(cfg.auth_required(), Ordering::Relaxed);
+        self.script.set_users(&cfg.users);
     }
 
     /// Bytes written to a client's socket (INFO `total_net_output_bytes`). Counted where the
@@ -384,6 +391,8 @@ impl Server {
                 }
             }
         }
+        // Before the connection can see the batch end and decode or answer the next request.
+        client.publish_state();
         // Straight to the socket when nothing of this client's is queued on the channel
         // (`pending_out` drops to 0 only after the connection task wrote it all), so output
         // never overtakes earlier output; whatever does not fit goes through the channel.
@@ -639,6 +648,7 @@ impl Server {
         };
         // Pushes queued for it earlier come before this batch's replies.
         client.flush_deferred();
+        client::apply_busy_marks(self, &mut client);
         client.pending.extend(cmds.drain(..));
         let out = self.out_buf();
         blocking::drive(self, client, out);

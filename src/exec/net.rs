@@ -16,7 +16,7 @@
 //! Borrowing: the loop's state lives in a thread-local and is only borrowed for short steps that
 //! never call into `Server`, so the hook (inside a running script) can borrow it too.
 
-use super::client::{Client, ClientShared, Out, OutSender};
+use super::client::{auth_may_change, Client, ClientShared, Out, OutSender};
 use super::{Msg, Server, Shared};
 use crate::protocol::{DecodeLimits, Decoder, ProtocolError};
 use bytes::{Bytes, BytesMut};
@@ -259,7 +259,7 @@ impl Net {
         let (tx, rx) = mpsc::unbounded_channel();
         let client_shared = Arc::new(ClientShared {
             direct: Some(Arc::downgrade(&sock)),
-            ..Default::default()
+            ..ClientShared::new_for(shared)
         });
         let client = Client::new(
             id,
@@ -353,7 +353,7 @@ impl Net {
                 .shared
                 .client_query_buffer_limit
                 .load(Ordering::Relaxed);
-            if buf.len() > limit {
+            if buf.len() + c.decoder.overhead() > limit {
                 tracing::warn!(
                     "Closing client id={id} that reached max query buffer length ({} bytes)",
                     buf.len()
@@ -367,9 +367,17 @@ impl Net {
             let limits = DecodeLimits {
                 max_bulk_len: self.shared.proto_max_bulk_len.load(Ordering::Relaxed),
             };
+            let auth_required = c.client.auth_required(&self.shared);
+            c.decoder.set_auth_required(auth_required);
             loop {
                 match c.decoder.decode(buf, &limits) {
-                    Ok(Some(args)) => batch.push(args),
+                    Ok(Some(args)) => {
+                        let end = auth_may_change(auth_required, &self.shared, &args);
+                        batch.push(args);
+                        if end {
+                            break;
+                        }
+                    }
                     Ok(None) => break,
                     Err(e) => {
                         tracing::debug!("Protocol error ({e}) from client id={id}");
@@ -436,7 +444,7 @@ impl Net {
         if !c.in_flight && !c.closing {
             if let Some(e) = c.protocol_error.take() {
                 // Replies to the requests before the bad one went first.
-                c.wbuf.extend_from_slice(format!("-ERR {e}\r\n").as_bytes());
+                c.wbuf.extend_from_slice(&e.reply());
                 c.closing = true;
             } else if c.eof {
                 // A half-closed client gets the replies to all it sent, then goes.
@@ -555,19 +563,21 @@ impl Net {
             if !self.next_batch(id, &mut batch) {
                 continue;
             }
-            let answer = self.shared.script.answer(&batch);
-            batch.clear();
             let Some(c) = self.conns.get_mut(&id) else {
+                batch.clear();
                 continue;
             };
+            let auth_required = c.client.auth_required(&self.shared);
+            let answer = self.shared.script.answer(&batch, &c.client, auth_required);
+            batch.clear();
             // Never ran: the connection may send again.
             c.in_flight = false;
             if let Some(ans) = answer {
                 c.wbuf.extend_from_slice(&ans.replies);
                 if ans.shutdown {
                     self.shared.request_shutdown();
-                    c.closing = true;
                 }
+                c.closing |= ans.shutdown || ans.close;
                 self.write_out(id);
             }
         }

@@ -1,9 +1,15 @@
-//! Zero-copy request decoding: multibulk (`*N\r\n$len\r\n…`) and inline commands.
+//! Zero-copy request decoding: multibulk (`*N\r\n$len\r\n…`) and inline commands, following
+//! Redis 7.0's `processMultibulkBuffer` / `processInlineBuffer` byte for byte.
+//!
+//! Redis keeps its query buffer NUL-terminated and finds line ends with `strchr`, so a NUL
+//! before the line end makes the request look incomplete: the connection waits, and is refused
+//! once more than 64 KB are buffered. `strchr_nul` reproduces that, which also means no line
+//! handed to `split_args` ever holds a NUL.
 //!
 //! A multibulk request is scanned once: the argument ranges found so far and the scan position are
 //! kept across reads, so a large or slowly arriving request is never rescanned from its start and
-//! a declared length never decides an allocation. When the request is complete it is split off the
-//! buffer with one `split_to().freeze()` and every argument is a `slice()` of it.
+//! a declared count or length never decides an allocation. When the request is complete it is
+//! split off the buffer with one `split_to().freeze()` and every argument is a `slice()` of it.
 
 use bytes::{Bytes, BytesMut};
 use std::fmt;
@@ -12,6 +18,10 @@ use std::fmt;
 const INLINE_MAX: usize = 64 * 1024;
 /// Redis refuses multibulk counts above INT_MAX.
 const MAX_MULTIBULK: i64 = i32::MAX as i64;
+/// Before authentication Redis accepts at most this many arguments…
+const UNAUTH_MAX_ARGS: i64 = 10;
+/// …and bulks of at most this many bytes (networking.c, `authRequired`).
+const UNAUTH_MAX_BULK: i64 = 16384;
 
 #[derive(Debug, Clone, Copy)]
 pub struct DecodeLimits {
@@ -27,7 +37,7 @@ impl Default for DecodeLimits {
     }
 }
 
-/// Malformed input: the connection answers `-ERR <Display>` and closes, as Redis does.
+/// Malformed input: the connection answers `-ERR <text>` and closes, as Redis does.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProtocolError {
     InvalidMultibulkLength,
@@ -37,28 +47,56 @@ pub enum ProtocolError {
     TooBigMbulkCount,
     TooBigBulkCount,
     UnbalancedQuotes,
+    UnauthenticatedMultibulkLength,
+    UnauthenticatedBulkLength,
+}
+
+impl ProtocolError {
+    /// The whole reply line, `-ERR …\r\n`. Bytes rather than text: the `'%c'` of "expected '$'"
+    /// is the raw byte Redis saw (CR or LF turned into a space, as `addReplyErrorFormat` does).
+    pub fn reply(&self) -> Vec<u8> {
+        let mut out = b"-ERR ".to_vec();
+        match self {
+            ProtocolError::ExpectedDollar(c) => {
+                out.extend_from_slice(b"Protocol error: expected '$', got '");
+                out.push(if matches!(c, b'\r' | b'\n') { b' ' } else { *c });
+                out.push(b'\'');
+            }
+            other => out.extend_from_slice(other.text().as_bytes()),
+        }
+        out.extend_from_slice(b"\r\n");
+        out
+    }
+
+    fn text(&self) -> &'static str {
+        match self {
+            ProtocolError::InvalidMultibulkLength => "Protocol error: invalid multibulk length",
+            ProtocolError::InvalidBulkLength => "Protocol error: invalid bulk length",
+            ProtocolError::ExpectedDollar(_) => "Protocol error: expected '$'",
+            ProtocolError::TooBigInline => "Protocol error: too big inline request",
+            ProtocolError::TooBigMbulkCount => "Protocol error: too big mbulk count string",
+            ProtocolError::TooBigBulkCount => "Protocol error: too big bulk count string",
+            ProtocolError::UnbalancedQuotes => "Protocol error: unbalanced quotes in request",
+            ProtocolError::UnauthenticatedMultibulkLength => {
+                "Protocol error: unauthenticated multibulk length"
+            }
+            ProtocolError::UnauthenticatedBulkLength => {
+                "Protocol error: unauthenticated bulk length"
+            }
+        }
+    }
 }
 
 impl fmt::Display for ProtocolError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ProtocolError::InvalidMultibulkLength => {
-                f.write_str("Protocol error: invalid multibulk length")
-            }
-            ProtocolError::InvalidBulkLength => f.write_str("Protocol error: invalid bulk length"),
-            ProtocolError::ExpectedDollar(c) => {
-                write!(f, "Protocol error: expected '$', got '{}'", *c as char)
-            }
-            ProtocolError::TooBigInline => f.write_str("Protocol error: too big inline request"),
-            ProtocolError::TooBigMbulkCount => {
-                f.write_str("Protocol error: too big mbulk count string")
-            }
-            ProtocolError::TooBigBulkCount => {
-                f.write_str("Protocol error: too big bulk count string")
-            }
-            ProtocolError::UnbalancedQuotes => {
-                f.write_str("Protocol error: unbalanced quotes in request")
-            }
+            // For logs: the byte escaped.
+            ProtocolError::ExpectedDollar(c) => write!(
+                f,
+                "Protocol error: expected '$', got '{}'",
+                std::ascii::escape_default(*c)
+            ),
+            other => f.write_str(other.text()),
         }
     }
 }
@@ -75,8 +113,14 @@ pub struct Decoder {
     /// Scan position inside the buffer for the request in progress.
     pos: usize,
     ranges: Vec<(usize, usize)>,
+    /// The bulk whose length line was accepted and whose payload is still arriving: (start,
+    /// end). Kept so the length is checked once, as Redis keeps `c->bulklen`.
+    bulk: Option<(usize, usize)>,
     /// Do not look at the buffer again before it holds this many bytes (a large bulk in flight).
     need: usize,
+    /// Redis's `authRequired(c)`: the default user needs a password (or is off) and this client
+    /// has not authenticated. Caps requests at 10 arguments of 16 KB.
+    auth_required: bool,
 }
 
 impl Decoder {
@@ -84,13 +128,25 @@ impl Decoder {
         Self::default()
     }
 
+    /// Set by the connection before decoding (see `auth_required`).
+    pub fn set_auth_required(&mut self, required: bool) {
+        self.auth_required = required;
+    }
+
     /// True while a request has started but is not complete (its bytes are in the buffer).
     pub fn in_progress(&self) -> bool {
         self.remaining > 0
     }
 
+    /// Memory the request in progress holds besides the buffer (its argument table), for the
+    /// query buffer limit: a request of millions of empty arguments costs more here than on
+    /// the wire.
+    pub fn overhead(&self) -> usize {
+        self.ranges.capacity() * std::mem::size_of::<(usize, usize)>()
+    }
+
     /// Decodes the next complete request. `Ok(None)`: more bytes are needed. Empty requests
-    /// (`*0`, blank inline lines) are consumed silently, as Redis does.
+    /// (`*0`, `*-1`, blank inline lines) are consumed silently, as Redis does.
     pub fn decode(
         &mut self,
         buf: &mut BytesMut,
@@ -102,14 +158,18 @@ impl Decoder {
             }
             self.need = 0;
             let step = if self.remaining > 0 || buf[0] == b'*' {
-                self.decode_multibulk(buf, limits)?
+                self.decode_multibulk(buf, limits)
             } else {
-                decode_inline(buf)?
+                decode_inline(buf)
             };
             match step {
-                Step::Incomplete => return Ok(None),
-                Step::Skip => continue,
-                Step::Done(args) => return Ok(Some(args)),
+                Ok(Step::Incomplete) => return Ok(None),
+                Ok(Step::Skip) => continue,
+                Ok(Step::Done(args)) => return Ok(Some(args)),
+                Err(e) => {
+                    self.reset();
+                    return Err(e);
+                }
             }
         }
     }
@@ -120,16 +180,23 @@ impl Decoder {
         limits: &DecodeLimits,
     ) -> Result<Step, ProtocolError> {
         if self.remaining == 0 {
-            let Some(eol) = find_crlf(buf, 1) else {
+            let Some(eol) = strchr_nul(buf, 1, b'\r') else {
                 if buf.len() > INLINE_MAX {
                     return Err(ProtocolError::TooBigMbulkCount);
                 }
                 return Ok(Step::Incomplete);
             };
+            // Like Redis, the byte after the CR must have arrived but is not checked.
+            if eol + 1 >= buf.len() {
+                return Ok(Step::Incomplete);
+            }
             let count = match crate::protocol::number::parse_i64(&buf[1..eol]) {
                 Some(n) if n <= MAX_MULTIBULK => n,
                 _ => return Err(ProtocolError::InvalidMultibulkLength),
             };
+            if count > UNAUTH_MAX_ARGS && self.auth_required {
+                return Err(ProtocolError::UnauthenticatedMultibulkLength);
+            }
             if count <= 0 {
                 let _ = buf.split_to(eol + 2);
                 return Ok(Step::Skip);
@@ -137,41 +204,30 @@ impl Decoder {
             self.remaining = count as usize;
             self.pos = eol + 2;
             self.ranges.clear();
+            // Never from the declared count alone: the table grows with arguments that arrive.
             self.ranges.reserve((count as usize).min(1024));
         }
         while self.remaining > 0 {
-            if self.pos >= buf.len() {
-                self.need = self.pos + 1;
-                return Ok(Step::Incomplete);
-            }
-            if buf[self.pos] != b'$' {
-                let got = buf[self.pos];
-                self.reset();
-                return Err(ProtocolError::ExpectedDollar(got));
-            }
-            let Some(eol) = find_crlf(buf, self.pos + 1) else {
-                if buf.len() - self.pos > INLINE_MAX {
-                    self.reset();
-                    return Err(ProtocolError::TooBigBulkCount);
-                }
-                return Ok(Step::Incomplete);
-            };
-            let len = match crate::protocol::number::parse_i64(&buf[self.pos + 1..eol]) {
-                Some(n) if n >= 0 && n <= limits.max_bulk_len => n as usize,
-                _ => {
-                    self.reset();
-                    return Err(ProtocolError::InvalidBulkLength);
+            let (start, end) = match self.bulk {
+                Some(b) => b,
+                None => {
+                    let b = self.bulk_header(buf, limits)?;
+                    match b {
+                        Some(b) => b,
+                        None => return Ok(Step::Incomplete),
+                    }
                 }
             };
-            let start = eol + 2;
-            let end = start + len;
             // Like Redis, the two bytes after the payload are skipped, not checked.
-            if buf.len() < end + 2 {
-                self.need = end + 2;
+            let after = end.saturating_add(2);
+            if buf.len() < after {
+                self.bulk = Some((start, end));
+                self.need = after;
                 return Ok(Step::Incomplete);
             }
+            self.bulk = None;
             self.ranges.push((start, end));
-            self.pos = end + 2;
+            self.pos = after;
             self.remaining -= 1;
         }
         let frozen = buf.split_to(self.pos).freeze();
@@ -184,11 +240,54 @@ impl Decoder {
         Ok(Step::Done(args))
     }
 
+    /// Reads the `$len` line at `pos`: the payload's range, None if the line is incomplete.
+    fn bulk_header(
+        &mut self,
+        buf: &BytesMut,
+        limits: &DecodeLimits,
+    ) -> Result<Option<(usize, usize)>, ProtocolError> {
+        let pos = self.pos;
+        if pos >= buf.len() {
+            self.need = pos + 1;
+            return Ok(None);
+        }
+        let Some(eol) = strchr_nul(buf, pos, b'\r') else {
+            if buf.len() - pos > INLINE_MAX {
+                return Err(ProtocolError::TooBigBulkCount);
+            }
+            return Ok(None);
+        };
+        if eol + 1 >= buf.len() {
+            return Ok(None);
+        }
+        // Checked only once the line is complete, as Redis does.
+        if buf[pos] != b'$' {
+            return Err(ProtocolError::ExpectedDollar(buf[pos]));
+        }
+        let len = match crate::protocol::number::parse_i64(&buf[pos + 1..eol]) {
+            Some(n) if n >= 0 && n <= limits.max_bulk_len => n,
+            _ => return Err(ProtocolError::InvalidBulkLength),
+        };
+        if len > UNAUTH_MAX_BULK && self.auth_required {
+            return Err(ProtocolError::UnauthenticatedBulkLength);
+        }
+        let start = eol + 2;
+        let end = usize::try_from(len)
+            .ok()
+            .and_then(|l| start.checked_add(l))
+            .ok_or(ProtocolError::InvalidBulkLength)?;
+        Ok(Some((start, end)))
+    }
+
     fn reset(&mut self) {
         self.remaining = 0;
         self.pos = 0;
         self.need = 0;
+        self.bulk = None;
         self.ranges.clear();
+        if self.ranges.capacity() > 1024 {
+            self.ranges = Vec::new();
+        }
     }
 }
 
@@ -198,78 +297,73 @@ enum Step {
     Done(Decoded),
 }
 
-fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
-    let limit = buf.len().min(from.saturating_add(INLINE_MAX + 2));
-    if from >= limit {
-        return None;
-    }
-    let mut i = from;
-    while let Some(off) = buf[i..limit].iter().position(|&b| b == b'\r') {
-        let at = i + off;
-        if at + 1 < buf.len() && buf[at + 1] == b'\n' {
-            return Some(at);
-        }
-        if at + 1 >= buf.len() {
-            return None;
-        }
-        i = at + 1;
-    }
-    None
+/// `strchr(buf + from, c)` on Redis's NUL-terminated query buffer: the first `c` at or after
+/// `from`, or None when a NUL (or the end of what arrived) comes first.
+fn strchr_nul(buf: &[u8], from: usize, c: u8) -> Option<usize> {
+    let rest = buf.get(from..)?;
+    let at = rest.iter().position(|&b| b == c || b == 0)?;
+    (rest[at] == c).then_some(from + at)
 }
 
 fn decode_inline(buf: &mut BytesMut) -> Result<Step, ProtocolError> {
-    let Some(nl) = buf.iter().take(INLINE_MAX + 1).position(|&b| b == b'\n') else {
+    let Some(nl) = strchr_nul(buf, 0, b'\n') else {
         if buf.len() > INLINE_MAX {
             return Err(ProtocolError::TooBigInline);
         }
         return Ok(Step::Incomplete);
     };
-    let line = buf.split_to(nl + 1);
-    let mut text = &line[..nl];
-    if text.last() == Some(&b'\r') {
-        text = &text[..text.len() - 1];
-    }
-    let args = split_args(text).ok_or(ProtocolError::UnbalancedQuotes)?;
+    let end = if nl > 0 && buf[nl - 1] == b'\r' {
+        nl - 1
+    } else {
+        nl
+    };
+    let args = split_args(&buf[..end]).ok_or(ProtocolError::UnbalancedQuotes)?;
+    let _ = buf.split_to(nl + 1);
     if args.is_empty() {
         return Ok(Step::Skip);
     }
     Ok(Step::Done(args.into_iter().map(Bytes::from).collect()))
 }
 
-/// Redis's `sdssplitargs`: whitespace-separated words, "double quotes" with C escapes
-/// (`\n \r \t \b \a \\ \" \xHH`) and 'single quotes' with `\'`. A closing quote must be followed
-/// by a space or the end. `None` for unbalanced quotes.
+/// C's `isspace` in the "C" locale (Redis never sets LC_CTYPE): unlike
+/// `u8::is_ascii_whitespace` it includes the vertical tab.
+fn is_c_space(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+}
+
+/// Redis's `sdssplitargs`, case for case: words separated by C whitespace, "double quotes" with
+/// C escapes (`\n \r \t \b \a \xHH`, any other `\c` is `c`) and 'single quotes' with `\'`; a
+/// closing quote must be followed by whitespace or the end. The line ends at its first NUL, as
+/// the C string does. `None` for unbalanced quotes.
 pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let line = match line.iter().position(|&b| b == 0) {
+        Some(n) => &line[..n],
+        None => line,
+    };
+    // The C string's bytes, with the terminating NUL past the end.
+    let at = |i: usize| line.get(i).copied().unwrap_or(0);
     let mut out = Vec::new();
-    let mut i = 0;
-    let n = line.len();
+    let mut p = 0;
     loop {
-        while i < n && line[i].is_ascii_whitespace() {
-            i += 1;
+        while p < line.len() && is_c_space(line[p]) {
+            p += 1;
         }
-        if i >= n {
+        if p >= line.len() {
             return Some(out);
         }
         let mut cur = Vec::new();
         let mut in_dq = false;
         let mut in_sq = false;
-        loop {
+        let mut done = false;
+        while !done {
+            let c = at(p);
             if in_dq {
-                if i >= n {
-                    return None;
-                }
-                let c = line[i];
-                if c == b'\\'
-                    && i + 3 < n
-                    && line[i + 1] == b'x'
-                    && is_hex(line[i + 2])
-                    && is_hex(line[i + 3])
-                {
-                    cur.push(hex_val(line[i + 2]) * 16 + hex_val(line[i + 3]));
-                    i += 3;
-                } else if c == b'\\' && i + 1 < n {
-                    i += 1;
-                    cur.push(match line[i] {
+                if c == b'\\' && at(p + 1) == b'x' && is_hex(at(p + 2)) && is_hex(at(p + 3)) {
+                    cur.push(hex_val(at(p + 2)) * 16 + hex_val(at(p + 3)));
+                    p += 3;
+                } else if c == b'\\' && at(p + 1) != 0 {
+                    p += 1;
+                    cur.push(match at(p) {
                         b'n' => b'\n',
                         b'r' => b'\r',
                         b't' => b'\t',
@@ -278,45 +372,41 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
                         other => other,
                     });
                 } else if c == b'"' {
-                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                    if at(p + 1) != 0 && !is_c_space(at(p + 1)) {
                         return None;
                     }
-
-                    i += 1;
-                    break;
+                    done = true;
+                } else if c == 0 {
+                    return None;
                 } else {
                     cur.push(c);
                 }
             } else if in_sq {
-                if i >= n {
-                    return None;
-                }
-                let c = line[i];
-                if c == b'\\' && i + 1 < n && line[i + 1] == b'\'' {
-                    i += 1;
+                if c == b'\\' && at(p + 1) == b'\'' {
+                    p += 1;
                     cur.push(b'\'');
                 } else if c == b'\'' {
-                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                    if at(p + 1) != 0 && !is_c_space(at(p + 1)) {
                         return None;
                     }
-
-                    i += 1;
-                    break;
+                    done = true;
+                } else if c == 0 {
+                    return None;
                 } else {
                     cur.push(c);
                 }
             } else {
-                if i >= n {
-                    break;
-                }
-                match line[i] {
-                    b' ' | b'\n' | b'\r' | b'\t' | 0 => break,
+                match c {
+                    b' ' | b'\n' | b'\r' | b'\t' | 0 => done = true,
                     b'"' => in_dq = true,
                     b'\'' => in_sq = true,
-                    c => cur.push(c),
+                    _ => cur.push(c),
                 }
             }
-            i += 1;
+            // Every step consumes a byte until the end of the string: the loop always ends.
+            if c != 0 {
+                p += 1;
+            }
         }
         out.push(cur);
     }
@@ -418,10 +508,171 @@ mod tests {
         assert_eq!(args, vec![b"a".to_vec(), b"A\n".to_vec(), b"it's".to_vec()]);
     }
 
+    /// The decoder's outcome after all of `input` arrived: requests, then the error if any.
+    fn outcome(input: &[u8]) -> (Vec<Vec<Vec<u8>>>, Option<ProtocolError>, usize) {
+        let mut buf = BytesMut::from(input);
+        let mut d = Decoder::new();
+        let mut out = Vec::new();
+        loop {
+            match d.decode(&mut buf, &DecodeLimits::default()) {
+                Ok(Some(args)) => out.push(args.iter().map(|a| a.to_vec()).collect()),
+                Ok(None) => return (out, None, buf.len()),
+                Err(e) => return (out, Some(e), buf.len()),
+            }
+        }
+    }
+
+    #[test]
+    fn nul_before_the_line_end_waits_like_strchr() {
+        // The request looks incomplete: nothing decoded, nothing consumed, no loop.
+        for input in [
+            &b"\x00\r\n"[..],
+            b"GET k\x00\r\n",
+            b"*1\x00\r\n$4\r\nPING\r\n",
+            b"*1\r\n$4\x00\r\nPING\r\n",
+            b"*1\r\n\x00\r\n",
+        ] {
+            let (reqs, err, left) = outcome(input);
+            assert!(reqs.is_empty() && err.is_none(), "{input:?}");
+            assert_eq!(left, input.len());
+        }
+        // Requests before the NUL are served.
+        let (reqs, err, _) = outcome(b"PING\r\nGET k\x00\r\n");
+        assert_eq!(reqs, vec![vec![b"PING".to_vec()]]);
+        assert!(err.is_none());
+        // More than 64 KB behind the NUL: refused, as Redis does.
+        let mut big = b"GET k\x00\r\n".to_vec();
+        big.resize(INLINE_MAX + 1, b'a');
+        assert_eq!(outcome(&big).1, Some(ProtocolError::TooBigInline));
+        let mut big = b"*1\x00".to_vec();
+        big.resize(INLINE_MAX + 1, b'a');
+        assert_eq!(outcome(&big).1, Some(ProtocolError::TooBigMbulkCount));
+        let mut big = b"*1\r\n$\x00".to_vec();
+        big.resize(INLINE_MAX + 10, b'a');
+        assert_eq!(outcome(&big).1, Some(ProtocolError::TooBigBulkCount));
+        // A NUL inside a bulk payload is data.
+        let (reqs, _, _) = outcome(b"*2\r\n$3\r\nGET\r\n$3\r\na\x00b\r\n");
+        assert_eq!(reqs, vec![vec![b"GET".to_vec(), b"a\x00b".to_vec()]]);
+    }
+
+    #[test]
+    fn multibulk_follows_redis() {
+        // Only the CR is looked for; the byte after it is skipped unchecked.
+        let (reqs, err, _) = outcome(b"*1\rX$4\rYPING\r\n");
+        assert_eq!(reqs, vec![vec![b"PING".to_vec()]]);
+        assert!(err.is_none());
+        assert_eq!(
+            outcome(b"*1\r\r\n$4\r\nPING\r\n").1,
+            Some(ProtocolError::ExpectedDollar(b'\n'))
+        );
+        // The '$' is checked once the line is complete.
+        assert_eq!(outcome(b"*1\r\nfoo").1, None);
+        assert_eq!(outcome(b"*1\r\nfoo\r").1, None);
+        assert_eq!(
+            outcome(b"*1\r\nfoo\r\n").1,
+            Some(ProtocolError::ExpectedDollar(b'f'))
+        );
+        for bad in [
+            &b"*\r\n"[..],
+            b"*+1\r\n",
+            b"*01\r\n",
+            b"* 1\r\n",
+            b"*2147483648\r\n",
+            b"*99999999999999999999\r\n",
+            b"*1a\r\n",
+        ] {
+            assert_eq!(
+                outcome(bad).1,
+                Some(ProtocolError::InvalidMultibulkLength),
+                "{bad:?}"
+            );
+        }
+        for bad in [
+            &b"*1\r\n$-1\r\n"[..],
+            b"*1\r\n$\r\n",
+            b"*1\r\n$+1\r\n",
+            b"*1\r\n$9223372036854775808\r\n",
+            b"*1\r\n$536870913\r\n",
+        ] {
+            assert_eq!(
+                outcome(bad).1,
+                Some(ProtocolError::InvalidBulkLength),
+                "{bad:?}"
+            );
+        }
+        // Empty and negative counts are skipped.
+        let (reqs, err, left) = outcome(b"*0\r\n*-1\r\n*-9223372036854775808\r\nPING\r\n");
+        assert_eq!(reqs, vec![vec![b"PING".to_vec()]]);
+        assert!(err.is_none() && left == 0);
+        // A huge declared count allocates nothing up front.
+        let mut buf = BytesMut::from(&b"*2147483647\r\n$1\r\na\r\n"[..]);
+        let mut d = Decoder::new();
+        assert_eq!(d.decode(&mut buf, &DecodeLimits::default()), Ok(None));
+        assert!(d.overhead() <= 1024 * 16);
+    }
+
+    #[test]
+    fn unauthenticated_limits() {
+        let limits = DecodeLimits::default();
+        let mut d = Decoder::new();
+        d.set_auth_required(true);
+        let mut buf = BytesMut::from(&b"*11\r\n"[..]);
+        assert_eq!(
+            d.decode(&mut buf, &limits),
+            Err(ProtocolError::UnauthenticatedMultibulkLength)
+        );
+        let mut buf = BytesMut::from(&b"*10\r\n$16385\r\n"[..]);
+        assert_eq!(
+            d.decode(&mut buf, &limits),
+            Err(ProtocolError::UnauthenticatedBulkLength)
+        );
+        // Invalid lengths are reported first, as in Redis.
+        let mut buf = BytesMut::from(&b"*1\r\n$-5\r\n"[..]);
+        assert_eq!(
+            d.decode(&mut buf, &limits),
+            Err(ProtocolError::InvalidBulkLength)
+        );
+        let mut buf = BytesMut::from(&b"*10\r\n$16384\r\n"[..]);
+        assert_eq!(d.decode(&mut buf, &limits), Ok(None));
+    }
+
+    #[test]
+    fn split_args_matches_sdssplitargs() {
+        let ok = |line: &[u8], want: &[&[u8]]| {
+            let got = split_args(line).unwrap_or_else(|| panic!("{line:?}"));
+            let want: Vec<Vec<u8>> = want.iter().map(|w| w.to_vec()).collect();
+            assert_eq!(got, want, "{line:?}");
+        };
+        ok(b"", &[]);
+        ok(b"   \t ", &[]);
+        ok(b"\x00set a b", &[]);
+        ok(b"get k\x00junk", &[b"get", b"k"]);
+        ok(b"\x0bget\x0ck", &[b"get\x0ck"]);
+        ok(b"a\x0bb", &[b"a\x0bb"]);
+        ok(b"\"\" ''", &[b"", b""]);
+        ok(b"ab\"c d\"", &[b"abc d"]);
+        ok(b"\"\\x4a\\x4\\xZZ\"", &[b"Jx4xZZ"]);
+        ok(b"\"\\q\\\"\\\\\"", &[b"q\"\\"]);
+        ok(b"'a\\b\\'c'", &[b"a\\b'c"]);
+        ok(b"\"a\"\x0bb", &[b"a", b"b"]);
+        ok(b"a\rb", &[b"a", b"b"]);
+        for bad in [
+            &b"\"abc"[..],
+            b"'abc",
+            b"\"a\"b",
+            b"'a'b",
+            b"\"abc\\",
+            b"\"\\\"",
+            b"\"ab\x00c\"",
+        ] {
+            assert_eq!(split_args(bad), None, "{bad:?}");
+        }
+    }
+
     #[test]
     fn random_input_never_panics() {
         let mut rng = fastrand::Rng::with_seed(7);
-        let alphabet = b"*$\r\n0123456789-abc \"'\\x";
+        let alphabet = b"*$\r\n0123456789-abc \"'\\x\x00\x0b";
         for _ in 0..20_000 {
             let len = rng.usize(0..64);
             let input: Vec<u8> = (0..len)

@@ -1,11 +1,18 @@
 //! The busy-script state shared between the executor (running a script) and the connection
 //! tasks, which keep answering other clients while the executor is inside a long script.
 
+use crate::cmd::acl::Users;
+use crate::cmd::table::{flags, CommandSpec, Table};
+use crate::error::CmdError;
+use crate::exec::client::ClientShared;
 use bytes::{Bytes, BytesMut};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, RwLock};
 
 pub const BUSY: &[u8] =
     b"-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n";
+/// EXEC refused by a busy script: Redis's `execCommandAbort` with the -BUSY text.
+pub const EXECABORT_BUSY: &[u8] = b"-EXECABORT Transaction discarded because of: BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n";
 pub const UNKILLABLE: &[u8] = b"-UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.\r\n";
 
 #[derive(Debug, Default)]
@@ -20,6 +27,8 @@ pub struct BusyState {
     pub dirty: AtomicBool,
     /// SHUTDOWN NOSAVE arrived during a busy script: the hook aborts it whatever it wrote.
     pub shutdown: AtomicBool,
+    /// The configured users (published with the config), for AUTH while a script is busy.
+    users: RwLock<Option<Arc<Users>>>,
 }
 
 /// What a connection does with a batch while a script is busy.
@@ -27,9 +36,113 @@ pub struct BusyAnswer {
     pub replies: BytesMut,
     /// SHUTDOWN NOSAVE was among the commands: stop the server (no reply is sent for it).
     pub shutdown: bool,
+    /// QUIT: close the connection once `replies` are written.
+    pub close: bool,
+}
+
+/// What a busy answer did to the client's transaction state, for the executor to apply before
+/// the client's next batch runs (`exec::client::apply_busy_marks`), in this order: discard,
+/// unwatch, AUTH, enter MULTI, then flag and queue.
+#[derive(Debug, Default)]
+pub struct BusyMarks {
+    /// EXEC was refused (Redis's `execCommandAbort`) or DISCARD ran: the transaction ends and
+    /// every WATCH is dropped.
+    pub discard: bool,
+    /// UNWATCH ran.
+    pub unwatch: bool,
+    /// MULTI ran: a transaction begins.
+    pub enter: bool,
+    /// A command was refused while queuing (Redis's `flagTransaction`): EXEC must abort.
+    pub dirty: bool,
+    /// Commands Redis lets through a busy script and queues inside MULTI (+QUEUED).
+    pub queued: Vec<Vec<Bytes>>,
+    /// AUTH succeeded as this user.
+    pub auth: Option<String>,
+}
+
+impl BusyMarks {
+    /// EXEC refused or DISCARD: what the transaction had gathered goes; an AUTH stays.
+    fn discard_transaction(&mut self) {
+        self.discard = true;
+        self.enter = false;
+        self.dirty = false;
+        self.queued.clear();
+    }
+
+    pub fn is_empty(&self) -> bool {
+        !self.discard
+            && !self.unwatch
+            && !self.enter
+            && !self.dirty
+            && self.queued.is_empty()
+            && self.auth.is_none()
+    }
+}
+
+/// The command table, for answering without the executor (built on the first busy answer).
+fn table() -> &'static Table {
+    static TABLE: OnceLock<Table> = OnceLock::new();
+    TABLE.get_or_init(Table::build)
+}
+
+/// Redis's `commandCheckExistence` and `commandCheckArity`: the command's spec, or the error
+/// line Redis gives (these come before the -BUSY check in `processCommand`).
+fn resolve(argv: &[Bytes]) -> Result<&'static CommandSpec, Vec<u8>> {
+    let t = table();
+    let Some(id) = t.lookup(&argv[0]) else {
+        return Err(CmdError::unknown_command(argv).to_bytes());
+    };
+    let entry = &t.entries[id];
+    let arity =
+        |e: &crate::cmd::table::TableEntry| CmdError::WrongArity(e.full_name.clone()).to_bytes();
+    if entry.spec.subcommands.is_empty() {
+        return if entry.spec.arity_ok(argv.len()) {
+            Ok(entry.spec)
+        } else {
+            Err(arity(entry))
+        };
+    }
+    if argv.len() < 2 {
+        return Err(arity(entry));
+    }
+    let Some(sid) = t.lookup_sub(id, &argv[1]) else {
+        return Err(crate::error::unknown_subcommand(
+            &argv[1],
+            &entry.spec.name.to_ascii_uppercase(),
+        ));
+    };
+    let sub = &t.entries[sid];
+    if sub.spec.arity_ok(argv.len()) {
+        Ok(sub.spec)
+    } else {
+        Err(arity(sub))
+    }
+}
+
+fn error_line(out: &mut BytesMut, text: &[u8]) {
+    out.extend_from_slice(b"-");
+    out.extend_from_slice(text);
+    out.extend_from_slice(b"\r\n");
 }
 
 impl BusyState {
+    /// Called with every configuration the server adopts (`Shared::apply`).
+    pub fn set_users(&self, users: &Users) {
+        let mut u = match self.users.write() {
+            Ok(u) => u,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        *u = Some(Arc::new(users.clone()));
+    }
+
+    fn users(&self) -> Arc<Users> {
+        let u = match self.users.read() {
+            Ok(u) => u,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        u.clone().unwrap_or_default()
+    }
+
     pub fn is_busy(&self) -> bool {
         self.busy.load(Ordering::Acquire) != 0
     }
@@ -44,22 +157,139 @@ impl BusyState {
         batch.iter().any(|argv| is_kill_or_shutdown(argv))
     }
 
-    /// Answers a batch in the connection task while the executor runs a busy script, as Redis
-    /// does from inside its script hook: SCRIPT KILL and SHUTDOWN NOSAVE act, everything else
-    /// gets -BUSY. None when no script is busy (the batch goes to the executor).
-    pub fn answer(&self, batch: &[Vec<Bytes>]) -> Option<BusyAnswer> {
+    /// Answers a batch in the connection task while the executor runs a busy script, as Redis's
+    /// `processCommand` does from inside its script hook, in its order: unknown command and
+    /// arity errors, NOAUTH (`auth_required`), commands not allowed in MULTI, then -BUSY for
+    /// every command without `allow_busy`. A refusal inside MULTI flags the transaction and a
+    /// refused EXEC discards it with -EXECABORT, as `rejectCommand` does. Of the `allow_busy`
+    /// commands, SCRIPT KILL, SHUTDOWN, QUIT, MULTI, DISCARD, UNWATCH and AUTH act here, and
+    /// inside MULTI the others are queued; HELLO, RESET and WATCH outside MULTI need the
+    /// executor and get -BUSY (WATCH cannot be registered later: the script's writes after it
+    /// would be missed). None when no script is busy (the batch goes to the
+    /// executor).
+    pub fn answer(
+        &self,
+        batch: &[Vec<Bytes>],
+        client: &ClientShared,
+        mut auth_required: bool,
+    ) -> Option<BusyAnswer> {
         let run = self.busy.load(Ordering::Acquire);
         if run == 0 {
             return None;
         }
         let mut replies = BytesMut::new();
+        let mut in_multi = client.in_multi.load(Ordering::Relaxed);
+        let mut marks = match client.busy_marks.lock() {
+            Ok(m) => m,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let mut close = false;
         for argv in batch {
-            let first = argv.first().map(|a| a.as_ref()).unwrap_or(b"");
-            let second = argv.get(1).map(|a| a.as_ref()).unwrap_or(b"");
-            if first.eq_ignore_ascii_case(b"script")
-                && second.eq_ignore_ascii_case(b"kill")
-                && argv.len() == 2
-            {
+            if argv.is_empty() {
+                continue;
+            }
+            let spec = match resolve(argv) {
+                Ok(spec) => spec,
+                Err(text) => {
+                    error_line(&mut replies, &text);
+                    marks.dirty |= in_multi;
+                    continue;
+                }
+            };
+            if auth_required && !spec.has(flags::NO_AUTH) {
+                replies.extend_from_slice(b"-NOAUTH Authentication required.\r\n");
+                marks.dirty |= in_multi;
+                continue;
+            }
+            if in_multi && spec.has(flags::NO_MULTI) {
+                replies.extend_from_slice(b"-ERR Command not allowed inside a transaction\r\n");
+                marks.dirty = true;
+                continue;
+            }
+            let first = &argv[0];
+            if !spec.has(flags::ALLOW_BUSY) {
+                if first.eq_ignore_ascii_case(b"exec") {
+                    replies.extend_from_slice(EXECABORT_BUSY);
+                    marks.discard_transaction();
+                    in_multi = false;
+                } else {
+                    replies.extend_from_slice(BUSY);
+                    marks.dirty |= in_multi;
+                }
+                continue;
+            }
+            if first.eq_ignore_ascii_case(b"quit") {
+                replies.extend_from_slice(b"+OK\r\n");
+                close = true;
+                break;
+            }
+            if first.eq_ignore_ascii_case(b"multi") {
+                if in_multi {
+                    replies.extend_from_slice(b"-ERR MULTI calls can not be nested\r\n");
+                } else {
+                    replies.extend_from_slice(b"+OK\r\n");
+                    marks.enter = true;
+                    marks.dirty = false;
+                    in_multi = true;
+                }
+                continue;
+            }
+            if first.eq_ignore_ascii_case(b"discard") {
+                if in_multi {
+                    replies.extend_from_slice(b"+OK\r\n");
+                    marks.discard_transaction();
+                    in_multi = false;
+                } else {
+                    replies.extend_from_slice(b"-ERR DISCARD without MULTI\r\n");
+                }
+                continue;
+            }
+            if first.eq_ignore_ascii_case(b"watch") && in_multi {
+                replies.extend_from_slice(b"-ERR WATCH inside MULTI is not allowed\r\n");
+                continue;
+            }
+            if first.eq_ignore_ascii_case(b"reset") {
+                // Runs outside any transaction in Redis, but needs the executor.
+                replies.extend_from_slice(BUSY);
+                marks.dirty |= in_multi;
+                continue;
+            }
+            if in_multi {
+                replies.extend_from_slice(b"+QUEUED\r\n");
+                marks.queued.push(argv.clone());
+                continue;
+            }
+            if first.eq_ignore_ascii_case(b"auth") {
+                // connection.rs `auth`/`check_auth`, against the published users.
+                let (user, pass) = match argv.len() {
+                    2 => (None, &argv[1]),
+                    3 => (Some(&argv[1][..]), &argv[2]),
+                    _ => {
+                        replies.extend_from_slice(b"-ERR syntax error\r\n");
+                        continue;
+                    }
+                };
+                let users = self.users();
+                if user.is_none() && users.default_user().nopass {
+                    replies.extend_from_slice(b"-ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?\r\n");
+                    continue;
+                }
+                match users.get(user.unwrap_or(b"default")) {
+                    Some(u) if u.enabled && u.password_ok(pass) => {
+                        replies.extend_from_slice(b"+OK\r\n");
+                        marks.auth = Some(u.name.clone());
+                        client.authenticated.store(true, Ordering::Relaxed);
+                        auth_required = false;
+                    }
+                    _ => replies.extend_from_slice(
+                        b"-WRONGPASS invalid username-password pair or user is disabled.\r\n",
+                    ),
+                }
+            } else if first.eq_ignore_ascii_case(b"unwatch") {
+                replies.extend_from_slice(b"+OK\r\n");
+                marks.unwatch = true;
+            } else if first.eq_ignore_ascii_case(b"script") {
+                // SCRIPT KILL (the only SCRIPT subcommand allowed while busy).
                 if self.dirty.load(Ordering::Acquire) {
                     replies.extend_from_slice(UNKILLABLE);
                 } else {
@@ -70,17 +300,30 @@ impl BusyState {
                 && argv[1..].iter().any(|a| a.eq_ignore_ascii_case(b"nosave"))
             {
                 self.shutdown.store(true, Ordering::Release);
+                client.in_multi.store(in_multi, Ordering::Relaxed);
+                client
+                    .busy_marked
+                    .store(!marks.is_empty(), Ordering::Release);
                 return Some(BusyAnswer {
                     replies,
                     shutdown: true,
+                    close: false,
                 });
             } else {
+                // SHUTDOWN without NOSAVE answers -BUSY itself; HELLO and WATCH need the
+                // executor (see above).
                 replies.extend_from_slice(BUSY);
             }
         }
+        client.in_multi.store(in_multi, Ordering::Relaxed);
+        // Under the lock, so the executor's take and this flag cannot cross.
+        client
+            .busy_marked
+            .store(!marks.is_empty(), Ordering::Release);
         Some(BusyAnswer {
             replies,
             shutdown: false,
+            close,
         })
     }
 }

@@ -5,7 +5,7 @@
 //! Only TLS connections have a task: plain TCP is served by the executor's event loop
 //! (exec/net.rs).
 
-use crate::exec::client::{ClientShared, Out};
+use crate::exec::client::{auth_may_change, ClientShared, Out};
 use crate::exec::{Inbox, Msg, Shared};
 use crate::protocol::{DecodeLimits, Decoder};
 use bytes::BytesMut;
@@ -73,9 +73,20 @@ pub async fn serve<T: Transport>(
             };
             let mut batch = Vec::new();
             let mut protocol_error = None;
+            // The batch ended early (see `auth_may_change`): decode again once it is answered.
+            let mut more = false;
+            let auth_required = client.auth_required(&shared);
+            decoder.set_auth_required(auth_required);
             loop {
                 match decoder.decode(&mut rbuf, &limits) {
-                    Ok(Some(args)) => batch.push(args),
+                    Ok(Some(args)) => {
+                        let end = auth_may_change(auth_required, &shared, &args);
+                        batch.push(args);
+                        if end {
+                            more = true;
+                            break;
+                        }
+                    }
                     Ok(None) => break,
                     Err(e) => {
                         protocol_error = Some(e);
@@ -88,7 +99,7 @@ pub async fn serve<T: Transport>(
             while shared.script.must_wait(&batch) {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
-            if let Some(ans) = shared.script.answer(&batch) {
+            if let Some(ans) = shared.script.answer(&batch, &client, auth_required) {
                 batch.clear();
                 if ans.shutdown {
                     shared.request_shutdown();
@@ -102,10 +113,18 @@ pub async fn serve<T: Transport>(
                 if ans.shutdown {
                     return;
                 }
+                if ans.close {
+                    io.shutdown().await;
+                    return;
+                }
             }
             if !batch.is_empty() {
                 in_flight = true;
-                if batch.len() == 1 && crate::script::busy::is_kill_or_shutdown(&batch[0]) {
+                // Inside MULTI the executor queues it: nothing to answer early.
+                if batch.len() == 1
+                    && crate::script::busy::is_kill_or_shutdown(&batch[0])
+                    && !client.in_multi.load(Ordering::Relaxed)
+                {
                     kill_in_flight = Some(batch[0].clone());
                 }
                 if inbox.send(Msg::Batch { id, cmds: batch }).is_err() {
@@ -124,14 +143,19 @@ pub async fn serve<T: Transport>(
                         None => return,
                     }
                 }
-                wbuf.extend_from_slice(format!("-ERR {e}\r\n").as_bytes());
+                wbuf.extend_from_slice(&e.reply());
                 let _ = io.write_all(&wbuf).await;
                 io.shutdown().await;
                 return;
             }
+            // Answered here (busy script) with requests still buffered: no read or reply will
+            // come to wake us for them.
+            if more && !in_flight {
+                continue;
+            }
         }
         let limit = shared.client_query_buffer_limit.load(Ordering::Relaxed);
-        if rbuf.len() > limit {
+        if rbuf.len() + decoder.overhead() > limit {
             tracing::warn!(
                 "Closing client id={id} that reached max query buffer length ({} bytes)",
                 rbuf.len()
@@ -215,7 +239,8 @@ pub async fn serve<T: Transport>(
             // Built only when polled: a timer per loop turn would cost every request.
             _ = sleep_lazy(Duration::from_millis(5)), if in_flight && kill_in_flight.is_some() && !drop_reply => {
                 let req = kill_in_flight.take().unwrap_or_default();
-                match shared.script.answer(std::slice::from_ref(&req)) {
+                let auth_required = client.auth_required(&shared);
+                match shared.script.answer(std::slice::from_ref(&req), &client, auth_required) {
                     Some(ans) => {
                         drop_reply = true;
                         if ans.shutdown {

@@ -118,7 +118,7 @@ async fn on_accept_stream<T: connection::Transport>(
     }
     let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
     let (out_tx, out_rx) = mpsc::unbounded_channel();
-    let client_shared = Arc::new(ClientShared::default());
+    let client_shared = Arc::new(ClientShared::new_for(shared));
     let client = Client::new(id, addr, laddr, out_tx, client_shared.clone());
     if inbox.send(Msg::Connect(Box::new(client))).is_err() {
         shared.connected_clients.fetch_sub(1, Ordering::SeqCst);

@@ -13,11 +13,13 @@ pub fn active(cfg: &crate::config::Config) -> bool {
     cfg.protected_mode && cfg.users.default_user().nopass
 }
 
-/// Redis's `connIsLocal`: 127.0.0.0/8 or ::1 (an IPv4-mapped address is not local, as in Redis).
+/// Redis 7.0's `islocalClient`: the peer address printed by `inet_ntop` is exactly "127.0.0.1"
+/// or "::1" (the rest of 127.0.0.0/8 and IPv4-mapped loopback are remote), or a unix socket
+/// (deadbolt has none).
 pub fn is_local(peer: IpAddr) -> bool {
     match peer {
-        IpAddr::V4(a) => a.is_loopback(),
-        IpAddr::V6(a) => a.is_loopback(),
+        IpAddr::V4(a) => a == std::net::Ipv4Addr::LOCALHOST,
+        IpAddr::V6(a) => a == std::net::Ipv6Addr::LOCALHOST,
     }
 }
 
@@ -36,10 +38,13 @@ mod tests {
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
         let mut cfg = Config::default();
         assert!(active(&cfg));
-        for local in ["127.0.0.1", "127.1.2.3", "::1"] {
+        for local in ["127.0.0.1", "::1"] {
             assert!(!refuse(true, ip(local)), "{local}");
         }
         for remote in [
+            "127.0.0.2",
+            "127.1.2.3",
+            "127.255.255.255",
             "192.0.2.2",
             "10.0.0.1",
             "::ffff:127.0.0.1",
