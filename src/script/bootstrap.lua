@@ -251,6 +251,7 @@ print, loadfile, dofile, getfenv, setfenv, newproxy, require, module, package, g
   nil, nil, nil, nil, nil, nil, nil, nil, nil, gcinfo
 
 rawset(G, '__redis__err__handler', err_handler)
+rawset(G, 'unpack', rs.unpack)
 rawset(G, 'loadstring', safe_loadstring)
 rawset(G, 'load', safe_load)
 rawset(G, 'pcall', cwrap(function(...) return pcall_fix(pcall(...)) end))

@@ -314,6 +314,10 @@ impl Engine {
             })?
         };
         rs.set("vars", vars)?;
+        // SAFETY: pushes a plain C function (no upvalues).
+        let unpack: Function =
+            unsafe { lua.exec_raw((), |l| mlua::ffi::lua_pushcfunction(l, raw::unpack))? };
+        rs.set("unpack", unpack)?;
         rs.set("setup", setup)?;
         let s = st.clone();
         rs.set(

@@ -412,6 +412,37 @@ unsafe fn table_to_frame(l: *mut ffi::lua_State, fields: c_int, resp3: bool) -> 
     Frame::Array(items)
 }
 
+/// `unpack(t [, i [, j]])`, replacing Lua 5.1.5's `luaB_unpack`. The original computes the
+/// count as `e - i + 1` in a C `int` and relies on signed overflow to catch huge ranges; an
+/// optimising compiler drops that check (overflow is undefined), so in release builds
+/// `unpack({}, -1, 2147483647)` pushed 2^31 values and crashed the server. The count here is
+/// computed in 64 bits; the argument conversions (`luaL_checkint`) and the error text are Lua's.
+pub unsafe extern "C-unwind" fn unpack(l: *mut ffi::lua_State) -> c_int {
+    ffi::luaL_checktype(l, 1, ffi::LUA_TTABLE);
+    // luaL_optint / luaL_checkint: lua_Integer narrowed to a C int, as Lua does.
+    let i = if ffi::lua_isnoneornil(l, 2) != 0 {
+        1
+    } else {
+        ffi::luaL_checkinteger(l, 2) as c_int
+    };
+    let e = if ffi::lua_isnoneornil(l, 3) != 0 {
+        ffi::lua_objlen(l, 1) as c_int
+    } else {
+        ffi::luaL_checkinteger(l, 3) as c_int
+    };
+    if i > e {
+        return 0;
+    }
+    let n = e as i64 - i as i64 + 1;
+    if n > c_int::MAX as i64 || ffi::lua_checkstack(l, n as c_int) == 0 {
+        return ffi::luaL_error(l, c"too many results to unpack".as_ptr());
+    }
+    for k in i as i64..=e as i64 {
+        ffi::lua_rawgeti(l, 1, k as ffi::lua_Integer);
+    }
+    n as c_int
+}
+
 #[cfg(test)]
 mod tests {
     use super::number_arg;
