@@ -23,6 +23,9 @@ local getmetatable_ = getmetatable
 -- Frames of this chunk are skipped when the error handler looks for the script's position.
 local INTERNAL = '=deadbolt'
 
+-- Tables the script must not modify (weak keys: proxies, _G, the string metatable).
+local protected = setmetatable({}, {__mode = 'k'})
+
 -- Redis's __redis__err__handler, except that it looks for the first frame that belongs to the
 -- script instead of a fixed level, so our Lua wrappers (redis.call, pcall) stay invisible.
 local function err_handler(err)
@@ -36,7 +39,8 @@ local function err_handler(err)
     end
     lvl = lvl + 1
   end
-  if type(err) ~= 'table' then err = {err = 'ERR ' .. tostring(err)} end
+  -- A protected table (error(redis)) is never written to: it becomes a message like any value.
+  if type(err) ~= 'table' or protected[err] then err = {err = 'ERR ' .. tostring(err)} end
   if src then
     rawset(err, 'source', src)
     rawset(err, 'line', line)
@@ -48,7 +52,6 @@ end
 -- library is reached through an empty proxy, and the raw functions that would get around the
 -- metatables refuse protected tables.
 local RO = 'Attempt to modify a readonly table'
-local protected = setmetatable({}, {__mode = 'k'})
 local real_of = setmetatable({}, {__mode = 'k'})
 
 local function ro_newindex() error(RO, 2) end
@@ -265,12 +268,14 @@ rawset(G, 'setmetatable', cwrap(function(t, mt)
   return setmetatable(t, mt)
 end))
 -- Enumeration and raw reads see through the proxies (pairs(redis) lists the API).
--- _G's enumeration continues into KEYS and ARGV, which live in `vars`.
+-- The globals themselves live in `real` (see the end); _G's enumeration continues into KEYS
+-- and ARGV, which live in `vars`.
 local vars = rs.vars
+local real = {}
 local function next_(t, k)
   if t == G then
-    if k ~= nil and rawget(G, k) == nil and rawget(vars, k) ~= nil then return next(vars, k) end
-    local nk, nv = next(G, k)
+    if k ~= nil and rawget(real, k) == nil and rawget(vars, k) ~= nil then return next(vars, k) end
+    local nk, nv = next(real, k)
     if nk == nil then return next(vars) end
     return nk, nv
   end
@@ -282,7 +287,11 @@ rawset(G, 'pairs', function(t)
   return pairs(t)
 end)
 rawset(G, 'rawget', function(t, k)
-  if t == G and rawget(G, k) == nil then return rawget(vars, k) end
+  if t == G then
+    local v = rawget(real, k)
+    if v == nil then return rawget(vars, k) end
+    return v
+  end
   return rawget(real_of[t] or t, k)
 end)
 
@@ -372,13 +381,21 @@ protected[smt] = true
 
 -- KEYS and ARGV live outside _G (so that assigning them fails like any global) in a table
 -- that _G's lookups fall through to; Rust replaces them before each run.
-setmetatable(vars, {
-  __index = function(_, k)
-    error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
-  end,
-})
+local function no_global(_, k)
+  error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+end
+setmetatable(vars, {__index = no_global})
+
+-- _G itself is left empty: every global moves to `real`, reached through _G's __index, so that
+-- any assignment to a global (existing or not) goes through __newindex and fails, as Redis's
+-- read-only _G does. Lookups stay table-to-table (_G -> real -> vars), with no function call.
+for k, v in next, G do real[k] = v end
+for k in next, real do rawset(G, k, nil) end
+setmetatable(real, {__index = vars})
 protected[G] = true
-setmetatable(G, {__index = vars, __newindex = ro_newindex, __metatable = false})
+-- getmetatable(_G) gives a read-only view, like Redis's (read-only) error metatable; the real
+-- one must stay unreachable, since its __index leads to the writable `real`.
+setmetatable(G, {__index = real, __newindex = ro_newindex, __metatable = proxy({__index = no_global})})
 
 local setup = rs.setup
 return function(f) setup() return xpcall(f, err_handler) end
