@@ -22,22 +22,45 @@ local getmetatable_ = getmetatable
 
 -- Frames of this chunk are skipped when the error handler looks for the script's position.
 local INTERNAL = '=deadbolt'
+local unwinding = rs.unwinding
 
 -- Tables the script must not modify (weak keys: proxies, _G, the string metatable).
 local protected = setmetatable({}, {__mode = 'k'})
 
+-- The first level past `lvl` that is not a lost tail call. Lua 5.1 reports one stack level per
+-- tail call a frame made, so a script killed in a tail-call loop has billions of them; they
+-- form one contiguous run, found here with O(log n) probes instead of one per call.
+local function skip_tail(lvl)
+  local step = 1
+  while true do
+    local j = getinfo(lvl + step, 'S')
+    if not j or j.what ~= 'tail' then break end
+    step = step * 2
+  end
+  local lo, hi = lvl + floor(step / 2), lvl + step
+  while hi - lo > 1 do
+    local mid = floor((lo + hi) / 2)
+    local j = getinfo(mid, 'S')
+    if j and j.what == 'tail' then lo = mid else hi = mid end
+  end
+  return hi
+end
+
 -- Redis's __redis__err__handler, except that it looks for the first frame that belongs to the
 -- script instead of a fixed level, so our Lua wrappers (redis.call, pcall) stay invisible.
 local function err_handler(err)
-  local lvl, src, line = 2, nil, nil
+  local lvl, src, line = 1, nil, nil
   while true do
     local i = getinfo(lvl, 'Sl')
     if not i then break end
-    if i.what ~= 'C' and i.what ~= 'tail' and i.source ~= INTERNAL then
+    if i.what == 'tail' then
+      lvl = skip_tail(lvl)
+    elseif i.what ~= 'C' and i.source ~= INTERNAL then
       src, line = i.source, i.currentline
       break
+    else
+      lvl = lvl + 1
     end
-    lvl = lvl + 1
   end
   -- A protected table (error(redis)) is never written to: it becomes a message like any value.
   if type(err) ~= 'table' or protected[err] then err = {err = 'ERR ' .. tostring(err)} end
@@ -73,8 +96,14 @@ local function safe_loadstring(s, name)
   return loadstring(s, name)
 end
 
-local function safe_load(f, name)
-  if type(f) ~= 'function' then return load(f, name) end
+-- Lua 5.1's load takes only a reader function (load('return 1') is an argument error in Redis
+-- too); it is rebuilt here so that binary chunks are refused the same way as in loadstring.
+local function safe_load(...)
+  local f, name = ...
+  if type(f) ~= 'function' then
+    local got = select('#', ...) == 0 and 'no value' or type(f)
+    error("bad argument #1 to 'load' (function expected, got " .. got .. ")", 3)
+  end
   local parts = {}
   while true do
     local piece = f()
@@ -256,7 +285,7 @@ print, loadfile, dofile, getfenv, setfenv, newproxy, require, module, package, g
 rawset(G, '__redis__err__handler', err_handler)
 rawset(G, 'unpack', rs.unpack)
 rawset(G, 'loadstring', safe_loadstring)
-rawset(G, 'load', safe_load)
+rawset(G, 'load', cwrap(safe_load))
 rawset(G, 'pcall', cwrap(function(...) return pcall_fix(pcall(...)) end))
 rawset(G, 'xpcall', cwrap(function(...) return kill_check(xpcall(...)) end))
 rawset(G, 'rawset', cwrap(function(t, k, v)
@@ -398,4 +427,12 @@ protected[G] = true
 setmetatable(G, {__index = real, __newindex = ro_newindex, __metatable = proxy({__index = no_global})})
 
 local setup = rs.setup
-return function(f) setup() return xpcall(f, err_handler) end
+-- The runner's handler marks the run as unwinding (the busy hook then lets the handler finish
+-- instead of raising again); the global __redis__err__handler can't, so a script calling it
+-- cannot make itself unkillable.
+local function run_handler(e)
+  unwinding()
+  local r = err_handler(e)
+  return r
+end
+return function(f) setup() return xpcall(f, run_handler) end

@@ -109,6 +109,9 @@ struct RunState {
     read_only: Cell<bool>,
     dirty: Cell<bool>,
     killed: Cell<bool>,
+    /// Set by the runner's error handler: the run is over and only the handler's few steps
+    /// remain, which the hook must let finish (raising again would re-enter the handler).
+    unwinding: Cell<bool>,
     run_id: Cell<u64>,
     started: Cell<Instant>,
     threshold_ms: Cell<u64>,
@@ -123,7 +126,7 @@ struct RunState {
 
 impl RunState {
     fn hook(&self) -> mlua::Result<VmState> {
-        if self.ctx.get().is_null() {
+        if self.ctx.get().is_null() || self.unwinding.get() {
             return Ok(VmState::Continue);
         }
         if self.killed.get() {
@@ -273,6 +276,7 @@ impl Engine {
             read_only: Cell::new(false),
             dirty: Cell::new(false),
             killed: Cell::new(false),
+            unwinding: Cell::new(false),
             run_id: Cell::new(0),
             started: Cell::new(Instant::now()),
             threshold_ms: Cell::new(5000),
@@ -318,6 +322,14 @@ impl Engine {
         let unpack: Function =
             unsafe { lua.exec_raw((), |l| mlua::ffi::lua_pushcfunction(l, raw::unpack))? };
         rs.set("unpack", unpack)?;
+        // SAFETY: one C closure over the RunState pointer (see `call` above).
+        let unwinding: Function = unsafe {
+            lua.exec_raw((), |l| {
+                mlua::ffi::lua_pushlightuserdata(l, st_ptr);
+                mlua::ffi::lua_pushcclosure(l, raw::unwinding, 1);
+            })?
+        };
+        rs.set("unwinding", unwinding)?;
         rs.set("setup", setup)?;
         let s = st.clone();
         rs.set(
@@ -483,6 +495,7 @@ impl Engine {
         st.read_only.set(ro || (!compat && no_writes));
         st.dirty.set(false);
         st.killed.set(false);
+        st.unwinding.set(false);
         st.busy.set(false);
         st.run_id.set(st.run_id.get() + 1);
         st.sha.set(*sha);

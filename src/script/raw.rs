@@ -412,6 +412,15 @@ unsafe fn table_to_frame(l: *mut ffi::lua_State, fields: c_int, resp3: bool) -> 
     Frame::Array(items)
 }
 
+/// Called first by the runner's error handler (upvalue 1: the RunState): see
+/// `RunState::unwinding`. A C function, so that it allocates nothing while a memory error may
+/// be what is being handled.
+pub unsafe extern "C-unwind" fn unwinding(l: *mut ffi::lua_State) -> c_int {
+    let st = &*(ffi::lua_touserdata(l, ffi::lua_upvalueindex(1)) as *const RunState);
+    st.unwinding.set(true);
+    0
+}
+
 /// `unpack(t [, i [, j]])`, replacing Lua 5.1.5's `luaB_unpack`. The original computes the
 /// count as `e - i + 1` in a C `int` and relies on signed overflow to catch huge ranges; an
 /// optimising compiler drops that check (overflow is undefined), so in release builds
