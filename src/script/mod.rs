@@ -108,6 +108,9 @@ struct RunState {
     resp3: Cell<bool>,
     read_only: Cell<bool>,
     dirty: Cell<bool>,
+    /// Over maxmemory when the script started and not `allow-oom` (Redis's
+    /// `pre_command_oom_state` without `SCRIPT_ALLOW_OOM`): its first deny-oom call is refused.
+    oom_at_start: Cell<bool>,
     killed: Cell<bool>,
     /// Set by the runner's error handler: the run is over and only the handler's few steps
     /// remain, which the hook must let finish (raising again would re-enter the handler).
@@ -208,6 +211,19 @@ pub fn with_engine<R>(
     Ok(r)
 }
 
+/// The shebang flags of a cached script; None if it is not cached (or a script is running:
+/// the engine is then taken out, and the caller falls back to the command's own flags).
+pub fn cached_flags(sha: &Sha) -> Option<u32> {
+    ENGINE.with(|e| {
+        e.try_borrow()
+            .ok()?
+            .as_ref()?
+            .scripts
+            .get(sha)
+            .map(|s| s.flags)
+    })
+}
+
 /// Lua heap in use and number of cached scripts, for INFO (`used_memory_lua`,
 /// `number_of_cached_scripts`); zeros before the first script.
 pub fn memory_and_scripts() -> (usize, usize) {
@@ -275,6 +291,7 @@ impl Engine {
             resp3: Cell::new(false),
             read_only: Cell::new(false),
             dirty: Cell::new(false),
+            oom_at_start: Cell::new(false),
             killed: Cell::new(false),
             unwinding: Cell::new(false),
             run_id: Cell::new(0),
@@ -490,7 +507,19 @@ impl Engine {
                 b"ERR Can not execute a script with write flag using *_ro command.",
             ));
         }
+        // Redis's scriptPrepareForRun, after the *_ro check: a shebang script that may write
+        // is refused while over maxmemory (EVAL and EVALSHA were already refused by the
+        // command's deny-oom check; this covers the rest, e.g. a script queued in MULTI).
+        let max = ctx.srv.config.maxmemory;
+        let oom = max != 0 && crate::alloc::used_memory() as u64 > max;
+        let allow_oom = !compat && script.flags & shebang::ALLOW_OOM != 0;
+        if oom && !compat && !allow_oom && !no_writes {
+            return Frame::Error(Bytes::from_static(
+                b"OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'",
+            ));
+        }
         let st = &self.st;
+        st.oom_at_start.set(oom && !allow_oom);
         st.resp3.set(false);
         st.read_only.set(ro || (!compat && no_writes));
         st.dirty.set(false);
@@ -556,6 +585,7 @@ impl Engine {
         st.killed.set(false);
         frame
     }
+
 
     /// The script's return value as its reply (see `raw::to_frame`).
     fn reply_of(&self, v: Value) -> Frame {

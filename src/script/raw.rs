@@ -90,7 +90,8 @@ unsafe fn call(l: *mut ffi::lua_State, st: &RunState) -> (bool, Frame) {
     // SAFETY: see `Engine::run`: non-null only while the script runs, inside `runner.call`;
     // Lua is single-threaded, so this is the only live reference.
     let ctx = &mut *(ptr as *mut Ctx<'static>);
-    let (frame, write) = dispatch::script_call(ctx, &argv, st.read_only.get());
+    let deny_oom = st.oom_at_start.get() && !st.dirty.get();
+    let (frame, write) = dispatch::script_call(ctx, &argv, st.read_only.get(), deny_oom);
     if write && !st.dirty.get() {
         st.dirty.set(true);
         st.shared.script.dirty.store(true, Ordering::Release);
