@@ -583,9 +583,24 @@ impl Engine {
             ))),
         };
         st.killed.set(false);
+        // Lua 5.1 has no emergency collection: a script that ran out of memory leaves its
+        // garbage at the limit, and every later allocation (even compiling `return 1` or
+        // calling a cached script) fails until a collection that nothing triggers. Collect
+        // whenever the run left the heap over half the limit; what a script allocated is
+        // garbage once it returns (globals are read-only), so this is cheap.
+        if self.memory_limit != 0 && self.lua.used_memory() > self.memory_limit / 2 {
+            self.collect_garbage();
+        }
         frame
     }
 
+    /// A full collection with the memory limit lifted, since the collection itself may need
+    /// a little memory (its protected call) when the heap is at the limit.
+    fn collect_garbage(&self) {
+        let _ = self.lua.set_memory_limit(0);
+        let _ = self.lua.gc_collect();
+        let _ = self.lua.set_memory_limit(self.memory_limit);
+    }
 
     /// The script's return value as its reply (see `raw::to_frame`).
     fn reply_of(&self, v: Value) -> Frame {
