@@ -347,7 +347,24 @@ impl Engine {
             })?
         };
         rs.set("unwinding", unwinding)?;
-        rs.set("setup", setup)?;
+        // SAFETY: as `unwinding`.
+        let pcall: Function = unsafe {
+            lua.exec_raw((), |l| {
+                mlua::ffi::lua_pushlightuserdata(l, st_ptr);
+                mlua::ffi::lua_pushcclosure(l, raw::pcall, 1);
+            })?
+        };
+        rs.set("pcall", pcall)?;
+        // SAFETY: as `unwinding`.
+        let xpcall: Function = unsafe {
+            lua.exec_raw((), |l| {
+                mlua::ffi::lua_pushlightuserdata(l, st_ptr);
+                mlua::ffi::lua_pushcclosure(l, raw::xpcall, 1);
+            })?
+        };
+        rs.set("xpcall", xpcall)?;
+
+        rs.set("setup", setup.clone())?;
         let s = st.clone();
         rs.set(
             "killed",
@@ -423,11 +440,19 @@ impl Engine {
                 }
             })?,
         )?;
-        let runner: Function = lua
+        let handler: Function = lua
             .load(BOOTSTRAP)
             .set_name("=deadbolt")
             .set_mode(ChunkMode::Text)
             .call(rs)?;
+        // SAFETY: one C closure over the RunState pointer, `setup` and the bootstrap's handler.
+        let runner: Function = unsafe {
+            lua.exec_raw((&setup, &handler), |l| {
+                mlua::ffi::lua_pushlightuserdata(l, st_ptr);
+                mlua::ffi::lua_insert(l, 1);
+                mlua::ffi::lua_pushcclosure(l, raw::run, 3);
+            })?
+        };
         let s = st.clone();
         lua.set_global_hook(
             HookTriggers::new().every_nth_instruction(HOOK_EVERY),

@@ -413,6 +413,87 @@ unsafe fn table_to_frame(l: *mut ffi::lua_State, fields: c_int, resp3: bool) -> 
     Frame::Array(items)
 }
 
+/// `pcall`, as Redis 7.0 replaces it (`luaRedisPcall`): the status placeholder is pushed
+/// before the call, so a call returning as many values as the stack holds still has room for
+/// it (Lua 5.1's own pcall pushes it afterwards, past the frame's stack, when a pcall chain
+/// returns more than LUA_MINSTACK values); an error table's `err` string is returned instead
+/// of the table. A killed script's error is raised again: a kill cannot be caught. Upvalue 1:
+/// the RunState.
+pub unsafe extern "C-unwind" fn pcall(l: *mut ffi::lua_State) -> c_int {
+    let st = &*(ffi::lua_touserdata(l, ffi::lua_upvalueindex(1)) as *const RunState);
+    let argc = ffi::lua_gettop(l);
+    if argc == 0 {
+        // Redis then calls its own placeholder.
+        ffi::lua_pushboolean(l, 0);
+        ffi::lua_pushstring(l, c"attempt to call a boolean value".as_ptr());
+        return 2;
+    }
+    ffi::lua_pushboolean(l, 1);
+    ffi::lua_insert(l, 1);
+    if ffi::lua_pcall(l, argc - 1, ffi::LUA_MULTRET, 0) != 0 {
+        if st.killed.get() {
+            ffi::lua_error(l);
+        }
+        // The placeholder's slot makes room for the field read below.
+        ffi::lua_remove(l, 1);
+        if ffi::lua_type(l, -1) == ffi::LUA_TTABLE {
+            ffi::lua_pushstring(l, c"err".as_ptr());
+            ffi::lua_rawget(l, -2);
+            if ffi::lua_type(l, -1) == ffi::LUA_TSTRING {
+                ffi::lua_replace(l, -2);
+            } else {
+                ffi::lua_pop(l, 1);
+            }
+        }
+        ffi::lua_pushboolean(l, 0);
+        ffi::lua_insert(l, 1);
+    }
+    ffi::lua_gettop(l)
+}
+
+/// `xpcall(f, handler)` for scripts, and (as `run`) the runner of every script: Lua 5.1's
+/// xpcall pushes its status after the call, one slot past the frame when the callee returned
+/// a full stack of values. Here the status slot is reserved first. A killed script's error is
+/// raised again. Upvalue 1: the RunState.
+pub unsafe extern "C-unwind" fn xpcall(l: *mut ffi::lua_State) -> c_int {
+    let st = &*(ffi::lua_touserdata(l, ffi::lua_upvalueindex(1)) as *const RunState);
+    ffi::luaL_checkany(l, 2);
+    ffi::lua_settop(l, 2);
+    // [f, h] -> [true, h, f]
+    ffi::lua_insert(l, 1);
+    ffi::lua_pushboolean(l, 1);
+    ffi::lua_insert(l, 1);
+    if ffi::lua_pcall(l, 0, ffi::LUA_MULTRET, 2) != 0 {
+        if st.killed.get() {
+            ffi::lua_error(l);
+        }
+        ffi::lua_pushboolean(l, 0);
+        ffi::lua_replace(l, 1);
+    }
+    ffi::lua_remove(l, 2);
+    ffi::lua_gettop(l)
+}
+
+/// Runs one script: `setup` (upvalue 2: KEYS and ARGV), then the script under the handler
+/// (upvalue 3), returning `ok, result | error` as xpcall does (see `xpcall` for why not
+/// xpcall itself). Upvalue 1: the RunState.
+pub unsafe extern "C-unwind" fn run(l: *mut ffi::lua_State) -> c_int {
+    ffi::lua_settop(l, 1);
+    ffi::lua_pushvalue(l, ffi::lua_upvalueindex(2));
+    ffi::lua_call(l, 0, 0);
+    // [f] -> [true, handler, f]
+    ffi::lua_pushvalue(l, ffi::lua_upvalueindex(3));
+    ffi::lua_insert(l, 1);
+    ffi::lua_pushboolean(l, 1);
+    ffi::lua_insert(l, 1);
+    if ffi::lua_pcall(l, 0, ffi::LUA_MULTRET, 2) != 0 {
+        ffi::lua_pushboolean(l, 0);
+        ffi::lua_replace(l, 1);
+    }
+    ffi::lua_remove(l, 2);
+    ffi::lua_gettop(l)
+}
+
 /// Called first by the runner's error handler (upvalue 1: the RunState): see
 /// `RunState::unwinding`. A C function, so that it allocates nothing while a memory error may
 /// be what is being handled.
