@@ -65,6 +65,8 @@ local function relocate(fname, ok, ...)
   error(e, 0)
 end
 
+local RO = 'Attempt to modify a readonly table'
+
 -- Tables the script must not modify (weak keys: proxies, _G, the string metatable).
 local protected = setmetatable({}, {__mode = 'k'})
 
@@ -103,8 +105,12 @@ local function err_handler(err)
       lvl = lvl + 1
     end
   end
-  -- A protected table (error(redis)) is never written to: it becomes a message like any value.
-  if type(err) ~= 'table' or protected[err] then err = {err = 'ERR ' .. tostring(err)} end
+  -- Redis's handler fails writing the position into a read-only table (error(redis)), and
+  -- the handler's own error is what the client sees; the same reply, without the write.
+  if type(err) == 'table' and protected[err] then
+    return {err = 'ERR err_handler_def:10: ' .. RO, source = '@err_handler_def', line = 10}
+  end
+  if type(err) ~= 'table' then err = {err = 'ERR ' .. tostring(err)} end
   if src then
     rawset(err, 'source', src)
     rawset(err, 'line', line)
@@ -115,7 +121,6 @@ end
 -- Read-only globals. PUC Lua has no read-only tables, so _G gets a guarding metatable, every
 -- library is reached through an empty proxy, and the raw functions that would get around the
 -- metatables refuse protected tables.
-local RO = 'Attempt to modify a readonly table'
 local real_of = setmetatable({}, {__mode = 'k'})
 
 local function ro_newindex() error(RO, 2) end
@@ -160,15 +165,9 @@ local function safe_load(...)
   return safe_loadstring(concat(parts), name or '=(load)')
 end
 
--- A killed script must not survive by catching the kill.
-local killed = rs.killed
-local function kill_check(ok, ...)
-  if not ok and killed() then error((...), 0) end
-  return ok, ...
-end
-
-local resume = coroutine.resume
-coroutine.resume = cwrap(function(...) return kill_check(relocate('resume', rs.pcall(resume, ...))) end)
+-- A killed script must not survive by catching the kill (in a coroutine or with pcall/xpcall,
+-- which are C functions in raw.rs).
+coroutine.resume = rs.resume
 
 -- Redis's own rand48, so math.random gives the same sequence on every platform (7.0 does not
 -- reseed per script).

@@ -363,13 +363,19 @@ impl Engine {
             })?
         };
         rs.set("xpcall", xpcall)?;
+        // SAFETY: as `unwinding`, with Lua's own coroutine.resume (a C function) as upvalue 2.
+        let resume: Function = unsafe {
+            lua.exec_raw((), |l| {
+                mlua::ffi::lua_pushlightuserdata(l, st_ptr);
+                mlua::ffi::lua_getfield(l, mlua::ffi::LUA_GLOBALSINDEX, c"coroutine".as_ptr());
+                mlua::ffi::lua_getfield(l, -1, c"resume".as_ptr());
+                mlua::ffi::lua_remove(l, -2);
+                mlua::ffi::lua_pushcclosure(l, raw::resume, 2);
+            })?
+        };
+        rs.set("resume", resume)?;
 
         rs.set("setup", setup.clone())?;
-        let s = st.clone();
-        rs.set(
-            "killed",
-            lua.create_function(move |_, ()| Ok(s.killed.get()))?,
-        )?;
         let s = st.clone();
         rs.set("lrand", lua.create_function(move |_, ()| Ok(s.lrand()))?)?;
         let s = st.clone();

@@ -368,10 +368,13 @@ unsafe fn table_to_frame(l: *mut ffi::lua_State, fields: c_int, resp3: bool) -> 
         let mut pairs = Vec::new();
         ffi::lua_pushnil(l);
         while ffi::lua_next(l, -2) != 0 {
-            // map, key, value
+            // map, key, value. The key is converted from a copy on top, as Redis does: the
+            // stack height decides where a deep reply hits the stack limit.
+            ffi::lua_pushvalue(l, -2);
+            let k = to_frame(l, fields, resp3);
+            ffi::lua_pop(l, 1);
             let v = to_frame(l, fields, resp3);
             ffi::lua_pop(l, 1);
-            let k = to_frame(l, fields, resp3);
             pairs.push((k, v));
         }
         ffi::lua_pop(l, 1);
@@ -383,7 +386,9 @@ unsafe fn table_to_frame(l: *mut ffi::lua_State, fields: c_int, resp3: bool) -> 
         ffi::lua_pushnil(l);
         while ffi::lua_next(l, -2) != 0 {
             ffi::lua_pop(l, 1);
+            ffi::lua_pushvalue(l, -1);
             items.push(to_frame(l, fields, resp3));
+            ffi::lua_pop(l, 1);
         }
         ffi::lua_pop(l, 1);
         return Frame::Set(items);
@@ -492,6 +497,23 @@ pub unsafe extern "C-unwind" fn run(l: *mut ffi::lua_State) -> c_int {
     }
     ffi::lua_remove(l, 2);
     ffi::lua_gettop(l)
+}
+
+/// `coroutine.resume`: Lua's own (upvalue 2, a C function) called directly as a C function,
+/// so it costs no extra C call level and its argument errors name the script's position, as
+/// in Redis; a killed script's error surfacing from the coroutine is raised again.
+/// Upvalue 1: the RunState.
+pub unsafe extern "C-unwind" fn resume(l: *mut ffi::lua_State) -> c_int {
+    let st = &*(ffi::lua_touserdata(l, ffi::lua_upvalueindex(1)) as *const RunState);
+    let Some(orig) = ffi::lua_tocfunction(l, ffi::lua_upvalueindex(2)) else {
+        return ffi::luaL_error(l, c"coroutine.resume is not available".as_ptr());
+    };
+    let n = orig(l);
+    if st.killed.get() && n >= 2 && ffi::lua_toboolean(l, -n) == 0 {
+        ffi::lua_pushvalue(l, -n + 1);
+        ffi::lua_error(l);
+    }
+    n
 }
 
 /// Called first by the runner's error handler (upvalue 1: the RunState): see
