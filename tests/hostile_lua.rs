@@ -447,3 +447,80 @@ fn hostile_client_disconnecting_mid_script() {
         assert_healthy(name, srv, sha, "disconnect");
     }
 }
+
+/// C loops Lua runs without its count hook. `table.insert(t, 2^31, v)` moves elements 2^31
+/// times (the position wraps to INT_MIN): Redis 7.0.15 spends ~30 s in that loop and SCRIPT
+/// KILL can't reach it, so deadbolt's safer behaviour is asserted on deadbolt alone: the loop
+/// runs the busy hook, other clients get -BUSY and SCRIPT KILL stops it.
+#[test]
+fn table_insert_at_2_pow_31_is_killable() {
+    let db = common::deadbolt(&["--busy-reply-threshold", "100"]);
+    let sha = load(&db, RELEASE);
+    let body = "table.insert({1, 2, 3}, 2^31, 'x') return 1";
+    let mut runner = db.conn();
+    runner.send(&["EVAL", body, "0"]);
+    let mut other = db.conn();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = other.cmd_str(&["PING"]);
+        if r.starts_with("-BUSY") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never busy ({r})");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(other.cmd_str(&["SCRIPT", "KILL"]), "+OK\r\n");
+    let reply = runner
+        .try_read_reply(Duration::from_secs(3))
+        .expect("no reply 3 s after SCRIPT KILL");
+    assert_eq!(
+        String::from_utf8_lossy(&reply),
+        format!(
+            "-ERR Script killed by user with SCRIPT KILL... script: {}, on @user_script:1.\r\n",
+            hex_sha(body)
+        )
+    );
+    assert_healthy("deadbolt", &db, &sha, body);
+    // The ordinary forms still behave as Lua's.
+    assert_eq!(
+        db.conn().cmd_str(&[
+            "EVAL",
+            "local t = {1,2,3} table.insert(t, 'x') table.insert(t, 1, 'y') table.insert(t, 9, 'z') return {t[1], t[5], #t, t[9]}",
+            "0"
+        ]),
+        "*4\r\n$1\r\ny\r\n$1\r\nx\r\n:5\r\n$1\r\nz\r\n"
+    );
+}
+
+/// `string.rep('', 2^31-1)` loops 2^31 times in C in Redis (same answer, seconds later);
+/// deadbolt answers at once. A result larger than lua-memory-limit is refused before it is
+/// built (Redis has no limit and builds 2 GB).
+#[test]
+fn string_rep_of_huge_sizes_is_bounded() {
+    let db = common::deadbolt(&["--lua-memory-limit", "16mb"]);
+    let sha = load(&db, RELEASE);
+    let mut c = db.conn();
+    let t = Instant::now();
+    assert_eq!(
+        c.cmd_str(&["EVAL", "return #string.rep('', 2^31 - 1)", "0"]),
+        ":0\r\n"
+    );
+    assert!(
+        t.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        t.elapsed()
+    );
+    let body = "return #string.rep('x', 2^31 - 1)";
+    assert_eq!(
+        c.cmd_str(&["EVAL", body, "0"]),
+        format!(
+            "-ERR user_script:1: not enough memory script: {}, on @user_script:1.\r\n",
+            hex_sha(body)
+        )
+    );
+    assert_eq!(
+        c.cmd_str(&["EVAL", "return #string.rep('ab', 1000)", "0"]),
+        ":2000\r\n"
+    );
+    assert_healthy("deadbolt", &db, &sha, body);
+}

@@ -168,6 +168,9 @@ end
 -- A killed script must not survive by catching the kill (in a coroutine or with pcall/xpcall,
 -- which are C functions in raw.rs).
 coroutine.resume = rs.resume
+-- Bounded versions of two C loops (raw.rs).
+table.insert = rs.tinsert
+string.rep = rs.rep
 
 -- Redis's own rand48, so math.random gives the same sequence on every platform (7.0 does not
 -- reseed per script).

@@ -111,6 +111,8 @@ struct RunState {
     /// Over maxmemory when the script started and not `allow-oom` (Redis's
     /// `pre_command_oom_state` without `SCRIPT_ALLOW_OOM`): its first deny-oom call is refused.
     oom_at_start: Cell<bool>,
+    /// lua-memory-limit in bytes (0: none), for checks made before a large allocation.
+    memory_limit: Cell<usize>,
     killed: Cell<bool>,
     /// Set by the runner's error handler: the run is over and only the handler's few steps
     /// remain, which the hook must let finish (raising again would re-enter the handler).
@@ -292,6 +294,7 @@ impl Engine {
             read_only: Cell::new(false),
             dirty: Cell::new(false),
             oom_at_start: Cell::new(false),
+            memory_limit: Cell::new(memory_limit),
             killed: Cell::new(false),
             unwinding: Cell::new(false),
             run_id: Cell::new(0),
@@ -374,6 +377,24 @@ impl Engine {
             })?
         };
         rs.set("resume", resume)?;
+        // SAFETY: as `unwinding`, with Lua's own string.rep as upvalue 2 for `rep`.
+        let (tinsert, rep): (Function, Function) = unsafe {
+            (
+                lua.exec_raw((), |l| {
+                    mlua::ffi::lua_pushlightuserdata(l, st_ptr);
+                    mlua::ffi::lua_pushcclosure(l, raw::tinsert, 1);
+                })?,
+                lua.exec_raw((), |l| {
+                    mlua::ffi::lua_pushlightuserdata(l, st_ptr);
+                    mlua::ffi::lua_getfield(l, mlua::ffi::LUA_GLOBALSINDEX, c"string".as_ptr());
+                    mlua::ffi::lua_getfield(l, -1, c"rep".as_ptr());
+                    mlua::ffi::lua_remove(l, -2);
+                    mlua::ffi::lua_pushcclosure(l, raw::rep, 2);
+                })?,
+            )
+        };
+        rs.set("tinsert", tinsert)?;
+        rs.set("rep", rep)?;
 
         rs.set("setup", setup.clone())?;
         let s = st.clone();
@@ -551,6 +572,7 @@ impl Engine {
         }
         let st = &self.st;
         st.oom_at_start.set(oom && !allow_oom);
+        st.memory_limit.set(self.memory_limit);
         st.resp3.set(false);
         st.read_only.set(ro || (!compat && no_writes));
         st.dirty.set(false);

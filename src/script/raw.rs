@@ -516,6 +516,64 @@ pub unsafe extern "C-unwind" fn resume(l: *mut ffi::lua_State) -> c_int {
     n
 }
 
+/// `table.insert`, as Lua 5.1's `tinsert`, except that its element-moving loop (up to 2^31
+/// steps for `table.insert(t, 2^31, v)`, where the position wraps to INT_MIN) runs the busy
+/// hook every 2^16 steps: other clients get -BUSY and SCRIPT KILL stops it, which Lua's C
+/// loop allowed neither in Redis nor here. Upvalue 1: the RunState.
+pub unsafe extern "C-unwind" fn tinsert(l: *mut ffi::lua_State) -> c_int {
+    let st = &*(ffi::lua_touserdata(l, ffi::lua_upvalueindex(1)) as *const RunState);
+    ffi::luaL_checktype(l, 1, ffi::LUA_TTABLE);
+    let mut e = ffi::lua_objlen(l, 1) as c_int as i64 + 1;
+    let pos = match ffi::lua_gettop(l) {
+        2 => e,
+        3 => {
+            let pos = ffi::luaL_checkinteger(l, 2) as c_int as i64;
+            if pos > e {
+                e = pos;
+            }
+            let mut i = e;
+            while i > pos {
+                if (e - i) & 0xffff == 0xffff && st.hook().is_err() {
+                    return ffi::luaL_error(
+                        l,
+                        c"Script killed by user with SCRIPT KILL...".as_ptr(),
+                    );
+                }
+                ffi::lua_rawgeti(l, 1, (i - 1) as ffi::lua_Integer);
+                ffi::lua_rawseti(l, 1, i as ffi::lua_Integer);
+                i -= 1;
+            }
+            pos
+        }
+        _ => return ffi::luaL_error(l, c"wrong number of arguments to 'insert'".as_ptr()),
+    };
+    ffi::lua_rawseti(l, 1, pos as ffi::lua_Integer);
+    0
+}
+
+/// `string.rep`: Lua's own (upvalue 2) after two checks Lua lacks. An empty string or count
+/// gives "" at once (Lua loops n times even then: `string.rep('', 2^31-1)` ran for seconds
+/// beyond the reach of SCRIPT KILL), and a result larger than lua-memory-limit is refused
+/// before it is built. Upvalue 1: the RunState.
+pub unsafe extern "C-unwind" fn rep(l: *mut ffi::lua_State) -> c_int {
+    let st = &*(ffi::lua_touserdata(l, ffi::lua_upvalueindex(1)) as *const RunState);
+    let mut len = 0usize;
+    ffi::luaL_checklstring(l, 1, &mut len);
+    let n = ffi::luaL_checkinteger(l, 2) as c_int;
+    if len == 0 || n <= 0 {
+        ffi::lua_pushstring(l, c"".as_ptr());
+        return 1;
+    }
+    let limit = st.memory_limit.get();
+    if limit != 0 && len.saturating_mul(n as usize) > limit {
+        return ffi::luaL_error(l, c"not enough memory".as_ptr());
+    }
+    match ffi::lua_tocfunction(l, ffi::lua_upvalueindex(2)) {
+        Some(orig) => orig(l),
+        None => ffi::luaL_error(l, c"string.rep is not available".as_ptr()),
+    }
+}
+
 /// Called first by the runner's error handler (upvalue 1: the RunState): see
 /// `RunState::unwinding`. A C function, so that it allocates nothing while a memory error may
 /// be what is being handled.
