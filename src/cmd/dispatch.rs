@@ -145,10 +145,11 @@ fn process_frame(srv: &mut Server, client: &mut Client, argv: &[Bytes]) -> Optio
     // maxmemory with noeviction: commands that may add data are refused while over the limit;
     // reads, DEL and the rest keep working so locks can still be released. Inside MULTI every
     // command but EXEC, DISCARD, QUIT and RESET is refused, since queuing itself takes memory.
+    // A script with a shebang counts as deny-oom unless it declares allow-oom or no-writes.
     if srv.config.maxmemory != 0 {
         let queuing =
             client.multi.is_some() && !matches!(spec.name, "exec" | "discard" | "quit" | "reset");
-        if (queuing || cmd_flags & flags::DENYOOM != 0)
+        if (queuing || cmd_flags & flags::DENYOOM != 0 || super::scripting::denies_oom(spec, argv))
             && crate::alloc::used_memory() as u64 > srv.config.maxmemory
         {
             let e = CmdError::err("OOM command not allowed when used memory > 'maxmemory'.");
@@ -312,7 +313,16 @@ fn writes_refused(srv: &mut Server, write: bool) -> Result<(), CmdError> {
 /// (unknown command / arity → noscript → write in a read-only script), then `run` with the
 /// script's context. Returns the reply (errors as `Frame::Error`) and whether the command is a
 /// write (the script can no longer be killed).
-pub fn script_call(ctx: &mut Ctx, argv: &[Bytes], read_only: bool) -> (Frame, bool) {
+///
+/// `deny_oom`: the server was over maxmemory when the script started, the script has not
+/// written yet and may not ignore it (Redis's `scriptVerifyOOM`): deny-oom commands are then
+/// refused, since the script can still stop cleanly.
+pub fn script_call(
+    ctx: &mut Ctx,
+    argv: &[Bytes],
+    read_only: bool,
+    deny_oom: bool,
+) -> (Frame, bool) {
     let table = &ctx.srv.table;
     let Some(mut id) = table.lookup(&argv[0]) else {
         let e = CmdError::err("ERR Unknown Redis command called from script");
@@ -334,6 +344,8 @@ pub fn script_call(ctx: &mut Ctx, argv: &[Bytes], read_only: bool) -> (Frame, bo
         "ERR This Redis command is not allowed from script"
     } else if read_only && spec.flags & (flags::WRITE | flags::MAY_REPLICATE) != 0 {
         "ERR Write commands are not allowed from read-only scripts."
+    } else if deny_oom && spec.has(flags::DENYOOM) {
+        "OOM command not allowed when used memory > 'maxmemory'."
     } else {
         let write = spec.has(flags::WRITE);
         return (run(ctx, id, argv), write);

@@ -17,24 +17,98 @@ local type, error, tostring, tonumber, select, rawget, rawset, setmetatable, nex
 local getinfo = dbg.getinfo
 local concat = table.concat
 local floor = math.floor
-local strbyte, strsub, strfind, strgsub = string.byte, string.sub, string.find, string.gsub
+local strbyte, strsub, strfind, strgsub, strmatch =
+  string.byte, string.sub, string.find, string.gsub, string.match
 local getmetatable_ = getmetatable
 
 -- Frames of this chunk are skipped when the error handler looks for the script's position.
 local INTERNAL = '=deadbolt'
+local unwinding = rs.unwinding
+
+-- The wrappers below stand in for C functions that the script calls directly, so their
+-- errors must read as luaL_error's would: prefixed with the script's position (luaL_where).
+local function script_where()
+  local lvl = 2
+  while true do
+    local i = getinfo(lvl, 'Sl')
+    if not i then return '' end
+    if i.what ~= 'C' and i.what ~= 'tail' and i.source ~= INTERNAL then
+      if i.currentline > 0 then return i.short_src .. ':' .. i.currentline .. ': ' end
+      return ''
+    end
+    lvl = lvl + 1
+  end
+end
+local function argerr(n, fname, msg)
+  error(script_where() .. 'bad argument #' .. n .. " to '" .. fname .. "' (" .. msg .. ')', 0)
+end
+local function typename(n, ...)
+  if select('#', ...) < n then return 'no value' end
+  return type((select(n, ...)))
+end
+local function check_table(n, fname, ...)
+  if type((select(n, ...))) ~= 'table' then
+    argerr(n, fname, 'table expected, got ' .. typename(n, ...))
+  end
+end
+-- For an original C function called through pcall by a wrapper: its luaL_error texts (which
+-- then lack a position and name the function '?') are raised again as the script would
+-- have seen them; any other error as it is.
+local function relocate(fname, ok, ...)
+  if ok then return ... end
+  local e = ...
+  if type(e) == 'string' then
+    local n, rest = strmatch(e, "^bad argument #(%d+) to '%?' (.*)$")
+    if n then error(script_where() .. 'bad argument #' .. n .. " to '" .. fname .. "' " .. rest, 0) end
+    if e == 'cannot change a protected metatable' then error(script_where() .. e, 0) end
+  end
+  error(e, 0)
+end
+
+local RO = 'Attempt to modify a readonly table'
+
+-- Tables the script must not modify (weak keys: proxies, _G, the string metatable).
+local protected = setmetatable({}, {__mode = 'k'})
+
+-- The first level past `lvl` that is not a lost tail call. Lua 5.1 reports one stack level per
+-- tail call a frame made, so a script killed in a tail-call loop has billions of them; they
+-- form one contiguous run, found here with O(log n) probes instead of one per call.
+local function skip_tail(lvl)
+  local step = 1
+  while true do
+    local j = getinfo(lvl + step, 'S')
+    if not j or j.what ~= 'tail' then break end
+    step = step * 2
+  end
+  local lo, hi = lvl + floor(step / 2), lvl + step
+  while hi - lo > 1 do
+    local mid = floor((lo + hi) / 2)
+    local j = getinfo(mid, 'S')
+    if j and j.what == 'tail' then lo = mid else hi = mid end
+  end
+  return hi
+end
 
 -- Redis's __redis__err__handler, except that it looks for the first frame that belongs to the
 -- script instead of a fixed level, so our Lua wrappers (redis.call, pcall) stay invisible.
 local function err_handler(err)
-  local lvl, src, line = 2, nil, nil
+  local lvl, src, line = 1, nil, nil
   while true do
     local i = getinfo(lvl, 'Sl')
     if not i then break end
-    if i.what ~= 'C' and i.what ~= 'tail' and i.source ~= INTERNAL then
+    if i.what == 'tail' then
+      lvl = skip_tail(lvl)
+    elseif i.what ~= 'C' and i.source ~= INTERNAL then
       src, line = i.source, i.currentline
       break
+    else
+      lvl = lvl + 1
     end
-    lvl = lvl + 1
+  end
+  -- Redis's handler fails writing the position into a read-only table (error(redis)), and
+  -- the handler's own error is what the client sees; the same reply, without the write.
+  if type(err) == 'table' and protected[err] then
+    return {err = 'ERR err_handler_def:10: ' .. RO, source = '@err_handler_def', line = 10}
   end
   if type(err) ~= 'table' then err = {err = 'ERR ' .. tostring(err)} end
   if src then
@@ -47,8 +121,6 @@ end
 -- Read-only globals. PUC Lua has no read-only tables, so _G gets a guarding metatable, every
 -- library is reached through an empty proxy, and the raw functions that would get around the
 -- metatables refuse protected tables.
-local RO = 'Attempt to modify a readonly table'
-local protected = setmetatable({}, {__mode = 'k'})
 local real_of = setmetatable({}, {__mode = 'k'})
 
 local function ro_newindex() error(RO, 2) end
@@ -63,15 +135,26 @@ end
 local function raise(msg) error({err = msg}, 0) end
 
 -- Lua 5.1 would load bytecode through these; crafted bytecode can corrupt the VM.
-local function safe_loadstring(s, name)
+local function safe_loadstring(...)
+  local s, name = ...
+  local t = type(s)
+  if t ~= 'string' and t ~= 'number' then
+    argerr(1, 'loadstring', 'string expected, got ' .. typename(1, ...))
+  end
   if type(s) == 'string' and strbyte(s, 1) == 27 then
     return nil, 'binary chunks are not allowed'
   end
   return loadstring(s, name)
 end
 
-local function safe_load(f, name)
-  if type(f) ~= 'function' then return load(f, name) end
+-- Lua 5.1's load takes only a reader function (load('return 1') is an argument error in Redis
+-- too); it is rebuilt here so that binary chunks are refused the same way as in loadstring.
+local function safe_load(...)
+  local f, name = ...
+  if type(f) ~= 'function' then
+    local got = select('#', ...) == 0 and 'no value' or type(f)
+    error("bad argument #1 to 'load' (function expected, got " .. got .. ")", 3)
+  end
   local parts = {}
   while true do
     local piece = f()
@@ -82,29 +165,25 @@ local function safe_load(f, name)
   return safe_loadstring(concat(parts), name or '=(load)')
 end
 
--- A killed script must not survive by catching the kill.
-local killed = rs.killed
-local function pcall_fix(ok, ...)
-  if ok then return ok, ... end
-  local e = ...
-  if killed() then error(e, 0) end
-  if type(e) == 'table' and type(rawget(e, 'err')) == 'string' then
-    return false, rawget(e, 'err')
-  end
-  return false, e
-end
-
-local function kill_check(ok, ...)
-  if not ok and killed() then error((...), 0) end
-  return ok, ...
-end
-
-local resume = coroutine.resume
-coroutine.resume = cwrap(function(...) return kill_check(resume(...)) end)
+-- A killed script must not survive by catching the kill (in a coroutine or with pcall/xpcall,
+-- which are C functions in raw.rs).
+coroutine.resume = rs.resume
+-- Bounded versions of two C loops (raw.rs).
+table.insert = rs.tinsert
+string.rep = rs.rep
 
 -- Redis's own rand48, so math.random gives the same sequence on every platform (7.0 does not
 -- reseed per script).
 local lrand, srand = rs.lrand, rs.srand
+-- luaL_checkint on x86-64: the number truncated toward zero, then narrowed to a C int
+-- (wrapping), so math.random(2^31) sees -2147483648 as Redis does.
+local function cint(x)
+  local i = x >= 0 and floor(x) or -floor(-x)
+  if i ~= i or i == 1/0 or i == -1/0 then return 0 end
+  i = i % 4294967296
+  if i >= 2147483648 then i = i - 4294967296 end
+  return i
+end
 local function checkint(n, v)
   local x = tonumber(v)
   if x == nil then
@@ -113,7 +192,7 @@ local function checkint(n, v)
     -- luaL_error gives it.
     error("bad argument #" .. n .. " to 'random' (number expected, got " .. got .. ")", 4)
   end
-  return floor(x + 0.5)
+  return cint(x)
 end
 math.random = cwrap(function(...)
   local r = lrand()
@@ -251,39 +330,62 @@ print, loadfile, dofile, getfenv, setfenv, newproxy, require, module, package, g
   nil, nil, nil, nil, nil, nil, nil, nil, nil, gcinfo
 
 rawset(G, '__redis__err__handler', err_handler)
-rawset(G, 'loadstring', safe_loadstring)
-rawset(G, 'load', safe_load)
-rawset(G, 'pcall', cwrap(function(...) return pcall_fix(pcall(...)) end))
-rawset(G, 'xpcall', cwrap(function(...) return kill_check(xpcall(...)) end))
-rawset(G, 'rawset', cwrap(function(t, k, v)
+rawset(G, 'unpack', rs.unpack)
+rawset(G, 'loadstring', cwrap(safe_loadstring))
+rawset(G, 'load', cwrap(safe_load))
+-- Redis's luaRedisPcall, in C (raw.rs).
+rawset(G, 'pcall', rs.pcall)
+rawset(G, 'xpcall', rs.xpcall)
+rawset(G, 'rawset', cwrap(function(...)
+  local t = ...
+  check_table(1, 'rawset', ...)
+  local n = select('#', ...)
+  if n < 2 then argerr(2, 'rawset', 'value expected') end
+  if n < 3 then argerr(3, 'rawset', 'value expected') end
   if protected[t] then error(RO, 0) end
-  return rawset(t, k, v)
+  return relocate('rawset', pcall(rawset, ...))
 end))
-rawset(G, 'setmetatable', cwrap(function(t, mt)
+rawset(G, 'setmetatable', cwrap(function(...)
+  local t = ...
+  check_table(1, 'setmetatable', ...)
   if protected[t] then error(RO, 0) end
-  return setmetatable(t, mt)
+  return relocate('setmetatable', pcall(setmetatable, ...))
 end))
 -- Enumeration and raw reads see through the proxies (pairs(redis) lists the API).
--- _G's enumeration continues into KEYS and ARGV, which live in `vars`.
+-- The globals themselves live in `real` (see the end); _G's enumeration continues into KEYS
+-- and ARGV, which live in `vars`.
 local vars = rs.vars
+local real = {}
 local function next_(t, k)
   if t == G then
-    if k ~= nil and rawget(G, k) == nil and rawget(vars, k) ~= nil then return next(vars, k) end
-    local nk, nv = next(G, k)
+    if k ~= nil and rawget(real, k) == nil and rawget(vars, k) ~= nil then return next(vars, k) end
+    local nk, nv = next(real, k)
     if nk == nil then return next(vars) end
     return nk, nv
   end
   return next(real_of[t] or t, k)
 end
-rawset(G, 'next', next_)
-rawset(G, 'pairs', function(t)
+rawset(G, 'next', cwrap(function(...)
+  check_table(1, 'next', ...)
+  return next_(...)
+end))
+rawset(G, 'pairs', cwrap(function(...)
+  local t = ...
+  check_table(1, 'pairs', ...)
   if real_of[t] or t == G then return next_, t, nil end
   return pairs(t)
-end)
-rawset(G, 'rawget', function(t, k)
-  if t == G and rawget(G, k) == nil then return rawget(vars, k) end
+end))
+rawset(G, 'rawget', cwrap(function(...)
+  local t, k = ...
+  check_table(1, 'rawget', ...)
+  if select('#', ...) < 2 then argerr(2, 'rawget', 'value expected') end
+  if t == G then
+    local v = rawget(real, k)
+    if v == nil then return rawget(vars, k) end
+    return v
+  end
   return rawget(real_of[t] or t, k)
-end)
+end))
 
 rawset(G, 'redis', redis)
 -- LuaBitOp's argument checks, with luaL_checknumber's texts at the script's position.
@@ -332,6 +434,20 @@ local function wrap_cjson(raw)
     if e then error(e, 3) end
     return v
   end)
+  -- lua-cjson's json_integer_option: luaL_checkinteger narrowed to an int, then a range check.
+  for name, hi in pairs({encode_max_depth = 2147483647, decode_max_depth = 2147483647,
+                         encode_number_precision = 14}) do
+    local f = raw[name]
+    t[name] = cwrap(function(...)
+      local v = ...
+      if v == nil then return f() end
+      local x = tonumber(v)
+      if x == nil then argerr(1, name, 'number expected, got ' .. typename(1, ...)) end
+      local i = cint(x)
+      if i < 1 or i > hi then argerr(1, name, 'expected integer between 1 and ' .. hi) end
+      return f(i)
+    end)
+  end
   local new = rs.cjson_new
   t.new = function() return wrap_cjson(new()) end
   return t
@@ -371,13 +487,27 @@ protected[smt] = true
 
 -- KEYS and ARGV live outside _G (so that assigning them fails like any global) in a table
 -- that _G's lookups fall through to; Rust replaces them before each run.
-setmetatable(vars, {
-  __index = function(_, k)
-    error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
-  end,
-})
-protected[G] = true
-setmetatable(G, {__index = vars, __newindex = ro_newindex, __metatable = false})
+local function no_global(_, k)
+  error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+end
+setmetatable(vars, {__index = no_global})
 
-local setup = rs.setup
-return function(f) setup() return xpcall(f, err_handler) end
+-- _G itself is left empty: every global moves to `real`, reached through _G's __index, so that
+-- any assignment to a global (existing or not) goes through __newindex and fails, as Redis's
+-- read-only _G does. Lookups stay table-to-table (_G -> real -> vars), with no function call.
+for k, v in next, G do real[k] = v end
+for k in next, real do rawset(G, k, nil) end
+setmetatable(real, {__index = vars})
+protected[G] = true
+-- getmetatable(_G) gives a read-only view, like Redis's (read-only) error metatable; the real
+-- one must stay unreachable, since its __index leads to the writable `real`.
+setmetatable(G, {__index = real, __newindex = ro_newindex, __metatable = proxy({__index = no_global})})
+
+-- The runner (raw::run, made by the engine) calls this handler: it marks the run as unwinding
+-- (the busy hook then lets the handler finish instead of raising again); the global
+-- __redis__err__handler can't, so a script calling it cannot make itself unkillable.
+return function(e)
+  unwinding()
+  local r = err_handler(e)
+  return r
+end

@@ -121,12 +121,21 @@ fn encode(v: &Value, level: usize, out: &mut Vec<u8>) -> mlua::Result<()> {
 enum DecodeError {
     Eof,
     BadFormat,
+    /// lua-cmsgpack's `luaL_checkstack` failing: "stack overflow (<what>)".
+    Stack(&'static str),
     Lua(mlua::Error),
 }
+
+/// Lua 5.1's LUAI_MAXCSTACK: the most stack slots a C function may use.
+const MAX_C_STACK: usize = 8000;
 
 struct Cursor<'a> {
     b: &'a [u8],
     pos: usize,
+    /// The Lua stack slots lua-cmsgpack's C decoder would hold at this point (its arguments,
+    /// the values decoded so far, one table and one key per open level). Its
+    /// `luaL_checkstack` calls fail at the same points here, which also bounds the recursion.
+    used: usize,
 }
 
 impl Cursor<'_> {
@@ -146,7 +155,20 @@ impl Cursor<'_> {
             .fold(0u64, |acc, &c| (acc << 8) | c as u64))
     }
 
+    /// Decodes one value; like the C decoder, it then occupies one more stack slot.
     fn value(&mut self, lua: &Lua) -> Result<Value, DecodeError> {
+        // Checked before the input is, as in mp_decode_to_lua_type.
+        if self.b.len() > self.pos && self.used + 1 > MAX_C_STACK {
+            return Err(DecodeError::Stack(
+                "too many return values at once; use unpack_one or unpack_limit instead.",
+            ));
+        }
+        let v = self.value_inner(lua)?;
+        self.used += 1;
+        Ok(v)
+    }
+
+    fn value_inner(&mut self, lua: &Lua) -> Result<Value, DecodeError> {
         let c = self.take(1)?[0];
         Ok(match c {
             0x00..=0x7f => Value::Number(c as f64),
@@ -211,10 +233,18 @@ impl Cursor<'_> {
         let t = lua
             .create_table_with_capacity(n.min(1024), 0)
             .map_err(DecodeError::Lua)?;
+        let base = self.used;
+        self.used += 1;
+        if self.used + 1 > MAX_C_STACK {
+            return Err(DecodeError::Stack("in function mp_decode_to_lua_array"));
+        }
         for i in 1..=n {
+            self.used += 1;
             let v = self.value(lua)?;
+            self.used -= 2;
             t.raw_set(i, v).map_err(DecodeError::Lua)?;
         }
+        self.used = base;
         Ok(Value::Table(t))
     }
 
@@ -222,13 +252,17 @@ impl Cursor<'_> {
         let t = lua
             .create_table_with_capacity(0, n.min(1024))
             .map_err(DecodeError::Lua)?;
+        let base = self.used;
+        self.used += 1;
         for _ in 0..n {
             let k = self.value(lua)?;
             let v = self.value(lua)?;
+            self.used -= 2;
             if !k.is_nil() {
                 t.raw_set(k, v).map_err(DecodeError::Lua)?;
             }
         }
+        self.used = base;
         Ok(Value::Table(t))
     }
 }
@@ -237,21 +271,26 @@ impl Cursor<'_> {
 fn unpack_full(lua: &Lua, s: &[u8], limit: i64, offset: i64) -> Result<MultiValue, String> {
     let decode_all = limit == 0 && offset == 0;
     if offset < 0 || limit < 0 {
+        // lua-cmsgpack prints both through a C `(int)` cast.
         return Err(format!(
-            "Invalid request to unpack with offset of {offset} and limit of {}.",
-            s.len()
+            "Invalid request to unpack with offset of {} and limit of {}.",
+            offset as i32,
+            s.len() as i32
         ));
     }
     if offset as usize > s.len() {
         return Err(format!(
-            "Start offset {offset} greater than input length {}.",
-            s.len()
+            "Start offset {} greater than input length {}.",
+            offset as i32,
+            s.len() as i32
         ));
     }
     let limit = if decode_all { i64::MAX } else { limit };
     let mut c = Cursor {
         b: s,
         pos: offset as usize,
+        // The string argument; unpack_one and unpack_limit pop the others first.
+        used: 1,
     };
     let mut out = MultiValue::new();
     let mut cnt = 0;
@@ -260,6 +299,7 @@ fn unpack_full(lua: &Lua, s: &[u8], limit: i64, offset: i64) -> Result<MultiValu
             Ok(v) => out.push_back(v),
             Err(DecodeError::Eof) => return Err("Missing bytes in input.".into()),
             Err(DecodeError::BadFormat) => return Err("Bad data format in input.".into()),
+            Err(DecodeError::Stack(what)) => return Err(format!("stack overflow ({what})")),
             Err(DecodeError::Lua(e)) => return Err(e.to_string()),
         }
         cnt += 1;
@@ -296,6 +336,16 @@ pub fn create(lua: &Lua) -> mlua::Result<Table> {
                 return result(
                     lua,
                     Err("bad argument #0 to 'pack' (MessagePack pack needs input.)".into()),
+                );
+            }
+            // lua_checkstack(L, nargs) with the nargs arguments already on the stack.
+            if args.len() * 2 > MAX_C_STACK {
+                return result(
+                    lua,
+                    Err(
+                        "bad argument #0 to 'pack' (Too many arguments for MessagePack pack.)"
+                            .into(),
+                    ),
                 );
             }
             let mut out = Vec::new();

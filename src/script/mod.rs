@@ -108,7 +108,15 @@ struct RunState {
     resp3: Cell<bool>,
     read_only: Cell<bool>,
     dirty: Cell<bool>,
+    /// Over maxmemory when the script started and not `allow-oom` (Redis's
+    /// `pre_command_oom_state` without `SCRIPT_ALLOW_OOM`): its first deny-oom call is refused.
+    oom_at_start: Cell<bool>,
+    /// lua-memory-limit in bytes (0: none), for checks made before a large allocation.
+    memory_limit: Cell<usize>,
     killed: Cell<bool>,
+    /// Set by the runner's error handler: the run is over and only the handler's few steps
+    /// remain, which the hook must let finish (raising again would re-enter the handler).
+    unwinding: Cell<bool>,
     run_id: Cell<u64>,
     started: Cell<Instant>,
     threshold_ms: Cell<u64>,
@@ -123,10 +131,16 @@ struct RunState {
 
 impl RunState {
     fn hook(&self) -> mlua::Result<VmState> {
-        if self.ctx.get().is_null() {
+        if self.ctx.get().is_null() || self.unwinding.get() {
             return Ok(VmState::Continue);
         }
         if self.killed.get() {
+            return Err(mlua::Error::runtime("script killed"));
+        }
+        // A shutdown (SIGTERM/SIGINT) stops a script before busy-reply-threshold too: waiting
+        // for the threshold would leave it to the shutdown watchdog's hard exit.
+        if self.shared.script.shutdown.load(Ordering::Acquire) {
+            self.killed.set(true);
             return Err(mlua::Error::runtime("script killed"));
         }
         if !self.busy.get() {
@@ -205,6 +219,19 @@ pub fn with_engine<R>(
     Ok(r)
 }
 
+/// The shebang flags of a cached script; None if it is not cached (or a script is running:
+/// the engine is then taken out, and the caller falls back to the command's own flags).
+pub fn cached_flags(sha: &Sha) -> Option<u32> {
+    ENGINE.with(|e| {
+        e.try_borrow()
+            .ok()?
+            .as_ref()?
+            .scripts
+            .get(sha)
+            .map(|s| s.flags)
+    })
+}
+
 /// Lua heap in use and number of cached scripts, for INFO (`used_memory_lua`,
 /// `number_of_cached_scripts`); zeros before the first script.
 pub fn memory_and_scripts() -> (usize, usize) {
@@ -272,7 +299,10 @@ impl Engine {
             resp3: Cell::new(false),
             read_only: Cell::new(false),
             dirty: Cell::new(false),
+            oom_at_start: Cell::new(false),
+            memory_limit: Cell::new(memory_limit),
             killed: Cell::new(false),
+            unwinding: Cell::new(false),
             run_id: Cell::new(0),
             started: Cell::new(Instant::now()),
             threshold_ms: Cell::new(5000),
@@ -314,12 +344,65 @@ impl Engine {
             })?
         };
         rs.set("vars", vars)?;
-        rs.set("setup", setup)?;
-        let s = st.clone();
-        rs.set(
-            "killed",
-            lua.create_function(move |_, ()| Ok(s.killed.get()))?,
-        )?;
+        // SAFETY: pushes a plain C function (no upvalues).
+        let unpack: Function =
+            unsafe { lua.exec_raw((), |l| mlua::ffi::lua_pushcfunction(l, raw::unpack))? };
+        rs.set("unpack", unpack)?;
+        // SAFETY: one C closure over the RunState pointer (see `call` above).
+        let unwinding: Function = unsafe {
+            lua.exec_raw((), |l| {
+                mlua::ffi::lua_pushlightuserdata(l, st_ptr);
+                mlua::ffi::lua_pushcclosure(l, raw::unwinding, 1);
+            })?
+        };
+        rs.set("unwinding", unwinding)?;
+        // SAFETY: as `unwinding`.
+        let pcall: Function = unsafe {
+            lua.exec_raw((), |l| {
+                mlua::ffi::lua_pushlightuserdata(l, st_ptr);
+                mlua::ffi::lua_pushcclosure(l, raw::pcall, 1);
+            })?
+        };
+        rs.set("pcall", pcall)?;
+        // SAFETY: as `unwinding`.
+        let xpcall: Function = unsafe {
+            lua.exec_raw((), |l| {
+                mlua::ffi::lua_pushlightuserdata(l, st_ptr);
+                mlua::ffi::lua_pushcclosure(l, raw::xpcall, 1);
+            })?
+        };
+        rs.set("xpcall", xpcall)?;
+        // SAFETY: as `unwinding`, with Lua's own coroutine.resume (a C function) as upvalue 2.
+        let resume: Function = unsafe {
+            lua.exec_raw((), |l| {
+                mlua::ffi::lua_pushlightuserdata(l, st_ptr);
+                mlua::ffi::lua_getfield(l, mlua::ffi::LUA_GLOBALSINDEX, c"coroutine".as_ptr());
+                mlua::ffi::lua_getfield(l, -1, c"resume".as_ptr());
+                mlua::ffi::lua_remove(l, -2);
+                mlua::ffi::lua_pushcclosure(l, raw::resume, 2);
+            })?
+        };
+        rs.set("resume", resume)?;
+        // SAFETY: as `unwinding`, with Lua's own string.rep as upvalue 2 for `rep`.
+        let (tinsert, rep): (Function, Function) = unsafe {
+            (
+                lua.exec_raw((), |l| {
+                    mlua::ffi::lua_pushlightuserdata(l, st_ptr);
+                    mlua::ffi::lua_pushcclosure(l, raw::tinsert, 1);
+                })?,
+                lua.exec_raw((), |l| {
+                    mlua::ffi::lua_pushlightuserdata(l, st_ptr);
+                    mlua::ffi::lua_getfield(l, mlua::ffi::LUA_GLOBALSINDEX, c"string".as_ptr());
+                    mlua::ffi::lua_getfield(l, -1, c"rep".as_ptr());
+                    mlua::ffi::lua_remove(l, -2);
+                    mlua::ffi::lua_pushcclosure(l, raw::rep, 2);
+                })?,
+            )
+        };
+        rs.set("tinsert", tinsert)?;
+        rs.set("rep", rep)?;
+
+        rs.set("setup", setup.clone())?;
         let s = st.clone();
         rs.set("lrand", lua.create_function(move |_, ()| Ok(s.lrand()))?)?;
         let s = st.clone();
@@ -390,11 +473,19 @@ impl Engine {
                 }
             })?,
         )?;
-        let runner: Function = lua
+        let handler: Function = lua
             .load(BOOTSTRAP)
             .set_name("=deadbolt")
             .set_mode(ChunkMode::Text)
             .call(rs)?;
+        // SAFETY: one C closure over the RunState pointer, `setup` and the bootstrap's handler.
+        let runner: Function = unsafe {
+            lua.exec_raw((&setup, &handler), |l| {
+                mlua::ffi::lua_pushlightuserdata(l, st_ptr);
+                mlua::ffi::lua_insert(l, 1);
+                mlua::ffi::lua_pushcclosure(l, raw::run, 3);
+            })?
+        };
         let s = st.clone();
         lua.set_global_hook(
             HookTriggers::new().every_nth_instruction(HOOK_EVERY),
@@ -474,11 +565,25 @@ impl Engine {
                 b"ERR Can not execute a script with write flag using *_ro command.",
             ));
         }
+        // Redis's scriptPrepareForRun, after the *_ro check: a shebang script that may write
+        // is refused while over maxmemory (EVAL and EVALSHA were already refused by the
+        // command's deny-oom check; this covers the rest, e.g. a script queued in MULTI).
+        let max = ctx.srv.config.maxmemory;
+        let oom = max != 0 && crate::alloc::used_memory() as u64 > max;
+        let allow_oom = !compat && script.flags & shebang::ALLOW_OOM != 0;
+        if oom && !compat && !allow_oom && !no_writes {
+            return Frame::Error(Bytes::from_static(
+                b"OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'",
+            ));
+        }
         let st = &self.st;
+        st.oom_at_start.set(oom && !allow_oom);
+        st.memory_limit.set(self.memory_limit);
         st.resp3.set(false);
         st.read_only.set(ro || (!compat && no_writes));
         st.dirty.set(false);
         st.killed.set(false);
+        st.unwinding.set(false);
         st.busy.set(false);
         st.run_id.set(st.run_id.get() + 1);
         st.sha.set(*sha);
@@ -537,7 +642,23 @@ impl Engine {
             ))),
         };
         st.killed.set(false);
+        // Lua 5.1 has no emergency collection: a script that ran out of memory leaves its
+        // garbage at the limit, and every later allocation (even compiling `return 1` or
+        // calling a cached script) fails until a collection that nothing triggers. Collect
+        // whenever the run left the heap over half the limit; what a script allocated is
+        // garbage once it returns (globals are read-only), so this is cheap.
+        if self.memory_limit != 0 && self.lua.used_memory() > self.memory_limit / 2 {
+            self.collect_garbage();
+        }
         frame
+    }
+
+    /// A full collection with the memory limit lifted, since the collection itself may need
+    /// a little memory (its protected call) when the heap is at the limit.
+    fn collect_garbage(&self) {
+        let _ = self.lua.set_memory_limit(0);
+        let _ = self.lua.gc_collect();
+        let _ = self.lua.set_memory_limit(self.memory_limit);
     }
 
     /// The script's return value as its reply (see `raw::to_frame`).

@@ -90,7 +90,8 @@ unsafe fn call(l: *mut ffi::lua_State, st: &RunState) -> (bool, Frame) {
     // SAFETY: see `Engine::run`: non-null only while the script runs, inside `runner.call`;
     // Lua is single-threaded, so this is the only live reference.
     let ctx = &mut *(ptr as *mut Ctx<'static>);
-    let (frame, write) = dispatch::script_call(ctx, &argv, st.read_only.get());
+    let deny_oom = st.oom_at_start.get() && !st.dirty.get();
+    let (frame, write) = dispatch::script_call(ctx, &argv, st.read_only.get(), deny_oom);
     if write && !st.dirty.get() {
         st.dirty.set(true);
         st.shared.script.dirty.store(true, Ordering::Release);
@@ -367,10 +368,13 @@ unsafe fn table_to_frame(l: *mut ffi::lua_State, fields: c_int, resp3: bool) -> 
         let mut pairs = Vec::new();
         ffi::lua_pushnil(l);
         while ffi::lua_next(l, -2) != 0 {
-            // map, key, value
+            // map, key, value. The key is converted from a copy on top, as Redis does: the
+            // stack height decides where a deep reply hits the stack limit.
+            ffi::lua_pushvalue(l, -2);
+            let k = to_frame(l, fields, resp3);
+            ffi::lua_pop(l, 1);
             let v = to_frame(l, fields, resp3);
             ffi::lua_pop(l, 1);
-            let k = to_frame(l, fields, resp3);
             pairs.push((k, v));
         }
         ffi::lua_pop(l, 1);
@@ -382,7 +386,9 @@ unsafe fn table_to_frame(l: *mut ffi::lua_State, fields: c_int, resp3: bool) -> 
         ffi::lua_pushnil(l);
         while ffi::lua_next(l, -2) != 0 {
             ffi::lua_pop(l, 1);
+            ffi::lua_pushvalue(l, -1);
             items.push(to_frame(l, fields, resp3));
+            ffi::lua_pop(l, 1);
         }
         ffi::lua_pop(l, 1);
         return Frame::Set(items);
@@ -410,6 +416,202 @@ unsafe fn table_to_frame(l: *mut ffi::lua_State, fields: c_int, resp3: bool) -> 
         i += 1;
     }
     Frame::Array(items)
+}
+
+/// `pcall`, as Redis 7.0 replaces it (`luaRedisPcall`): the status placeholder is pushed
+/// before the call, so a call returning as many values as the stack holds still has room for
+/// it (Lua 5.1's own pcall pushes it afterwards, past the frame's stack, when a pcall chain
+/// returns more than LUA_MINSTACK values); an error table's `err` string is returned instead
+/// of the table. A killed script's error is raised again: a kill cannot be caught. Upvalue 1:
+/// the RunState.
+pub unsafe extern "C-unwind" fn pcall(l: *mut ffi::lua_State) -> c_int {
+    let st = &*(ffi::lua_touserdata(l, ffi::lua_upvalueindex(1)) as *const RunState);
+    let argc = ffi::lua_gettop(l);
+    if argc == 0 {
+        // Redis then calls its own placeholder.
+        ffi::lua_pushboolean(l, 0);
+        ffi::lua_pushstring(l, c"attempt to call a boolean value".as_ptr());
+        return 2;
+    }
+    ffi::lua_pushboolean(l, 1);
+    ffi::lua_insert(l, 1);
+    if ffi::lua_pcall(l, argc - 1, ffi::LUA_MULTRET, 0) != 0 {
+        if st.killed.get() {
+            ffi::lua_error(l);
+        }
+        // The placeholder's slot makes room for the field read below.
+        ffi::lua_remove(l, 1);
+        if ffi::lua_type(l, -1) == ffi::LUA_TTABLE {
+            ffi::lua_pushstring(l, c"err".as_ptr());
+            ffi::lua_rawget(l, -2);
+            if ffi::lua_type(l, -1) == ffi::LUA_TSTRING {
+                ffi::lua_replace(l, -2);
+            } else {
+                ffi::lua_pop(l, 1);
+            }
+        }
+        ffi::lua_pushboolean(l, 0);
+        ffi::lua_insert(l, 1);
+    }
+    ffi::lua_gettop(l)
+}
+
+/// `xpcall(f, handler)` for scripts, and (as `run`) the runner of every script: Lua 5.1's
+/// xpcall pushes its status after the call, one slot past the frame when the callee returned
+/// a full stack of values. Here the status slot is reserved first. A killed script's error is
+/// raised again. Upvalue 1: the RunState.
+pub unsafe extern "C-unwind" fn xpcall(l: *mut ffi::lua_State) -> c_int {
+    let st = &*(ffi::lua_touserdata(l, ffi::lua_upvalueindex(1)) as *const RunState);
+    ffi::luaL_checkany(l, 2);
+    ffi::lua_settop(l, 2);
+    // [f, h] -> [true, h, f]
+    ffi::lua_insert(l, 1);
+    ffi::lua_pushboolean(l, 1);
+    ffi::lua_insert(l, 1);
+    if ffi::lua_pcall(l, 0, ffi::LUA_MULTRET, 2) != 0 {
+        if st.killed.get() {
+            ffi::lua_error(l);
+        }
+        ffi::lua_pushboolean(l, 0);
+        ffi::lua_replace(l, 1);
+    }
+    ffi::lua_remove(l, 2);
+    ffi::lua_gettop(l)
+}
+
+/// Runs one script: `setup` (upvalue 2: KEYS and ARGV), then the script under the handler
+/// (upvalue 3), returning `ok, result | error` as xpcall does (see `xpcall` for why not
+/// xpcall itself). Upvalue 1: the RunState.
+pub unsafe extern "C-unwind" fn run(l: *mut ffi::lua_State) -> c_int {
+    ffi::lua_settop(l, 1);
+    ffi::lua_pushvalue(l, ffi::lua_upvalueindex(2));
+    ffi::lua_call(l, 0, 0);
+    // [f] -> [true, handler, f]
+    ffi::lua_pushvalue(l, ffi::lua_upvalueindex(3));
+    ffi::lua_insert(l, 1);
+    ffi::lua_pushboolean(l, 1);
+    ffi::lua_insert(l, 1);
+    if ffi::lua_pcall(l, 0, ffi::LUA_MULTRET, 2) != 0 {
+        ffi::lua_pushboolean(l, 0);
+        ffi::lua_replace(l, 1);
+    }
+    ffi::lua_remove(l, 2);
+    ffi::lua_gettop(l)
+}
+
+/// `coroutine.resume`: Lua's own (upvalue 2, a C function) called directly as a C function,
+/// so it costs no extra C call level and its argument errors name the script's position, as
+/// in Redis; a killed script's error surfacing from the coroutine is raised again.
+/// Upvalue 1: the RunState.
+pub unsafe extern "C-unwind" fn resume(l: *mut ffi::lua_State) -> c_int {
+    let st = &*(ffi::lua_touserdata(l, ffi::lua_upvalueindex(1)) as *const RunState);
+    let Some(orig) = ffi::lua_tocfunction(l, ffi::lua_upvalueindex(2)) else {
+        return ffi::luaL_error(l, c"coroutine.resume is not available".as_ptr());
+    };
+    let n = orig(l);
+    if st.killed.get() && n >= 2 && ffi::lua_toboolean(l, -n) == 0 {
+        ffi::lua_pushvalue(l, -n + 1);
+        ffi::lua_error(l);
+    }
+    n
+}
+
+/// `table.insert`, as Lua 5.1's `tinsert`, except that its element-moving loop (up to 2^31
+/// steps for `table.insert(t, 2^31, v)`, where the position wraps to INT_MIN) runs the busy
+/// hook every 2^16 steps: other clients get -BUSY and SCRIPT KILL stops it, which Lua's C
+/// loop allowed neither in Redis nor here. Upvalue 1: the RunState.
+pub unsafe extern "C-unwind" fn tinsert(l: *mut ffi::lua_State) -> c_int {
+    let st = &*(ffi::lua_touserdata(l, ffi::lua_upvalueindex(1)) as *const RunState);
+    ffi::luaL_checktype(l, 1, ffi::LUA_TTABLE);
+    let mut e = ffi::lua_objlen(l, 1) as c_int as i64 + 1;
+    let pos = match ffi::lua_gettop(l) {
+        2 => e,
+        3 => {
+            let pos = ffi::luaL_checkinteger(l, 2) as c_int as i64;
+            if pos > e {
+                e = pos;
+            }
+            let mut i = e;
+            while i > pos {
+                if (e - i) & 0xffff == 0xffff && st.hook().is_err() {
+                    return ffi::luaL_error(
+                        l,
+                        c"Script killed by user with SCRIPT KILL...".as_ptr(),
+                    );
+                }
+                ffi::lua_rawgeti(l, 1, (i - 1) as ffi::lua_Integer);
+                ffi::lua_rawseti(l, 1, i as ffi::lua_Integer);
+                i -= 1;
+            }
+            pos
+        }
+        _ => return ffi::luaL_error(l, c"wrong number of arguments to 'insert'".as_ptr()),
+    };
+    ffi::lua_rawseti(l, 1, pos as ffi::lua_Integer);
+    0
+}
+
+/// `string.rep`: Lua's own (upvalue 2) after two checks Lua lacks. An empty string or count
+/// gives "" at once (Lua loops n times even then: `string.rep('', 2^31-1)` ran for seconds
+/// beyond the reach of SCRIPT KILL), and a result larger than lua-memory-limit is refused
+/// before it is built. Upvalue 1: the RunState.
+pub unsafe extern "C-unwind" fn rep(l: *mut ffi::lua_State) -> c_int {
+    let st = &*(ffi::lua_touserdata(l, ffi::lua_upvalueindex(1)) as *const RunState);
+    let mut len = 0usize;
+    ffi::luaL_checklstring(l, 1, &mut len);
+    let n = ffi::luaL_checkinteger(l, 2) as c_int;
+    if len == 0 || n <= 0 {
+        ffi::lua_pushstring(l, c"".as_ptr());
+        return 1;
+    }
+    let limit = st.memory_limit.get();
+    if limit != 0 && len.saturating_mul(n as usize) > limit {
+        return ffi::luaL_error(l, c"not enough memory".as_ptr());
+    }
+    match ffi::lua_tocfunction(l, ffi::lua_upvalueindex(2)) {
+        Some(orig) => orig(l),
+        None => ffi::luaL_error(l, c"string.rep is not available".as_ptr()),
+    }
+}
+
+/// Called first by the runner's error handler (upvalue 1: the RunState): see
+/// `RunState::unwinding`. A C function, so that it allocates nothing while a memory error may
+/// be what is being handled.
+pub unsafe extern "C-unwind" fn unwinding(l: *mut ffi::lua_State) -> c_int {
+    let st = &*(ffi::lua_touserdata(l, ffi::lua_upvalueindex(1)) as *const RunState);
+    st.unwinding.set(true);
+    0
+}
+
+/// `unpack(t [, i [, j]])`, replacing Lua 5.1.5's `luaB_unpack`. The original computes the
+/// count as `e - i + 1` in a C `int` and relies on signed overflow to catch huge ranges; an
+/// optimising compiler drops that check (overflow is undefined), so in release builds
+/// `unpack({}, -1, 2147483647)` pushed 2^31 values and crashed the server. The count here is
+/// computed in 64 bits; the argument conversions (`luaL_checkint`) and the error text are Lua's.
+pub unsafe extern "C-unwind" fn unpack(l: *mut ffi::lua_State) -> c_int {
+    ffi::luaL_checktype(l, 1, ffi::LUA_TTABLE);
+    // luaL_optint / luaL_checkint: lua_Integer narrowed to a C int, as Lua does.
+    let i = if ffi::lua_isnoneornil(l, 2) != 0 {
+        1
+    } else {
+        ffi::luaL_checkinteger(l, 2) as c_int
+    };
+    let e = if ffi::lua_isnoneornil(l, 3) != 0 {
+        ffi::lua_objlen(l, 1) as c_int
+    } else {
+        ffi::luaL_checkinteger(l, 3) as c_int
+    };
+    if i > e {
+        return 0;
+    }
+    let n = e as i64 - i as i64 + 1;
+    if n > c_int::MAX as i64 || ffi::lua_checkstack(l, n as c_int) == 0 {
+        return ffi::luaL_error(l, c"too many results to unpack".as_ptr());
+    }
+    for k in i as i64..=e as i64 {
+        ffi::lua_rawgeti(l, 1, k as ffi::lua_Integer);
+    }
+    n as c_int
 }
 
 #[cfg(test)]

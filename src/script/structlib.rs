@@ -256,10 +256,13 @@ fn unpack(lua: &Lua, args: &[Value]) -> Result<MultiValue, String> {
         None | Some(Value::Nil) => 1.0,
         _ => check_number(args, 2, "unpack")?,
     };
-    let mut pos = (start as i64 - 1) as usize;
-    if start < 1.0 || pos > ld {
+    // lua_struct keeps the offset in a size_t: only 0 is refused; a negative one wraps to a
+    // huge position, refused below as "data string too short" (or handed back).
+    let start = start as i64;
+    if start == 0 {
         return Err(argerror(3, "unpack", "offset must be 1 or greater"));
     }
+    let mut pos = (start as u64).wrapping_sub(1) as usize;
     let mut f = Fmt {
         f: &fmt,
         pos: 0,
@@ -275,9 +278,13 @@ fn unpack(lua: &Lua, args: &[Value]) -> Result<MultiValue, String> {
     while let Some(&opt) = f.f.get(f.pos).filter(|&&c| c != 0) {
         f.pos += 1;
         let mut size = f.optsize(opt)?;
-        pos += f.toalign(pos, &h, opt, size)?;
+        pos = pos.wrapping_add(f.toalign(pos, &h, opt, size)?);
         if size > ld || pos > ld - size {
             return Err(too_short());
+        }
+        // luaL_checkstack(L, 2, "too many results") over the arguments and results so far.
+        if args.len() + out.len() + 2 > 8000 {
+            return Err("stack overflow (too many results)".into());
         }
         match opt {
             b'b' | b'B' | b'h' | b'H' | b'l' | b'L' | b'T' | b'i' | b'I' => {
@@ -338,7 +345,7 @@ fn unpack(lua: &Lua, args: &[Value]) -> Result<MultiValue, String> {
         }
         pos += size;
     }
-    out.push(Value::Number((pos + 1) as f64));
+    out.push(Value::Number(pos.wrapping_add(1) as i64 as f64));
     Ok(MultiValue::from_iter(out))
 }
 
