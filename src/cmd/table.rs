@@ -281,3 +281,17 @@ impl Table {
             .filter(|(_, e)| e.parent.is_none())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn declared_key_specs_name_commands() {
+        let t = Table::build();
+        for (name, docs) in key_spec_docs().into_iter().flatten() {
+            let id = t.lookup(name.as_bytes()).expect(name);
+            assert_eq!(t.entries[id].key_specs.map(|d| d.len()), Some(docs.len()));
+        }
+    }
+}
