@@ -2,6 +2,7 @@
 
 pub mod acl;
 pub mod args;
+pub mod bitmap;
 pub mod connection;
 pub mod dispatch;
 pub mod hash;
@@ -14,6 +15,7 @@ pub mod scripting;
 pub mod server;
 pub mod set;
 pub mod string;
+pub mod string_range;
 pub mod table;
 pub mod tx;
 pub mod zset;

@@ -310,7 +310,9 @@ fn command_entry(srv: &Server, id: usize) -> Frame {
         Frame::Simple(n) => ORDER.iter().position(|o| o.as_bytes() == &n[..]),
         _ => None,
     });
-    let key_specs = if spec.keys.first > 0 {
+    let key_specs = if let Some(docs) = e.key_specs {
+        docs.iter().map(key_spec_doc).collect()
+    } else if spec.keys.first > 0 {
         let k = spec.keys;
         vec![Frame::Map(vec![
             (Frame::bulk_static("flags"), Frame::Set(vec![])),
@@ -365,10 +367,61 @@ fn command_entry(srv: &Server, id: usize) -> Frame {
         Frame::Integer(spec.keys.last as i64),
         Frame::Integer(spec.keys.step as i64),
         Frame::Set(cats),
-        Frame::Array(vec![]),
-        Frame::Array(key_specs),
-        Frame::Array(subs),
+        // Tips and key specs are sets in RESP3, as is an empty subcommand list (Redis's
+        // addReplyCommandTips / KeySpecs / SubCommands).
+        Frame::Set(vec![]),
+        Frame::Set(key_specs),
+        if subs.is_empty() {
+            Frame::Set(subs)
+        } else {
+            Frame::Array(subs)
+        },
     ])
+}
+
+/// A declared key specification in Redis's addReplyCommandKeySpecs layout.
+fn key_spec_doc(d: &super::table::KeySpecDoc) -> Frame {
+    let map = |pairs: Vec<(&'static str, Frame)>| {
+        Frame::Map(
+            pairs
+                .into_iter()
+                .map(|(k, v)| (Frame::bulk_static(k), v))
+                .collect(),
+        )
+    };
+    let mut fields = Vec::new();
+    if let Some(n) = d.notes {
+        fields.push(("notes", Frame::bulk_static(n)));
+    }
+    fields.push((
+        "flags",
+        Frame::Set(d.flags.iter().map(|f| Frame::simple(f)).collect()),
+    ));
+    fields.push((
+        "begin_search",
+        map(vec![
+            ("type", Frame::bulk_static("index")),
+            (
+                "spec",
+                map(vec![("index", Frame::Integer(d.begin_index as i64))]),
+            ),
+        ]),
+    ));
+    fields.push((
+        "find_keys",
+        map(vec![
+            ("type", Frame::bulk_static("range")),
+            (
+                "spec",
+                map(vec![
+                    ("lastkey", Frame::Integer(d.lastkey as i64)),
+                    ("keystep", Frame::Integer(d.keystep as i64)),
+                    ("limit", Frame::Integer(0)),
+                ]),
+            ),
+        ]),
+    ));
+    map(fields)
 }
 
 fn command_all(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {

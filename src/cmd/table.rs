@@ -79,6 +79,31 @@ pub const ALL_KEYS: KeySpec = KeySpec {
     step: 1,
 };
 
+/// One of Redis 7's key specifications, as COMMAND INFO prints it (index begin-search, range
+/// find-keys). Families that declare these get them printed instead of the flagless spec
+/// derived from `KeySpec`.
+#[derive(Debug)]
+pub struct KeySpecDoc {
+    pub notes: Option<&'static str>,
+    /// In Redis's print order: RO RW OW RM access update insert delete ... variable_flags.
+    pub flags: &'static [&'static str],
+    pub begin_index: i32,
+    pub lastkey: i32,
+    pub keystep: i32,
+}
+
+impl KeySpecDoc {
+    pub const fn range(flags: &'static [&'static str], begin_index: i32, lastkey: i32) -> Self {
+        KeySpecDoc {
+            notes: None,
+            flags,
+            begin_index,
+            lastkey,
+            keystep: 1,
+        }
+    }
+}
+
 pub struct CommandSpec {
     /// Lower case, as COMMAND prints it.
     pub name: &'static str,
@@ -159,6 +184,8 @@ pub struct TableEntry {
     pub parent: Option<CmdId>,
     /// Subcommand name (lower case) → id.
     pub subs: HashMap<Vec<u8>, CmdId, ahash::RandomState>,
+    /// Key specifications declared by the family (see `key_spec_docs`).
+    pub key_specs: Option<&'static [KeySpecDoc]>,
 }
 
 /// All command families. Adding a family = one line here.
@@ -178,7 +205,14 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         super::scripting::COMMANDS,
         super::acl::COMMANDS,
         super::observe::COMMANDS,
+        super::string_range::COMMANDS,
+        super::bitmap::COMMANDS,
     ]
+}
+
+/// Families' declared key specifications, by command name.
+pub fn key_spec_docs() -> Vec<&'static [(&'static str, &'static [KeySpecDoc])]> {
+    vec![super::string_range::KEY_SPECS, super::bitmap::KEY_SPECS]
 }
 
 impl Table {
@@ -187,6 +221,8 @@ impl Table {
             entries: Vec::new(),
             by_name: HashMap::default(),
         };
+        let docs: HashMap<&str, &'static [KeySpecDoc]> =
+            key_spec_docs().into_iter().flatten().copied().collect();
         for fam in families() {
             for spec in fam {
                 let id = t.entries.len();
@@ -195,6 +231,7 @@ impl Table {
                     full_name: spec.name.to_string(),
                     parent: None,
                     subs: HashMap::default(),
+                    key_specs: docs.get(spec.name).copied(),
                 });
                 t.by_name.insert(spec.name.as_bytes().to_vec(), id);
                 for sub in spec.subcommands {
@@ -204,6 +241,7 @@ impl Table {
                         full_name: format!("{}|{}", spec.name, sub.name),
                         parent: Some(id),
                         subs: HashMap::default(),
+                        key_specs: None,
                     });
                     t.entries[id].subs.insert(sub.name.as_bytes().to_vec(), sid);
                 }
@@ -241,5 +279,19 @@ impl Table {
             .iter()
             .enumerate()
             .filter(|(_, e)| e.parent.is_none())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn declared_key_specs_name_commands() {
+        let t = Table::build();
+        for (name, docs) in key_spec_docs().into_iter().flatten() {
+            let id = t.lookup(name.as_bytes()).expect(name);
+            assert_eq!(t.entries[id].key_specs.map(|d| d.len()), Some(docs.len()));
+        }
     }
 }
