@@ -197,6 +197,8 @@ pub struct Server {
     spare_out: Option<BytesMut>,
     /// When the cron runs next (every 1/`hz` s; `apply_change` re-arms it when hz changes).
     next_cron: Instant,
+    /// When idle clients (`timeout`) are looked for next.
+    next_idle_check: Instant,
 }
 
 impl Server {
@@ -256,6 +258,7 @@ impl Server {
             spare_out: None,
             writes_refused_until,
             next_cron: Instant::now(),
+            next_idle_check: Instant::now(),
         }
     }
 
@@ -934,7 +937,13 @@ pub fn spawn(
                 let now = net::polled_at();
                 if now >= server.next_cron {
                     server.cron();
-                    net::close_idle(&mut server);
+                    // Every client is looked at; `timeout` counts whole seconds, so at most
+                    // ten times a second whatever hz is (Redis spreads the same work over a
+                    // second of clientsCron).
+                    if now >= server.next_idle_check {
+                        net::close_idle(&mut server);
+                        server.next_idle_check = now + Duration::from_millis(100);
+                    }
                     server.next_cron = now + cron_period(server.config.hz);
                 }
                 if server

@@ -815,9 +815,9 @@ fn sync_clients(server: &mut Server) {
     }
 }
 
-/// Closes idle clients (`timeout`), from the executor's cron.
+/// Closes idle clients (`timeout`, read as it is now), from the executor's cron.
 pub fn close_idle(server: &mut Server) {
-    let secs = server.shared.timeout_secs.load(Ordering::Relaxed);
+    let secs = server.config.timeout;
     if secs == 0 {
         return;
     }
