@@ -333,10 +333,59 @@ fn tcp_keepalive() {
     );
     let t = t.unwrap_or_default();
     assert!(t > 200, "old socket: keepalive timer {t}s");
+    // TLS connections get it at accept too (before their handshake).
+    let tls = tls_port_server();
+    let mut c = tls.0.conn();
+    set(&mut c, "tcp-keepalive", "37");
+    let raw = TcpStream::connect(("127.0.0.1", tls.1)).unwrap();
+    let raw_port = raw.local_addr().unwrap().port();
+    let mut t = None;
+    wait_until(
+        Duration::from_secs(3),
+        "the TLS socket's keepalive timer",
+        || {
+            t = keepalive_timer(tls.1, raw_port);
+            t.is_some()
+        },
+    );
+    let t = t.unwrap_or_default();
+    assert!(
+        (30..=37).contains(&t),
+        "new TLS socket: keepalive timer {t}s"
+    );
+    drop(raw);
+    let (tls, _, dir) = tls;
+    drop(tls);
+    let _ = std::fs::remove_dir_all(dir);
+
     set(&mut old, "tcp-keepalive", "0");
     let mut off = s.conn();
     assert_eq!(off.cmd(&["PING"]), b"+PONG\r\n");
     assert_eq!(keepalive_timer(s.port, port(&off)), None);
+}
+
+/// A deadbolt with a TLS port (self-signed certificate, no client certificates) and that port.
+fn tls_port_server() -> (Server, u16, std::path::PathBuf) {
+    let dir = tempdir("tls");
+    let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+    std::fs::write(dir.join("server.pem"), cert.cert.pem()).unwrap();
+    std::fs::write(dir.join("server.key"), cert.key_pair.serialize_pem()).unwrap();
+    let port = common::free_port();
+    let port_s = port.to_string();
+    let cert_file = dir.join("server.pem");
+    let key_file = dir.join("server.key");
+    let s = common::deadbolt(&[
+        "--tls-port",
+        &port_s,
+        "--tls-cert-file",
+        cert_file.to_str().unwrap(),
+        "--tls-key-file",
+        key_file.to_str().unwrap(),
+        "--tls-auth-clients",
+        "no",
+    ]);
+    s.wait_log("Ready to accept connections tls", Duration::from_secs(5));
+    (s, port, dir)
 }
 
 fn timeout() {
