@@ -142,10 +142,14 @@ fn set_then_get_matches_redis() {
         assert_eq!(a.cmd_str(&cmd), b.cmd_str(&cmd), "{args:?}");
     }
     // A refused change changed nothing.
-    for name in ["hz", "timeout", "maxclients"] {
+    for name in ["hz", "timeout", "maxclients", "lua-time-limit"] {
         let get = ["CONFIG", "GET", name];
         assert_eq!(a.cmd_str(&get), b.cmd_str(&get), "{name}");
     }
+    assert_eq!(
+        info_field(&mut a, "clients", "maxclients"),
+        info_field(&mut b, "clients", "maxclients")
+    );
 }
 
 // ---- helpers ---------------------------------------------------------------------------------
