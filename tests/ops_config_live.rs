@@ -150,6 +150,8 @@ fn set_then_get_matches_redis() {
         info_field(&mut a, "clients", "maxclients"),
         info_field(&mut b, "clients", "maxclients")
     );
+    drop((ours, redis));
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 // ---- helpers ---------------------------------------------------------------------------------
