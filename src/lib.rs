@@ -95,8 +95,9 @@ pub async fn run(
     } else {
         None
     };
+    let mut cfg = cfg;
+    exec::adjust_open_files_limit(&mut cfg);
     let shared = Arc::new(exec::Shared::new(&cfg));
-    let keepalive = cfg.tcp_keepalive;
     let pidfile = cfg.pidfile.clone();
     let server = exec::Server::new(cfg, shared.clone());
     for l in &listeners {
@@ -119,7 +120,7 @@ pub async fn run(
         }
         tracing::info!("Ready to accept connections tls");
     }
-    let accept = server::accept_tls(tls, inbox.clone(), shared.clone(), keepalive);
+    let accept = server::accept_tls(tls, inbox.clone(), shared.clone());
     let by_signal = tokio::select! {
         _ = accept => false,
         _ = shutdown => true,

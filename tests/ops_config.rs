@@ -85,7 +85,7 @@ fn readme_table() -> String {
         };
         let v = (d.get)(&defaults);
         let v = if v.is_empty() { "\"\"".to_string() } else { v };
-        let mutable = if d.mutable { "yes" } else { "no" };
+        let mutable = if d.mutable() { "yes" } else { "no" };
         out.push_str(&format!(
             "| {name} | `{v}` | {mutable} | {} |\n",
             d.doc.replace('|', "\\|")

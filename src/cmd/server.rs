@@ -3,7 +3,7 @@
 use super::args::{float_arg, glob_match, int_arg, is};
 use super::table::{flags, flags::*, CommandSpec, NO_KEYS};
 use super::Ctx;
-use crate::config::{Config, DIRECTIVES};
+use crate::config::{Apply, Config, Directive, DIRECTIVES};
 use crate::error::{CmdError, CmdResult};
 use crate::exec::pubsub::Kind;
 use crate::exec::{unix_us, Server, REDIS_VERSION};
@@ -186,50 +186,103 @@ fn config_get(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Frame::Map(pairs))
 }
 
+/// Redis's configSetCommand: every name is checked first (unknown, immutable or protected,
+/// refused while loading, given twice), then every value is parsed into a copy of the
+/// configuration, then the changed directives are applied, once per kind of application
+/// (`config::Apply`). The first failure wins and leaves the old configuration in force.
 fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if argv.len() % 2 == 1 {
         return Err(CmdError::Syntax);
     }
-    let mut updated = ctx.srv.config.clone();
-    let mut seen = Vec::new();
+    let failed = |name: &str, reason: &str| {
+        CmdError::erf(format!(
+            "CONFIG SET failed (possibly related to argument '{name}') - {reason}"
+        ))
+    };
+    // Each directive with the name it was given by (an alias stays an alias in errors).
+    let mut rows: Vec<(&'static Directive, &'static str, String)> = Vec::new();
+    let mut error: Option<CmdError> = None;
+    let mut deny_loading = false;
     for pair in argv[2..].chunks(2) {
-        let name = String::from_utf8_lossy(&pair[0]).into_owned();
-        let value = String::from_utf8_lossy(&pair[1]).into_owned();
+        let name = String::from_utf8_lossy(&pair[0]);
         let Some(d) = Config::find(&name) else {
-            return Err(CmdError::erf(format!(
-                "Unknown option or number of arguments for CONFIG SET - '{name}'"
-            )));
+            if error.is_none() {
+                error = Some(CmdError::erf(format!(
+                    "Unknown option or number of arguments for CONFIG SET - '{name}'"
+                )));
+            }
+            continue;
         };
-        let failed = |reason: &str| {
-            CmdError::erf(format!(
-                "CONFIG SET failed (possibly related to argument '{name}') - {reason}"
-            ))
-        };
-        if seen.contains(&d.name) {
-            return Err(failed("duplicate parameter"));
+        if error.is_some() || deny_loading {
+            continue;
         }
-        seen.push(d.name);
-        if !d.mutable {
-            return Err(failed("can't set immutable config"));
+        match d.apply {
+            Apply::Immutable => error = Some(failed(&name, "can't set immutable config")),
+            Apply::Protected => error = Some(failed(&name, "can't set protected config")),
+            // Redis's DENY_LOADING_CONFIG: the log being loaded can't be switched.
+            Apply::Persistence if d.name == "appendonly" && ctx.srv.loader.is_some() => {
+                deny_loading = true
+            }
+            _ if rows.iter().any(|(r, _, _)| std::ptr::eq(*r, d)) => {
+                error = Some(failed(&name, "duplicate parameter"))
+            }
+            _ => {
+                let given = std::iter::once(d.name)
+                    .chain(d.aliases.iter().copied())
+                    .find(|n| n.eq_ignore_ascii_case(&name))
+                    .unwrap_or(d.name);
+                rows.push((d, given, String::from_utf8_lossy(&pair[1]).into_owned()))
+            }
         }
-        (d.set)(&mut updated, &value).map_err(|e| failed(&e))?;
     }
-    apply_config(ctx.srv, updated);
+    if deny_loading {
+        return Err(CmdError::err(
+            "LOADING Redis is loading the dataset in memory",
+        ));
+    }
+    if let Some(e) = error {
+        return Err(e);
+    }
+    let mut updated = ctx.srv.config.clone();
+    for (d, given, value) in &rows {
+        // Redis names the directive as it knows it (lower case) when a value is refused.
+        (d.set)(&mut updated, value).map_err(|e| failed(given, &e))?;
+    }
+    apply_config(ctx.srv, updated).map_err(|(name, e)| failed(name, &e))?;
     Ok(Frame::ok())
 }
 
-/// Installs a new configuration and pushes its run-time effects out.
-pub fn apply_config(srv: &mut Server, cfg: Config) {
-    if cfg.loglevel != srv.config.loglevel {
-        crate::logging::set_level(cfg.loglevel);
+/// Installs a new configuration and makes it take effect: for each kind of application (in
+/// table order), once, if any directive applied that way changed. When one fails the old
+/// configuration is put back and re-applied; Err: the directive and the reason.
+pub fn apply_config(srv: &mut Server, cfg: Config) -> Result<(), (&'static str, String)> {
+    let old = std::mem::replace(&mut srv.config, cfg);
+    let mut kinds: Vec<(Apply, Vec<&'static str>)> = Vec::new();
+    for d in DIRECTIVES {
+        if (d.get)(&old) == (d.get)(&srv.config) {
+            continue;
+        }
+        match kinds.iter_mut().find(|(k, _)| *k == d.apply) {
+            Some((_, names)) => names.push(d.name),
+            None => kinds.push((d.apply, vec![d.name])),
+        }
     }
-    srv.shared.apply(&cfg);
-    let persistence_changed =
-        cfg.appendonly != srv.config.appendonly || cfg.appendfsync != srv.config.appendfsync;
-    srv.config = cfg;
-    if persistence_changed {
-        srv.persistence_config_changed();
+    for (i, (kind, names)) in kinds.iter().enumerate() {
+        if let Err(e) = srv.apply_change(*kind, &old, names) {
+            tracing::warn!(
+                "Failed applying new configuration. Possibly related to new {} setting. Restoring previous settings.",
+                names[0]
+            );
+            let new = std::mem::replace(&mut srv.config, old);
+            for (k, n) in &kinds[..=i] {
+                if let Err(e) = srv.apply_change(*k, &new, n) {
+                    tracing::warn!("Restoring the previous {} setting: {e}", n[0]);
+                }
+            }
+            return Err((names[0], e));
+        }
     }
+    Ok(())
 }
 
 fn config_resetstat(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {

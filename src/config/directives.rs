@@ -1,12 +1,15 @@
-//! The directive table. Each row: name, aliases, whether CONFIG SET may change it at run time,
-//! how to print and parse it, and the text `config/deadbolt.conf` and the README show.
+//! The directive table. Each row: name, aliases, how a CONFIG SET of it reaches the running
+//! server (`Apply`; `Immutable` when it can't), how to print and parse it, and the text
+//! `config/deadbolt.conf` and the README show.
 
-use super::{parse_memory, Config, DebugCommand, LogLevel, ObufClass, ObufLimit, TlsAuthClients};
+use super::{
+    parse_memory, Apply, Config, DebugCommand, LogLevel, ObufClass, ObufLimit, TlsAuthClients,
+};
 
 pub struct Directive {
     pub name: &'static str,
     pub aliases: &'static [&'static str],
-    pub mutable: bool,
+    pub apply: Apply,
     pub get: fn(&Config) -> String,
     pub set: fn(&mut Config, &str) -> Result<(), String>,
     pub doc: &'static str,
@@ -44,11 +47,18 @@ fn mem_in(v: &str, max: u64) -> Result<u64, String> {
     Ok(n)
 }
 
+impl Directive {
+    /// Whether CONFIG SET may change it.
+    pub fn mutable(&self) -> bool {
+        self.apply.settable()
+    }
+}
+
 pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "bind",
         aliases: &[],
-        mutable: false,
+        apply: Apply::Immutable,
         get: |c| c.bind.join(" "),
         set: |c, v| {
             let addrs: Vec<String> = v.split_whitespace().map(str::to_string).collect();
@@ -63,7 +73,7 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "port",
         aliases: &[],
-        mutable: false,
+        apply: Apply::Immutable,
         get: |c| c.port.to_string(),
         set: |c, v| {
             c.port = int_in(v, 0, 65535)? as u16;
@@ -74,7 +84,7 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "protected-mode",
         aliases: &[],
-        mutable: true,
+        apply: Apply::Network,
         get: |c| show_bool(c.protected_mode),
         set: |c, v| {
             c.protected_mode = yes_no(v)?;
@@ -85,7 +95,7 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "tcp-backlog",
         aliases: &[],
-        mutable: false,
+        apply: Apply::Immutable,
         get: |c| c.tcp_backlog.to_string(),
         set: |c, v| {
             c.tcp_backlog = int_in(v, 0, i32::MAX as i64)? as u32;
@@ -96,18 +106,18 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "tcp-keepalive",
         aliases: &[],
-        mutable: true,
+        apply: Apply::Network,
         get: |c| c.tcp_keepalive.to_string(),
         set: |c, v| {
             c.tcp_keepalive = int_in(v, 0, i32::MAX as i64)? as u64;
             Ok(())
         },
-        doc: "Seconds between TCP keepalive probes on client sockets (0: off).",
+        doc: "Seconds a client socket may be silent before TCP keepalive probes start (then every third of it, 3 probes; 0: off). CONFIG SET applies to connections accepted afterwards, as in Redis.",
     },
     Directive {
         name: "timeout",
         aliases: &[],
-        mutable: true,
+        apply: Apply::Network,
         get: |c| c.timeout.to_string(),
         set: |c, v| {
             c.timeout = int_in(v, 0, i32::MAX as i64)? as u64;
@@ -118,7 +128,7 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "databases",
         aliases: &[],
-        mutable: false,
+        apply: Apply::Immutable,
         get: |c| c.databases.to_string(),
         set: |c, v| {
             c.databases = int_in(v, 1, i32::MAX as i64)? as usize;
@@ -129,7 +139,7 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "maxclients",
         aliases: &[],
-        mutable: true,
+        apply: Apply::MaxClients,
         get: |c| c.maxclients.to_string(),
         set: |c, v| {
             c.maxclients = int_in(v, 1, u32::MAX as i64)? as u64;
@@ -140,7 +150,7 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "proto-max-bulk-len",
         aliases: &[],
-        mutable: true,
+        apply: Apply::Network,
         get: |c| c.proto_max_bulk_len.to_string(),
         set: |c, v| {
             let n = mem_in(v, i64::MAX as u64)?;
@@ -155,7 +165,7 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "client-query-buffer-limit",
         aliases: &[],
-        mutable: true,
+        apply: Apply::Network,
         get: |c| c.client_query_buffer_limit.to_string(),
         set: |c, v| {
             let n = mem_in(v, i64::MAX as u64)?;
@@ -170,7 +180,7 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "loglevel",
         aliases: &[],
-        mutable: true,
+        apply: Apply::LogFilter,
         get: |c| c.loglevel.name().into(),
         set: |c, v| {
             let lower = v.to_ascii_lowercase();
@@ -186,7 +196,7 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "logfile",
         aliases: &[],
-        mutable: false,
+        apply: Apply::Immutable,
         get: |c| c.logfile.clone(),
         set: |c, v| {
             c.logfile = v.to_string();
@@ -197,7 +207,7 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "pidfile",
         aliases: &[],
-        mutable: false,
+        apply: Apply::Immutable,
         get: |c| c.pidfile.clone(),
         set: |c, v| {
             c.pidfile = v.to_string();
@@ -208,18 +218,18 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "dir",
         aliases: &[],
-        mutable: true,
+        apply: Apply::Protected,
         get: |c| c.dir.clone(),
         set: |c, v| {
             c.dir = v.to_string();
             Ok(())
         },
-        doc: "Working directory for files the server writes.",
+        doc: "Working directory for files the server writes (the append-only files). CONFIG SET refuses it, as Redis 7 refuses protected configs by default.",
     },
     Directive {
         name: "requirepass",
         aliases: &[],
-        mutable: true,
+        apply: Apply::Network,
         get: |c| c.requirepass.clone().unwrap_or_default(),
         set: |c, v| {
             c.requirepass = if v.is_empty() { None } else { Some(v.to_string()) };
@@ -231,7 +241,7 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "hz",
         aliases: &[],
-        mutable: true,
+        apply: Apply::CronTimer,
         get: |c| c.hz.to_string(),
         set: |c, v| {
             c.hz = int_in(v, 0, i32::MAX as i64)?.clamp(1, 500) as u64;
@@ -242,7 +252,7 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "busy-poll-us",
         aliases: &[],
-        mutable: true,
+        apply: Apply::Live,
         get: |c| c.busy_poll_us.to_string(),
         set: |c, v| {
             c.busy_poll_us = int_in(v, 0, 1_000_000)? as u64;
@@ -253,7 +263,7 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "busy-reply-threshold",
         aliases: &["lua-time-limit"],
-        mutable: true,
+        apply: Apply::Live,
         get: |c| c.busy_reply_threshold.to_string(),
         set: |c, v| {
             c.busy_reply_threshold = int_in(v, 0, i64::MAX)? as u64;
@@ -264,7 +274,7 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "enable-debug-command",
         aliases: &[],
-        mutable: false,
+        apply: Apply::Immutable,
         get: |c| {
             match c.enable_debug_command {
                 DebugCommand::No => "no",
@@ -287,7 +297,7 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "appendonly",
         aliases: &[],
-        mutable: true,
+        apply: Apply::Persistence,
         get: |c| show_bool(c.appendonly),
         set: |c, v| {
             c.appendonly = yes_no(v)?;
@@ -298,7 +308,7 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "appendfilename",
         aliases: &[],
-        mutable: false,
+        apply: Apply::Immutable,
         get: |c| c.appendfilename.clone(),
         set: |c, v| {
             if v.is_empty() || v.contains('/') {
@@ -312,7 +322,7 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "appenddirname",
         aliases: &[],
-        mutable: false,
+        apply: Apply::Immutable,
         get: |c| c.appenddirname.clone(),
         set: |c, v| {
             if v.is_empty() || v.contains('/') {
@@ -326,7 +336,7 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "appendfsync",
         aliases: &[],
-        mutable: true,
+        apply: Apply::Persistence,
         get: |c| c.appendfsync.name().into(),
         set: |c, v| {
             c.appendfsync = crate::persist::Fsync::parse(v).ok_or_else(|| "argument(s) must be one of the following: always, everysec, no".to_string())?;
@@ -337,7 +347,7 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "auto-aof-rewrite-percentage",
         aliases: &[],
-        mutable: true,
+        apply: Apply::Live,
         get: |c| c.auto_aof_rewrite_percentage.to_string(),
         set: |c, v| {
             c.auto_aof_rewrite_percentage = int_in(v, 0, i32::MAX as i64)? as u64;
@@ -348,7 +358,7 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "auto-aof-rewrite-min-size",
         aliases: &[],
-        mutable: true,
+        apply: Apply::Live,
         get: |c| c.auto_aof_rewrite_min_size.to_string(),
         set: |c, v| {
             c.auto_aof_rewrite_min_size = mem_in(v, i64::MAX as u64)?;
@@ -359,18 +369,18 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "aof-load-truncated",
         aliases: &[],
-        mutable: true,
+        apply: Apply::NextStart,
         get: |c| show_bool(c.aof_load_truncated),
         set: |c, v| {
             c.aof_load_truncated = yes_no(v)?;
             Ok(())
         },
-        doc: "Load a log whose last command is torn (cutting it off) instead of refusing to start.",
+        doc: "Load a log whose last command is torn (cutting it off) instead of refusing to start. Read when the log is loaded, at start-up.",
     },
     Directive {
         name: "lock-restart-delay",
         aliases: &[],
-        mutable: false,
+        apply: Apply::Immutable,
         get: |c| c.lock_restart_delay.to_string(),
         set: |c, v| {
             c.lock_restart_delay = int_in(v, 0, i64::MAX)? as u64;
@@ -381,7 +391,7 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "save",
         aliases: &[],
-        mutable: true,
+        apply: Apply::Live,
         get: |_| String::new(),
         set: |_, v| {
             if v.trim().is_empty() || v.trim() == "\"\"" {
@@ -395,7 +405,7 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "client-output-buffer-limit",
         aliases: &[],
-        mutable: true,
+        apply: Apply::Live,
         get: |c| {
             let parts: Vec<String> = c
                 .client_output_buffer_limit
@@ -411,7 +421,7 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "notify-keyspace-events",
         aliases: &[],
-        mutable: true,
+        apply: Apply::Live,
         get: |c| crate::exec::notify::flags_to_string(c.notify_keyspace_events),
         set: |c, v| {
             c.notify_keyspace_events = crate::exec::notify::flags_from_str(v)
@@ -423,7 +433,7 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "lua-memory-limit",
         aliases: &[],
-        mutable: true,
+        apply: Apply::Live,
         get: |c| c.lua_memory_limit.to_string(),
         set: |c, v| {
             let n = mem_in(v, i64::MAX as u64)?;
@@ -438,7 +448,7 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "tls-port",
         aliases: &[],
-        mutable: false,
+        apply: Apply::Immutable,
         get: |c| c.tls_port.to_string(),
         set: |c, v| {
             c.tls_port = int_in(v, 0, 65535)? as u16;
@@ -449,7 +459,7 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "tls-cert-file",
         aliases: &[],
-        mutable: false,
+        apply: Apply::Immutable,
         get: |c| c.tls_cert_file.clone(),
         set: |c, v| {
             c.tls_cert_file = v.to_string();
@@ -460,7 +470,7 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "tls-key-file",
         aliases: &[],
-        mutable: false,
+        apply: Apply::Immutable,
         get: |c| c.tls_key_file.clone(),
         set: |c, v| {
             c.tls_key_file = v.to_string();
@@ -471,7 +481,7 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "tls-ca-cert-file",
         aliases: &[],
-        mutable: false,
+        apply: Apply::Immutable,
         get: |c| c.tls_ca_cert_file.clone(),
         set: |c, v| {
             c.tls_ca_cert_file = v.to_string();
@@ -482,7 +492,7 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "tls-auth-clients",
         aliases: &[],
-        mutable: false,
+        apply: Apply::Immutable,
         get: |c| c.tls_auth_clients.name().into(),
         set: |c, v| {
             c.tls_auth_clients = match v.to_ascii_lowercase().as_str() {
@@ -498,7 +508,7 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "maxmemory",
         aliases: &[],
-        mutable: true,
+        apply: Apply::MaxMemory,
         get: |c| c.maxmemory.to_string(),
         set: |c, v| {
             c.maxmemory = mem_in(v, i64::MAX as u64)?;
@@ -509,7 +519,7 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "maxmemory-policy",
         aliases: &[],
-        mutable: true,
+        apply: Apply::Live,
         get: |c| c.maxmemory_policy.clone(),
         set: |c, v| {
             const NAMES: &[&str] = &[
@@ -543,7 +553,7 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "slowlog-log-slower-than",
         aliases: &[],
-        mutable: true,
+        apply: Apply::Live,
         get: |c| c.slowlog_log_slower_than.to_string(),
         set: |c, v| {
             c.slowlog_log_slower_than = int_in(v, -1, i64::MAX)?;
@@ -554,7 +564,7 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "slowlog-max-len",
         aliases: &[],
-        mutable: true,
+        apply: Apply::Live,
         get: |c| c.slowlog_max_len.to_string(),
         set: |c, v| {
             c.slowlog_max_len = int_in(v, 0, i64::MAX)? as u64;

@@ -7,6 +7,50 @@ pub mod file;
 pub use directives::{Directive, DIRECTIVES};
 pub use file::{load, ConfigError};
 
+/// How a directive changed by CONFIG SET reaches the running server. Every row of `DIRECTIVES`
+/// names one and `exec::Server::apply_change` handles every kind (an exhaustive match), so a
+/// directive can't be settable without saying how its new value takes effect: CONFIG SET never
+/// answers OK for a change that goes nowhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Apply {
+    /// Fixed at start-up: CONFIG SET answers "can't set immutable config", as Redis does.
+    Immutable,
+    /// Redis 7 refuses CONFIG SET of these ("can't set protected config") unless
+    /// `enable-protected-configs` allows it; deadbolt has no such switch, so it always refuses.
+    Protected,
+    /// The executor reads `Server::config` each time it uses the value (a command, a script,
+    /// a cron round, a loop turn): the next use sees the new value, for every client.
+    Live,
+    /// Read off the executor too (accept, the connections' decoders, TLS tasks): published to
+    /// `exec::Shared`. What each one governs follows Redis: tcp-keepalive, protected-mode and
+    /// requirepass apply to connections accepted afterwards; timeout and the request limits
+    /// to open connections as well.
+    Network,
+    /// `maxclients`: published like `Network` once the process may open that many descriptors
+    /// (raising the soft RLIMIT_NOFILE if needed); refused otherwise, as Redis does.
+    MaxClients,
+    /// `hz`: the cron timer is re-armed at the new period at once.
+    CronTimer,
+    /// `loglevel`: the log filter is swapped.
+    LogFilter,
+    /// `appendonly`, `appendfsync`: the log is opened (with a rewrite from the dataset) or
+    /// closed, and the open log's fsync policy follows. Opening can fail: CONFIG SET then
+    /// fails and the old values stay.
+    Persistence,
+    /// `maxmemory`: read live; a value already under the memory in use is logged, as Redis.
+    MaxMemory,
+    /// Only read when the append-only file is loaded, at start-up: accepted (CONFIG REWRITE
+    /// keeps it for the next start) and the log says so.
+    NextStart,
+}
+
+impl Apply {
+    /// Whether CONFIG SET may change a directive applied this way.
+    pub fn settable(self) -> bool {
+        !matches!(self, Apply::Immutable | Apply::Protected)
+    }
+}
+
 /// Every setting, with Redis's defaults unless noted.
 #[derive(Debug, Clone)]
 pub struct Config {

@@ -40,19 +40,30 @@ pub enum Msg {
 pub type Inbox = mpsc::UnboundedSender<Msg>;
 
 /// What connection tasks and the accept loop read without asking the executor.
+///
+/// The first block is the configuration the network side enforces (the directives applied as
+/// `config::Apply::Network` / `MaxClients`), published by `apply` at start and after each CONFIG
+/// SET that changes one of them; a unit test checks that every such directive moves a field.
+/// Reads are relaxed loads, once per accept or per decoded batch.
 #[derive(Debug)]
 pub struct Shared {
+    /// `maxclients`: checked at accept.
+    pub maxclients: AtomicUsize,
+    /// `proto-max-bulk-len`: the decoders' bulk limit, for the next request of every client.
+    pub proto_max_bulk_len: AtomicI64,
+    /// `client-query-buffer-limit`: checked after each read, for every client.
+    pub client_query_buffer_limit: AtomicUsize,
+    /// `timeout`: idle clients are closed by the cron (plain TCP) or their task (TLS).
+    pub timeout_secs: AtomicU64,
+    /// `tcp-keepalive`: set on each socket at accept; open sockets keep theirs, as in Redis.
+    pub tcp_keepalive: AtomicU64,
+    /// `protected-mode` (with `requirepass`) in force: non-loopback clients are refused at accept.
+    pub protected_mode: AtomicBool,
+    /// `requirepass`: the default user needs a password or is off, so clients that have not
+    /// authenticated are held to Redis's pre-AUTH request limits by the decoder.
+    pub auth_required: AtomicBool,
     pub next_client_id: AtomicU64,
     pub connected_clients: AtomicUsize,
-    pub maxclients: AtomicUsize,
-    pub proto_max_bulk_len: AtomicI64,
-    pub client_query_buffer_limit: AtomicUsize,
-    pub timeout_secs: AtomicU64,
-    /// Protected mode in force: non-loopback clients are refused at accept.
-    pub protected_mode: AtomicBool,
-    /// The default user needs a password or is off: clients that have not authenticated are
-    /// held to Redis's pre-AUTH request limits by the decoder.
-    pub auth_required: AtomicBool,
     pub total_connections: AtomicU64,
     pub rejected_connections: AtomicU64,
     pub net_input_bytes: AtomicU64,
@@ -73,6 +84,7 @@ impl Shared {
             proto_max_bulk_len: AtomicI64::new(0),
             client_query_buffer_limit: AtomicUsize::new(0),
             timeout_secs: AtomicU64::new(0),
+            tcp_keepalive: AtomicU64::new(0),
             protected_mode: AtomicBool::new(false),
             auth_required: AtomicBool::new(false),
             total_connections: AtomicU64::new(0),
@@ -96,6 +108,8 @@ impl Shared {
         self.client_query_buffer_limit
             .store(cfg.client_query_buffer_limit as usize, Ordering::Relaxed);
         self.timeout_secs.store(cfg.timeout, Ordering::Relaxed);
+        self.tcp_keepalive
+            .store(cfg.tcp_keepalive, Ordering::Relaxed);
         self.protected_mode
             .store(crate::server::protected::active(cfg), Ordering::Relaxed);
         self.auth_required
@@ -181,6 +195,10 @@ pub struct Server {
     /// MONITOR, SLOWLOG and CLIENT PAUSE state (cmd/observe.rs).
     pub ops: crate::cmd::observe::OpsState,
     spare_out: Option<BytesMut>,
+    /// When the cron runs next (every 1/`hz` s; `apply_change` re-arms it when hz changes).
+    next_cron: Instant,
+    /// When idle clients (`timeout`) are looked for next.
+    next_idle_check: Instant,
 }
 
 impl Server {
@@ -239,6 +257,8 @@ impl Server {
             held: Vec::new(),
             spare_out: None,
             writes_refused_until,
+            next_cron: Instant::now(),
+            next_idle_check: Instant::now(),
         }
     }
 
@@ -522,29 +542,40 @@ impl Server {
         }
     }
 
-    /// CONFIG SET appendonly / appendfsync at run time.
-    pub fn persistence_config_changed(&mut self) {
+    /// CONFIG SET appendonly / appendfsync at run time (Redis's updateAppendonly): opens the
+    /// log, starting it from the current dataset, or closes it; the open log takes the fsync
+    /// policy. While the log is being loaded `appendonly` is refused before this (-LOADING) and
+    /// the policy is picked up when loading ends. Err: the reason CONFIG SET gives.
+    fn persistence_config_changed(&mut self) -> Result<(), String> {
+        const FAILED: &str = "Unable to turn on AOF. Check server logs.";
         match (self.config.appendonly, self.aof.is_some()) {
             (true, false) if self.loader.is_none() => {
-                match Aof::open(
+                let aof = Aof::open(
                     aof_dir(&self.config),
                     self.config.appendfilename.clone(),
                     self.config.appendfsync,
-                ) {
-                    Ok(aof) => {
-                        self.aof = Some(aof);
-                        // The log must start from the current dataset.
-                        if let Err(e) = self.start_rewrite() {
-                            tracing::warn!("Can't start the AOF rewrite: {e}");
-                        }
-                    }
-                    Err(e) => tracing::warn!("Can't open the append-only file: {e}"),
+                )
+                .map_err(|e| {
+                    tracing::warn!("Can't open the append-only file: {e}");
+                    FAILED.to_string()
+                })?;
+                self.aof = Some(aof);
+                // The log must start from the current dataset.
+                if let Err(e) = self.start_rewrite() {
+                    tracing::warn!("Can't start the AOF rewrite: {e}");
+                    self.aof = None;
+                    return Err(FAILED.into());
                 }
+                tracing::info!(
+                    "Background append only file rewriting started (appendonly turned on)"
+                );
             }
             (false, true) => {
                 if let Some(mut aof) = self.aof.take() {
                     aof.fsync = Fsync::Always;
-                    aof.flush();
+                    if !aof.flush() {
+                        tracing::warn!("Fail to fsync the AOF file.");
+                    }
                 }
             }
             _ => {}
@@ -552,6 +583,54 @@ impl Server {
         if let Some(aof) = self.aof.as_mut() {
             aof.fsync = self.config.appendfsync;
         }
+        Ok(())
+    }
+
+    /// Makes a CONFIG SET take effect: `self.config` already holds the new values, `old` the
+    /// previous ones; `names` are the changed directives applied this way. Err: the reason
+    /// CONFIG SET reports (the caller then puts `old` back and applies it again).
+    pub fn apply_change(
+        &mut self,
+        kind: crate::config::Apply,
+        old: &Config,
+        names: &[&str],
+    ) -> Result<(), String> {
+        use crate::config::Apply;
+        match kind {
+            // Refused before anything is set.
+            Apply::Immutable | Apply::Protected => {}
+            Apply::Live => {}
+            Apply::Network => self.shared.apply(&self.config),
+            Apply::MaxClients => {
+                if self.config.maxclients > old.maxclients {
+                    fd_room_for(self.config.maxclients).map_err(|can| {
+                        format!("The operating system is not able to handle the specified number of clients, try with {can}")
+                    })?;
+                }
+                self.shared.apply(&self.config);
+            }
+            Apply::CronTimer => {
+                // Redis only uses the new period after the next run; re-arming now makes a
+                // higher hz take effect at once (a lower one after the run already due).
+                self.next_cron = self
+                    .next_cron
+                    .min(Instant::now() + cron_period(self.config.hz));
+            }
+            Apply::LogFilter => crate::logging::set_level(self.config.loglevel),
+            Apply::Persistence => self.persistence_config_changed()?,
+            Apply::MaxMemory => {
+                let used = crate::alloc::used_memory() as u64;
+                if self.config.maxmemory != 0 && self.config.maxmemory < used {
+                    tracing::warn!("WARNING: the new maxmemory value set via CONFIG SET ({}) is smaller than the current memory usage ({used}). This will result in key eviction and/or the inability to accept new write commands depending on the maxmemory-policy.", self.config.maxmemory);
+                }
+            }
+            Apply::NextStart => {
+                for name in names {
+                    tracing::info!("CONFIG SET {name}: the new value applies when the append-only file is next loaded, at start-up (CONFIG REWRITE keeps it)");
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Redis's `signalModifiedKey`: invalidates WATCHes on the key and readies blocked clients.
@@ -668,7 +747,8 @@ impl Server {
     /// Periodic work (Redis's serverCron): active expiry within a time budget.
     fn cron(&mut self) {
         let started = Instant::now();
-        let budget = Duration::from_millis(25);
+        // A quarter of the period, as Redis's ACTIVE_EXPIRE_CYCLE_SLOW_TIME_PERC.
+        let budget = cron_period(self.config.hz) / 4;
         let now = unix_ms();
         for db in self.dbs.iter_mut() {
             // Redis's active expire cycle: 20 keys a step while over a quarter of them were dead.
@@ -704,6 +784,61 @@ impl Server {
     }
 }
 
+/// Time between two cron runs at `hz` (clamped to Redis's 1..500).
+fn cron_period(hz: u64) -> Duration {
+    Duration::from_micros(1_000_000 / hz.clamp(1, 500))
+}
+
+/// Redis's adjustOpenFilesLimit at start-up: without descriptors for `maxclients`, accept
+/// would fail with EMFILE long before the limit; maxclients is lowered to what fits instead.
+pub fn adjust_open_files_limit(cfg: &mut Config) {
+    if let Err(can) = fd_room_for(cfg.maxclients) {
+        tracing::warn!(
+            "You requested maxclients of {} requiring at least {} max file descriptors.",
+            cfg.maxclients,
+            cfg.maxclients.saturating_add(32)
+        );
+        tracing::warn!("Current maximum open files is {}. maxclients has been reduced to {can} to compensate for low ulimit. If you need higher maxclients increase 'ulimit -n'.", can + 32);
+        cfg.maxclients = can;
+    }
+}
+
+/// Redis's adjustOpenFilesLimit for CONFIG SET maxclients: the process must be able to open
+/// `maxclients` + 32 descriptors (Redis's CONFIG_MIN_RESERVED_FDS), raising the soft
+/// RLIMIT_NOFILE up to the hard one if needed. Err: how many clients it can serve.
+fn fd_room_for(maxclients: u64) -> Result<(), u64> {
+    const RESERVED: u64 = 32;
+    let want = maxclients.saturating_add(RESERVED);
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit fills the struct we pass.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return Ok(());
+    }
+    let (cur, max) = (lim.rlim_cur, lim.rlim_max);
+    if cur >= want {
+        return Ok(());
+    }
+    let target = want.min(max);
+    let raised = libc::rlimit {
+        rlim_cur: target,
+        rlim_max: lim.rlim_max,
+    };
+    // SAFETY: setrlimit reads the struct we pass; the soft limit stays within the hard one.
+    let got = if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+        target
+    } else {
+        cur
+    };
+    if got >= want {
+        Ok(())
+    } else {
+        Err(got.saturating_sub(RESERVED).max(1))
+    }
+}
+
 fn aof_dir(cfg: &Config) -> std::path::PathBuf {
     std::path::Path::new(&cfg.dir).join(&cfg.appenddirname)
 }
@@ -726,11 +861,7 @@ pub fn spawn(
     listeners: Vec<std::net::TcpListener>,
 ) -> std::io::Result<(Inbox, std::thread::JoinHandle<()>)> {
     let (tx, mut rx) = mpsc::unbounded_channel::<Msg>();
-    let (net, waker) = net::Net::new(
-        listeners,
-        server.shared.clone(),
-        server.config.tcp_keepalive,
-    )?;
+    let (net, waker) = net::Net::new(listeners, server.shared.clone())?;
     let handle = std::thread::Builder::new()
         .name("executor".into())
         // Lua scripts recurse on this thread (nested replies, cjson up to 1000 levels).
@@ -759,9 +890,7 @@ pub fn spawn(
                 server.flush_deferred();
                 net::flush(&mut server);
             }
-            let hz = server.config.hz.clamp(1, 500);
-            let period = Duration::from_millis(1000 / hz);
-            let mut next_tick = Instant::now();
+            server.next_cron = Instant::now();
             let mut spin = net::IdleSpin::default();
             loop {
                 let mut handled = 0usize;
@@ -792,7 +921,7 @@ pub fn spawn(
                     let now = Instant::now();
                     // Wake at the earliest blocked client's deadline, not only at the next
                     // tick. Deadlines are in whole ms; 1 ms past one makes `now > deadline`.
-                    let mut wake = next_tick;
+                    let mut wake = server.next_cron;
                     if let Some(d) = server.waiters.next_deadline() {
                         let due = now
                             + Duration::from_millis(d.saturating_sub(unix_ms()))
@@ -806,10 +935,16 @@ pub fn spawn(
                 // Cron runs on time under a steady stream of requests too (within a turn: the
                 // clock read when the poll returned will do).
                 let now = net::polled_at();
-                if now >= next_tick {
+                if now >= server.next_cron {
                     server.cron();
-                    net::close_idle(&mut server);
-                    next_tick = now + period;
+                    // Every client is looked at; `timeout` counts whole seconds, so at most
+                    // ten times a second whatever hz is (Redis spreads the same work over a
+                    // second of clientsCron).
+                    if now >= server.next_idle_check {
+                        net::close_idle(&mut server);
+                        server.next_idle_check = now + Duration::from_millis(100);
+                    }
+                    server.next_cron = now + cron_period(server.config.hz);
                 }
                 if server
                     .waiters
@@ -830,4 +965,82 @@ pub fn spawn(
             server.finish_shutdown();
         })?;
     Ok((tx, handle))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Apply, DIRECTIVES};
+
+    /// Everything `Shared::apply` publishes.
+    fn published(s: &Shared) -> [u64; 7] {
+        [
+            s.maxclients.load(Ordering::Relaxed) as u64,
+            s.proto_max_bulk_len.load(Ordering::Relaxed) as u64,
+            s.client_query_buffer_limit.load(Ordering::Relaxed) as u64,
+            s.timeout_secs.load(Ordering::Relaxed),
+            s.tcp_keepalive.load(Ordering::Relaxed),
+            s.protected_mode.load(Ordering::Relaxed) as u64,
+            s.auth_required.load(Ordering::Relaxed) as u64,
+        ]
+    }
+
+    /// A directive read off the executor must reach `Shared`: changing any of them changes
+    /// what the network side reads. A new `Network` directive needs a value here and a field.
+    #[test]
+    fn every_network_directive_is_published() {
+        let samples: &[(&str, &str)] = &[
+            ("protected-mode", "no"),
+            ("tcp-keepalive", "77"),
+            ("timeout", "5"),
+            ("maxclients", "7"),
+            ("proto-max-bulk-len", "2mb"),
+            ("client-query-buffer-limit", "3mb"),
+            ("requirepass", "secret"),
+        ];
+        for d in DIRECTIVES {
+            if !matches!(d.apply, Apply::Network | Apply::MaxClients) {
+                continue;
+            }
+            let value = samples
+                .iter()
+                .find(|(n, _)| *n == d.name)
+                .unwrap_or_else(|| panic!("{}: add a sample value to this test", d.name))
+                .1;
+            let base = Config::default();
+            let shared = Shared::new(&base);
+            let before = published(&shared);
+            let mut cfg = base.clone();
+            cfg.set(d.name, value).unwrap();
+            shared.apply(&cfg);
+            assert_ne!(
+                published(&shared),
+                before,
+                "{} is applied as Network but Shared::apply does not publish it",
+                d.name
+            );
+        }
+    }
+
+    #[test]
+    fn cron_period_follows_hz_within_redis_bounds() {
+        assert_eq!(cron_period(10), Duration::from_millis(100));
+        assert_eq!(cron_period(0), Duration::from_secs(1));
+        assert_eq!(cron_period(1000), Duration::from_millis(2));
+    }
+
+    #[test]
+    fn fd_room_is_granted_within_the_hard_limit() {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit fills the struct we pass.
+        assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
+        assert_eq!(fd_room_for(1), Ok(()));
+        if lim.rlim_max != libc::RLIM_INFINITY {
+            let max = lim.rlim_max;
+            assert_eq!(fd_room_for(max), Err(max - 32));
+        }
+    }
 }

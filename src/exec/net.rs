@@ -114,7 +114,6 @@ pub struct Net {
     /// An accept failed (EMFILE…): try again on the next turn rather than wait for an event.
     accept_retry: bool,
     shared: Arc<Shared>,
-    keepalive_secs: u64,
     /// When the last poll returned: connection activity is stamped with it (the idle
     /// `timeout` counts in seconds), one clock read per turn rather than per request.
     now: Instant,
@@ -143,7 +142,6 @@ impl Net {
     pub fn new(
         listeners: Vec<TcpListener>,
         shared: Arc<Shared>,
-        keepalive_secs: u64,
     ) -> io::Result<(Net, Arc<LoopWaker>)> {
         let poll = Poll::new()?;
         let waker = Arc::new(LoopWaker(mio::Waker::new(poll.registry(), WAKER)?));
@@ -168,7 +166,6 @@ impl Net {
             fired: Vec::new(),
             accept_retry: false,
             shared,
-            keepalive_secs,
             now: Instant::now(),
         };
         Ok((net, waker))
@@ -232,7 +229,8 @@ impl Net {
         if sock.set_nonblocking(true).is_err() {
             return None;
         }
-        crate::server::prepare(&sock, self.keepalive_secs);
+        // `tcp-keepalive` as it is now: CONFIG SET reaches the sockets accepted after it.
+        crate::server::prepare(&sock, shared.tcp_keepalive.load(Ordering::Relaxed));
         if let Err(refusal) = crate::server::admission(shared, addr.ip()) {
             // Best effort on a fresh socket (its buffer takes a short line): never wait on a
             // peer that does not read.
@@ -817,9 +815,9 @@ fn sync_clients(server: &mut Server) {
     }
 }
 
-/// Closes idle clients (`timeout`), from the executor's cron.
+/// Closes idle clients (`timeout`, read as it is now), from the executor's cron.
 pub fn close_idle(server: &mut Server) {
-    let secs = server.shared.timeout_secs.load(Ordering::Relaxed);
+    let secs = server.config.timeout;
     if secs == 0 {
         return;
     }

@@ -18,7 +18,6 @@ pub async fn accept_tls(
     tls: Option<(tls::TlsAcceptor, Vec<TcpListener>)>,
     inbox: Inbox,
     shared: Arc<Shared>,
-    keepalive_secs: u64,
 ) {
     let Some((acceptor, listeners)) = tls else {
         return std::future::pending().await;
@@ -30,7 +29,8 @@ pub async fn accept_tls(
             loop {
                 match listener.accept().await {
                     Ok((stream, addr)) => {
-                        prepare(&stream, keepalive_secs);
+                        // Read per accept: CONFIG SET reaches the next sockets.
+                        prepare(&stream, shared.tcp_keepalive.load(Ordering::Relaxed));
                         let (acceptor, inbox, shared) =
                             (acceptor.clone(), inbox.clone(), shared.clone());
                         tokio::spawn(async move {
@@ -70,13 +70,17 @@ pub async fn accept_tls(
     while tasks.join_next().await.is_some() {}
 }
 
-/// TCP_NODELAY and `tcp-keepalive` on an accepted socket (plain or TLS).
+/// TCP_NODELAY and `tcp-keepalive` on an accepted socket (plain or TLS), as Redis's
+/// anetKeepAlive: first probe after the interval, then every third of it, 3 probes.
 pub fn prepare(stream: &impl std::os::fd::AsFd, keepalive_secs: u64) {
     let sock = socket2::SockRef::from(stream);
     let _ = sock.set_tcp_nodelay(true);
     if keepalive_secs > 0 {
-        let ka =
-            socket2::TcpKeepalive::new().with_time(std::time::Duration::from_secs(keepalive_secs));
+        let secs = keepalive_secs.min(i32::MAX as u64);
+        let ka = socket2::TcpKeepalive::new()
+            .with_time(std::time::Duration::from_secs(secs))
+            .with_interval(std::time::Duration::from_secs((secs / 3).max(1)))
+            .with_retries(3);
         let _ = sock.set_tcp_keepalive(&ka);
     }
 }
