@@ -66,6 +66,23 @@ fn shown_args(argv: &[Bytes]) -> Vec<Bytes> {
         for a in out.iter_mut().skip(1) {
             *a = REDACTED;
         }
+    } else if is(&argv[0], "config") && argv.len() > 3 && is(&argv[1], "set") {
+        // Redis redacts the values of its SENSITIVE_CONFIG directives (configSetCommand).
+        for pair in out[2..].chunks_mut(2) {
+            if let [name, value] = pair {
+                if ["requirepass", "masterauth", "masteruser"]
+                    .iter()
+                    .any(|sensitive| is(name, sensitive))
+                {
+                    *value = REDACTED;
+                }
+            }
+        }
+    } else if is(&argv[0], "acl") && argv.len() > 2 && is(&argv[1], "setuser") {
+        // Every argument after the subcommand, as Redis's aclCommand does.
+        for a in out.iter_mut().skip(2) {
+            *a = REDACTED;
+        }
     } else if is(&argv[0], "hello") {
         let mut i = 2;
         while i < out.len() {
@@ -518,6 +535,30 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert_eq!(shown_args(&b(&["AUTH", "pw"])), b(&["AUTH", "(redacted)"]));
+        assert_eq!(
+            shown_args(&b(&[
+                "CONFIG",
+                "SET",
+                "hz",
+                "5",
+                "REQUIREPASS",
+                "pw",
+                "maxmemory"
+            ])),
+            b(&[
+                "CONFIG",
+                "SET",
+                "hz",
+                "5",
+                "REQUIREPASS",
+                "(redacted)",
+                "maxmemory"
+            ])
+        );
+        assert_eq!(
+            shown_args(&b(&["acl", "setuser", "u", ">pw"])),
+            b(&["acl", "setuser", "(redacted)", "(redacted)"])
+        );
         assert_eq!(
             shown_args(&b(&["auth", "u", "pw"])),
             b(&["auth", "(redacted)", "(redacted)"])
