@@ -90,7 +90,7 @@ pub static DIRECTIVES: &[Directive] = &[
             c.protected_mode = yes_no(v)?;
             Ok(())
         },
-        doc: "With no password and a non-loopback bind, refuse non-loopback clients.",
+        doc: "With no password and a non-loopback bind, refuse every client but 127.0.0.1, ::1 and unix sockets (as Redis).",
     },
     Directive {
         name: "tcp-backlog",
