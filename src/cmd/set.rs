@@ -132,6 +132,11 @@ fn set_ref<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a SetValue>> 
 
 /// Members in the order Redis shows them where that order is defined: a small all-integer set
 /// is an intset, sorted numerically. Other sets are hash tables with no promised order.
+/// A set's members in the order Redis iterates it where that is defined (see `ordered`).
+pub fn members_shown(s: &SetValue) -> Vec<Bytes> {
+    ordered(s)
+}
+
 fn ordered(s: &SetValue) -> Vec<Bytes> {
     shown(s.iter().cloned().collect())
 }

@@ -241,6 +241,7 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         super::observe::COMMANDS,
         super::string_range::COMMANDS,
         super::bitmap::COMMANDS,
+        super::sort::COMMANDS,
     ]
 }
 
@@ -250,6 +251,7 @@ pub fn key_spec_docs() -> Vec<&'static [(&'static str, &'static [KeySpecDoc])]> 
         super::string_range::KEY_SPECS,
         super::bitmap::KEY_SPECS,
         super::set::KEY_SPECS,
+        super::sort::KEY_SPECS,
     ]
 }
 
