@@ -431,3 +431,29 @@ fn sort_output_is_bounded() {
     assert_eq!(c.cmd(&["EXISTS", "dst"]), b":0\r\n");
     assert_eq!(c.cmd(&["PING"]), b"+PONG\r\n");
 }
+
+/// SORT ... STORE creates a list: a client blocked on that key is served at once, with the
+/// first stored element, as by redis-server.
+#[test]
+fn sort_store_wakes_a_blocked_client() {
+    let mut replies = Vec::new();
+    for (_, server) in common::deadbolt_and_redis(&[]) {
+        let mut blocked = server.conn();
+        let mut c = server.conn();
+        c.cmd(&["RPUSH", "src", "3", "1", "2"]);
+        blocked.send(&["BLPOP", "dst", "10"]);
+        // The BLPOP is registered once CLIENT LIST shows the client blocked on it.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !c.cmd_str(&["CLIENT", "LIST"]).contains("cmd=blpop") {
+            assert!(Instant::now() < deadline, "BLPOP never blocked");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(c.cmd(&["SORT", "src", "STORE", "dst"]), b":3\r\n");
+        let got = blocked
+            .try_read_reply(Duration::from_secs(5))
+            .expect("BLPOP was not woken");
+        replies.push((got, c.cmd(&["LRANGE", "dst", "0", "-1"])));
+    }
+    assert_eq!(replies[0], replies[1]);
+    assert_eq!(replies[0].0, b"*2\r\n$3\r\ndst\r\n$1\r\n1\r\n");
+}
