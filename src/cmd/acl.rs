@@ -374,7 +374,8 @@ pub fn denied(perms: Perms, spec: &CommandSpec, argc: usize) -> Option<Denied> {
     // Shard channels are keys only for slot routing (key spec flag NOT_KEY): ACLs judge them
     // as channels.
     let shard_channels = matches!(spec.name, "spublish" | "ssubscribe" | "sunsubscribe");
-    if perms.no_keys && !shard_channels && spec.key_positions(argc).next().is_some() {
+    let has_keys = spec.key_positions(argc).next().is_some() || spec.has(MOVABLE_KEYS);
+    if perms.no_keys && !shard_channels && has_keys {
         return Some(Denied::Key);
     }
     // Redis's commands_with_channels that publish or subscribe (UNSUBSCRIBE is never

@@ -422,7 +422,7 @@ fn command_entry(srv: &Server, id: usize) -> Frame {
         Frame::Set(cats),
         // Tips and key specs are sets in RESP3, as is an empty subcommand list (Redis's
         // addReplyCommandTips / KeySpecs / SubCommands).
-        Frame::Set(vec![]),
+        Frame::Set(e.tips.iter().map(|t| Frame::bulk_static(t)).collect()),
         Frame::Set(key_specs),
         if subs.is_empty() {
             Frame::Set(subs)
@@ -450,30 +450,51 @@ fn key_spec_doc(d: &super::table::KeySpecDoc) -> Frame {
         "flags",
         Frame::Set(d.flags.iter().map(|f| Frame::simple(f)).collect()),
     ));
-    fields.push((
-        "begin_search",
+    let unknown = || {
         map(vec![
+            ("type", Frame::bulk_static("unknown")),
+            ("spec", map(vec![])),
+        ])
+    };
+    let (begin, find) = if d.begin_index == super::table::SPEC_UNKNOWN {
+        (unknown(), unknown())
+    } else {
+        let begin = map(vec![
             ("type", Frame::bulk_static("index")),
             (
                 "spec",
                 map(vec![("index", Frame::Integer(d.begin_index as i64))]),
             ),
-        ]),
-    ));
-    fields.push((
-        "find_keys",
-        map(vec![
-            ("type", Frame::bulk_static("range")),
-            (
-                "spec",
-                map(vec![
-                    ("lastkey", Frame::Integer(d.lastkey as i64)),
-                    ("keystep", Frame::Integer(d.keystep as i64)),
-                    ("limit", Frame::Integer(0)),
-                ]),
-            ),
-        ]),
-    ));
+        ]);
+        let find = if d.lastkey == super::table::SPEC_KEYNUM {
+            map(vec![
+                ("type", Frame::bulk_static("keynum")),
+                (
+                    "spec",
+                    map(vec![
+                        ("keynumidx", Frame::Integer(0)),
+                        ("firstkey", Frame::Integer(1)),
+                        ("keystep", Frame::Integer(d.keystep as i64)),
+                    ]),
+                ),
+            ])
+        } else {
+            map(vec![
+                ("type", Frame::bulk_static("range")),
+                (
+                    "spec",
+                    map(vec![
+                        ("lastkey", Frame::Integer(d.lastkey as i64)),
+                        ("keystep", Frame::Integer(d.keystep as i64)),
+                        ("limit", Frame::Integer(0)),
+                    ]),
+                ),
+            ])
+        };
+        (begin, find)
+    };
+    fields.push(("begin_search", begin));
+    fields.push(("find_keys", find));
     map(fields)
 }
 

@@ -33,6 +33,8 @@ pub mod flags {
     pub const SKIP_MONITOR: u32 = 1 << 16;
     pub const SKIP_SLOWLOG: u32 = 1 << 17;
     pub const NO_MANDATORY_KEYS: u32 = 1 << 18;
+    /// Key positions depend on the arguments (Redis sets this from non-range key specs).
+    pub const MOVABLE_KEYS: u32 = 1 << 19;
 
     /// (flag, name COMMAND INFO prints), in Redis's order.
     pub const NAMES: &[(u32, &str)] = &[
@@ -51,6 +53,7 @@ pub mod flags {
         (NO_AUTH, "no_auth"),
         (NO_MANDATORY_KEYS, "no_mandatory_keys"),
         (NO_MULTI, "no_multi"),
+        (MOVABLE_KEYS, "movablekeys"),
         (ALLOW_BUSY, "allow_busy"),
     ];
 }
@@ -92,7 +95,36 @@ pub struct KeySpecDoc {
     pub keystep: i32,
 }
 
+/// `begin_index` of a spec whose begin_search and find_keys are both `unknown` (Redis never
+/// begins a key search at index 0, the command name).
+pub const SPEC_UNKNOWN: i32 = 0;
+/// `lastkey` of a spec whose find_keys is `keynum` {keynumidx 0, firstkey 1, keystep}: the
+/// shape of every keynum spec in Redis 7.0 (SINTERCARD, ZUNION, EVAL...).
+pub const SPEC_KEYNUM: i32 = i32::MIN;
+
 impl KeySpecDoc {
+    /// Key names that cannot be found from the arguments' positions (SORT's BY/GET/STORE).
+    pub const fn unknown(notes: &'static str, flags: &'static [&'static str]) -> Self {
+        KeySpecDoc {
+            notes: Some(notes),
+            flags,
+            begin_index: SPEC_UNKNOWN,
+            lastkey: 0,
+            keystep: 0,
+        }
+    }
+
+    /// A key count at `begin_index`, then that many keys.
+    pub const fn keynum(flags: &'static [&'static str], begin_index: i32) -> Self {
+        KeySpecDoc {
+            notes: None,
+            flags,
+            begin_index,
+            lastkey: SPEC_KEYNUM,
+            keystep: 1,
+        }
+    }
+
     pub const fn range(flags: &'static [&'static str], begin_index: i32, lastkey: i32) -> Self {
         KeySpecDoc {
             notes: None,
@@ -186,6 +218,8 @@ pub struct TableEntry {
     pub subs: HashMap<Vec<u8>, CmdId, ahash::RandomState>,
     /// Key specifications declared by the family (see `key_spec_docs`).
     pub key_specs: Option<&'static [KeySpecDoc]>,
+    /// Command tips COMMAND INFO prints (see `command_tips`).
+    pub tips: &'static [&'static str],
 }
 
 /// All command families. Adding a family = one line here.
@@ -207,12 +241,23 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         super::observe::COMMANDS,
         super::string_range::COMMANDS,
         super::bitmap::COMMANDS,
+        super::sort::COMMANDS,
     ]
 }
 
 /// Families' declared key specifications, by command name.
 pub fn key_spec_docs() -> Vec<&'static [(&'static str, &'static [KeySpecDoc])]> {
-    vec![super::string_range::KEY_SPECS, super::bitmap::KEY_SPECS]
+    vec![
+        super::string_range::KEY_SPECS,
+        super::bitmap::KEY_SPECS,
+        super::set::KEY_SPECS,
+        super::sort::KEY_SPECS,
+    ]
+}
+
+/// Families' command tips (e.g. `nondeterministic_output_order`), by command name.
+pub fn command_tips() -> Vec<&'static [(&'static str, &'static [&'static str])]> {
+    vec![super::set::TIPS]
 }
 
 impl Table {
@@ -223,6 +268,8 @@ impl Table {
         };
         let docs: HashMap<&str, &'static [KeySpecDoc]> =
             key_spec_docs().into_iter().flatten().copied().collect();
+        let tips: HashMap<&str, &'static [&'static str]> =
+            command_tips().into_iter().flatten().copied().collect();
         for fam in families() {
             for spec in fam {
                 let id = t.entries.len();
@@ -232,6 +279,7 @@ impl Table {
                     parent: None,
                     subs: HashMap::default(),
                     key_specs: docs.get(spec.name).copied(),
+                    tips: tips.get(spec.name).copied().unwrap_or(&[]),
                 });
                 t.by_name.insert(spec.name.as_bytes().to_vec(), id);
                 for sub in spec.subcommands {
@@ -242,6 +290,7 @@ impl Table {
                         parent: Some(id),
                         subs: HashMap::default(),
                         key_specs: None,
+                        tips: &[],
                     });
                     t.entries[id].subs.insert(sub.name.as_bytes().to_vec(), sid);
                 }
@@ -292,6 +341,15 @@ mod tests {
         for (name, docs) in key_spec_docs().into_iter().flatten() {
             let id = t.lookup(name.as_bytes()).expect(name);
             assert_eq!(t.entries[id].key_specs.map(|d| d.len()), Some(docs.len()));
+        }
+    }
+
+    #[test]
+    fn declared_tips_name_commands() {
+        let t = Table::build();
+        for (name, tips) in command_tips().into_iter().flatten() {
+            let id = t.lookup(name.as_bytes()).expect(name);
+            assert_eq!(t.entries[id].tips, *tips);
         }
     }
 }
