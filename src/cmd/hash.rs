@@ -2,7 +2,7 @@
 
 use super::args::int_arg;
 use super::keys::{parse_cursor, parse_scan_opts};
-use super::table::{flags::*, CommandSpec, KEY1};
+use super::table::{flags::*, CommandSpec, KeySpecDoc, KEY1};
 use super::{event, Ctx};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::number::{parse_i64, LongDouble};
@@ -31,7 +31,12 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("hincrby", 4, WRITE | DENYOOM | FAST, hincrby),
     spec("hincrbyfloat", 4, WRITE | DENYOOM | FAST, hincrbyfloat),
     spec("hscan", -3, READONLY, hscan),
+    spec("hrandfield", -2, READONLY, hrandfield),
 ];
+
+/// Redis 7.0's key specifications for the commands added with issue 19.
+pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] =
+    &[("hrandfield", &[KeySpecDoc::range(&["RO", "access"], 1, 0)])];
 
 /// The hash at `key` for reading: None if missing, WRONGTYPE if another type.
 fn read_hash<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a HashValue>> {
@@ -257,4 +262,41 @@ fn hscan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         Frame::Bulk(Bytes::copy_from_slice(b.format(next).as_bytes())),
         Frame::Array(items),
     ]))
+}
+
+/// HRANDFIELD key [count [WITHVALUES]]: see cmd/zset.rs for the count rules (bounded negative
+/// counts, distinct fields for positive ones, the whole hash in order when count >= its size).
+fn hrandfield(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let args = super::zset::random_count_args(argv, "withvalues")?;
+    let resp3 = ctx.client.resp3();
+    let Some(h) = read_hash(ctx, &argv[1])? else {
+        return Ok(match args {
+            None => Frame::Null,
+            Some(_) => Frame::Array(vec![]),
+        });
+    };
+    // A compact hash has no O(1) positional access: index it once.
+    let entries: Vec<(&[u8], &[u8])> = if h.is_small() {
+        h.iter().collect()
+    } else {
+        Vec::new()
+    };
+    let len = h.len();
+    let at = |i: usize| {
+        if h.is_small() {
+            entries.get(i).copied()
+        } else {
+            h.get_index(i)
+        }
+    };
+    let Some((count, with)) = args else {
+        let f = at(fastrand::usize(..len.max(1))).map(|(f, _)| Bytes::copy_from_slice(f));
+        return Ok(Frame::opt_bulk(f));
+    };
+    let items = super::zset::random_positions(len, count)
+        .into_iter()
+        .filter_map(at)
+        .map(|(f, v)| (Frame::bulk_from(f), Frame::bulk_from(v)))
+        .collect();
+    Ok(super::zset::paired(items, with, resp3))
 }

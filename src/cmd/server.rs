@@ -369,7 +369,12 @@ fn command_entry(srv: &Server, id: usize) -> Frame {
         Frame::Set(cats),
         // Tips and key specs are sets in RESP3, as is an empty subcommand list (Redis's
         // addReplyCommandTips / KeySpecs / SubCommands).
-        Frame::Set(vec![]),
+        Frame::Set(
+            super::table::tips(spec.name)
+                .iter()
+                .map(|t| Frame::bulk_static(t))
+                .collect(),
+        ),
         Frame::Set(key_specs),
         if subs.is_empty() {
             Frame::Set(subs)
@@ -407,6 +412,23 @@ fn key_spec_doc(d: &super::table::KeySpecDoc) -> Frame {
             ),
         ]),
     ));
+    if let Some((keynumidx, firstkey, keystep)) = d.keynum {
+        fields.push((
+            "find_keys",
+            map(vec![
+                ("type", Frame::bulk_static("keynum")),
+                (
+                    "spec",
+                    map(vec![
+                        ("keynumidx", Frame::Integer(keynumidx as i64)),
+                        ("firstkey", Frame::Integer(firstkey as i64)),
+                        ("keystep", Frame::Integer(keystep as i64)),
+                    ]),
+                ),
+            ]),
+        ));
+        return map(fields);
+    }
     fields.push((
         "find_keys",
         map(vec![

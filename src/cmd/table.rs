@@ -33,6 +33,8 @@ pub mod flags {
     pub const SKIP_MONITOR: u32 = 1 << 16;
     pub const SKIP_SLOWLOG: u32 = 1 << 17;
     pub const NO_MANDATORY_KEYS: u32 = 1 << 18;
+    /// Keys are found by parsing the arguments (after a numkeys): COMMAND GETKEYS territory.
+    pub const MOVABLEKEYS: u32 = 1 << 19;
 
     /// (flag, name COMMAND INFO prints), in Redis's order.
     pub const NAMES: &[(u32, &str)] = &[
@@ -52,6 +54,8 @@ pub mod flags {
         (NO_MANDATORY_KEYS, "no_mandatory_keys"),
         (NO_MULTI, "no_multi"),
         (ALLOW_BUSY, "allow_busy"),
+        // Redis appends it after the declared flags.
+        (MOVABLEKEYS, "movablekeys"),
     ];
 }
 
@@ -90,6 +94,9 @@ pub struct KeySpecDoc {
     pub begin_index: i32,
     pub lastkey: i32,
     pub keystep: i32,
+    /// A `keynum` find-keys spec instead of `range`: (keynumidx, firstkey, keystep); then
+    /// `lastkey` and `keystep` above are unused.
+    pub keynum: Option<(i32, i32, i32)>,
 }
 
 impl KeySpecDoc {
@@ -100,7 +107,34 @@ impl KeySpecDoc {
             begin_index,
             lastkey,
             keystep: 1,
+            keynum: None,
         }
+    }
+
+    /// Keys counted by the argument `keynumidx` after `begin_index` (ZUNION, ZMPOP...).
+    pub const fn keynum(
+        flags: &'static [&'static str],
+        begin_index: i32,
+        keynumidx: i32,
+        firstkey: i32,
+        keystep: i32,
+    ) -> Self {
+        KeySpecDoc {
+            notes: None,
+            flags,
+            begin_index,
+            lastkey: 0,
+            keystep: 0,
+            keynum: Some((keynumidx, firstkey, keystep)),
+        }
+    }
+}
+
+/// Redis 7.0's command tips (COMMAND INFO's 8th field), for the commands that have them here.
+pub fn tips(name: &str) -> &'static [&'static str] {
+    match name {
+        "zrandmember" | "zscan" | "hrandfield" => &["nondeterministic_output"],
+        _ => &[],
     }
 }
 
@@ -212,7 +246,12 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
 
 /// Families' declared key specifications, by command name.
 pub fn key_spec_docs() -> Vec<&'static [(&'static str, &'static [KeySpecDoc])]> {
-    vec![super::string_range::KEY_SPECS, super::bitmap::KEY_SPECS]
+    vec![
+        super::string_range::KEY_SPECS,
+        super::bitmap::KEY_SPECS,
+        super::zset::KEY_SPECS,
+        super::hash::KEY_SPECS,
+    ]
 }
 
 impl Table {
