@@ -294,7 +294,6 @@ fn hrandfield(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Ok(Frame::opt_bulk(f));
     };
     let items = super::zset::random_positions(len, count)
-        .into_iter()
         .filter_map(at)
         .map(|(f, v)| (Frame::bulk_from(f), Frame::bulk_from(v)))
         .collect();

@@ -883,30 +883,29 @@ pub fn random_count_args(argv: &[Bytes], word: &str) -> CmdResult<Option<(i64, b
 }
 
 /// Which of `len` positions a counted random pick returns: `count` < 0 picks |count| times
-/// with repeats; otherwise distinct positions (all of them, in order, when count >= len).
-/// The caller bounded |count| (random_count_args), and distinct picks never exceed `len`.
-pub fn random_positions(len: usize, count: i64) -> Vec<usize> {
+/// with repeats (drawn lazily: nothing is allocated by the count); otherwise distinct
+/// positions, all of them in order when count >= len. The caller bounded |count|
+/// (random_count_args), and distinct picks never exceed `len`.
+pub fn random_positions(len: usize, count: i64) -> Box<dyn Iterator<Item = usize>> {
     if len == 0 || count == 0 {
-        return vec![];
+        return Box::new(std::iter::empty());
     }
     if count < 0 {
         let n = count.unsigned_abs() as usize;
-        let mut out = Vec::with_capacity(n.min(1 << 16));
-        out.extend((0..n).map(|_| fastrand::usize(..len)));
-        return out;
+        return Box::new((0..n).map(move |_| fastrand::usize(..len)));
     }
     let n = (count as u64).min(len as u64) as usize;
-    let mut idx: Vec<usize> = (0..len).collect();
     if n == len {
-        return idx;
+        return Box::new(0..len);
     }
     // Distinct picks: a partial Fisher-Yates over the positions.
+    let mut idx: Vec<usize> = (0..len).collect();
     for i in 0..n {
         let j = fastrand::usize(i..len);
         idx.swap(i, j);
     }
     idx.truncate(n);
-    idx
+    Box::new(idx.into_iter())
 }
 
 /// Pairs as a reply: flat in RESP2, [a, b] pairs in RESP3; just the firsts without `with`.
@@ -945,13 +944,14 @@ fn zrandmember(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             .map(|(m, _)| m.clone());
         return Ok(Frame::opt_bulk(m));
     };
-    let mut picks = random_positions(z.len(), count);
-    if count >= z.len() as i64 {
+    let len = z.len();
+    let picks: Box<dyn Iterator<Item = usize>> = if count >= len as i64 {
         // The whole set, as Redis's zset iterator walks it: from the highest rank down.
-        picks.reverse();
-    }
+        Box::new((0..len).rev())
+    } else {
+        random_positions(len, count)
+    };
     let items = picks
-        .into_iter()
         .filter_map(|i| z.at(i))
         .map(|(m, s)| (Frame::Bulk(m.clone()), Frame::Double(s)))
         .collect();
@@ -963,9 +963,10 @@ fn zrandmember(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 const SMALL_ENTRIES: usize = 128;
 const SMALL_VALUE: usize = 64;
 
-/// A score as Redis stores it in a listpack (d2string): integral values as integers.
-fn score_text(s: f64) -> String {
-    if s.fract() == 0.0 && s.abs() < 9.2e18 {
+/// A score as ZSCAN shows it: from a listpack (`small`), as Redis stored it there (d2string:
+/// integral values as integers); from a skiplist, printed with %.17Lg.
+fn score_text(s: f64, small: bool) -> String {
+    if small && s.fract() == 0.0 && s.abs() < 9.2e18 {
         (s as i64).to_string()
     } else {
         crate::protocol::number::fmt_g17(s)
@@ -985,14 +986,14 @@ fn zscan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         o.pattern
             .is_none_or(|p| super::args::glob_match(p, m, false))
     };
+    let small = z.len() <= SMALL_ENTRIES && z.iter_from(0).all(|(m, _)| m.len() <= SMALL_VALUE);
     let mut items = Vec::new();
     let mut push = |m: &Bytes, s: f64| {
         if matches(m) {
             items.push(Frame::Bulk(m.clone()));
-            items.push(Frame::Bulk(Bytes::from(score_text(s))));
+            items.push(Frame::Bulk(Bytes::from(score_text(s, small))));
         }
     };
-    let small = z.len() <= SMALL_ENTRIES && z.iter_from(0).all(|(m, _)| m.len() <= SMALL_VALUE);
     let next = if small {
         z.iter_from(0).for_each(|(m, s)| push(m, s));
         0
