@@ -371,7 +371,8 @@ fn events_until(sub: &mut Conn, marker: &str) -> Vec<String> {
 
 /// The same writes on deadbolt and redis-server announce the same events: the STORE forms,
 /// `del` when a result is empty and the destination existed (and nothing when it did not),
-/// ZMPOP as zpopmin/zpopmax plus `del` when it empties a key, ZREMRANGEBYLEX.
+/// ZMPOP as zpopmin/zpopmax plus `del` when it empties a key, ZREMRANGEBYLEX, and `new`
+/// for a destination the command created.
 #[test]
 fn keyspace_events_match_redis() {
     let script: &[&[&str]] = &[
@@ -394,7 +395,7 @@ fn keyspace_events_match_redis() {
         &["SET", "end", "1"],
     ];
     let mut seen = Vec::new();
-    for (name, server) in common::deadbolt_and_redis(&["--notify-keyspace-events", "KEA"]) {
+    for (name, server) in common::deadbolt_and_redis(&["--notify-keyspace-events", "KEAn"]) {
         let mut sub = server.conn();
         sub.cmd(&["PSUBSCRIBE", "__keyevent@0__:*"]);
         let mut c = server.conn();
@@ -419,20 +420,28 @@ fn keyspace_events_match_redis() {
     assert_eq!(
         events,
         [
+            "new",
             "zadd",
+            "new",
             "zadd",
+            "new",
             "zunionstore",
+            "new",
             "zinterstore",
+            "new",
             "zdiffstore",
+            "new",
             "zrangestore",
             "del",
             "del",
+            // Overwriting an existing destination is not `new`.
             "zunionstore",
             "zpopmin",
             "zpopmax",
             "del",
             "zremrangebylex",
             "del",
+            "new",
             "set"
         ],
         "{ours:?}"
