@@ -494,7 +494,8 @@ fn watch_is_invalidated_like_redis() {
 }
 
 /// BZMPOP parks like BZPOPMIN: a ZADD or a ZUNIONSTORE into the awaited key wakes it (oldest
-/// waiter first, COUNT honoured, RESP3 doubles), a wrong-type write does not, a timeout
+/// waiter first, COUNT honoured, RESP3 doubles), a wrong-type write does not (nor does it
+/// fail a waiter served from another key, BZPOPMAX included), a timeout
 /// answers a null array, and inside MULTI it does not block.
 #[test]
 fn bzmpop_blocks_and_is_woken_like_redis() {
@@ -519,6 +520,17 @@ fn bzmpop_blocks_and_is_woken_like_redis() {
         out.push(c.cmd(&["ZUNIONSTORE", "dest", "1", "src", "WEIGHTS", "2"]));
         out.push(a.read_reply());
         out.push(c.cmd(&["EXISTS", "dest"]));
+        // A waited-on key that became another type meanwhile does not fail the waiter.
+        a.send(&["BZMPOP", "0", "2", "p", "q", "MIN"]);
+        wait_blocked(&mut c, 1);
+        c.cmd(&["SET", "p", "string"]);
+        out.push(c.cmd(&["ZADD", "q", "4", "four"]));
+        out.push(a.read_reply());
+        a.send(&["BZPOPMAX", "p2", "q2", "0"]);
+        wait_blocked(&mut c, 1);
+        c.cmd(&["SET", "p2", "string"]);
+        c.cmd(&["ZADD", "q2", "5", "five"]);
+        out.push(a.read_reply());
         // Timeout.
         out.push(a.cmd(&["BZMPOP", "0.05", "1", "never", "MIN"]));
         // MULTI does not block.
@@ -536,8 +548,13 @@ fn bzmpop_blocks_and_is_woken_like_redis() {
         t[7],
         b"*2\r\n$4\r\ndest\r\n*2\r\n*2\r\n$2\r\ns2\r\n$2\r\n16\r\n*2\r\n$2\r\ns1\r\n$2\r\n14\r\n"
     );
-    assert_eq!(t[9], b"*-1\r\n");
-    assert_eq!(t[10], b"*1\r\n*-1\r\n");
+    assert_eq!(
+        t[10],
+        b"*2\r\n$1\r\nq\r\n*1\r\n*2\r\n$4\r\nfour\r\n$1\r\n4\r\n"
+    );
+    assert_eq!(t[11], b"*3\r\n$2\r\nq2\r\n$4\r\nfive\r\n$1\r\n5\r\n");
+    assert_eq!(t[12], b"*-1\r\n");
+    assert_eq!(t[13], b"*1\r\n*-1\r\n");
 }
 
 struct TempDir(PathBuf);

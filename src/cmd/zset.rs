@@ -810,8 +810,15 @@ fn zpopmax(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 fn bzpop_generic(ctx: &mut Ctx, argv: &[Bytes], max: bool) -> CmdResult {
     let keys = &argv[1..argv.len() - 1];
     let timeout = parse_timeout(&argv[argv.len() - 1], ctx.now)?;
+    // Served again after a key got data: other keys' types are not looked at (see zmpop_from).
+    let served = ctx.client.block_deadline.is_some();
     for key in keys {
-        if zset_ref(ctx, key)?.is_some_and(|z| !z.is_empty()) {
+        let ready = match zset_ref(ctx, key) {
+            Ok(z) => z.is_some_and(|z| !z.is_empty()),
+            Err(_) if served => false,
+            Err(e) => return Err(e),
+        };
+        if ready {
             if let Some((m, s)) = pop_members(ctx, key, max, 1)?.into_iter().next() {
                 return Ok(Frame::Array(vec![
                     Frame::Bulk(key.clone()),
@@ -1384,10 +1391,22 @@ fn parse_zmpop(argv: &[Bytes], at: usize) -> CmdResult<(&[Bytes], bool, usize)> 
 }
 
 /// Pops from the first existing key (which must be a sorted set): `[key, [[member, score]...]]`.
-fn zmpop_from(ctx: &mut Ctx, keys: &[Bytes], max: bool, count: usize) -> CmdResult<Option<Frame>> {
+/// `served`: a BZMPOP run again because a key it waits on got data. Redis then pops from that
+/// key without looking at the others again, so a key that became another type meanwhile is
+/// passed over instead of failing the waiter with WRONGTYPE.
+fn zmpop_from(
+    ctx: &mut Ctx,
+    keys: &[Bytes],
+    max: bool,
+    count: usize,
+    served: bool,
+) -> CmdResult<Option<Frame>> {
     for key in keys {
-        if zset_ref(ctx, key)?.is_none_or(|z| z.is_empty()) {
-            continue;
+        match zset_ref(ctx, key) {
+            Ok(Some(z)) if !z.is_empty() => {}
+            Err(_) if served => continue,
+            Err(e) => return Err(e),
+            _ => continue,
         }
         let items = pop_members(ctx, key, max, count)?;
         return Ok(Some(Frame::Array(vec![
@@ -1400,13 +1419,14 @@ fn zmpop_from(ctx: &mut Ctx, keys: &[Bytes], max: bool, count: usize) -> CmdResu
 
 fn zmpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let (keys, max, count) = parse_zmpop(argv, 1)?;
-    Ok(zmpop_from(ctx, keys, max, count)?.unwrap_or(Frame::NullArray))
+    Ok(zmpop_from(ctx, keys, max, count, false)?.unwrap_or(Frame::NullArray))
 }
 
 fn bzmpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let (keys, max, count) = parse_zmpop(argv, 2)?;
     let timeout = parse_timeout(&argv[1], ctx.now)?;
-    if let Some(f) = zmpop_from(ctx, keys, max, count)? {
+    let served = ctx.client.block_deadline.is_some();
+    if let Some(f) = zmpop_from(ctx, keys, max, count, served)? {
         return Ok(f);
     }
     if !blocking::may_block(ctx) {
