@@ -1015,9 +1015,13 @@ fn zscan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         } else {
             (cursor.min(z.slots() as u64)) as usize
         };
-        let mut seen = 0;
-        while next > 0 && seen < o.count {
+        // Free slots count too, up to ten times COUNT (Redis's maxiterations for sparse
+        // tables): a set that shrank a lot answers short pages instead of one long walk.
+        let (mut seen, mut steps) = (0, 0usize);
+        let max_steps = o.count.saturating_mul(10);
+        while next > 0 && seen < o.count && steps < max_steps {
             next -= 1;
+            steps += 1;
             if let Some((m, s)) = z.slot(next) {
                 push(m, s);
                 seen += 1;
