@@ -908,7 +908,21 @@ pub fn random_positions(len: usize, count: i64) -> Box<dyn Iterator<Item = usize
     if n == len {
         return Box::new(0..len);
     }
-    // Distinct picks: a partial Fisher-Yates over the positions.
+    if n.saturating_mul(3) <= len {
+        // Few picks from many (Redis's CASE 4): draw until `n` distinct positions, so the work
+        // and memory follow the count, not the size of the set.
+        let mut picked = crate::store::FastSet::default();
+        picked.reserve(n);
+        let mut out = Vec::with_capacity(n);
+        while out.len() < n {
+            let i = fastrand::usize(..len);
+            if picked.insert(i) {
+                out.push(i);
+            }
+        }
+        return Box::new(out.into_iter());
+    }
+    // Distinct picks, many of them: a partial Fisher-Yates over the positions.
     let mut idx: Vec<usize> = (0..len).collect();
     for i in 0..n {
         let j = fastrand::usize(i..len);
@@ -1264,8 +1278,7 @@ fn set_op(
             }
         }
         SetOp::Union => {
-            let mut acc: hashbrown::HashMap<Bytes, f64, ahash::RandomState> =
-                hashbrown::HashMap::default();
+            let mut acc: crate::store::FastMap<Bytes, f64> = Default::default();
             for (src, w) in &srcs {
                 for (m, s) in src.iter() {
                     let mut score = w * s;
