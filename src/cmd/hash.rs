@@ -34,9 +34,30 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("hrandfield", -2, READONLY, hrandfield),
 ];
 
-/// Redis 7.0's key specifications for the commands added with issue 19.
-pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] =
-    &[("hrandfield", &[KeySpecDoc::range(&["RO", "access"], 1, 0)])];
+const RO_ACCESS: &[KeySpecDoc] = &[KeySpecDoc::range(&["RO", "access"], 1, 0)];
+const RO: &[KeySpecDoc] = &[KeySpecDoc::range(&["RO"], 1, 0)];
+const RW_UPDATE: &[KeySpecDoc] = &[KeySpecDoc::range(&["RW", "update"], 1, 0)];
+const RW_ACCESS_UPDATE: &[KeySpecDoc] = &[KeySpecDoc::range(&["RW", "access", "update"], 1, 0)];
+
+/// Redis 7.0's key specifications of the family, as COMMAND INFO prints them.
+pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
+    ("hset", RW_UPDATE),
+    ("hmset", RW_UPDATE),
+    ("hsetnx", &[KeySpecDoc::range(&["RW", "insert"], 1, 0)]),
+    ("hget", RO_ACCESS),
+    ("hmget", RO_ACCESS),
+    ("hdel", &[KeySpecDoc::range(&["RW", "delete"], 1, 0)]),
+    ("hexists", RO),
+    ("hlen", RO),
+    ("hstrlen", RO),
+    ("hkeys", RO_ACCESS),
+    ("hvals", RO_ACCESS),
+    ("hgetall", RO_ACCESS),
+    ("hincrby", RW_ACCESS_UPDATE),
+    ("hincrbyfloat", RW_ACCESS_UPDATE),
+    ("hscan", RO_ACCESS),
+    ("hrandfield", RO_ACCESS),
+];
 
 /// The hash at `key` for reading: None if missing, WRONGTYPE if another type.
 fn read_hash<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a HashValue>> {

@@ -133,7 +133,8 @@ impl KeySpecDoc {
 /// Redis 7.0's command tips (COMMAND INFO's 8th field), for the commands that have them here.
 pub fn tips(name: &str) -> &'static [&'static str] {
     match name {
-        "zrandmember" | "zscan" | "hrandfield" => &["nondeterministic_output"],
+        "zrandmember" | "zscan" | "hrandfield" | "hscan" => &["nondeterministic_output"],
+        "hkeys" | "hvals" | "hgetall" => &["nondeterministic_output_order"],
         _ => &[],
     }
 }

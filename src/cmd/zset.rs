@@ -132,9 +132,36 @@ const STORE_SPECS: &[KeySpecDoc] = &[
 ];
 const NUMKEYS_RO: &[KeySpecDoc] = &[KeySpecDoc::keynum(RO, 1, 0, 1, 1)];
 
-/// Redis 7.0's key specifications for the commands added with issue 19, as COMMAND INFO
-/// prints them.
+const RW_UPDATE: &[KeySpecDoc] = &[KeySpecDoc::range(&["RW", "update"], 1, 0)];
+const RW_ACCESS_UPDATE: &[KeySpecDoc] = &[KeySpecDoc::range(&["RW", "access", "update"], 1, 0)];
+const RW_DELETE1: &[KeySpecDoc] = &[KeySpecDoc::range(&["RW", "delete"], 1, 0)];
+const RO1: &[KeySpecDoc] = &[KeySpecDoc::range(RO, 1, 0)];
+const POP1: &[KeySpecDoc] = &[KeySpecDoc::range(RW_DELETE, 1, 0)];
+const BPOP: &[KeySpecDoc] = &[KeySpecDoc::range(RW_DELETE, 1, -2)];
+
+/// Redis 7.0's key specifications of the family, as COMMAND INFO prints them.
 pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
+    ("zadd", RW_UPDATE),
+    ("zincrby", RW_ACCESS_UPDATE),
+    ("zrem", RW_DELETE1),
+    ("zscore", RO1),
+    ("zmscore", RO1),
+    ("zcard", &[KeySpecDoc::range(&["RO"], 1, 0)]),
+    ("zcount", RO1),
+    ("zrank", RO1),
+    ("zrevrank", RO1),
+    ("zrange", RO1),
+    ("zrangebyscore", RO1),
+    ("zrevrangebyscore", RO1),
+    ("zrangebylex", RO1),
+    ("zrevrangebylex", RO1),
+    ("zrevrange", RO1),
+    ("zremrangebyscore", RW_DELETE1),
+    ("zremrangebyrank", RW_DELETE1),
+    ("zpopmin", POP1),
+    ("zpopmax", POP1),
+    ("bzpopmin", BPOP),
+    ("bzpopmax", BPOP),
     ("zlexcount", &[KeySpecDoc::range(RO, 1, 0)]),
     (
         "zremrangebylex",
