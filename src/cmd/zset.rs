@@ -672,7 +672,16 @@ fn score_range(z: &ZSet, r: &ScoreRange, rev: bool, offset: i64, count: i64) -> 
     }
 }
 
+/// Whether Redis would hold this set as a listpack (zset-max-listpack-entries/-value
+/// defaults). Lex ranges over members of different scores and ZSCAN answer by encoding.
+fn listpack_like(z: &ZSet) -> bool {
+    z.len() <= SMALL_ENTRIES && z.iter_from(0).all(|(m, _)| m.len() <= SMALL_VALUE)
+}
+
 fn lex_range(z: &ZSet, r: &LexRange, rev: bool, offset: i64, count: i64) -> Vec<(Bytes, f64)> {
+    if listpack_like(z) {
+        return listpack_lex_range(z, r, rev, offset, count);
+    }
     if rev {
         let end = z.count_before(|_, m| r.within_max(m));
         if end == 0 {
@@ -692,6 +701,66 @@ fn lex_range(z: &ZSet, r: &LexRange, rev: bool, offset: i64, count: i64) -> Vec<
             count,
         )
     }
+}
+
+/// A lex range the way Redis walks a listpack (zzlFirstInLexRange / zzlLastInLexRange and
+/// genericZrangebylexCommand). Lex ranges are only meaningful when all scores are equal; when
+/// they are not, Redis's answer for a small set is still this linear walk, which a bisection
+/// would not reproduce: the first member at or past the start bound opens the range (or,
+/// outside it, makes it empty), OFFSET skips members without looking at them, and the range
+/// ends at the first member past the other bound.
+fn listpack_lex_range(
+    z: &ZSet,
+    r: &LexRange,
+    rev: bool,
+    offset: i64,
+    count: i64,
+) -> Vec<(Bytes, f64)> {
+    let len = z.len();
+    let (Some((last, _)), Some((first, _))) = (z.at(len.wrapping_sub(1)), z.at(0)) else {
+        return vec![];
+    };
+    // zzlIsInLexRange: the last member must reach the minimum, the first the maximum.
+    if r.below_min(last) || !r.within_max(first) {
+        return vec![];
+    }
+    let opens = |m: &[u8]| {
+        if rev {
+            r.within_max(m)
+        } else {
+            !r.below_min(m)
+        }
+    };
+    let inside = |m: &[u8]| {
+        if rev {
+            !r.below_min(m)
+        } else {
+            r.within_max(m)
+        }
+    };
+    let walk: Box<dyn Iterator<Item = (&Bytes, f64)>> = if rev {
+        Box::new(z.iter_rev_from(len - 1))
+    } else {
+        Box::new(z.iter_from(0))
+    };
+    let mut walk = walk.skip_while(|(m, _)| !opens(m)).peekable();
+    match walk.peek() {
+        Some((m, _)) if inside(m) => {}
+        _ => return vec![],
+    }
+    if offset < 0 {
+        return vec![];
+    }
+    let take = if count < 0 {
+        usize::MAX
+    } else {
+        count as usize
+    };
+    walk.skip(offset as usize)
+        .take(take)
+        .take_while(|(m, _)| inside(m))
+        .map(|(m, s)| (m.clone(), s))
+        .collect()
 }
 
 fn zrange(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -874,6 +943,11 @@ fn zlexcount(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let Some(z) = zset_ref(ctx, &argv[1])? else {
         return Ok(Frame::Integer(0));
     };
+    if listpack_like(z) {
+        return Ok(Frame::Integer(
+            listpack_lex_range(z, &r, false, 0, -1).len() as i64,
+        ));
+    }
     let lo = z.count_before(|_, m| r.below_min(m));
     let hi = z.count_before(|_, m| r.within_max(m));
     Ok(Frame::Integer(hi.saturating_sub(lo) as i64))
@@ -1037,7 +1111,7 @@ fn zscan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         o.pattern
             .is_none_or(|p| super::args::glob_match(p, m, false))
     };
-    let small = z.len() <= SMALL_ENTRIES && z.iter_from(0).all(|(m, _)| m.len() <= SMALL_VALUE);
+    let small = listpack_like(z);
     let mut items = Vec::new();
     let mut push = |m: &Bytes, s: f64| {
         if matches(m) {
@@ -1271,7 +1345,9 @@ fn set_op(
         // Smallest first, as Redis orders them.
         srcs.sort_by_key(|(s, _)| s.len());
     }
-    let mut out = ZSet::new();
+    // Collected unordered: a stored result is a ZSet, a replied one is sorted as it is (a
+    // weight can make a -0 score, which Redis replies as such and stores as 0).
+    let mut out: Scored = Vec::new();
     let mut cardinality: u64 = 0;
     match op {
         SetOp::Inter => {
@@ -1300,7 +1376,7 @@ fn set_op(
                         break;
                     }
                 } else {
-                    out.insert(m.clone(), score);
+                    out.push((m.clone(), score));
                 }
             }
         }
@@ -1320,15 +1396,13 @@ fn set_op(
                     }
                 }
             }
-            for (m, s) in acc {
-                out.insert(m, s);
-            }
+            out.extend(acc);
         }
         SetOp::Diff => {
             let (first, _) = &srcs[0];
             for (m, s) in first.iter() {
                 if srcs[1..].iter().all(|(o, _)| o.find(m).is_none()) {
-                    out.insert(m.clone(), s);
+                    out.push((m.clone(), s));
                 }
             }
         }
@@ -1339,13 +1413,22 @@ fn set_op(
             SetOp::Inter => "zinterstore",
             SetOp::Diff => "zdiffstore",
         };
-        return store_result(ctx, dest, out, ev);
+        let mut z = ZSet::new();
+        for (m, s) in out {
+            z.insert(m, s);
+        }
+        return store_result(ctx, dest, z, ev);
     }
     if card_only {
         return Ok(Frame::Integer(cardinality as i64));
     }
-    let items = out.iter_from(0).map(|(m, s)| (m.clone(), s)).collect();
-    Ok(scored(items, withscores, ctx.client.resp3()))
+    // Members are distinct and no score is NaN (the aggregates turn NaN into 0 or skip it).
+    out.sort_unstable_by(|a, b| {
+        a.1.partial_cmp(&b.1)
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then_with(|| a.0.cmp(&b.0))
+    });
+    Ok(scored(out, withscores, ctx.client.resp3()))
 }
 
 fn zunion(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
