@@ -701,7 +701,7 @@ fn seeded_random_commands_match_redis() {
         let mut cmd: Vec<String> = Vec::new();
         let n = rng.usize(1..=3);
         let srcs: Vec<String> = (0..n).map(|_| pick(&mut rng, &keys)).collect();
-        match rng.u32(..12) {
+        match rng.u32(..14) {
             0 | 1 => {
                 cmd.push("ZADD".into());
                 cmd.push(pick(&mut rng, &keys[..4]));
@@ -785,8 +785,26 @@ fn seeded_random_commands_match_redis() {
             }
             _ => {
                 let k = pick(&mut rng, &keys[..4]);
-                cmd.extend(["ZRANGE".to_string(), k, "0".into(), "-1".into()]);
-                cmd.push("WITHSCORES".into());
+                let bounds = ["-", "+", "[n", "(n", "[p", "(r", "[aa", "(ab"];
+                match rng.u32(..4) {
+                    0 => cmd.extend(["ZRANGE".into(), k, "0".into(), "-1".into()]),
+                    1 => cmd.extend(["ZRANDMEMBER".into(), k, "100".into()]),
+                    2 => cmd.extend(["ZSCAN".into(), k, "0".into()]),
+                    _ => {
+                        let rev = rng.bool();
+                        let c = if rev { "ZREVRANGEBYLEX" } else { "ZRANGEBYLEX" };
+                        cmd.extend([c.to_string(), k]);
+                        cmd.extend([pick(&mut rng, &bounds), pick(&mut rng, &bounds)]);
+                        if rng.bool() {
+                            cmd.push("LIMIT".into());
+                            cmd.push(rng.i32(-1..3).to_string());
+                            cmd.push(rng.i32(-1..3).to_string());
+                        }
+                    }
+                }
+                if cmd[0] != "ZSCAN" && !cmd[0].ends_with("BYLEX") && rng.bool() {
+                    cmd.push("WITHSCORES".into());
+                }
             }
         }
         script.push(cmd);
