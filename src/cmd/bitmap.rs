@@ -67,6 +67,7 @@ pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
             begin_index: 1,
             lastkey: 0,
             keystep: 1,
+            keynum: None,
         }],
     ),
     ("bitfield_ro", &[KeySpecDoc::range(RO, 1, 0)]),

@@ -2,7 +2,7 @@
 
 use super::args::int_arg;
 use super::keys::{parse_cursor, parse_scan_opts};
-use super::table::{flags::*, CommandSpec, KEY1};
+use super::table::{flags::*, CommandSpec, KeySpecDoc, KEY1};
 use super::{event, Ctx};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::number::{parse_i64, LongDouble};
@@ -31,6 +31,32 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("hincrby", 4, WRITE | DENYOOM | FAST, hincrby),
     spec("hincrbyfloat", 4, WRITE | DENYOOM | FAST, hincrbyfloat),
     spec("hscan", -3, READONLY, hscan),
+    spec("hrandfield", -2, READONLY, hrandfield),
+];
+
+const RO_ACCESS: &[KeySpecDoc] = &[KeySpecDoc::range(&["RO", "access"], 1, 0)];
+const RO: &[KeySpecDoc] = &[KeySpecDoc::range(&["RO"], 1, 0)];
+const RW_UPDATE: &[KeySpecDoc] = &[KeySpecDoc::range(&["RW", "update"], 1, 0)];
+const RW_ACCESS_UPDATE: &[KeySpecDoc] = &[KeySpecDoc::range(&["RW", "access", "update"], 1, 0)];
+
+/// Redis 7.0's key specifications of the family, as COMMAND INFO prints them.
+pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
+    ("hset", RW_UPDATE),
+    ("hmset", RW_UPDATE),
+    ("hsetnx", &[KeySpecDoc::range(&["RW", "insert"], 1, 0)]),
+    ("hget", RO_ACCESS),
+    ("hmget", RO_ACCESS),
+    ("hdel", &[KeySpecDoc::range(&["RW", "delete"], 1, 0)]),
+    ("hexists", RO),
+    ("hlen", RO),
+    ("hstrlen", RO),
+    ("hkeys", RO_ACCESS),
+    ("hvals", RO_ACCESS),
+    ("hgetall", RO_ACCESS),
+    ("hincrby", RW_ACCESS_UPDATE),
+    ("hincrbyfloat", RW_ACCESS_UPDATE),
+    ("hscan", RO_ACCESS),
+    ("hrandfield", RO_ACCESS),
 ];
 
 /// The hash at `key` for reading: None if missing, WRONGTYPE if another type.
@@ -258,3 +284,48 @@ fn hscan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         Frame::Array(items),
     ]))
 }
+
+/// HRANDFIELD key [count [WITHVALUES]]: see cmd/zset.rs for the count rules (bounded negative
+/// counts, distinct fields for positive ones, the whole hash in order when count >= its size).
+fn hrandfield(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let args = super::zset::random_count_args(argv, "withvalues")?;
+    let resp3 = ctx.client.resp3();
+    let Some(h) = read_hash(ctx, &argv[1])? else {
+        return Ok(match args {
+            None => Frame::Null,
+            Some(_) => Frame::Array(vec![]),
+        });
+    };
+    // A compact hash has no O(1) positional access: index it once.
+    let entries: Vec<(&[u8], &[u8])> = if h.is_small() {
+        h.iter().collect()
+    } else {
+        Vec::new()
+    };
+    let len = h.len();
+    let at = |i: usize| {
+        if h.is_small() {
+            entries.get(i).copied()
+        } else {
+            h.get_index(i)
+        }
+    };
+    let Some((count, with)) = args else {
+        let f = at(fastrand::usize(..len.max(1))).map(|(f, _)| Bytes::copy_from_slice(f));
+        return Ok(Frame::opt_bulk(f));
+    };
+    let items = super::zset::random_positions(len, count)
+        .filter_map(at)
+        .map(|(f, v)| (Frame::bulk_from(f), Frame::bulk_from(v)))
+        .collect();
+    Ok(super::zset::paired(items, with, resp3))
+}
+
+/// Redis 7.0's command tips for the hash commands.
+pub static TIPS: &[(&str, &[&str])] = &[
+    ("hrandfield", &["nondeterministic_output"]),
+    ("hscan", &["nondeterministic_output"]),
+    ("hkeys", &["nondeterministic_output_order"]),
+    ("hvals", &["nondeterministic_output_order"]),
+    ("hgetall", &["nondeterministic_output_order"]),
+];

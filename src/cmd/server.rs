@@ -466,15 +466,15 @@ fn key_spec_doc(d: &super::table::KeySpecDoc) -> Frame {
                 map(vec![("index", Frame::Integer(d.begin_index as i64))]),
             ),
         ]);
-        let find = if d.lastkey == super::table::SPEC_KEYNUM {
+        let find = if let Some((keynumidx, firstkey, keystep)) = d.keynum {
             map(vec![
                 ("type", Frame::bulk_static("keynum")),
                 (
                     "spec",
                     map(vec![
-                        ("keynumidx", Frame::Integer(0)),
-                        ("firstkey", Frame::Integer(1)),
-                        ("keystep", Frame::Integer(d.keystep as i64)),
+                        ("keynumidx", Frame::Integer(keynumidx as i64)),
+                        ("firstkey", Frame::Integer(firstkey as i64)),
+                        ("keystep", Frame::Integer(keystep as i64)),
                     ]),
                 ),
             ])

@@ -97,7 +97,7 @@ pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
         ],
     ),
     ("sinter", ALL_RO),
-    ("sintercard", &[KeySpecDoc::keynum(RO_ACCESS, 1)]),
+    ("sintercard", &[KeySpecDoc::keynum(RO_ACCESS, 1, 0, 1, 1)]),
     (
         "sinterstore",
         &[

@@ -93,14 +93,14 @@ pub struct KeySpecDoc {
     pub begin_index: i32,
     pub lastkey: i32,
     pub keystep: i32,
+    /// A `keynum` find-keys spec instead of `range`: (keynumidx, firstkey, keystep); then
+    /// `lastkey` and `keystep` above are unused.
+    pub keynum: Option<(i32, i32, i32)>,
 }
 
 /// `begin_index` of a spec whose begin_search and find_keys are both `unknown` (Redis never
 /// begins a key search at index 0, the command name).
 pub const SPEC_UNKNOWN: i32 = 0;
-/// `lastkey` of a spec whose find_keys is `keynum` {keynumidx 0, firstkey 1, keystep}: the
-/// shape of every keynum spec in Redis 7.0 (SINTERCARD, ZUNION, EVAL...).
-pub const SPEC_KEYNUM: i32 = i32::MIN;
 
 impl KeySpecDoc {
     /// Key names that cannot be found from the arguments' positions (SORT's BY/GET/STORE).
@@ -111,17 +111,7 @@ impl KeySpecDoc {
             begin_index: SPEC_UNKNOWN,
             lastkey: 0,
             keystep: 0,
-        }
-    }
-
-    /// A key count at `begin_index`, then that many keys.
-    pub const fn keynum(flags: &'static [&'static str], begin_index: i32) -> Self {
-        KeySpecDoc {
-            notes: None,
-            flags,
-            begin_index,
-            lastkey: SPEC_KEYNUM,
-            keystep: 1,
+            keynum: None,
         }
     }
 
@@ -132,6 +122,25 @@ impl KeySpecDoc {
             begin_index,
             lastkey,
             keystep: 1,
+            keynum: None,
+        }
+    }
+
+    /// Keys counted by the argument `keynumidx` after `begin_index` (ZUNION, ZMPOP...).
+    pub const fn keynum(
+        flags: &'static [&'static str],
+        begin_index: i32,
+        keynumidx: i32,
+        firstkey: i32,
+        keystep: i32,
+    ) -> Self {
+        KeySpecDoc {
+            notes: None,
+            flags,
+            begin_index,
+            lastkey: 0,
+            keystep: 0,
+            keynum: Some((keynumidx, firstkey, keystep)),
         }
     }
 }
@@ -252,12 +261,14 @@ pub fn key_spec_docs() -> Vec<&'static [(&'static str, &'static [KeySpecDoc])]> 
         super::bitmap::KEY_SPECS,
         super::set::KEY_SPECS,
         super::sort::KEY_SPECS,
+        super::zset::KEY_SPECS,
+        super::hash::KEY_SPECS,
     ]
 }
 
 /// Families' command tips (e.g. `nondeterministic_output_order`), by command name.
 pub fn command_tips() -> Vec<&'static [(&'static str, &'static [&'static str])]> {
-    vec![super::set::TIPS]
+    vec![super::set::TIPS, super::zset::TIPS, super::hash::TIPS]
 }
 
 impl Table {

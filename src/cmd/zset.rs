@@ -3,7 +3,7 @@
 //! (RESP3 returns scores as doubles and WITHSCORES / counted pops as [member, score] pairs).
 
 use super::args::{int_arg, is};
-use super::table::{flags::*, CommandSpec, KeySpec, KEY1};
+use super::table::{flags::*, CommandSpec, KeySpec, KeySpecDoc, KEY1};
 use super::{event, Ctx};
 use crate::error::{CmdError, CmdResult};
 use crate::exec::blocking::{self, parse_timeout};
@@ -31,6 +31,18 @@ const KEYS_BEFORE_TIMEOUT: KeySpec = KeySpec {
     step: 1,
 };
 
+const TWO_KEYS: KeySpec = KeySpec {
+    first: 1,
+    last: 2,
+    step: 1,
+};
+/// Keys that follow a numkeys argument: the legacy triple cannot describe them (0 0 0).
+const NUMKEYS: KeySpec = KeySpec {
+    first: 0,
+    last: 0,
+    step: 0,
+};
+
 pub static COMMANDS: &[CommandSpec] = &[
     spec("zadd", -4, WRITE | DENYOOM | FAST, KEY1, zadd),
     spec("zincrby", 4, WRITE | DENYOOM | FAST, KEY1, zincrby),
@@ -50,6 +62,50 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("zremrangebyscore", 4, WRITE, KEY1, zremrangebyscore),
     spec("zremrangebyrank", 4, WRITE, KEY1, zremrangebyrank),
     spec("zpopmin", -2, WRITE | FAST, KEY1, zpopmin),
+    spec("zlexcount", 4, READONLY | FAST, KEY1, zlexcount),
+    spec("zremrangebylex", 4, WRITE, KEY1, zremrangebylex),
+    spec("zrandmember", -2, READONLY, KEY1, zrandmember),
+    spec("zscan", -3, READONLY, KEY1, zscan),
+    spec("zrangestore", -5, WRITE | DENYOOM, TWO_KEYS, zrangestore),
+    spec("zunion", -3, READONLY | MOVABLE_KEYS, NUMKEYS, zunion),
+    spec("zinter", -3, READONLY | MOVABLE_KEYS, NUMKEYS, zinter),
+    spec("zdiff", -3, READONLY | MOVABLE_KEYS, NUMKEYS, zdiff),
+    spec(
+        "zintercard",
+        -3,
+        READONLY | MOVABLE_KEYS,
+        NUMKEYS,
+        zintercard,
+    ),
+    spec(
+        "zunionstore",
+        -4,
+        WRITE | DENYOOM | MOVABLE_KEYS,
+        KEY1,
+        zunionstore,
+    ),
+    spec(
+        "zinterstore",
+        -4,
+        WRITE | DENYOOM | MOVABLE_KEYS,
+        KEY1,
+        zinterstore,
+    ),
+    spec(
+        "zdiffstore",
+        -4,
+        WRITE | DENYOOM | MOVABLE_KEYS,
+        KEY1,
+        zdiffstore,
+    ),
+    spec("zmpop", -4, WRITE | MOVABLE_KEYS, NUMKEYS, zmpop),
+    spec(
+        "bzmpop",
+        -5,
+        WRITE | BLOCKING | MOVABLE_KEYS,
+        NUMKEYS,
+        bzmpop,
+    ),
     spec("zpopmax", -2, WRITE | FAST, KEY1, zpopmax),
     spec(
         "bzpopmin",
@@ -65,6 +121,67 @@ pub static COMMANDS: &[CommandSpec] = &[
         KEYS_BEFORE_TIMEOUT,
         bzpopmax,
     ),
+];
+
+const RO: &[&str] = &["RO", "access"];
+const RW_DELETE: &[&str] = &["RW", "access", "delete"];
+const OW: &[&str] = &["OW", "update"];
+const STORE_SPECS: &[KeySpecDoc] = &[
+    KeySpecDoc::range(OW, 1, 0),
+    KeySpecDoc::keynum(RO, 2, 0, 1, 1),
+];
+const NUMKEYS_RO: &[KeySpecDoc] = &[KeySpecDoc::keynum(RO, 1, 0, 1, 1)];
+
+const RW_UPDATE: &[KeySpecDoc] = &[KeySpecDoc::range(&["RW", "update"], 1, 0)];
+const RW_ACCESS_UPDATE: &[KeySpecDoc] = &[KeySpecDoc::range(&["RW", "access", "update"], 1, 0)];
+const RW_DELETE1: &[KeySpecDoc] = &[KeySpecDoc::range(&["RW", "delete"], 1, 0)];
+const RO1: &[KeySpecDoc] = &[KeySpecDoc::range(RO, 1, 0)];
+const POP1: &[KeySpecDoc] = &[KeySpecDoc::range(RW_DELETE, 1, 0)];
+const BPOP: &[KeySpecDoc] = &[KeySpecDoc::range(RW_DELETE, 1, -2)];
+
+/// Redis 7.0's key specifications of the family, as COMMAND INFO prints them.
+pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
+    ("zadd", RW_UPDATE),
+    ("zincrby", RW_ACCESS_UPDATE),
+    ("zrem", RW_DELETE1),
+    ("zscore", RO1),
+    ("zmscore", RO1),
+    ("zcard", &[KeySpecDoc::range(&["RO"], 1, 0)]),
+    ("zcount", RO1),
+    ("zrank", RO1),
+    ("zrevrank", RO1),
+    ("zrange", RO1),
+    ("zrangebyscore", RO1),
+    ("zrevrangebyscore", RO1),
+    ("zrangebylex", RO1),
+    ("zrevrangebylex", RO1),
+    ("zrevrange", RO1),
+    ("zremrangebyscore", RW_DELETE1),
+    ("zremrangebyrank", RW_DELETE1),
+    ("zpopmin", POP1),
+    ("zpopmax", POP1),
+    ("bzpopmin", BPOP),
+    ("bzpopmax", BPOP),
+    ("zlexcount", &[KeySpecDoc::range(RO, 1, 0)]),
+    (
+        "zremrangebylex",
+        &[KeySpecDoc::range(&["RW", "delete"], 1, 0)],
+    ),
+    ("zrandmember", &[KeySpecDoc::range(RO, 1, 0)]),
+    ("zscan", &[KeySpecDoc::range(RO, 1, 0)]),
+    (
+        "zrangestore",
+        &[KeySpecDoc::range(OW, 1, 0), KeySpecDoc::range(RO, 2, 0)],
+    ),
+    ("zunion", NUMKEYS_RO),
+    ("zinter", NUMKEYS_RO),
+    ("zdiff", NUMKEYS_RO),
+    ("zintercard", NUMKEYS_RO),
+    ("zunionstore", STORE_SPECS),
+    ("zinterstore", STORE_SPECS),
+    ("zdiffstore", STORE_SPECS),
+    ("zmpop", &[KeySpecDoc::keynum(RW_DELETE, 1, 0, 1, 1)]),
+    ("bzmpop", &[KeySpecDoc::keynum(RW_DELETE, 2, 0, 1, 1)]),
 ];
 
 fn zset_mut<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a mut ZSet>> {
@@ -407,19 +524,40 @@ fn scored(items: Vec<(Bytes, f64)>, withscores: bool, resp3: bool) -> Frame {
 fn zrange_generic<'a>(
     ctx: &mut Ctx,
     key: &Bytes,
+    min: &'a Bytes,
+    max: &'a Bytes,
+    opts: &[Bytes],
+    by: Option<RangeBy>,
+    rev: Option<bool>,
+) -> CmdResult {
+    let (items, withscores) = range_query(ctx, key, min, max, opts, by, rev, false)?;
+    let resp3 = ctx.client.resp3();
+    Ok(scored(items.unwrap_or_default(), withscores, resp3))
+}
+
+/// (member, score) pairs in reply order.
+type Scored = Vec<(Bytes, f64)>;
+
+/// Parses ZRANGE's options and runs the query: (None if the key is missing, WITHSCORES). With
+/// `store` (ZRANGESTORE) WITHSCORES is not an option.
+#[allow(clippy::too_many_arguments)]
+fn range_query<'a>(
+    ctx: &mut Ctx,
+    key: &Bytes,
     mut min: &'a Bytes,
     mut max: &'a Bytes,
     opts: &[Bytes],
     mut by: Option<RangeBy>,
     mut rev: Option<bool>,
-) -> CmdResult {
+    store: bool,
+) -> CmdResult<(Option<Scored>, bool)> {
     let mut withscores = false;
     let mut limit: Option<(i64, i64)> = None;
     let mut j = 0;
     while j < opts.len() {
         let a = &opts[j];
         let left = opts.len() - j - 1;
-        if is(a, "withscores") {
+        if !store && is(a, "withscores") {
             withscores = true;
         } else if is(a, "limit") && left >= 2 {
             let offset = int_arg(&opts[j + 1])?;
@@ -453,33 +591,22 @@ fn zrange_generic<'a>(
         std::mem::swap(&mut min, &mut max);
     }
     let (offset, count) = limit.unwrap_or((0, -1));
-    let resp3 = ctx.client.resp3();
-    match by {
+    let items = match by {
         RangeBy::Rank => {
             let start = int_arg(min)?;
             let end = int_arg(max)?;
-            let Some(z) = zset_ref(ctx, key)? else {
-                return Ok(Frame::Array(vec![]));
-            };
-            Ok(scored(rank_range(z, start, end, rev), withscores, resp3))
+            zset_ref(ctx, key)?.map(|z| rank_range(z, start, end, rev))
         }
         RangeBy::Score => {
             let range = parse_score_range(min, max)?;
-            let Some(z) = zset_ref(ctx, key)? else {
-                return Ok(Frame::Array(vec![]));
-            };
-            let items = score_range(z, &range, rev, offset, count);
-            Ok(scored(items, withscores, resp3))
+            zset_ref(ctx, key)?.map(|z| score_range(z, &range, rev, offset, count))
         }
         RangeBy::Lex => {
             let range = parse_lex_range(min, max)?;
-            let Some(z) = zset_ref(ctx, key)? else {
-                return Ok(Frame::Array(vec![]));
-            };
-            let items = lex_range(z, &range, rev, offset, count);
-            Ok(scored(items, false, resp3))
+            zset_ref(ctx, key)?.map(|z| lex_range(z, &range, rev, offset, count))
         }
-    }
+    };
+    Ok((items, withscores))
 }
 
 fn rank_range(z: &ZSet, start: i64, end: i64, rev: bool) -> Vec<(Bytes, f64)> {
@@ -545,7 +672,16 @@ fn score_range(z: &ZSet, r: &ScoreRange, rev: bool, offset: i64, count: i64) -> 
     }
 }
 
+/// Whether Redis would hold this set as a listpack (zset-max-listpack-entries/-value
+/// defaults). Lex ranges over members of different scores and ZSCAN answer by encoding.
+fn listpack_like(z: &ZSet) -> bool {
+    z.len() <= SMALL_ENTRIES && z.iter_from(0).all(|(m, _)| m.len() <= SMALL_VALUE)
+}
+
 fn lex_range(z: &ZSet, r: &LexRange, rev: bool, offset: i64, count: i64) -> Vec<(Bytes, f64)> {
+    if listpack_like(z) {
+        return listpack_lex_range(z, r, rev, offset, count);
+    }
     if rev {
         let end = z.count_before(|_, m| r.within_max(m));
         if end == 0 {
@@ -565,6 +701,66 @@ fn lex_range(z: &ZSet, r: &LexRange, rev: bool, offset: i64, count: i64) -> Vec<
             count,
         )
     }
+}
+
+/// A lex range the way Redis walks a listpack (zzlFirstInLexRange / zzlLastInLexRange and
+/// genericZrangebylexCommand). Lex ranges are only meaningful when all scores are equal; when
+/// they are not, Redis's answer for a small set is still this linear walk, which a bisection
+/// would not reproduce: the first member at or past the start bound opens the range (or,
+/// outside it, makes it empty), OFFSET skips members without looking at them, and the range
+/// ends at the first member past the other bound.
+fn listpack_lex_range(
+    z: &ZSet,
+    r: &LexRange,
+    rev: bool,
+    offset: i64,
+    count: i64,
+) -> Vec<(Bytes, f64)> {
+    let len = z.len();
+    let (Some((last, _)), Some((first, _))) = (z.at(len.wrapping_sub(1)), z.at(0)) else {
+        return vec![];
+    };
+    // zzlIsInLexRange: the last member must reach the minimum, the first the maximum.
+    if r.below_min(last) || !r.within_max(first) {
+        return vec![];
+    }
+    let opens = |m: &[u8]| {
+        if rev {
+            r.within_max(m)
+        } else {
+            !r.below_min(m)
+        }
+    };
+    let inside = |m: &[u8]| {
+        if rev {
+            !r.below_min(m)
+        } else {
+            r.within_max(m)
+        }
+    };
+    let walk: Box<dyn Iterator<Item = (&Bytes, f64)>> = if rev {
+        Box::new(z.iter_rev_from(len - 1))
+    } else {
+        Box::new(z.iter_from(0))
+    };
+    let mut walk = walk.skip_while(|(m, _)| !opens(m)).peekable();
+    match walk.peek() {
+        Some((m, _)) if inside(m) => {}
+        _ => return vec![],
+    }
+    if offset < 0 {
+        return vec![];
+    }
+    let take = if count < 0 {
+        usize::MAX
+    } else {
+        count as usize
+    };
+    walk.skip(offset as usize)
+        .take(take)
+        .take_while(|(m, _)| inside(m))
+        .map(|(m, s)| (m.clone(), s))
+        .collect()
 }
 
 fn zrange(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -710,8 +906,15 @@ fn zpopmax(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 fn bzpop_generic(ctx: &mut Ctx, argv: &[Bytes], max: bool) -> CmdResult {
     let keys = &argv[1..argv.len() - 1];
     let timeout = parse_timeout(&argv[argv.len() - 1], ctx.now)?;
+    // Served again after a key got data: other keys' types are not looked at (see zmpop_from).
+    let served = ctx.client.block_deadline.is_some();
     for key in keys {
-        if zset_ref(ctx, key)?.is_some_and(|z| !z.is_empty()) {
+        let ready = match zset_ref(ctx, key) {
+            Ok(z) => z.is_some_and(|z| !z.is_empty()),
+            Err(_) if served => false,
+            Err(e) => return Err(e),
+        };
+        if ready {
             if let Some((m, s)) = pop_members(ctx, key, max, 1)?.into_iter().next() {
                 return Ok(Frame::Array(vec![
                     Frame::Bulk(key.clone()),
@@ -734,3 +937,636 @@ fn bzpopmin(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 fn bzpopmax(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     bzpop_generic(ctx, argv, true)
 }
+
+fn zlexcount(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let r = parse_lex_range(&argv[2], &argv[3])?;
+    let Some(z) = zset_ref(ctx, &argv[1])? else {
+        return Ok(Frame::Integer(0));
+    };
+    if listpack_like(z) {
+        return Ok(Frame::Integer(
+            listpack_lex_range(z, &r, false, 0, -1).len() as i64,
+        ));
+    }
+    let lo = z.count_before(|_, m| r.below_min(m));
+    let hi = z.count_before(|_, m| r.within_max(m));
+    Ok(Frame::Integer(hi.saturating_sub(lo) as i64))
+}
+
+fn zremrangebylex(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let r = parse_lex_range(&argv[2], &argv[3])?;
+    let Some(z) = zset_ref(ctx, &argv[1])? else {
+        return Ok(Frame::Integer(0));
+    };
+    let members = lex_range(z, &r, false, 0, -1);
+    remove_members(ctx, &argv[1], members, "zremrangebylex")
+}
+
+/// Largest negative ZRANDMEMBER/HRANDFIELD count answered. Redis 7.0.15 builds a reply of any
+/// size (2^31 picks: tens of GB). Each pick costs us a reply frame (two with scores) before a
+/// byte is sent, and the executor serves no one else meanwhile: SRANDMEMBER's 64M bound
+/// (cmd/set.rs) measured 5.8 GB of RSS and a 90 s stall for one `ZRANDMEMBER z -67108864`
+/// (debug build). 1M picks is a reply of tens of MB; beyond it we answer "value is out of
+/// range", the error Redis gives for the counts it does refuse.
+pub const MAX_RANDOM_REPEATS: usize = 1 << 20;
+
+/// Redis's ZRANDMEMBER/HRANDFIELD count argument: (count, with scores/values). The count is
+/// parsed before the key is looked at; `word` is WITHSCORES or WITHVALUES.
+pub fn random_count_args(argv: &[Bytes], word: &str) -> CmdResult<Option<(i64, bool)>> {
+    let Some(c) = argv.get(2) else {
+        return Ok(None);
+    };
+    let n = int_arg(c)?;
+    if n == i64::MIN {
+        return Err(CmdError::err("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807"));
+    }
+    if argv.len() > 4 || (argv.len() == 4 && !is(&argv[3], word)) {
+        return Err(CmdError::Syntax);
+    }
+    let with = argv.len() == 4;
+    if with && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&n) {
+        return Err(CmdError::err("ERR value is out of range"));
+    }
+    if n < 0 && n.unsigned_abs() > MAX_RANDOM_REPEATS as u64 {
+        return Err(CmdError::err("ERR value is out of range"));
+    }
+    Ok(Some((n, with)))
+}
+
+/// Which of `len` positions a counted random pick returns: `count` < 0 picks |count| times
+/// with repeats (drawn lazily: nothing is allocated by the count); otherwise distinct
+/// positions, all of them in order when count >= len. The caller bounded |count|
+/// (random_count_args), and distinct picks never exceed `len`.
+pub fn random_positions(len: usize, count: i64) -> Box<dyn Iterator<Item = usize>> {
+    if len == 0 || count == 0 {
+        return Box::new(std::iter::empty());
+    }
+    if count < 0 {
+        let n = count.unsigned_abs() as usize;
+        return Box::new((0..n).map(move |_| fastrand::usize(..len)));
+    }
+    let n = (count as u64).min(len as u64) as usize;
+    if n == len {
+        return Box::new(0..len);
+    }
+    if n.saturating_mul(3) <= len {
+        // Few picks from many (Redis's CASE 4): draw until `n` distinct positions, so the work
+        // and memory follow the count, not the size of the set.
+        let mut picked = crate::store::FastSet::default();
+        picked.reserve(n);
+        let mut out = Vec::with_capacity(n);
+        while out.len() < n {
+            let i = fastrand::usize(..len);
+            if picked.insert(i) {
+                out.push(i);
+            }
+        }
+        return Box::new(out.into_iter());
+    }
+    // Distinct picks, many of them: a partial Fisher-Yates over the positions.
+    let mut idx: Vec<usize> = (0..len).collect();
+    for i in 0..n {
+        let j = fastrand::usize(i..len);
+        idx.swap(i, j);
+    }
+    idx.truncate(n);
+    Box::new(idx.into_iter())
+}
+
+/// Pairs as a reply: flat in RESP2, [a, b] pairs in RESP3; just the firsts without `with`.
+pub fn paired(items: Vec<(Frame, Frame)>, with: bool, resp3: bool) -> Frame {
+    if !with {
+        return Frame::Array(items.into_iter().map(|(a, _)| a).collect());
+    }
+    if resp3 {
+        return Frame::Array(
+            items
+                .into_iter()
+                .map(|(a, b)| Frame::Array(vec![a, b]))
+                .collect(),
+        );
+    }
+    let mut out = Vec::with_capacity(items.len() * 2);
+    for (a, b) in items {
+        out.push(a);
+        out.push(b);
+    }
+    Frame::Array(out)
+}
+
+fn zrandmember(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let args = random_count_args(argv, "withscores")?;
+    let resp3 = ctx.client.resp3();
+    let Some(z) = zset_ref(ctx, &argv[1])? else {
+        return Ok(match args {
+            None => Frame::Null,
+            Some(_) => Frame::Array(vec![]),
+        });
+    };
+    let Some((count, with)) = args else {
+        let m = z
+            .at(fastrand::usize(..z.len().max(1)))
+            .map(|(m, _)| m.clone());
+        return Ok(Frame::opt_bulk(m));
+    };
+    let len = z.len();
+    let picks: Box<dyn Iterator<Item = usize>> = if count >= len as i64 {
+        // The whole set, as Redis's zset iterator walks it: from the highest rank down.
+        Box::new((0..len).rev())
+    } else {
+        random_positions(len, count)
+    };
+    let items = picks
+        .filter_map(|i| z.at(i))
+        .map(|(m, s)| (Frame::Bulk(m.clone()), Frame::Double(s)))
+        .collect();
+    Ok(paired(items, with, resp3))
+}
+
+/// Redis's zset-max-listpack-entries / zset-max-listpack-value defaults: a set within both is
+/// what Redis keeps as one listpack, which ZSCAN returns whole, in order, in one call.
+const SMALL_ENTRIES: usize = 128;
+const SMALL_VALUE: usize = 64;
+
+/// A score as ZSCAN shows it: from a listpack (`small`), as Redis stored it there (d2string:
+/// integral values as integers); from a skiplist, printed with %.17Lg.
+fn score_text(s: f64, small: bool) -> String {
+    if small && s.fract() == 0.0 && s.abs() < 9.2e18 {
+        (s as i64).to_string()
+    } else {
+        crate::protocol::number::fmt_g17(s)
+    }
+}
+
+fn zscan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let cursor = super::keys::parse_cursor(&argv[2])?;
+    let o = super::keys::parse_scan_opts(&argv[3..], false)?;
+    let Some(z) = zset_ref(ctx, &argv[1])? else {
+        return Ok(Frame::Array(vec![
+            Frame::bulk_static("0"),
+            Frame::Array(vec![]),
+        ]));
+    };
+    let matches = |m: &[u8]| {
+        o.pattern
+            .is_none_or(|p| super::args::glob_match(p, m, false))
+    };
+    let small = listpack_like(z);
+    let mut items = Vec::new();
+    let mut push = |m: &Bytes, s: f64| {
+        if matches(m) {
+            items.push(Frame::Bulk(m.clone()));
+            items.push(Frame::Bulk(Bytes::from(score_text(s, small))));
+        }
+    };
+    let next = if small {
+        z.iter_from(0).for_each(|(m, s)| push(m, s));
+        0
+    } else {
+        // A downward walk over arena slots: a member keeps its slot while it lives, so one
+        // present for the whole scan is returned (see ZSet::slot).
+        let mut next = if cursor == 0 {
+            z.slots()
+        } else {
+            (cursor.min(z.slots() as u64)) as usize
+        };
+        // Free slots count too, up to ten times COUNT (Redis's maxiterations for sparse
+        // tables): a set that shrank a lot answers short pages instead of one long walk.
+        let (mut seen, mut steps) = (0, 0usize);
+        let max_steps = o.count.saturating_mul(10);
+        while next > 0 && seen < o.count && steps < max_steps {
+            next -= 1;
+            steps += 1;
+            if let Some((m, s)) = z.slot(next) {
+                push(m, s);
+                seen += 1;
+            }
+        }
+        next
+    };
+    let mut b = itoa::Buffer::new();
+    Ok(Frame::Array(vec![
+        Frame::Bulk(Bytes::copy_from_slice(b.format(next).as_bytes())),
+        Frame::Array(items),
+    ]))
+}
+
+/// Stores `z` at `dest` (replacing any value and its TTL) with `ev`, or deletes `dest` when
+/// `z` is empty (a `del` event if it existed), as Redis's setKey/dbDelete paths do. Replies
+/// the stored cardinality.
+fn store_result(ctx: &mut Ctx, dest: &Bytes, z: ZSet, ev: &'static str) -> CmdResult {
+    let n = z.len();
+    let now = ctx.now;
+    if n == 0 {
+        if ctx.db().remove(dest, now).is_some() {
+            ctx.changed(event::GENERIC, "del", dest);
+        }
+        return Ok(Frame::Integer(0));
+    }
+    ctx.db().set(dest, Value::ZSet(Box::new(z)), 0);
+    ctx.changed(event::ZSET, ev, dest);
+    Ok(Frame::Integer(n as i64))
+}
+
+fn zrangestore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let (items, _) = range_query(
+        ctx,
+        &argv[2],
+        &argv[3],
+        &argv[4],
+        &argv[5..],
+        None,
+        None,
+        true,
+    )?;
+    let mut z = ZSet::new();
+    for (m, s) in items.unwrap_or_default() {
+        z.insert(m, s);
+    }
+    store_result(ctx, &argv[1], z, "zrangestore")
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SetOp {
+    Union,
+    Inter,
+    Diff,
+}
+
+#[derive(Clone, Copy)]
+enum Aggregate {
+    Sum,
+    Min,
+    Max,
+}
+
+impl Aggregate {
+    /// Redis's zunionInterAggregate.
+    fn apply(self, target: &mut f64, val: f64) {
+        match self {
+            Aggregate::Sum => {
+                *target += val;
+                // The sum of +inf and -inf is defined as zero.
+                if target.is_nan() {
+                    *target = 0.0;
+                }
+            }
+            Aggregate::Min => {
+                if val < *target {
+                    *target = val;
+                }
+            }
+            Aggregate::Max => {
+                if val > *target {
+                    *target = val;
+                }
+            }
+        }
+    }
+}
+
+/// An input of ZUNION & co.: a sorted set, a plain set (every member scores 1), or nothing.
+enum Src<'a> {
+    Missing,
+    Z(&'a ZSet),
+    S(&'a crate::store::value::SetValue),
+}
+
+impl Src<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Src::Missing => 0,
+            Src::Z(z) => z.len(),
+            Src::S(s) => s.len(),
+        }
+    }
+
+    fn iter(&self) -> Box<dyn Iterator<Item = (&Bytes, f64)> + '_> {
+        match self {
+            Src::Missing => Box::new(std::iter::empty()),
+            Src::Z(z) => Box::new(z.iter_from(0)),
+            Src::S(s) => Box::new(s.iter().map(|m| (m, 1.0))),
+        }
+    }
+
+    fn find(&self, m: &[u8]) -> Option<f64> {
+        match self {
+            Src::Missing => None,
+            Src::Z(z) => z.score(m),
+            Src::S(s) => s.contains(m).then_some(1.0),
+        }
+    }
+}
+
+/// Redis's zunionInterDiffGenericCommand: ZUNION ZINTER ZDIFF, their STORE forms and
+/// ZINTERCARD. `at` is the numkeys argument.
+fn set_op(
+    ctx: &mut Ctx,
+    name: &str,
+    argv: &[Bytes],
+    dest: Option<&Bytes>,
+    at: usize,
+    op: SetOp,
+    card_only: bool,
+) -> CmdResult {
+    let setnum = int_arg(&argv[at])?;
+    if setnum < 1 {
+        return Err(CmdError::erf(format!(
+            "at least 1 input key is needed for '{name}' command"
+        )));
+    }
+    if setnum as u64 > (argv.len() - at - 1) as u64 {
+        return Err(CmdError::Syntax);
+    }
+    let setnum = setnum as usize;
+    let keys = &argv[at + 1..at + 1 + setnum];
+    // Types are checked (and expired keys dropped) before the options are parsed, as in Redis.
+    let now = ctx.now;
+    for k in keys {
+        match ctx.db().get(k, now).map(|e| &e.value) {
+            None | Some(Value::ZSet(_)) | Some(Value::Set(_)) => {}
+            Some(_) => return Err(CmdError::WrongType),
+        }
+    }
+    let mut weights = vec![1.0f64; setnum];
+    let mut aggregate = Aggregate::Sum;
+    let mut withscores = false;
+    let mut limit: u64 = 0;
+    let mut j = at + 1 + setnum;
+    while j < argv.len() {
+        let remaining = argv.len() - j;
+        let a = &argv[j];
+        if op != SetOp::Diff && !card_only && remaining > setnum && is(a, "weights") {
+            j += 1;
+            for w in weights.iter_mut() {
+                *w = parse_f64(&argv[j])
+                    .ok_or_else(|| CmdError::err("ERR weight value is not a float"))?;
+                j += 1;
+            }
+        } else if op != SetOp::Diff && !card_only && remaining >= 2 && is(a, "aggregate") {
+            let v = &argv[j + 1];
+            aggregate = if is(v, "sum") {
+                Aggregate::Sum
+            } else if is(v, "min") {
+                Aggregate::Min
+            } else if is(v, "max") {
+                Aggregate::Max
+            } else {
+                return Err(CmdError::Syntax);
+            };
+            j += 2;
+        } else if dest.is_none() && !card_only && is(a, "withscores") {
+            withscores = true;
+            j += 1;
+        } else if card_only && remaining >= 2 && is(a, "limit") {
+            limit = match int_arg(&argv[j + 1]) {
+                Ok(n) if n >= 0 => n as u64,
+                _ => return Err(CmdError::err("ERR LIMIT can't be negative")),
+            };
+            j += 2;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    let db: &crate::store::Db = ctx.db();
+    let mut srcs: Vec<(Src, f64)> = keys
+        .iter()
+        .zip(&weights)
+        .map(|(k, &w)| {
+            let s = match db.peek(k).map(|e| &e.value) {
+                Some(Value::ZSet(z)) => Src::Z(z),
+                Some(Value::Set(s)) => Src::S(s),
+                _ => Src::Missing,
+            };
+            (s, w)
+        })
+        .collect();
+    if op != SetOp::Diff {
+        // Smallest first, as Redis orders them.
+        srcs.sort_by_key(|(s, _)| s.len());
+    }
+    // Collected unordered: a stored result is a ZSet, a replied one is sorted as it is (a
+    // weight can make a -0 score, which Redis replies as such and stores as 0).
+    let mut out: Scored = Vec::new();
+    let mut cardinality: u64 = 0;
+    match op {
+        SetOp::Inter => {
+            let (first, w0) = &srcs[0];
+            for (m, s) in first.iter() {
+                let mut score = w0 * s;
+                if score.is_nan() {
+                    score = 0.0;
+                }
+                let mut all = true;
+                for (src, w) in &srcs[1..] {
+                    match src.find(m) {
+                        Some(v) => aggregate.apply(&mut score, v * w),
+                        None => {
+                            all = false;
+                            break;
+                        }
+                    }
+                }
+                if !all {
+                    continue;
+                }
+                if card_only {
+                    cardinality += 1;
+                    if limit > 0 && cardinality >= limit {
+                        break;
+                    }
+                } else {
+                    out.push((m.clone(), score));
+                }
+            }
+        }
+        SetOp::Union => {
+            let mut acc: crate::store::FastMap<Bytes, f64> = Default::default();
+            for (src, w) in &srcs {
+                for (m, s) in src.iter() {
+                    let mut score = w * s;
+                    if score.is_nan() {
+                        score = 0.0;
+                    }
+                    match acc.get_mut(m) {
+                        Some(t) => aggregate.apply(t, score),
+                        None => {
+                            acc.insert(m.clone(), score);
+                        }
+                    }
+                }
+            }
+            out.extend(acc);
+        }
+        SetOp::Diff => {
+            let (first, _) = &srcs[0];
+            for (m, s) in first.iter() {
+                if srcs[1..].iter().all(|(o, _)| o.find(m).is_none()) {
+                    out.push((m.clone(), s));
+                }
+            }
+        }
+    }
+    if let Some(dest) = dest {
+        let ev = match op {
+            SetOp::Union => "zunionstore",
+            SetOp::Inter => "zinterstore",
+            SetOp::Diff => "zdiffstore",
+        };
+        let mut z = ZSet::new();
+        for (m, s) in out {
+            z.insert(m, s);
+        }
+        return store_result(ctx, dest, z, ev);
+    }
+    if card_only {
+        return Ok(Frame::Integer(cardinality as i64));
+    }
+    // Members are distinct and no score is NaN (the aggregates turn NaN into 0 or skip it).
+    out.sort_unstable_by(|a, b| {
+        a.1.partial_cmp(&b.1)
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then_with(|| a.0.cmp(&b.0))
+    });
+    Ok(scored(out, withscores, ctx.client.resp3()))
+}
+
+fn zunion(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    set_op(ctx, "zunion", argv, None, 1, SetOp::Union, false)
+}
+
+fn zinter(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    set_op(ctx, "zinter", argv, None, 1, SetOp::Inter, false)
+}
+
+fn zdiff(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    set_op(ctx, "zdiff", argv, None, 1, SetOp::Diff, false)
+}
+
+fn zintercard(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    set_op(ctx, "zintercard", argv, None, 1, SetOp::Inter, true)
+}
+
+fn zunionstore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    set_op(
+        ctx,
+        "zunionstore",
+        argv,
+        Some(&argv[1]),
+        2,
+        SetOp::Union,
+        false,
+    )
+}
+
+fn zinterstore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    set_op(
+        ctx,
+        "zinterstore",
+        argv,
+        Some(&argv[1]),
+        2,
+        SetOp::Inter,
+        false,
+    )
+}
+
+fn zdiffstore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    set_op(
+        ctx,
+        "zdiffstore",
+        argv,
+        Some(&argv[1]),
+        2,
+        SetOp::Diff,
+        false,
+    )
+}
+
+/// Parses ZMPOP/BZMPOP's `numkeys key... MIN|MAX [COUNT n]` from `argv[at]`: (keys, max, count).
+fn parse_zmpop(argv: &[Bytes], at: usize) -> CmdResult<(&[Bytes], bool, usize)> {
+    let numkeys = match int_arg(&argv[at]) {
+        Ok(n) if n > 0 => n as u64,
+        _ => return Err(CmdError::err("ERR numkeys should be greater than 0")),
+    };
+    let where_idx = (at as u64).saturating_add(numkeys).saturating_add(1);
+    if where_idx >= argv.len() as u64 {
+        return Err(CmdError::Syntax);
+    }
+    let where_idx = where_idx as usize;
+    let max = if is(&argv[where_idx], "min") {
+        false
+    } else if is(&argv[where_idx], "max") {
+        true
+    } else {
+        return Err(CmdError::Syntax);
+    };
+    let mut count = None;
+    let mut j = where_idx + 1;
+    while j < argv.len() {
+        if count.is_none() && is(&argv[j], "count") && j + 1 < argv.len() {
+            j += 1;
+            match int_arg(&argv[j]) {
+                Ok(n) if n > 0 => count = Some(n as u64),
+                _ => return Err(CmdError::err("ERR count should be greater than 0")),
+            }
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        j += 1;
+    }
+    // Capped at usize::MAX on 32-bit targets; pops never exceed the set's length anyway.
+    let count = usize::try_from(count.unwrap_or(1)).unwrap_or(usize::MAX);
+    Ok((&argv[at + 1..where_idx], max, count))
+}
+
+/// Pops from the first existing key (which must be a sorted set): `[key, [[member, score]...]]`.
+/// `served`: a BZMPOP run again because a key it waits on got data. Redis then pops from that
+/// key without looking at the others again, so a key that became another type meanwhile is
+/// passed over instead of failing the waiter with WRONGTYPE.
+fn zmpop_from(
+    ctx: &mut Ctx,
+    keys: &[Bytes],
+    max: bool,
+    count: usize,
+    served: bool,
+) -> CmdResult<Option<Frame>> {
+    for key in keys {
+        match zset_ref(ctx, key) {
+            Ok(Some(z)) if !z.is_empty() => {}
+            Err(_) if served => continue,
+            Err(e) => return Err(e),
+            _ => continue,
+        }
+        let items = pop_members(ctx, key, max, count)?;
+        return Ok(Some(Frame::Array(vec![
+            Frame::Bulk(key.clone()),
+            scored(items, true, true),
+        ])));
+    }
+    Ok(None)
+}
+
+fn zmpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let (keys, max, count) = parse_zmpop(argv, 1)?;
+    Ok(zmpop_from(ctx, keys, max, count, false)?.unwrap_or(Frame::NullArray))
+}
+
+fn bzmpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let (keys, max, count) = parse_zmpop(argv, 2)?;
+    let timeout = parse_timeout(&argv[1], ctx.now)?;
+    let served = ctx.client.block_deadline.is_some();
+    if let Some(f) = zmpop_from(ctx, keys, max, count, served)? {
+        return Ok(f);
+    }
+    if !blocking::may_block(ctx) {
+        return Ok(Frame::NullArray);
+    }
+    blocking::block(ctx, keys, timeout, WaitKind::ZSet, argv)
+}
+
+/// Redis 7.0's command tips for the sorted-set commands.
+pub static TIPS: &[(&str, &[&str])] = &[
+    ("zrandmember", &["nondeterministic_output"]),
+    ("zscan", &["nondeterministic_output"]),
+];

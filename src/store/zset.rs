@@ -374,6 +374,19 @@ impl ZSet {
         size
     }
 
+    /// Arena slots ever used (live or free): ZSCAN's cursor space.
+    pub fn slots(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// The element in arena slot `i`, if that slot is live. A member keeps its slot for as
+    /// long as it stays in the set (a score update relinks the same node), which is what lets
+    /// ZSCAN walk slots without missing members present for the whole iteration.
+    pub fn slot(&self, i: usize) -> Option<(&Bytes, f64)> {
+        let node = self.nodes.get(i)?;
+        (self.find(&node.member) == Some(i as u32)).then_some((&node.member, node.score))
+    }
+
     /// The element at rank `k`.
     pub fn at(&self, k: usize) -> Option<(&Bytes, f64)> {
         self.iter_from(k).next()
