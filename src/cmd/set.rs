@@ -15,8 +15,7 @@ use bytes::Bytes;
 /// Redis keeps all-integer sets up to this size as a sorted intset (set-max-intset-entries).
 const INTSET_MAX_ENTRIES: usize = 512;
 
-/// Largest negative SRANDMEMBER count answered (a reply of this many elements is ~1 GB).
-const MAX_RANDOM_REPEATS: usize = 64 << 20;
+use super::args::MAX_RANDOM_REPEATS;
 
 const fn spec(name: &'static str, arity: i32, flags: u32, handler: super::Handler) -> CommandSpec {
     keyed(name, arity, flags, KEY1, handler)

@@ -962,13 +962,7 @@ fn zremrangebylex(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     remove_members(ctx, &argv[1], members, "zremrangebylex")
 }
 
-/// Largest negative ZRANDMEMBER/HRANDFIELD count answered. Redis 7.0.15 builds a reply of any
-/// size (2^31 picks: tens of GB). Each pick costs us a reply frame (two with scores) before a
-/// byte is sent, and the executor serves no one else meanwhile: SRANDMEMBER's 64M bound
-/// (cmd/set.rs) measured 5.8 GB of RSS and a 90 s stall for one `ZRANDMEMBER z -67108864`
-/// (debug build). 1M picks is a reply of tens of MB; beyond it we answer "value is out of
-/// range", the error Redis gives for the counts it does refuse.
-pub const MAX_RANDOM_REPEATS: usize = 1 << 20;
+pub use super::args::MAX_RANDOM_REPEATS;
 
 /// Redis's ZRANDMEMBER/HRANDFIELD count argument: (count, with scores/values). The count is
 /// parsed before the key is looked at; `word` is WITHSCORES or WITHVALUES.
