@@ -527,12 +527,25 @@ fn brpoplpush(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     blmove_generic(ctx, argv, End::Right, End::Left, &argv[3])
 }
 
+/// Whether `key` holds a non-empty list. `served`: a blocked pop run again because a key it
+/// waits on got data. Redis then pops from that key without looking at the others again, so a
+/// key that became another type meanwhile is passed over instead of failing the waiter with
+/// WRONGTYPE (the same rule as BZPOPMIN/BZMPOP in zset.rs).
+fn ready(ctx: &mut Ctx, key: &[u8], served: bool) -> CmdResult<bool> {
+    match list_ref(ctx, key) {
+        Ok(l) => Ok(l.is_some_and(|l| !l.is_empty())),
+        Err(_) if served => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// BLPOP/BRPOP: the first non-empty list among `keys` in argument order.
 fn bpop_generic(ctx: &mut Ctx, argv: &[Bytes], end: End) -> CmdResult {
     let keys = &argv[1..argv.len() - 1];
     let timeout = parse_timeout(&argv[argv.len() - 1], ctx.now)?;
+    let served = ctx.client.block_deadline.is_some();
     for key in keys {
-        if list_ref(ctx, key)?.is_some_and(|l| !l.is_empty()) {
+        if ready(ctx, key, served)? {
             let v = pop_n(ctx, key, end, 1)?.and_then(|v| v.into_iter().next());
             if let Some(v) = v {
                 return Ok(Frame::Array(vec![Frame::Bulk(key.clone()), Frame::Bulk(v)]));
@@ -586,9 +599,15 @@ fn parse_mpop<'a>(
 }
 
 /// Pops from the first non-empty list: `[key, [elements]]`, or None.
-fn mpop(ctx: &mut Ctx, keys: &[Bytes], end: End, count: usize) -> CmdResult<Option<Frame>> {
+fn mpop(
+    ctx: &mut Ctx,
+    keys: &[Bytes],
+    end: End,
+    count: usize,
+    served: bool,
+) -> CmdResult<Option<Frame>> {
     for key in keys {
-        if list_ref(ctx, key)?.is_some_and(|l| !l.is_empty()) {
+        if ready(ctx, key, served)? {
             if let Some(items) = pop_n(ctx, key, end, count)? {
                 return Ok(Some(Frame::Array(vec![
                     Frame::Bulk(key.clone()),
@@ -602,13 +621,14 @@ fn mpop(ctx: &mut Ctx, keys: &[Bytes], end: End, count: usize) -> CmdResult<Opti
 
 fn lmpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let (keys, end, count) = parse_mpop(argv, 1, "lmpop")?;
-    Ok(mpop(ctx, keys, end, count)?.unwrap_or(Frame::NullArray))
+    Ok(mpop(ctx, keys, end, count, false)?.unwrap_or(Frame::NullArray))
 }
 
 fn blmpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let (keys, end, count) = parse_mpop(argv, 2, "blmpop")?;
     let timeout = parse_timeout(&argv[1], ctx.now)?;
-    if let Some(f) = mpop(ctx, keys, end, count)? {
+    let served = ctx.client.block_deadline.is_some();
+    if let Some(f) = mpop(ctx, keys, end, count, served)? {
         return Ok(f);
     }
     if !blocking::may_block(ctx) {
