@@ -1,6 +1,7 @@
 //! Lists, including the blocking pops python-redis-lock waits in (`BLPOP lock-signal:<name>`).
 
 use super::args::{int_arg, is};
+use super::table::KeySpecDoc;
 use super::table::{flags::*, CommandSpec, KeySpec, KEY1};
 use super::{event, Ctx};
 use crate::error::{CmdError, CmdResult};
@@ -58,7 +59,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("lpos", -3, READONLY, KEY1, lpos),
     spec("lmove", 5, WRITE | DENYOOM, TWO_KEYS, lmove),
     spec("rpoplpush", 3, WRITE | DENYOOM, TWO_KEYS, rpoplpush),
-    spec("lmpop", -4, WRITE, MPOP_KEYS, lmpop),
+    spec("lmpop", -4, WRITE | MOVABLE_KEYS, MPOP_KEYS, lmpop),
     spec(
         "blpop",
         -3,
@@ -87,7 +88,13 @@ pub static COMMANDS: &[CommandSpec] = &[
         TWO_KEYS,
         brpoplpush,
     ),
-    spec("blmpop", -5, WRITE | BLOCKING, MPOP_KEYS, blmpop),
+    spec(
+        "blmpop",
+        -5,
+        WRITE | BLOCKING | MOVABLE_KEYS,
+        MPOP_KEYS,
+        blmpop,
+    ),
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -636,3 +643,72 @@ fn blmpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     blocking::block(ctx, keys, timeout, WaitKind::List, argv)
 }
+
+/// Redis 7.0's key specifications of the family (its commands.c), as COMMAND INFO prints them;
+/// subcommands by their `parent|sub` name.
+pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
+    ("lpush", &[KeySpecDoc::range(&["RW", "insert"], 1, 0)]),
+    ("rpush", &[KeySpecDoc::range(&["RW", "insert"], 1, 0)]),
+    ("lpushx", &[KeySpecDoc::range(&["RW", "insert"], 1, 0)]),
+    ("rpushx", &[KeySpecDoc::range(&["RW", "insert"], 1, 0)]),
+    (
+        "lpop",
+        &[KeySpecDoc::range(&["RW", "access", "delete"], 1, 0)],
+    ),
+    (
+        "rpop",
+        &[KeySpecDoc::range(&["RW", "access", "delete"], 1, 0)],
+    ),
+    ("llen", &[KeySpecDoc::range(&["RO"], 1, 0)]),
+    ("lrange", &[KeySpecDoc::range(&["RO", "access"], 1, 0)]),
+    ("lindex", &[KeySpecDoc::range(&["RO", "access"], 1, 0)]),
+    ("lset", &[KeySpecDoc::range(&["RW", "update"], 1, 0)]),
+    ("lrem", &[KeySpecDoc::range(&["RW", "delete"], 1, 0)]),
+    ("ltrim", &[KeySpecDoc::range(&["RW", "delete"], 1, 0)]),
+    ("linsert", &[KeySpecDoc::range(&["RW", "insert"], 1, 0)]),
+    ("lpos", &[KeySpecDoc::range(&["RO", "access"], 1, 0)]),
+    (
+        "lmove",
+        &[
+            KeySpecDoc::range(&["RW", "access", "delete"], 1, 0),
+            KeySpecDoc::range(&["RW", "insert"], 2, 0),
+        ],
+    ),
+    (
+        "rpoplpush",
+        &[
+            KeySpecDoc::range(&["RW", "access", "delete"], 1, 0),
+            KeySpecDoc::range(&["RW", "insert"], 2, 0),
+        ],
+    ),
+    (
+        "lmpop",
+        &[KeySpecDoc::keynum(&["RW", "access", "delete"], 1, 0, 1, 1)],
+    ),
+    (
+        "blpop",
+        &[KeySpecDoc::range(&["RW", "access", "delete"], 1, -2)],
+    ),
+    (
+        "brpop",
+        &[KeySpecDoc::range(&["RW", "access", "delete"], 1, -2)],
+    ),
+    (
+        "blmove",
+        &[
+            KeySpecDoc::range(&["RW", "access", "delete"], 1, 0),
+            KeySpecDoc::range(&["RW", "insert"], 2, 0),
+        ],
+    ),
+    (
+        "brpoplpush",
+        &[
+            KeySpecDoc::range(&["RW", "access", "delete"], 1, 0),
+            KeySpecDoc::range(&["RW", "insert"], 2, 0),
+        ],
+    ),
+    (
+        "blmpop",
+        &[KeySpecDoc::keynum(&["RW", "access", "delete"], 2, 0, 1, 1)],
+    ),
+];
