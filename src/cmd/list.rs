@@ -574,18 +574,16 @@ fn brpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 /// Parses `numkeys key... LEFT|RIGHT [COUNT n]` starting at `argv[at]`: (keys, end, count).
-fn parse_mpop<'a>(
-    argv: &'a [Bytes],
-    at: usize,
-    name: &str,
-) -> CmdResult<(&'a [Bytes], End, usize)> {
+/// Redis's lmpopGenericCommand order: numkeys, then LEFT|RIGHT (a syntax error when numkeys
+/// runs past the arguments), then COUNT; BLMPOP's timeout is parsed after all of them.
+fn parse_mpop(argv: &[Bytes], at: usize) -> CmdResult<(&[Bytes], End, usize)> {
     let numkeys = match int_arg(&argv[at]) {
         Ok(n) if n > 0 => n as usize,
         _ => return Err(CmdError::err("ERR numkeys should be greater than 0")),
     };
     let where_idx = at.saturating_add(numkeys).saturating_add(1);
     if where_idx >= argv.len() {
-        return Err(CmdError::WrongArity(name.into()));
+        return Err(CmdError::Syntax);
     }
     let end = parse_end(&argv[where_idx])?;
     let mut count = None;
@@ -627,12 +625,12 @@ fn mpop(
 }
 
 fn lmpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let (keys, end, count) = parse_mpop(argv, 1, "lmpop")?;
+    let (keys, end, count) = parse_mpop(argv, 1)?;
     Ok(mpop(ctx, keys, end, count, false)?.unwrap_or(Frame::NullArray))
 }
 
 fn blmpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let (keys, end, count) = parse_mpop(argv, 2, "blmpop")?;
+    let (keys, end, count) = parse_mpop(argv, 2)?;
     let timeout = parse_timeout(&argv[1], ctx.now)?;
     let served = ctx.client.block_deadline.is_some();
     if let Some(f) = mpop(ctx, keys, end, count, served)? {
