@@ -566,9 +566,29 @@ fn command_info(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     ))
 }
 
+/// COMMAND DOCS's `group`, from the first ACL category that names one (a container command
+/// has its categories on the subcommands); the rest are Redis's "server" commands.
+fn doc_group(srv: &Server, id: usize) -> &'static str {
+    let e = &srv.table.entries[id];
+    let sub_cats = e.spec.subcommands.first().map_or(&[][..], |s| s.acl).iter();
+    e.spec
+        .acl
+        .iter()
+        .chain(sub_cats)
+        .find_map(|c| match *c {
+            "keyspace" => Some("generic"),
+            "sortedset" => Some("sorted-set"),
+            "transaction" => Some("transactions"),
+            "string" | "list" | "set" | "hash" | "pubsub" | "connection" | "scripting"
+            | "bitmap" | "hyperloglog" | "geo" | "stream" => Some(*c),
+            _ => None,
+        })
+        .unwrap_or("server")
+}
+
 fn doc_for(srv: &Server, id: usize) -> Frame {
     let e = &srv.table.entries[id];
-    let group = e.spec.acl.first().copied().unwrap_or("generic");
+    let group = doc_group(srv, id);
     let mut fields = vec![
         (
             Frame::bulk_static("summary"),
