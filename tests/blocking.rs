@@ -384,3 +384,39 @@ fn served_blmove_with_a_wrong_type_destination_gets_wrongtype() {
         b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
     );
 }
+
+/// A waiter served because one key got data pops it even if another key it waits on became a
+/// string meanwhile: Redis serves the ready key without looking at the others again.
+#[test]
+fn served_list_pops_pass_over_keys_that_became_another_type() {
+    let t = both(|s| {
+        let (mut a, mut b) = (s.conn(), s.conn());
+        let mut out = Vec::new();
+        for (i, wait) in [
+            &["BLPOP", "x", "y", "5"][..],
+            &["BRPOP", "x", "y", "5"],
+            &["BLMPOP", "5", "2", "x", "y", "LEFT", "COUNT", "2"],
+            &["BLMPOP", "5", "2", "x", "y", "RIGHT"],
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            b.cmd(&["DEL", "x", "y"]);
+            a.send(wait);
+            wait_blocked(&mut b, 1);
+            out.push(b.cmd(&["SET", "x", "str"]));
+            out.push(b.cmd(&["RPUSH", "y", &i.to_string(), "z"]));
+            out.push(a.read_reply());
+            wait_blocked(&mut b, 0);
+            out.push(b.cmd(&["LRANGE", "y", "0", "-1"]));
+            // Not blocked: the wrong-type key in front is still an error.
+            out.push(b.cmd(wait));
+        }
+        out
+    });
+    assert_eq!(t[2], b"*2\r\n$1\r\ny\r\n$1\r\n0\r\n");
+    assert_eq!(
+        t[4],
+        b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
+    );
+}

@@ -20,7 +20,7 @@ const fn sub(name: &'static str, arity: i32, flags: u32, handler: super::Handler
 
 pub static COMMANDS: &[CommandSpec] = &[
     spec("ping", -1, FAST | PUBSUB_OK, ping),
-    spec("echo", 2, FAST, echo),
+    spec("echo", 2, LOADING | STALE | FAST, echo),
     spec(
         "quit",
         -1,
@@ -51,7 +51,8 @@ pub static COMMANDS: &[CommandSpec] = &[
         arity: -2,
         flags: 0,
         keys: NO_KEYS,
-        acl: &["connection"],
+        // Redis files only the subcommands under @connection.
+        acl: &[],
         handler: client_help,
         subcommands: &[
             sub("help", 2, LOADING | STALE, client_help),
@@ -579,3 +580,13 @@ fn client_no_evict(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         Err(CmdError::Syntax)
     }
 }
+
+/// Redis 7.0's command tips of the family (its commands.c).
+pub static TIPS: &[(&str, &[&str])] = &[
+    (
+        "ping",
+        &["request_policy:all_shards", "response_policy:all_succeeded"],
+    ),
+    ("client|info", &["nondeterministic_output"]),
+    ("client|list", &["nondeterministic_output"]),
+];

@@ -2,6 +2,7 @@
 //! FLUSHDB/FLUSHALL, SWAPDB, TOUCH.
 
 use super::args::{glob_match, int_arg, is};
+use super::table::KeySpecDoc;
 use super::table::{flags::*, CommandSpec, KeySpec, ALL_KEYS, KEY1, NO_KEYS};
 use super::{event, Ctx};
 use crate::error::{CmdError, CmdResult};
@@ -16,6 +17,23 @@ const fn spec(
     handler: super::Handler,
 ) -> CommandSpec {
     CommandSpec::leaf(name, arity, flags, keys, &["keyspace"], handler)
+}
+
+/// A keyless command Redis also files under @dangerous (KEYS, FLUSHDB, FLUSHALL, SWAPDB).
+const fn dangerous(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    handler: super::Handler,
+) -> CommandSpec {
+    CommandSpec::leaf(
+        name,
+        arity,
+        flags,
+        NO_KEYS,
+        &["keyspace", "dangerous"],
+        handler,
+    )
 }
 
 const TWO_KEYS: KeySpec = KeySpec {
@@ -39,15 +57,15 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("pexpiretime", 2, READONLY | FAST, KEY1, pexpiretime),
     spec("persist", 2, WRITE | FAST, KEY1, persist),
     spec("type", 2, READONLY | FAST, KEY1, type_cmd),
-    spec("keys", 2, READONLY, NO_KEYS, keys),
+    dangerous("keys", 2, READONLY, keys),
     spec("scan", -2, READONLY, NO_KEYS, scan),
     spec("rename", 3, WRITE, TWO_KEYS, rename),
     spec("renamenx", 3, WRITE | FAST, TWO_KEYS, renamenx),
     spec("randomkey", 1, READONLY, NO_KEYS, randomkey),
     spec("dbsize", 1, READONLY | FAST, NO_KEYS, dbsize),
-    spec("flushdb", -1, WRITE, NO_KEYS, flushdb),
-    spec("flushall", -1, WRITE, NO_KEYS, flushall),
-    spec("swapdb", 3, WRITE | FAST, NO_KEYS, swapdb),
+    dangerous("flushdb", -1, WRITE, flushdb),
+    dangerous("flushall", -1, WRITE, flushall),
+    dangerous("swapdb", 3, WRITE | FAST, swapdb),
 ];
 
 fn del(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -412,3 +430,82 @@ fn swapdb(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         .record(crate::persist::LogOp::SwapDb(a as usize, b as usize));
     Ok(Frame::ok())
 }
+
+/// Redis 7.0's key specifications of the family (its commands.c), as COMMAND INFO prints them;
+/// subcommands by their `parent|sub` name.
+pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
+    ("del", &[KeySpecDoc::range(&["RM", "delete"], 1, -1)]),
+    ("unlink", &[KeySpecDoc::range(&["RM", "delete"], 1, -1)]),
+    ("exists", &[KeySpecDoc::range(&["RO"], 1, -1)]),
+    ("touch", &[KeySpecDoc::range(&["RO"], 1, -1)]),
+    ("expire", &[KeySpecDoc::range(&["RW", "update"], 1, 0)]),
+    ("pexpire", &[KeySpecDoc::range(&["RW", "update"], 1, 0)]),
+    ("expireat", &[KeySpecDoc::range(&["RW", "update"], 1, 0)]),
+    ("pexpireat", &[KeySpecDoc::range(&["RW", "update"], 1, 0)]),
+    ("ttl", &[KeySpecDoc::range(&["RO", "access"], 1, 0)]),
+    ("pttl", &[KeySpecDoc::range(&["RO", "access"], 1, 0)]),
+    ("expiretime", &[KeySpecDoc::range(&["RO", "access"], 1, 0)]),
+    ("pexpiretime", &[KeySpecDoc::range(&["RO", "access"], 1, 0)]),
+    ("persist", &[KeySpecDoc::range(&["RW", "update"], 1, 0)]),
+    ("type", &[KeySpecDoc::range(&["RO"], 1, 0)]),
+    (
+        "rename",
+        &[
+            KeySpecDoc::range(&["RW", "access", "delete"], 1, 0),
+            KeySpecDoc::range(&["OW", "update"], 2, 0),
+        ],
+    ),
+    (
+        "renamenx",
+        &[
+            KeySpecDoc::range(&["RW", "access", "delete"], 1, 0),
+            KeySpecDoc::range(&["OW", "insert"], 2, 0),
+        ],
+    ),
+];
+
+/// Redis 7.0's command tips of the family (its commands.c).
+pub static TIPS: &[(&str, &[&str])] = &[
+    (
+        "del",
+        &["request_policy:multi_shard", "response_policy:agg_sum"],
+    ),
+    (
+        "unlink",
+        &["request_policy:multi_shard", "response_policy:agg_sum"],
+    ),
+    (
+        "exists",
+        &["request_policy:multi_shard", "response_policy:agg_sum"],
+    ),
+    (
+        "touch",
+        &["request_policy:multi_shard", "response_policy:agg_sum"],
+    ),
+    ("ttl", &["nondeterministic_output"]),
+    ("pttl", &["nondeterministic_output"]),
+    (
+        "keys",
+        &["request_policy:all_shards", "nondeterministic_output_order"],
+    ),
+    (
+        "scan",
+        &["nondeterministic_output", "request_policy:special"],
+    ),
+    (
+        "randomkey",
+        &["request_policy:all_shards", "nondeterministic_output"],
+    ),
+    (
+        "dbsize",
+        &["request_policy:all_shards", "response_policy:agg_sum"],
+    ),
+    (
+        "flushdb",
+        &["request_policy:all_shards", "response_policy:all_succeeded"],
+    ),
+    (
+        "flushall",
+        &["request_policy:all_shards", "response_policy:all_succeeded"],
+    ),
+];

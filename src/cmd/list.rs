@@ -1,6 +1,7 @@
 //! Lists, including the blocking pops python-redis-lock waits in (`BLPOP lock-signal:<name>`).
 
 use super::args::{int_arg, is};
+use super::table::KeySpecDoc;
 use super::table::{flags::*, CommandSpec, KeySpec, KEY1};
 use super::{event, Ctx};
 use crate::error::{CmdError, CmdResult};
@@ -58,7 +59,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("lpos", -3, READONLY, KEY1, lpos),
     spec("lmove", 5, WRITE | DENYOOM, TWO_KEYS, lmove),
     spec("rpoplpush", 3, WRITE | DENYOOM, TWO_KEYS, rpoplpush),
-    spec("lmpop", -4, WRITE, MPOP_KEYS, lmpop),
+    spec("lmpop", -4, WRITE | MOVABLE_KEYS, MPOP_KEYS, lmpop),
     spec(
         "blpop",
         -3,
@@ -87,7 +88,13 @@ pub static COMMANDS: &[CommandSpec] = &[
         TWO_KEYS,
         brpoplpush,
     ),
-    spec("blmpop", -5, WRITE | BLOCKING, MPOP_KEYS, blmpop),
+    spec(
+        "blmpop",
+        -5,
+        WRITE | BLOCKING | MOVABLE_KEYS,
+        MPOP_KEYS,
+        blmpop,
+    ),
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -527,12 +534,25 @@ fn brpoplpush(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     blmove_generic(ctx, argv, End::Right, End::Left, &argv[3])
 }
 
+/// Whether `key` holds a non-empty list. `served`: a blocked pop run again because a key it
+/// waits on got data. Redis then pops from that key without looking at the others again, so a
+/// key that became another type meanwhile is passed over instead of failing the waiter with
+/// WRONGTYPE (the same rule as BZPOPMIN/BZMPOP in zset.rs).
+fn ready(ctx: &mut Ctx, key: &[u8], served: bool) -> CmdResult<bool> {
+    match list_ref(ctx, key) {
+        Ok(l) => Ok(l.is_some_and(|l| !l.is_empty())),
+        Err(_) if served => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// BLPOP/BRPOP: the first non-empty list among `keys` in argument order.
 fn bpop_generic(ctx: &mut Ctx, argv: &[Bytes], end: End) -> CmdResult {
     let keys = &argv[1..argv.len() - 1];
     let timeout = parse_timeout(&argv[argv.len() - 1], ctx.now)?;
+    let served = ctx.client.block_deadline.is_some();
     for key in keys {
-        if list_ref(ctx, key)?.is_some_and(|l| !l.is_empty()) {
+        if ready(ctx, key, served)? {
             let v = pop_n(ctx, key, end, 1)?.and_then(|v| v.into_iter().next());
             if let Some(v) = v {
                 return Ok(Frame::Array(vec![Frame::Bulk(key.clone()), Frame::Bulk(v)]));
@@ -554,18 +574,16 @@ fn brpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 /// Parses `numkeys key... LEFT|RIGHT [COUNT n]` starting at `argv[at]`: (keys, end, count).
-fn parse_mpop<'a>(
-    argv: &'a [Bytes],
-    at: usize,
-    name: &str,
-) -> CmdResult<(&'a [Bytes], End, usize)> {
+/// Redis's lmpopGenericCommand order: numkeys, then LEFT|RIGHT (a syntax error when numkeys
+/// runs past the arguments), then COUNT; BLMPOP's timeout is parsed after all of them.
+fn parse_mpop(argv: &[Bytes], at: usize) -> CmdResult<(&[Bytes], End, usize)> {
     let numkeys = match int_arg(&argv[at]) {
         Ok(n) if n > 0 => n as usize,
         _ => return Err(CmdError::err("ERR numkeys should be greater than 0")),
     };
     let where_idx = at.saturating_add(numkeys).saturating_add(1);
     if where_idx >= argv.len() {
-        return Err(CmdError::WrongArity(name.into()));
+        return Err(CmdError::Syntax);
     }
     let end = parse_end(&argv[where_idx])?;
     let mut count = None;
@@ -586,9 +604,15 @@ fn parse_mpop<'a>(
 }
 
 /// Pops from the first non-empty list: `[key, [elements]]`, or None.
-fn mpop(ctx: &mut Ctx, keys: &[Bytes], end: End, count: usize) -> CmdResult<Option<Frame>> {
+fn mpop(
+    ctx: &mut Ctx,
+    keys: &[Bytes],
+    end: End,
+    count: usize,
+    served: bool,
+) -> CmdResult<Option<Frame>> {
     for key in keys {
-        if list_ref(ctx, key)?.is_some_and(|l| !l.is_empty()) {
+        if ready(ctx, key, served)? {
             if let Some(items) = pop_n(ctx, key, end, count)? {
                 return Ok(Some(Frame::Array(vec![
                     Frame::Bulk(key.clone()),
@@ -601,14 +625,15 @@ fn mpop(ctx: &mut Ctx, keys: &[Bytes], end: End, count: usize) -> CmdResult<Opti
 }
 
 fn lmpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let (keys, end, count) = parse_mpop(argv, 1, "lmpop")?;
-    Ok(mpop(ctx, keys, end, count)?.unwrap_or(Frame::NullArray))
+    let (keys, end, count) = parse_mpop(argv, 1)?;
+    Ok(mpop(ctx, keys, end, count, false)?.unwrap_or(Frame::NullArray))
 }
 
 fn blmpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let (keys, end, count) = parse_mpop(argv, 2, "blmpop")?;
+    let (keys, end, count) = parse_mpop(argv, 2)?;
     let timeout = parse_timeout(&argv[1], ctx.now)?;
-    if let Some(f) = mpop(ctx, keys, end, count)? {
+    let served = ctx.client.block_deadline.is_some();
+    if let Some(f) = mpop(ctx, keys, end, count, served)? {
         return Ok(f);
     }
     if !blocking::may_block(ctx) {
@@ -616,3 +641,72 @@ fn blmpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     blocking::block(ctx, keys, timeout, WaitKind::List, argv)
 }
+
+/// Redis 7.0's key specifications of the family (its commands.c), as COMMAND INFO prints them;
+/// subcommands by their `parent|sub` name.
+pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
+    ("lpush", &[KeySpecDoc::range(&["RW", "insert"], 1, 0)]),
+    ("rpush", &[KeySpecDoc::range(&["RW", "insert"], 1, 0)]),
+    ("lpushx", &[KeySpecDoc::range(&["RW", "insert"], 1, 0)]),
+    ("rpushx", &[KeySpecDoc::range(&["RW", "insert"], 1, 0)]),
+    (
+        "lpop",
+        &[KeySpecDoc::range(&["RW", "access", "delete"], 1, 0)],
+    ),
+    (
+        "rpop",
+        &[KeySpecDoc::range(&["RW", "access", "delete"], 1, 0)],
+    ),
+    ("llen", &[KeySpecDoc::range(&["RO"], 1, 0)]),
+    ("lrange", &[KeySpecDoc::range(&["RO", "access"], 1, 0)]),
+    ("lindex", &[KeySpecDoc::range(&["RO", "access"], 1, 0)]),
+    ("lset", &[KeySpecDoc::range(&["RW", "update"], 1, 0)]),
+    ("lrem", &[KeySpecDoc::range(&["RW", "delete"], 1, 0)]),
+    ("ltrim", &[KeySpecDoc::range(&["RW", "delete"], 1, 0)]),
+    ("linsert", &[KeySpecDoc::range(&["RW", "insert"], 1, 0)]),
+    ("lpos", &[KeySpecDoc::range(&["RO", "access"], 1, 0)]),
+    (
+        "lmove",
+        &[
+            KeySpecDoc::range(&["RW", "access", "delete"], 1, 0),
+            KeySpecDoc::range(&["RW", "insert"], 2, 0),
+        ],
+    ),
+    (
+        "rpoplpush",
+        &[
+            KeySpecDoc::range(&["RW", "access", "delete"], 1, 0),
+            KeySpecDoc::range(&["RW", "insert"], 2, 0),
+        ],
+    ),
+    (
+        "lmpop",
+        &[KeySpecDoc::keynum(&["RW", "access", "delete"], 1, 0, 1, 1)],
+    ),
+    (
+        "blpop",
+        &[KeySpecDoc::range(&["RW", "access", "delete"], 1, -2)],
+    ),
+    (
+        "brpop",
+        &[KeySpecDoc::range(&["RW", "access", "delete"], 1, -2)],
+    ),
+    (
+        "blmove",
+        &[
+            KeySpecDoc::range(&["RW", "access", "delete"], 1, 0),
+            KeySpecDoc::range(&["RW", "insert"], 2, 0),
+        ],
+    ),
+    (
+        "brpoplpush",
+        &[
+            KeySpecDoc::range(&["RW", "access", "delete"], 1, 0),
+            KeySpecDoc::range(&["RW", "insert"], 2, 0),
+        ],
+    ),
+    (
+        "blmpop",
+        &[KeySpecDoc::keynum(&["RW", "access", "delete"], 2, 0, 1, 1)],
+    ),
+];

@@ -508,6 +508,46 @@ pub fn client_unpause(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     Ok(Frame::ok())
 }
 
+/// Redis 7.0's command tips of the family (its commands.c).
+pub static TIPS: &[(&str, &[&str])] = &[
+    (
+        "slowlog|get",
+        &["request_policy:all_nodes", "nondeterministic_output"],
+    ),
+    (
+        "slowlog|len",
+        &[
+            "request_policy:all_nodes",
+            "response_policy:agg_sum",
+            "nondeterministic_output",
+        ],
+    ),
+    (
+        "slowlog|reset",
+        &["request_policy:all_nodes", "response_policy:all_succeeded"],
+    ),
+    (
+        "latency|latest",
+        &[
+            "nondeterministic_output",
+            "request_policy:all_nodes",
+            "response_policy:special",
+        ],
+    ),
+    (
+        "latency|history",
+        &[
+            "nondeterministic_output",
+            "request_policy:all_nodes",
+            "response_policy:special",
+        ],
+    ),
+    (
+        "latency|reset",
+        &["request_policy:all_nodes", "response_policy:all_succeeded"],
+    ),
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,9 +10,9 @@ use bytes::Bytes;
 pub static COMMANDS: &[CommandSpec] = &[CommandSpec {
     name: "bgrewriteaof",
     arity: 1,
-    flags: ADMIN | NOSCRIPT,
+    flags: ADMIN | NOSCRIPT | NO_ASYNC_LOADING,
     keys: NO_KEYS,
-    acl: &["admin"],
+    acl: &[],
     handler: bgrewriteaof,
     subcommands: &[],
 }];

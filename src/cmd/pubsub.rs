@@ -3,6 +3,7 @@
 //! one per channel.
 
 use super::args::glob_match;
+use super::table::KeySpecDoc;
 use super::table::{flags::*, CommandSpec, KeySpec, ALL_KEYS, KEY1, NO_KEYS};
 use super::Ctx;
 use crate::error::{CmdError, CmdResult};
@@ -230,3 +231,11 @@ fn pubsub_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         lines.iter().map(|l| Frame::simple(l)).collect(),
     ))
 }
+
+/// Redis 7.0's key specifications of the family (its commands.c), as COMMAND INFO prints them;
+/// subcommands by their `parent|sub` name.
+pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
+    ("ssubscribe", &[KeySpecDoc::range(&["not_key"], 1, -1)]),
+    ("sunsubscribe", &[KeySpecDoc::range(&["not_key"], 1, -1)]),
+    ("spublish", &[KeySpecDoc::range(&["not_key"], 1, 0)]),
+];

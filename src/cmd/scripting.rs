@@ -2,6 +2,7 @@
 //! The engine itself is in `crate::script`.
 
 use super::args::{int_arg, is};
+use super::table::KeySpecDoc;
 use super::table::{flags::*, CommandSpec, NO_KEYS};
 use super::Ctx;
 use crate::error::{CmdError, CmdResult};
@@ -182,3 +183,65 @@ fn script_help(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         lines.iter().map(|l| Frame::simple(l)).collect(),
     ))
 }
+
+/// Redis 7.0's key specifications of the family (its commands.c), as COMMAND INFO prints them;
+/// subcommands by their `parent|sub` name.
+pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
+    (
+        "eval",
+        &[KeySpecDoc {
+            notes: Some(
+                "We cannot tell how the keys will be used so we assume the worst, RW and UPDATE",
+            ),
+            flags: &["RW", "access", "update"],
+            begin_index: 2,
+            lastkey: 0,
+            keystep: 0,
+            keynum: Some((0, 1, 1)),
+        }],
+    ),
+    (
+        "evalsha",
+        &[KeySpecDoc::keynum(&["RW", "access", "update"], 2, 0, 1, 1)],
+    ),
+    (
+        "eval_ro",
+        &[KeySpecDoc {
+            notes: Some(
+                "We cannot tell how the keys will be used so we assume the worst, RO and ACCESS",
+            ),
+            flags: &["RO", "access"],
+            begin_index: 2,
+            lastkey: 0,
+            keystep: 0,
+            keynum: Some((0, 1, 1)),
+        }],
+    ),
+    (
+        "evalsha_ro",
+        &[KeySpecDoc::keynum(&["RO", "access"], 2, 0, 1, 1)],
+    ),
+];
+
+/// Redis 7.0's command tips of the family (its commands.c).
+pub static TIPS: &[(&str, &[&str])] = &[
+    (
+        "script|load",
+        &["request_policy:all_nodes", "response_policy:all_succeeded"],
+    ),
+    (
+        "script|exists",
+        &[
+            "request_policy:all_shards",
+            "response_policy:agg_logical_and",
+        ],
+    ),
+    (
+        "script|flush",
+        &["request_policy:all_nodes", "response_policy:all_succeeded"],
+    ),
+    (
+        "script|kill",
+        &["request_policy:all_shards", "response_policy:one_succeeded"],
+    ),
+];

@@ -13,15 +13,36 @@ use std::fmt::Write;
 use std::sync::atomic::Ordering;
 
 const fn spec(name: &'static str, arity: i32, flags: u32, handler: super::Handler) -> CommandSpec {
-    CommandSpec::leaf(name, arity, flags, NO_KEYS, &["admin"], handler)
+    CommandSpec::leaf(name, arity, flags, NO_KEYS, &[], handler)
 }
 
+/// A row with Redis's explicit ACL categories (ADMIN adds @admin and @dangerous by itself).
+const fn spec_acl(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    acl: &'static [&'static str],
+    handler: super::Handler,
+) -> CommandSpec {
+    CommandSpec::leaf(name, arity, flags, NO_KEYS, acl, handler)
+}
+
+/// ROLE and LASTSAVE: in Redis's @admin and @dangerous without the `admin` flag.
+const ADMIN_CATS: &[&str] = &["admin", "dangerous"];
+const CONN: &[&str] = &["connection"];
+
 pub static COMMANDS: &[CommandSpec] = &[
-    spec("info", -1, LOADING | STALE, info),
+    spec_acl("info", -1, LOADING | STALE, &["dangerous"], info),
     spec("time", 1, LOADING | STALE | FAST, time),
-    spec("wait", 3, NOSCRIPT, wait),
-    spec("role", 1, NOSCRIPT | LOADING | STALE | FAST, role),
-    spec("lastsave", 1, LOADING | STALE | FAST, lastsave),
+    spec_acl("wait", 3, NOSCRIPT, &["connection"], wait),
+    spec_acl(
+        "role",
+        1,
+        NOSCRIPT | LOADING | STALE | FAST,
+        ADMIN_CATS,
+        role,
+    ),
+    spec_acl("lastsave", 1, LOADING | STALE | FAST, ADMIN_CATS, lastsave),
     spec("debug", -2, ADMIN | NOSCRIPT | LOADING | STALE, debug),
     spec(
         "shutdown",
@@ -34,7 +55,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         arity: -2,
         flags: 0,
         keys: NO_KEYS,
-        acl: &["admin"],
+        acl: &[],
         handler: config_help,
         subcommands: &[
             spec("help", 2, LOADING | STALE, config_help),
@@ -62,11 +83,11 @@ pub static COMMANDS: &[CommandSpec] = &[
         acl: &["connection"],
         handler: command_all,
         subcommands: &[
-            spec("count", 2, LOADING | STALE, command_count),
-            spec("info", -2, LOADING | STALE, command_info),
-            spec("docs", -2, LOADING | STALE, command_docs),
-            spec("list", -2, LOADING | STALE, command_list),
-            spec("help", 2, LOADING | STALE, command_help),
+            spec_acl("count", 2, LOADING | STALE, CONN, command_count),
+            spec_acl("info", -2, LOADING | STALE, CONN, command_info),
+            spec_acl("docs", -2, LOADING | STALE, CONN, command_docs),
+            spec_acl("list", -2, LOADING | STALE, CONN, command_list),
+            spec_acl("help", 2, LOADING | STALE, CONN, command_help),
         ],
     },
 ];
@@ -317,52 +338,59 @@ fn command_entry(srv: &Server, id: usize) -> Frame {
         .filter(|(f, _)| spec.has(*f))
         .map(|(_, n)| Frame::simple(n))
         .collect();
-    let mut cats: Vec<Frame> = Vec::new();
+    // Redis's setImplicitACLCategories: the flags add categories to the declared ones.
+    let mut names: Vec<&str> = spec.acl.to_vec();
     if spec.has(WRITE) {
-        cats.push(Frame::simple("@write"));
+        names.push("write");
     }
-    if spec.has(READONLY) {
-        cats.push(Frame::simple("@read"));
+    if spec.has(READONLY) && !spec.acl.contains(&"scripting") {
+        names.push("read");
     }
-    for c in spec.acl {
-        cats.push(Frame::Simple(Bytes::from(format!("@{c}"))));
+    if spec.has(ADMIN) {
+        names.extend(["admin", "dangerous"]);
+    }
+    if spec.has(PUBSUB) {
+        names.push("pubsub");
     }
     if spec.has(FAST) {
-        cats.push(Frame::simple("@fast"));
-    } else {
-        cats.push(Frame::simple("@slow"));
+        names.push("fast");
     }
     if spec.has(BLOCKING) {
-        cats.push(Frame::simple("@blocking"));
+        names.push("blocking");
+    }
+    if !names.contains(&"fast") {
+        names.push("slow");
     }
     // Redis prints categories in the order of its ACLCommandCategories table, not as declared.
     const ORDER: &[&str] = &[
-        "@keyspace",
-        "@read",
-        "@write",
-        "@set",
-        "@sortedset",
-        "@list",
-        "@hash",
-        "@string",
-        "@bitmap",
-        "@hyperloglog",
-        "@geo",
-        "@stream",
-        "@pubsub",
-        "@admin",
-        "@fast",
-        "@slow",
-        "@blocking",
-        "@dangerous",
-        "@connection",
-        "@transaction",
-        "@scripting",
+        "keyspace",
+        "read",
+        "write",
+        "set",
+        "sortedset",
+        "list",
+        "hash",
+        "string",
+        "bitmap",
+        "hyperloglog",
+        "geo",
+        "stream",
+        "pubsub",
+        "admin",
+        "fast",
+        "slow",
+        "blocking",
+        "dangerous",
+        "connection",
+        "transaction",
+        "scripting",
     ];
-    cats.sort_by_key(|c| match c {
-        Frame::Simple(n) => ORDER.iter().position(|o| o.as_bytes() == &n[..]),
-        _ => None,
-    });
+    names.sort_by_key(|c| ORDER.iter().position(|o| o == c));
+    names.dedup();
+    let cats: Vec<Frame> = names
+        .into_iter()
+        .map(|c| Frame::Simple(Bytes::from(format!("@{c}"))))
+        .collect();
     let key_specs = if let Some(docs) = e.key_specs {
         docs.iter().map(key_spec_doc).collect()
     } else if spec.keys.first > 0 {
@@ -538,9 +566,29 @@ fn command_info(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     ))
 }
 
+/// COMMAND DOCS's `group`, from the first ACL category that names one (a container command
+/// has its categories on the subcommands); the rest are Redis's "server" commands.
+fn doc_group(srv: &Server, id: usize) -> &'static str {
+    let e = &srv.table.entries[id];
+    let sub_cats = e.spec.subcommands.first().map_or(&[][..], |s| s.acl).iter();
+    e.spec
+        .acl
+        .iter()
+        .chain(sub_cats)
+        .find_map(|c| match *c {
+            "keyspace" => Some("generic"),
+            "sortedset" => Some("sorted-set"),
+            "transaction" => Some("transactions"),
+            "string" | "list" | "set" | "hash" | "pubsub" | "connection" | "scripting"
+            | "bitmap" | "hyperloglog" | "geo" | "stream" => Some(*c),
+            _ => None,
+        })
+        .unwrap_or("server")
+}
+
 fn doc_for(srv: &Server, id: usize) -> Frame {
     let e = &srv.table.entries[id];
-    let group = e.spec.acl.first().copied().unwrap_or("generic");
+    let group = doc_group(srv, id);
     let mut fields = vec![
         (
             Frame::bulk_static("summary"),
@@ -888,3 +936,29 @@ fn write_section(srv: &mut Server, _resp: u8, sec: &str, out: &mut String) {
         _ => {}
     }
 }
+
+/// Redis 7.0's command tips of the family (its commands.c).
+pub static TIPS: &[(&str, &[&str])] = &[
+    (
+        "info",
+        &[
+            "nondeterministic_output",
+            "request_policy:all_shards",
+            "response_policy:special",
+        ],
+    ),
+    ("time", &["nondeterministic_output"]),
+    (
+        "wait",
+        &["request_policy:all_shards", "response_policy:agg_min"],
+    ),
+    ("lastsave", &["nondeterministic_output"]),
+    (
+        "config|set",
+        &["request_policy:all_nodes", "response_policy:all_succeeded"],
+    ),
+    ("command", &["nondeterministic_output_order"]),
+    ("command|info", &["nondeterministic_output_order"]),
+    ("command|docs", &["nondeterministic_output_order"]),
+    ("command|list", &["nondeterministic_output_order"]),
+];

@@ -1,6 +1,7 @@
 //! Strings: GET/SET and friends, counters, APPEND/STRLEN.
 
 use super::args::{int_arg, is};
+use super::table::KeySpecDoc;
 use super::table::{flags::*, CommandSpec, KeySpec, KEY1};
 use super::{event, Ctx};
 use crate::error::{CmdError, CmdResult};
@@ -67,7 +68,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("incrby", 3, WRITE | DENYOOM | FAST, KEY1, incrby),
     spec("decrby", 3, WRITE | DENYOOM | FAST, KEY1, decrby),
     spec("incrbyfloat", 3, WRITE | DENYOOM | FAST, KEY1, incrbyfloat),
-    spec("append", 3, WRITE | DENYOOM, KEY1, append),
+    spec("append", 3, WRITE | DENYOOM | FAST, KEY1, append),
     spec("strlen", 2, READONLY | FAST, KEY1, strlen),
 ];
 
@@ -474,6 +475,106 @@ fn strlen(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         },
     }
 }
+
+/// Redis 7.0's key specifications of the family (its commands.c), as COMMAND INFO prints them;
+/// subcommands by their `parent|sub` name.
+pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
+    ("get", &[KeySpecDoc::range(&["RO", "access"], 1, 0)]),
+    (
+        "set",
+        &[KeySpecDoc {
+            notes: Some("RW and ACCESS due to the optional `GET` argument"),
+            flags: &["RW", "access", "update", "variable_flags"],
+            begin_index: 1,
+            lastkey: 0,
+            keystep: 1,
+            keynum: None,
+        }],
+    ),
+    ("setnx", &[KeySpecDoc::range(&["OW", "insert"], 1, 0)]),
+    ("setex", &[KeySpecDoc::range(&["OW", "update"], 1, 0)]),
+    ("psetex", &[KeySpecDoc::range(&["OW", "update"], 1, 0)]),
+    (
+        "getset",
+        &[KeySpecDoc::range(&["RW", "access", "update"], 1, 0)],
+    ),
+    (
+        "getdel",
+        &[KeySpecDoc::range(&["RW", "access", "delete"], 1, 0)],
+    ),
+    (
+        "getex",
+        &[KeySpecDoc {
+            notes: Some("RW and UPDATE because it changes the TTL"),
+            flags: &["RW", "access", "update"],
+            begin_index: 1,
+            lastkey: 0,
+            keystep: 1,
+            keynum: None,
+        }],
+    ),
+    ("mget", &[KeySpecDoc::range(&["RO", "access"], 1, -1)]),
+    (
+        "mset",
+        &[KeySpecDoc {
+            notes: None,
+            flags: &["OW", "update"],
+            begin_index: 1,
+            lastkey: -1,
+            keystep: 2,
+            keynum: None,
+        }],
+    ),
+    (
+        "msetnx",
+        &[KeySpecDoc {
+            notes: None,
+            flags: &["OW", "insert"],
+            begin_index: 1,
+            lastkey: -1,
+            keystep: 2,
+            keynum: None,
+        }],
+    ),
+    (
+        "incr",
+        &[KeySpecDoc::range(&["RW", "access", "update"], 1, 0)],
+    ),
+    (
+        "decr",
+        &[KeySpecDoc::range(&["RW", "access", "update"], 1, 0)],
+    ),
+    (
+        "incrby",
+        &[KeySpecDoc::range(&["RW", "access", "update"], 1, 0)],
+    ),
+    (
+        "decrby",
+        &[KeySpecDoc::range(&["RW", "access", "update"], 1, 0)],
+    ),
+    (
+        "incrbyfloat",
+        &[KeySpecDoc::range(&["RW", "access", "update"], 1, 0)],
+    ),
+    ("append", &[KeySpecDoc::range(&["RW", "insert"], 1, 0)]),
+    ("strlen", &[KeySpecDoc::range(&["RO"], 1, 0)]),
+];
+
+/// Redis 7.0's command tips of the family (its commands.c).
+pub static TIPS: &[(&str, &[&str])] = &[
+    ("mget", &["request_policy:multi_shard"]),
+    (
+        "mset",
+        &[
+            "request_policy:multi_shard",
+            "response_policy:all_succeeded",
+        ],
+    ),
+    (
+        "msetnx",
+        &["request_policy:multi_shard", "response_policy:agg_min"],
+    ),
+];
 
 #[cfg(test)]
 mod tests {

@@ -35,6 +35,9 @@ pub mod flags {
     pub const NO_MANDATORY_KEYS: u32 = 1 << 18;
     /// Key positions depend on the arguments (Redis sets this from non-range key specs).
     pub const MOVABLE_KEYS: u32 = 1 << 19;
+    /// Refused while a replica loads its data asynchronously (printed only; deadbolt has no
+    /// replication).
+    pub const NO_ASYNC_LOADING: u32 = 1 << 20;
 
     /// (flag, name COMMAND INFO prints), in Redis's order.
     pub const NAMES: &[(u32, &str)] = &[
@@ -52,6 +55,7 @@ pub mod flags {
         (FAST, "fast"),
         (NO_AUTH, "no_auth"),
         (NO_MANDATORY_KEYS, "no_mandatory_keys"),
+        (NO_ASYNC_LOADING, "no_async_loading"),
         (NO_MULTI, "no_multi"),
         (MOVABLE_KEYS, "movablekeys"),
         (ALLOW_BUSY, "allow_busy"),
@@ -263,12 +267,28 @@ pub fn key_spec_docs() -> Vec<&'static [(&'static str, &'static [KeySpecDoc])]> 
         super::sort::KEY_SPECS,
         super::zset::KEY_SPECS,
         super::hash::KEY_SPECS,
+        super::string::KEY_SPECS,
+        super::keys::KEY_SPECS,
+        super::list::KEY_SPECS,
+        super::pubsub::KEY_SPECS,
+        super::scripting::KEY_SPECS,
+        super::tx::KEY_SPECS,
     ]
 }
 
 /// Families' command tips (e.g. `nondeterministic_output_order`), by command name.
 pub fn command_tips() -> Vec<&'static [(&'static str, &'static [&'static str])]> {
-    vec![super::set::TIPS, super::zset::TIPS, super::hash::TIPS]
+    vec![
+        super::set::TIPS,
+        super::zset::TIPS,
+        super::hash::TIPS,
+        super::string::TIPS,
+        super::keys::TIPS,
+        super::connection::TIPS,
+        super::scripting::TIPS,
+        super::observe::TIPS,
+        super::server::TIPS,
+    ]
 }
 
 impl Table {
@@ -295,13 +315,14 @@ impl Table {
                 t.by_name.insert(spec.name.as_bytes().to_vec(), id);
                 for sub in spec.subcommands {
                     let sid = t.entries.len();
+                    let full_name = format!("{}|{}", spec.name, sub.name);
                     t.entries.push(TableEntry {
                         spec: sub,
-                        full_name: format!("{}|{}", spec.name, sub.name),
+                        key_specs: docs.get(full_name.as_str()).copied(),
+                        tips: tips.get(full_name.as_str()).copied().unwrap_or(&[]),
+                        full_name,
                         parent: Some(id),
                         subs: HashMap::default(),
-                        key_specs: None,
-                        tips: &[],
                     });
                     t.entries[id].subs.insert(sub.name.as_bytes().to_vec(), sid);
                 }
@@ -346,11 +367,22 @@ impl Table {
 mod tests {
     use super::*;
 
+    /// `get` or `client|list`.
+    fn lookup_full(t: &Table, name: &str) -> CmdId {
+        match name.split_once('|') {
+            Some((p, s)) => t
+                .lookup(p.as_bytes())
+                .and_then(|id| t.lookup_sub(id, s.as_bytes()))
+                .expect(name),
+            None => t.lookup(name.as_bytes()).expect(name),
+        }
+    }
+
     #[test]
     fn declared_key_specs_name_commands() {
         let t = Table::build();
         for (name, docs) in key_spec_docs().into_iter().flatten() {
-            let id = t.lookup(name.as_bytes()).expect(name);
+            let id = lookup_full(&t, name);
             assert_eq!(t.entries[id].key_specs.map(|d| d.len()), Some(docs.len()));
         }
     }
@@ -359,7 +391,7 @@ mod tests {
     fn declared_tips_name_commands() {
         let t = Table::build();
         for (name, tips) in command_tips().into_iter().flatten() {
-            let id = t.lookup(name.as_bytes()).expect(name);
+            let id = lookup_full(&t, name);
             assert_eq!(t.entries[id].tips, *tips);
         }
     }

@@ -2,6 +2,7 @@
 //! default; check-and-set lock releases use WATCH). Queuing itself happens in dispatch.rs, in
 //! Redis's processCommand order.
 
+use super::table::KeySpecDoc;
 use super::table::{flags::*, CommandSpec, KeySpec, ALL_KEYS, NO_KEYS};
 use super::{dispatch, Ctx};
 use crate::error::{CmdError, CmdResult};
@@ -156,3 +157,7 @@ fn unwatch(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     ctx.srv.watches.unwatch_all(ctx.client.id);
     Ok(Frame::ok())
 }
+
+/// Redis 7.0's key specifications of the family (its commands.c), as COMMAND INFO prints them;
+/// subcommands by their `parent|sub` name.
+pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[("watch", &[KeySpecDoc::range(&["RO"], 1, -1)])];
