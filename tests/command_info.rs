@@ -204,10 +204,9 @@ fn command_count_list_and_all_agree() {
     sorted.sort();
     sorted.dedup();
     assert_eq!(sorted.len(), listed.len(), "COMMAND LIST repeats a name");
-    // COMMAND INFO without names describes the same commands, in the same order as COMMAND
-    // LIST, each entry equal to its own COMMAND INFO. (Bare `COMMAND` should too, but
-    // src/cmd/dispatch.rs `resolve` answers a container command without a subcommand with an
-    // arity error even when its arity allows it; that is another slice's file.)
+    // COMMAND INFO without names and bare COMMAND (what clients send at start-up) describe the
+    // same commands, in the same order as COMMAND LIST, each entry equal to its own COMMAND INFO.
+    assert_eq!(a.cmd(&["COMMAND"]), a.cmd(&["COMMAND", "INFO"]));
     {
         let all = a.cmd(&["COMMAND", "INFO"]);
         let mut all = parse_all(&all);

@@ -26,6 +26,11 @@ pub fn resolve(srv: &Server, argv: &[Bytes]) -> Result<CmdId, CmdError> {
         return Ok(id);
     }
     if argv.len() < 2 {
+        // A container alone runs itself when its arity allows (bare COMMAND lists every command,
+        // as clients ask at start-up); the others want a subcommand.
+        if entry.spec.arity_ok(argv.len()) {
+            return Ok(id);
+        }
         return Err(CmdError::WrongArity(entry.full_name.clone()));
     }
     let Some(sid) = table.lookup_sub(id, &argv[1]) else {
