@@ -83,6 +83,16 @@ fn users_from_the_config_match_redis() {
                 &["PING"],
                 &["KEYS", "*"],
                 &["ACL", "WHOAMI"],
+                // A script reaches only what its caller may (Redis's scriptVerifyACL).
+                &["EVAL", "return redis.call('set', 'x', 'y')", "0"],
+                &["EVAL", "return redis.pcall('get', 'x')", "0"],
+                &["EVAL", "return redis.call('ping')", "0"],
+                &["EVAL", "return redis.call('publish', 'ch', 'm')", "0"],
+            ],
+            // A user without commands reaches none from a script either (EVAL itself is refused).
+            &[
+                &["AUTH", "dave", "d"],
+                &["EVAL", "return redis.call('ping')", "0"],
             ],
             &[
                 &["AUTH", "default"],

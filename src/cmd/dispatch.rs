@@ -347,6 +347,23 @@ pub fn script_call(
         "ERR Wrong number of args calling Redis command from script"
     } else if spec.has(flags::NOSCRIPT) {
         "ERR This Redis command is not allowed from script"
+    } else if let Some(denied) = ctx
+        .client
+        .perms
+        .restricted()
+        .then(|| super::acl::denied(ctx.client.perms, spec, argv.len()))
+        .flatten()
+    {
+        // Redis's scriptVerifyACL: a script reaches only what its caller may.
+        match denied {
+            super::acl::Denied::Command => {
+                "ERR The user executing the script can't run this command or subcommand"
+            }
+            super::acl::Denied::Key => "ERR The user executing the script can't access at least one of the keys mentioned in the command arguments",
+            super::acl::Denied::Channel => {
+                "ERR The user executing the script can't publish to the channel mentioned in the command"
+            }
+        }
     } else if read_only && spec.flags & (flags::WRITE | flags::MAY_REPLICATE) != 0 {
         "ERR Write commands are not allowed from read-only scripts."
     } else if deny_oom && spec.has(flags::DENYOOM) {
