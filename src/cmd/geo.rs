@@ -57,7 +57,13 @@ pub static COMMANDS: &[CommandSpec] = &[
         georadiusbymember_ro,
     ),
     spec("geosearch", -7, READONLY, KEY1, geosearch),
-    spec("geosearchstore", -8, WRITE | DENYOOM, TWO_KEYS, geosearchstore),
+    spec(
+        "geosearchstore",
+        -8,
+        WRITE | DENYOOM,
+        TWO_KEYS,
+        geosearchstore,
+    ),
 ];
 
 const RO1: &[KeySpecDoc] = &[KeySpecDoc::range(&["RO", "access"], 1, 0)];
@@ -180,10 +186,8 @@ fn encode(lon_r: Range, lat_r: Range, longitude: f64, latitude: f64, step: u8) -
     if step > 32 || step == 0 {
         return None;
     }
-    if longitude > GEO_LONG_MAX
-        || longitude < GEO_LONG_MIN
-        || latitude > GEO_LAT_MAX
-        || latitude < GEO_LAT_MIN
+    if !(GEO_LONG_MIN..=GEO_LONG_MAX).contains(&longitude)
+        || !(GEO_LAT_MIN..=GEO_LAT_MAX).contains(&latitude)
     {
         return None;
     }
@@ -244,7 +248,7 @@ fn c_double_to_u64(d: f64) -> u64 {
     const TWO63: f64 = 9223372036854775808.0;
     const INDEFINITE: u64 = 1 << 63;
     fn cvtt(d: f64) -> u64 {
-        if d.is_nan() || d >= TWO63 || d < -TWO63 {
+        if !(-TWO63..TWO63).contains(&d) {
             INDEFINITE
         } else {
             d as i64 as u64
@@ -366,9 +370,10 @@ fn bounding_box(shape: &Shape) -> [f64; 4] {
     let latitude = shape.xy[1];
     let (height, width) = match shape.kind {
         ShapeKind::Radius(r) => (shape.conversion * r, shape.conversion * r),
-        ShapeKind::Box { width, height } => {
-            (shape.conversion * (height / 2.0), shape.conversion * (width / 2.0))
-        }
+        ShapeKind::Box { width, height } => (
+            shape.conversion * (height / 2.0),
+            shape.conversion * (width / 2.0),
+        ),
     };
     let lat_delta = rad_deg(height / EARTH_RADIUS_IN_METERS);
     let long_delta_top =
@@ -694,9 +699,7 @@ fn geodist(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Ok(Frame::Null);
     };
     match (decode_score(s1), decode_score(s2)) {
-        (Some(a), Some(b)) => Ok(distance_reply(
-            distance(a[0], a[1], b[0], b[1]) / to_meter,
-        )),
+        (Some(a), Some(b)) => Ok(distance_reply(distance(a[0], a[1], b[0], b[1]) / to_meter)),
         _ => Ok(Frame::Null),
     }
 }
@@ -935,7 +938,9 @@ fn georadius_generic(ctx: &mut Ctx, argv: &[Bytes], src: usize, kind: Kind) -> C
     let returned = if count == 0 {
         points.len()
     } else {
-        points.len().min(usize::try_from(count).unwrap_or(usize::MAX))
+        points
+            .len()
+            .min(usize::try_from(count).unwrap_or(usize::MAX))
     };
     match sort {
         Sort::None => {}
