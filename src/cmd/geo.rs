@@ -565,9 +565,11 @@ fn human(v: f64) -> String {
     s
 }
 
+/// addReplyHumanLongDouble: a bulk string in RESP2, a double in RESP3, both with the
+/// `%.17Lf`-trimmed text rather than the `%.17g` of other doubles.
+/// The encoder (and a script's RESP2 conversion) turns it into the bulk string.
 fn coord(v: f64) -> Frame {
-    // Redis 7.0 sends RESP3 coordinates as `,<human text>`; Frame::Double prints %.17g there.
-    Frame::Bulk(Bytes::from(human(v)))
+    Frame::DoubleText(v, Bytes::from(human(v)))
 }
 
 /// addReplyDoubleDistance: fixedpoint_d2string(d, 4) as a bulk string.
