@@ -68,17 +68,31 @@ pub static COMMANDS: &[CommandSpec] = &[
 
 const RO1: &[KeySpecDoc] = &[KeySpecDoc::range(&["RO", "access"], 1, 0)];
 
-/// Redis 7.0's key specifications, as COMMAND INFO prints them. GEORADIUS and
-/// GEORADIUSBYMEMBER also declare two `keyword` specs (STORE, STOREDIST) that `KeySpecDoc`
-/// cannot express; only their first spec is printed.
+const OW: &[&str] = &["OW", "update"];
+
+/// Redis 7.0's key specifications, as COMMAND INFO prints them.
 pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
     ("geoadd", &[KeySpecDoc::range(&["RW", "update"], 1, 0)]),
     ("geodist", RO1),
     ("geohash", RO1),
     ("geopos", RO1),
-    ("georadius", RO1),
+    (
+        "georadius",
+        &[
+            KeySpecDoc::range(&["RO", "access"], 1, 0),
+            KeySpecDoc::keyword(OW, "STORE", 6),
+            KeySpecDoc::keyword(OW, "STOREDIST", 6),
+        ],
+    ),
     ("georadius_ro", RO1),
-    ("georadiusbymember", RO1),
+    (
+        "georadiusbymember",
+        &[
+            KeySpecDoc::range(&["RO", "access"], 1, 0),
+            KeySpecDoc::keyword(OW, "STORE", 5),
+            KeySpecDoc::keyword(OW, "STOREDIST", 5),
+        ],
+    ),
     ("georadiusbymember_ro", RO1),
     ("geosearch", RO1),
     (

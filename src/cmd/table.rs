@@ -96,6 +96,9 @@ pub struct KeySpecDoc {
     /// A `keynum` find-keys spec instead of `range`: (keynumidx, firstkey, keystep); then
     /// `lastkey` and `keystep` above are unused.
     pub keynum: Option<(i32, i32, i32)>,
+    /// A `keyword` begin-search (GEORADIUS's STORE): the keyword, searched from
+    /// `begin_index` on, instead of an `index` one.
+    pub keyword: Option<&'static str>,
 }
 
 /// `begin_index` of a spec whose begin_search and find_keys are both `unknown` (Redis never
@@ -112,6 +115,7 @@ impl KeySpecDoc {
             lastkey: 0,
             keystep: 0,
             keynum: None,
+            keyword: None,
         }
     }
 
@@ -123,6 +127,7 @@ impl KeySpecDoc {
             lastkey,
             keystep: 1,
             keynum: None,
+            keyword: None,
         }
     }
 
@@ -141,6 +146,24 @@ impl KeySpecDoc {
             lastkey: 0,
             keystep: 0,
             keynum: Some((keynumidx, firstkey, keystep)),
+            keyword: None,
+        }
+    }
+
+    /// The key after `keyword`, searched for from argument `startfrom` on.
+    pub const fn keyword(
+        flags: &'static [&'static str],
+        keyword: &'static str,
+        startfrom: i32,
+    ) -> Self {
+        KeySpecDoc {
+            notes: None,
+            flags,
+            begin_index: startfrom,
+            lastkey: 0,
+            keystep: 1,
+            keynum: None,
+            keyword: Some(keyword),
         }
     }
 }
