@@ -562,6 +562,123 @@ fn members_of_all_neighbors(z: &ZSet, shape: &Shape, limit: usize) -> Vec<Point>
     out
 }
 
+/// Redis's pqsort.c (BSD qsort that only recurses into partitions overlapping the element
+/// range lrange..=rrange), in element indices, so ties at a COUNT cut fall as in Redis.
+fn pqsort<T>(v: &mut [T], cmp: &impl Fn(&T, &T) -> i32, lrange: usize, rrange: usize) {
+    pqsort_part(v, 0, v.len(), cmp, lrange, rrange);
+}
+
+fn med3<T>(v: &[T], a: usize, b: usize, c: usize, cmp: &impl Fn(&T, &T) -> i32) -> usize {
+    if cmp(&v[a], &v[b]) < 0 {
+        if cmp(&v[b], &v[c]) < 0 {
+            b
+        } else if cmp(&v[a], &v[c]) < 0 {
+            c
+        } else {
+            a
+        }
+    } else if cmp(&v[b], &v[c]) > 0 {
+        b
+    } else if cmp(&v[a], &v[c]) < 0 {
+        a
+    } else {
+        c
+    }
+}
+
+fn vecswap<T>(v: &mut [T], a: usize, b: usize, n: usize) {
+    for i in 0..n {
+        v.swap(a + i, b + i);
+    }
+}
+
+fn pqsort_part<T>(
+    v: &mut [T],
+    mut a: usize,
+    mut n: usize,
+    cmp: &impl Fn(&T, &T) -> i32,
+    lr: usize,
+    rr: usize,
+) {
+    // Whether the partition [l, l + cnt) holds none of lr..=rr.
+    let outside = |l: usize, cnt: usize| (lr < l && rr < l) || (lr >= l + cnt && rr >= l + cnt);
+    loop {
+        if n < 7 {
+            for pm in a + 1..a + n {
+                let mut pl = pm;
+                while pl > a && cmp(&v[pl - 1], &v[pl]) > 0 {
+                    v.swap(pl, pl - 1);
+                    pl -= 1;
+                }
+            }
+            return;
+        }
+        let mut pm = a + n / 2;
+        if n > 7 {
+            let mut pl = a;
+            let mut pn = a + n - 1;
+            if n > 40 {
+                let d = n / 8;
+                pl = med3(v, pl, pl + d, pl + 2 * d, cmp);
+                pm = med3(v, pm - d, pm, pm + d, cmp);
+                pn = med3(v, pn - 2 * d, pn - d, pn, cmp);
+            }
+            pm = med3(v, pl, pm, pn, cmp);
+        }
+        v.swap(a, pm);
+        let (mut pa, mut pb) = (a + 1, a + 1);
+        let (mut pc, mut pd) = (a + n - 1, a + n - 1);
+        loop {
+            while pb <= pc {
+                let c = cmp(&v[pb], &v[a]);
+                if c > 0 {
+                    break;
+                }
+                if c == 0 {
+                    v.swap(pa, pb);
+                    pa += 1;
+                }
+                pb += 1;
+            }
+            while pb <= pc {
+                let c = cmp(&v[pc], &v[a]);
+                if c < 0 {
+                    break;
+                }
+                if c == 0 {
+                    v.swap(pc, pd);
+                    pd -= 1;
+                }
+                pc -= 1;
+            }
+            if pb > pc {
+                break;
+            }
+            v.swap(pb, pc);
+            pb += 1;
+            pc -= 1;
+        }
+        let pn = a + n;
+        let r = (pa - a).min(pb - pa);
+        vecswap(v, a, pb - r, r);
+        let r = (pd - pc).min(pn - pd - 1);
+        vecswap(v, pb, pn - r, r);
+        let r = pb - pa;
+        if r > 1 && !outside(a, r) {
+            pqsort_part(v, a, r, cmp, lr, rr);
+        }
+        let r = pd - pc;
+        if r > 1 {
+            a = pn - r;
+            n = r;
+            if !outside(a, n) {
+                continue;
+            }
+        }
+        return;
+    }
+}
+
 // ---- reply formatting ----
 
 /// Redis's `ld2string(LD_STR_HUMAN)` of a double: `%.17Lf` with trailing zeros (and a bare
@@ -958,10 +1075,30 @@ fn georadius_generic(ctx: &mut Ctx, argv: &[Bytes], src: usize, kind: Kind) -> C
             .len()
             .min(usize::try_from(count).unwrap_or(usize::MAX))
     };
-    match sort {
-        Sort::None => {}
-        Sort::Asc => points.sort_by(|a, b| a.dist.total_cmp(&b.dist)),
-        Sort::Desc => points.sort_by(|a, b| b.dist.total_cmp(&a.dist)),
+    if sort != Sort::None {
+        let desc = sort == Sort::Desc;
+        let cmp = |a: &Point, b: &Point| {
+            // sort_gp_asc / sort_gp_desc.
+            let c = if a.dist > b.dist {
+                1
+            } else if a.dist == b.dist {
+                0
+            } else {
+                -1
+            };
+            if desc {
+                -c
+            } else {
+                c
+            }
+        };
+        if returned == points.len() {
+            // glibc 2.36's qsort is a stable merge sort: equal distances keep scan order.
+            points.sort_by(|a, b| cmp(a, b).cmp(&0));
+        } else if returned > 0 {
+            // Which of several equidistant points make the cut is pqsort's choice.
+            pqsort(&mut points, &cmp, 0, returned - 1);
+        }
     }
     points.truncate(returned);
     for p in points.iter_mut() {
