@@ -227,7 +227,7 @@ fn events_until(sub: &mut Conn, marker: &str) -> Vec<String> {
     }
 }
 
-/// GEOADD announces `zadd` (it is ZADD underneath), the STORE forms `georadiusstore` and
+/// GEOADD announces `zadd` (it is ZADD underneath) and `new` for a created key, the STORE forms `georadiusstore` and
 /// `geosearchstore`, an empty result `del` of an existing destination (nothing otherwise),
 /// and read-only searches nothing.
 #[test]
@@ -287,7 +287,7 @@ fn keyspace_events_match_redis() {
         &["SET", "end", "1"],
     ];
     let mut seen = Vec::new();
-    for (name, server) in common::deadbolt_and_redis(&["--notify-keyspace-events", "KEA"]) {
+    for (name, server) in common::deadbolt_and_redis(&["--notify-keyspace-events", "KEAn"]) {
         let mut sub = server.conn();
         sub.cmd(&["PSUBSCRIBE", "__keyevent@0__:*"]);
         let mut c = server.conn();
@@ -312,13 +312,18 @@ fn keyspace_events_match_redis() {
     assert_eq!(
         events,
         [
+            "new",
             "zadd",
             "zadd",
+            "new",
             "georadiusstore",
+            // Replacing an existing destination is not `new`.
             "georadiusstore",
+            "new",
             "geosearchstore",
             "del",
             "del",
+            "new",
             "set"
         ],
         "{ours:?}"
