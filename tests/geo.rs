@@ -502,3 +502,62 @@ fn writes_survive_a_restart() {
     let mut c = s.conn();
     assert_eq!(dump(&mut c), before);
 }
+
+/// A search over a big geo set is a scan of it, as in Redis, and nothing is sized by COUNT:
+/// the largest COUNT answers every point, a whole-planet radius with COUNT 1 one point, and
+/// the server keeps answering.
+#[test]
+fn big_searches_are_bounded_by_the_set() {
+    let s = common::deadbolt(&[]);
+    let mut c = s.conn();
+    let mut rng = fastrand::Rng::with_seed(7);
+    for batch in 0..20 {
+        let mut cmd = vec!["GEOADD".to_string(), "big".into()];
+        for i in 0..1000 {
+            cmd.push(format!("{:.6}", rng.f64() * 360.0 - 180.0));
+            cmd.push(format!("{:.6}", rng.f64() * 170.0 - 85.0));
+            cmd.push(format!("m{batch}-{i}"));
+        }
+        assert_eq!(c.cmd(&cmd), b":1000\r\n");
+    }
+    let all = c.cmd(&[
+        "GEOSEARCH",
+        "big",
+        "FROMLONLAT",
+        "0",
+        "0",
+        "BYRADIUS",
+        "30000",
+        "km",
+        "COUNT",
+        "9223372036854775807",
+        "ANY",
+    ]);
+    assert!(all.starts_with(b"*20000\r\n"), "{:?}", &all[..20]);
+    let one = c.cmd(&[
+        "GEORADIUS",
+        "big",
+        "0",
+        "0",
+        "30000",
+        "km",
+        "COUNT",
+        "1",
+        "DESC",
+    ]);
+    assert!(one.starts_with(b"*1\r\n"), "{one:?}");
+    let stored = c.cmd(&[
+        "GEOSEARCHSTORE",
+        "dst",
+        "big",
+        "FROMMEMBER",
+        "m0-0",
+        "BYBOX",
+        "40000",
+        "40000",
+        "km",
+        "STOREDIST",
+    ]);
+    assert!(stored.starts_with(b":"), "{stored:?}");
+    assert_eq!(c.cmd(&["PING"]), b"+PONG\r\n");
+}
