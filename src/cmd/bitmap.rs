@@ -68,6 +68,7 @@ pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
             lastkey: 0,
             keystep: 1,
             keynum: None,
+            keyword: None,
         }],
     ),
     ("bitfield_ro", &[KeySpecDoc::range(RO, 1, 0)]),

@@ -5,6 +5,7 @@ pub mod args;
 pub mod bitmap;
 pub mod connection;
 pub mod dispatch;
+pub mod geo;
 pub mod hash;
 pub mod keys;
 pub mod list;

@@ -198,6 +198,7 @@ pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
             lastkey: 0,
             keystep: 0,
             keynum: Some((0, 1, 1)),
+            keyword: None,
         }],
     ),
     (
@@ -215,6 +216,7 @@ pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
             lastkey: 0,
             keystep: 0,
             keynum: Some((0, 1, 1)),
+            keyword: None,
         }],
     ),
     (

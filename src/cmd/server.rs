@@ -487,13 +487,25 @@ fn key_spec_doc(d: &super::table::KeySpecDoc) -> Frame {
     let (begin, find) = if d.begin_index == super::table::SPEC_UNKNOWN {
         (unknown(), unknown())
     } else {
-        let begin = map(vec![
-            ("type", Frame::bulk_static("index")),
-            (
-                "spec",
-                map(vec![("index", Frame::Integer(d.begin_index as i64))]),
-            ),
-        ]);
+        let begin = match d.keyword {
+            Some(k) => map(vec![
+                ("type", Frame::bulk_static("keyword")),
+                (
+                    "spec",
+                    map(vec![
+                        ("keyword", Frame::bulk_static(k)),
+                        ("startfrom", Frame::Integer(d.begin_index as i64)),
+                    ]),
+                ),
+            ]),
+            None => map(vec![
+                ("type", Frame::bulk_static("index")),
+                (
+                    "spec",
+                    map(vec![("index", Frame::Integer(d.begin_index as i64))]),
+                ),
+            ]),
+        };
         let find = if let Some((keynumidx, firstkey, keystep)) = d.keynum {
             map(vec![
                 ("type", Frame::bulk_static("keynum")),

@@ -489,6 +489,7 @@ pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
             lastkey: 0,
             keystep: 1,
             keynum: None,
+            keyword: None,
         }],
     ),
     ("setnx", &[KeySpecDoc::range(&["OW", "insert"], 1, 0)]),
@@ -511,6 +512,7 @@ pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
             lastkey: 0,
             keystep: 1,
             keynum: None,
+            keyword: None,
         }],
     ),
     ("mget", &[KeySpecDoc::range(&["RO", "access"], 1, -1)]),
@@ -523,6 +525,7 @@ pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
             lastkey: -1,
             keystep: 2,
             keynum: None,
+            keyword: None,
         }],
     ),
     (
@@ -534,6 +537,7 @@ pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
             lastkey: -1,
             keystep: 2,
             keynum: None,
+            keyword: None,
         }],
     ),
     (

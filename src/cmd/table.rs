@@ -100,6 +100,9 @@ pub struct KeySpecDoc {
     /// A `keynum` find-keys spec instead of `range`: (keynumidx, firstkey, keystep); then
     /// `lastkey` and `keystep` above are unused.
     pub keynum: Option<(i32, i32, i32)>,
+    /// A `keyword` begin-search (GEORADIUS's STORE): the keyword, searched from
+    /// `begin_index` on, instead of an `index` one.
+    pub keyword: Option<&'static str>,
 }
 
 /// `begin_index` of a spec whose begin_search and find_keys are both `unknown` (Redis never
@@ -116,6 +119,7 @@ impl KeySpecDoc {
             lastkey: 0,
             keystep: 0,
             keynum: None,
+            keyword: None,
         }
     }
 
@@ -127,6 +131,7 @@ impl KeySpecDoc {
             lastkey,
             keystep: 1,
             keynum: None,
+            keyword: None,
         }
     }
 
@@ -145,6 +150,24 @@ impl KeySpecDoc {
             lastkey: 0,
             keystep: 0,
             keynum: Some((keynumidx, firstkey, keystep)),
+            keyword: None,
+        }
+    }
+
+    /// The key after `keyword`, searched for from argument `startfrom` on.
+    pub const fn keyword(
+        flags: &'static [&'static str],
+        keyword: &'static str,
+        startfrom: i32,
+    ) -> Self {
+        KeySpecDoc {
+            notes: None,
+            flags,
+            begin_index: startfrom,
+            lastkey: 0,
+            keystep: 1,
+            keynum: None,
+            keyword: Some(keyword),
         }
     }
 }
@@ -255,6 +278,7 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         super::string_range::COMMANDS,
         super::bitmap::COMMANDS,
         super::sort::COMMANDS,
+        super::geo::COMMANDS,
     ]
 }
 
@@ -273,6 +297,7 @@ pub fn key_spec_docs() -> Vec<&'static [(&'static str, &'static [KeySpecDoc])]> 
         super::pubsub::KEY_SPECS,
         super::scripting::KEY_SPECS,
         super::tx::KEY_SPECS,
+        super::geo::KEY_SPECS,
     ]
 }
 

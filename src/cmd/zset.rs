@@ -208,7 +208,7 @@ struct AddFlags {
     incr: bool,
 }
 
-fn zadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+pub(super) fn zadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let mut f = AddFlags::default();
     let mut i = 2;
     while i < argv.len() {
@@ -1148,7 +1148,7 @@ fn zscan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 /// Stores `z` at `dest` (replacing any value and its TTL) with `ev`, or deletes `dest` when
 /// `z` is empty (a `del` event if it existed), as Redis's setKey/dbDelete paths do. Replies
 /// the stored cardinality.
-fn store_result(ctx: &mut Ctx, dest: &Bytes, z: ZSet, ev: &'static str) -> CmdResult {
+pub(super) fn store_result(ctx: &mut Ctx, dest: &Bytes, z: ZSet, ev: &'static str) -> CmdResult {
     let n = z.len();
     let now = ctx.now;
     if n == 0 {

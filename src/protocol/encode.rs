@@ -77,6 +77,15 @@ pub fn encode(frame: &Frame, resp3: bool, out: &mut BytesMut) {
                 put_bulk(out, text.as_bytes());
             }
         }
+        Frame::DoubleText(_, text) => {
+            if resp3 {
+                out.put_u8(b',');
+                out.extend_from_slice(text);
+                out.extend_from_slice(b"\r\n");
+            } else {
+                put_bulk(out, text);
+            }
+        }
         Frame::Boolean(b) => {
             if resp3 {
                 out.extend_from_slice(if *b { b"#t\r\n" } else { b"#f\r\n" });
@@ -118,6 +127,9 @@ mod tests {
         assert_eq!(enc(&Frame::Null, true), "_\r\n");
         assert_eq!(enc(&Frame::Double(1.5), false), "$3\r\n1.5\r\n");
         assert_eq!(enc(&Frame::Double(1.5), true), ",1.5\r\n");
+        let t = Frame::DoubleText(13.5, Bytes::from_static(b"13.50"));
+        assert_eq!(enc(&t, false), "$5\r\n13.50\r\n");
+        assert_eq!(enc(&t, true), ",13.50\r\n");
         assert_eq!(
             enc(&Frame::Verbatim(Bytes::from_static(b"x")), true),
             "=5\r\ntxt:x\r\n"

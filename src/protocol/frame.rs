@@ -17,6 +17,9 @@ pub enum Frame {
     Map(Vec<(Frame, Frame)>),
     Set(Vec<Frame>),
     Double(f64),
+    /// A double with the text Redis prints for it when that is not `%.17g` (GEOPOS's
+    /// coordinates: `addReplyHumanLongDouble`): `,text` in RESP3, a bulk string in RESP2.
+    DoubleText(f64, Bytes),
     Boolean(bool),
     /// Text with a format hint (`=` in RESP3, a bulk string in RESP2); INFO uses it.
     Verbatim(Bytes),

@@ -100,6 +100,7 @@ unsafe fn call(l: *mut ffi::lua_State, st: &RunState) -> (bool, Frame) {
         Frame::Error(_) => (false, frame),
         // Doubles become strings in RESP2; format them here, where allocating is safe.
         Frame::Double(d) if !st.resp3.get() => (true, Frame::Bulk(Bytes::from(fmt_g17(d)))),
+        Frame::DoubleText(_, text) if !st.resp3.get() => (true, Frame::Bulk(text)),
         f => (true, f),
     }
 }
@@ -197,7 +198,8 @@ unsafe fn push_frame(l: *mut ffi::lua_State, f: &Frame, resp3: bool, depth: usiz
                 }
             }
         }
-        Frame::Double(d) => {
+        Frame::DoubleText(_, text) if !resp3 => push_bytes(l, text),
+        Frame::Double(d) | Frame::DoubleText(d, _) => {
             // RESP2 doubles were turned into bulk strings before (see `call`).
             ffi::lua_pushnumber(l, *d);
             push_field(l, b"double");
