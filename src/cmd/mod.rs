@@ -6,6 +6,7 @@ pub mod bitmap;
 pub mod connection;
 pub mod dispatch;
 pub mod hash;
+pub mod hll;
 pub mod keys;
 pub mod list;
 pub mod observe;

@@ -251,6 +251,7 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         super::string_range::COMMANDS,
         super::bitmap::COMMANDS,
         super::sort::COMMANDS,
+        super::hll::COMMANDS,
     ]
 }
 
@@ -263,6 +264,7 @@ pub fn key_spec_docs() -> Vec<&'static [(&'static str, &'static [KeySpecDoc])]> 
         super::sort::KEY_SPECS,
         super::zset::KEY_SPECS,
         super::hash::KEY_SPECS,
+        super::hll::KEY_SPECS,
     ]
 }
 
