@@ -8,7 +8,10 @@
 //! xxxxxxxx) and VAL (1vvvvvxx) run-length opcodes.
 //!
 //! Values are client-settable strings, so every walk over them is bounds checked: a read one
-//! byte past the end sees 0, as Redis's reads of the sds terminator do.
+//! byte past the end sees 0, as Redis's reads of the sds terminator do. The reference is the
+//! redis-server 7.0.15 we compare against, which carries the CVE-2025-32023 fix: a sparse run
+//! reaching past register 16383 makes the value corrupt even where 7.0.15's source would stop
+//! at it and accept the registers before (hllMerge, hllSparseToDense).
 
 use super::table::{flags::*, CommandSpec, KeySpec, KeySpecDoc, KEY1};
 use super::{event, Ctx};
@@ -189,6 +192,12 @@ fn dense_raise(regs: &mut [u8], i: usize, count: u8) -> bool {
 }
 
 // ---- sparse -----------------------------------------------------------------------------------
+//
+// One known divergence, on corrupt values only: an XZERO cut to its first byte by the end of
+// the string. Redis reads the byte after the string as its second half; after a PFADD splits
+// such an XZERO, that byte is a stale byte of the split sequence that outlives the command.
+// Here the byte past the end always reads 0 (never out of bounds), so from then on the two
+// may store different bytes for that value.
 
 enum Op {
     /// Run of zero registers.
@@ -245,7 +254,7 @@ fn sparse_to_dense(v: &mut Vec<u8>) -> Result<(), Corrupt> {
             Op::Zero(n) => idx += n,
             Op::Val(val, n) => {
                 if idx + n > REGISTERS {
-                    break;
+                    return Err(Corrupt);
                 }
                 for i in idx..idx + n {
                     dense_set(&mut d[HDR..], i, val);
@@ -393,7 +402,7 @@ fn merge(max: &mut [u8; REGISTERS], v: &[u8]) -> Result<(), Corrupt> {
             Op::Zero(n) => i += n,
             Op::Val(val, n) => {
                 if i + n > REGISTERS {
-                    break;
+                    return Err(Corrupt);
                 }
                 for m in &mut max[i..i + n] {
                     *m = (*m).max(val);
