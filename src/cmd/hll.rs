@@ -13,6 +13,7 @@
 //! reaching past register 16383 makes the value corrupt even where 7.0.15's source would stop
 //! at it and accept the registers before (hllMerge, hllSparseToDense).
 
+use super::args::is;
 use super::table::{flags::*, CommandSpec, KeySpec, KeySpecDoc, KEY1};
 use super::{event, Ctx};
 use crate::error::{CmdError, CmdResult};
@@ -41,6 +42,18 @@ pub static COMMANDS: &[CommandSpec] = &[
     // A write in effect (it stores the cached cardinality) but flagged read-only, as in Redis.
     spec("pfcount", -2, READONLY | MAY_REPLICATE, ALL_FROM_1, pfcount),
     spec("pfmerge", -2, WRITE | DENYOOM, ALL_FROM_1, pfmerge),
+    CommandSpec::leaf(
+        "pfdebug",
+        3,
+        WRITE | DENYOOM | ADMIN,
+        KeySpec {
+            first: 2,
+            last: 2,
+            step: 1,
+        },
+        &["hyperloglog", "admin", "dangerous"],
+        pfdebug,
+    ),
 ];
 
 /// Redis 7.0's key specifications for these commands, as COMMAND INFO prints them.
@@ -66,6 +79,7 @@ pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
             KeySpecDoc::range(&["RO", "access"], 2, -1),
         ],
     ),
+    ("pfdebug", &[KeySpecDoc::range(&["RW", "access"], 2, 0)]),
 ];
 
 const NOT_HLL: &str = "WRONGTYPE Key is not a valid HyperLogLog string value.";
@@ -645,6 +659,77 @@ fn pfmerge(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     // Redis announces a merge as `pfadd` ("semantically a mass-add of elements").
     ctx.changed(event::STRING, "pfadd", dest);
     Ok(Frame::ok())
+}
+
+/// A change Redis propagates (`server.dirty++`) without signalling the key: PFDEBUG's
+/// conversions to dense.
+fn logged(ctx: &mut Ctx, key: &[u8]) {
+    let db = ctx.client.db;
+    ctx.srv
+        .record(crate::persist::LogOp::Key(db, Bytes::copy_from_slice(key)));
+}
+
+/// PFDEBUG GETREG|DECODE|ENCODING|TODENSE key: Redis's HLL introspection. The key is looked
+/// up and checked before the subcommand is.
+fn pfdebug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let key = &argv[2];
+    let Some(s) = load(ctx, key, false)? else {
+        return Err(CmdError::err("ERR The specified key does not exist"));
+    };
+    let sub = &argv[1];
+    if is(sub, "getreg") || is(sub, "todense") {
+        let converted = s[4] == SPARSE;
+        let mut v = Vec::from(s);
+        if converted {
+            sparse_to_dense(&mut v).map_err(|_| CmdError::err(CORRUPT))?;
+        }
+        let regs: Vec<Frame> = if is(sub, "getreg") {
+            (0..REGISTERS)
+                .map(|i| Frame::Integer(dense_get(&v[HDR..], i) as i64))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if converted {
+            store(ctx, key, v);
+            logged(ctx, key);
+        }
+        return Ok(if is(sub, "getreg") {
+            Frame::Array(regs)
+        } else {
+            Frame::Integer(converted as i64)
+        });
+    }
+    if is(sub, "decode") {
+        if s[4] != SPARSE {
+            return Err(CmdError::err("ERR HLL encoding is not sparse"));
+        }
+        let mut out = String::new();
+        let mut p = HDR;
+        while p < s.len() {
+            let (op, size) = op_at(&s, p);
+            match op {
+                Op::Zero(n) if size == 1 => out.push_str(&format!("z:{n} ")),
+                Op::Zero(n) => out.push_str(&format!("Z:{n} ")),
+                Op::Val(val, n) => out.push_str(&format!("v:{val},{n} ")),
+            }
+            p += size;
+        }
+        return Ok(Frame::Bulk(Bytes::from(out.trim_matches(' ').to_string())));
+    }
+    if is(sub, "encoding") {
+        return Ok(Frame::simple(if s[4] == DENSE {
+            "dense"
+        } else {
+            "sparse"
+        }));
+    }
+    // Redis prints the name with %s: up to a NUL byte.
+    let name = sub.split(|&b| b == 0).next().unwrap_or(&[]);
+    Err(CmdError::erf(format!(
+        "Unknown PFDEBUG subcommand '{}'",
+        String::from_utf8_lossy(name)
+    )))
 }
 
 #[cfg(test)]
