@@ -329,3 +329,42 @@ fn hll_values_survive_an_aof_restart() {
     drop(s);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Multi-megabyte client-written "sparse" values: every command stays bounded (each walk
+/// stops at the register it needs or passes the string once) and answers as Redis does.
+#[test]
+fn huge_corrupt_sparse_values_match_redis() {
+    let db = common::deadbolt(&[]);
+    let redis = common::redis_server(&[]);
+    let (mut a, mut b) = (db.conn(), redis.conn());
+    let mut hdr = b"HYLL\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x80".to_vec();
+    let ones = [hdr.clone(), vec![0u8; 2 << 20]].concat();
+    let xzeros = [hdr.clone(), [0x7f, 0xff].repeat(1 << 20)].concat();
+    hdr.extend([0x7f, 0xfe]);
+    let nearly = [hdr, vec![0x80; 3 << 20]].concat();
+    let start = Instant::now();
+    for v in [ones, xzeros, nearly] {
+        let mut add = args(&[b"PFADD", b"big"]);
+        add.extend((0..300).map(|i| format!("h{i}").into_bytes()));
+        let cmds = vec![
+            args(&[b"SET", b"big", &v]),
+            add,
+            args(&[b"STRLEN", b"big"]),
+            args(&[b"PFCOUNT", b"big"]),
+            args(&[b"PFCOUNT", b"big", b"none"]),
+            args(&[b"PFMERGE", b"out", b"big"]),
+            args(&[b"EXISTS", b"out"]),
+            args(&[
+                b"EVAL",
+                b"return redis.sha1hex(redis.call('get','big'))",
+                b"0",
+            ]),
+        ];
+        same(&mut a, &mut b, &cmds, "huge value");
+    }
+    assert!(
+        start.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        start.elapsed()
+    );
+}
