@@ -253,7 +253,10 @@ fn keyspace_events_match_redis() {
     }
     assert_eq!(transcripts[0].1, transcripts[1].1, "{transcripts:?}");
     assert_eq!(transcripts[0].1.len(), 8, "{transcripts:?}");
-    assert!(transcripts[0].1[0].ends_with("new\\r\\n"), "{transcripts:?}");
+    assert!(
+        transcripts[0].1[0].ends_with("new\\r\\n"),
+        "{transcripts:?}"
+    );
     assert!(transcripts[0].1[2].contains("__keyevent@0__:pfadd"));
 }
 
@@ -369,4 +372,31 @@ fn huge_corrupt_sparse_values_match_redis() {
         "{:?}",
         start.elapsed()
     );
+}
+
+/// PFDEBUG DECODE of a client-written multi-megabyte "sparse" value answers INVALIDOBJ
+/// instead of building a reply several times its size (Redis would build it whole); values
+/// of at most 16384 opcodes, as every sound HLL is, decode as in Redis (corpus).
+#[test]
+fn pfdebug_decode_of_a_huge_value_is_bounded() {
+    let db = common::deadbolt(&[]);
+    let mut c = db.conn();
+    let v = [
+        b"HYLL\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x80".to_vec(),
+        vec![0u8; 4 << 20],
+    ]
+    .concat();
+    assert_eq!(c.cmd(&[b"SET" as &[u8], b"big", &v]), b"+OK\r\n");
+    assert_eq!(
+        c.cmd(&["PFDEBUG", "DECODE", "big"]),
+        b"-INVALIDOBJ Corrupted HLL object detected\r\n"
+    );
+    let ok = [
+        b"HYLL\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x80".to_vec(),
+        vec![0u8; 16384],
+    ]
+    .concat();
+    c.cmd(&[b"SET" as &[u8], b"ok", &ok]);
+    let r = c.cmd(&["PFDEBUG", "DECODE", "ok"]);
+    assert!(r.starts_with(b"$65535\r\nz:1 z:1 "), "{}", show(&r[..40]));
 }

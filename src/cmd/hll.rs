@@ -552,6 +552,19 @@ fn load(ctx: &mut Ctx, key: &[u8], read: bool) -> CmdResult<Option<Bytes>> {
     }
 }
 
+/// The HLL at `key` moved out of the keyspace (no copy when nothing else holds the buffer:
+/// Redis edits the string in place); every path must `store` it back.
+fn take(ctx: &mut Ctx, key: &[u8]) -> CmdResult<Option<Vec<u8>>> {
+    if load(ctx, key, false)?.is_none() {
+        return Ok(None);
+    }
+    let now = ctx.now;
+    Ok(match ctx.db().get_mut(key, now).map(|e| &mut e.value) {
+        Some(Value::Str(s)) => Some(Vec::from(std::mem::take(s))),
+        _ => None,
+    })
+}
+
 /// Writes a HLL back, keeping the key's TTL (Redis edits the string in place).
 fn store(ctx: &mut Ctx, key: &[u8], v: Vec<u8>) {
     let now = ctx.now;
@@ -573,9 +586,9 @@ fn changed_quietly(ctx: &mut Ctx, key: &[u8]) {
 
 fn pfadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let key = &argv[1];
-    let (mut v, mut updated) = match load(ctx, key, false)? {
+    let (mut v, mut updated) = match take(ctx, key)? {
         None => (new_hll(), true),
-        Some(s) => (Vec::from(s), false),
+        Some(v) => (v, false),
     };
     for ele in &argv[2..] {
         match add(&mut v, ele, SPARSE_MAX_BYTES) {
@@ -590,7 +603,9 @@ fn pfadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     if updated {
         invalidate_cache(&mut v);
-        store(ctx, key, v);
+    }
+    store(ctx, key, v);
+    if updated {
         ctx.changed(event::STRING, "pfadd", key);
     }
     Ok(Frame::Integer(updated as i64))
@@ -706,7 +721,15 @@ fn pfdebug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         }
         let mut out = String::new();
         let mut p = HDR;
+        let mut ops = 0;
         while p < s.len() {
+            // Every opcode covers at least one register, so a sound value has at most 16384;
+            // past that, a client-written string would make a reply ~4x its size (Redis
+            // builds it whole): answer that the value is corrupt instead.
+            ops += 1;
+            if ops > REGISTERS {
+                return Err(CmdError::err(CORRUPT));
+            }
             let (op, size) = op_at(&s, p);
             match op {
                 Op::Zero(n) if size == 1 => out.push_str(&format!("z:{n} ")),
