@@ -400,3 +400,24 @@ fn pfdebug_decode_of_a_huge_value_is_bounded() {
     let r = c.cmd(&["PFDEBUG", "DECODE", "ok"]);
     assert!(r.starts_with(b"$65535\r\nz:1 z:1 "), "{}", show(&r[..40]));
 }
+
+/// PFDEBUG echoes an unknown subcommand: CR and LF become spaces and a NUL ends it, as in
+/// redis-server, so a client cannot inject a reply line.
+#[test]
+fn pfdebug_unknown_subcommand_cannot_inject_lines() {
+    for (name, s) in common::deadbolt_and_redis(&[]) {
+        let mut c = s.conn();
+        c.cmd(&["PFADD", "k", "a"]);
+        assert_eq!(
+            c.cmd(&["PFDEBUG", "a\r\nb", "k"]),
+            b"-ERR Unknown PFDEBUG subcommand 'a  b'\r\n",
+            "{name}"
+        );
+        assert_eq!(
+            c.cmd(&["PFDEBUG", "a\0b", "k"]),
+            b"-ERR Unknown PFDEBUG subcommand 'a'\r\n",
+            "{name}"
+        );
+        assert_eq!(c.cmd(&["PING"]), b"+PONG\r\n", "{name}");
+    }
+}

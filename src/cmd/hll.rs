@@ -747,11 +747,13 @@ fn pfdebug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             "sparse"
         }));
     }
-    // Redis prints the name with %s: up to a NUL byte.
+    // Redis prints the name with %s (up to a NUL byte) and turns CR and LF into spaces so a
+    // client's bytes cannot end the error line. (Bytes that are not UTF-8 print as U+FFFD:
+    // CmdError holds text.)
     let name = sub.split(|&b| b == 0).next().unwrap_or(&[]);
+    let name = String::from_utf8_lossy(name).replace(['\r', '\n'], " ");
     Err(CmdError::erf(format!(
-        "Unknown PFDEBUG subcommand '{}'",
-        String::from_utf8_lossy(name)
+        "Unknown PFDEBUG subcommand '{name}'"
     )))
 }
 
