@@ -7,6 +7,7 @@ pub mod connection;
 pub mod dispatch;
 pub mod geo;
 pub mod hash;
+pub mod hll;
 pub mod keys;
 pub mod list;
 pub mod observe;

@@ -279,6 +279,7 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         super::bitmap::COMMANDS,
         super::sort::COMMANDS,
         super::geo::COMMANDS,
+        super::hll::COMMANDS,
     ]
 }
 
@@ -298,6 +299,7 @@ pub fn key_spec_docs() -> Vec<&'static [(&'static str, &'static [KeySpecDoc])]> 
         super::scripting::KEY_SPECS,
         super::tx::KEY_SPECS,
         super::geo::KEY_SPECS,
+        super::hll::KEY_SPECS,
     ]
 }
 
