@@ -17,18 +17,25 @@ fn put_bulk(out: &mut BytesMut, data: &[u8]) {
     out.extend_from_slice(b"\r\n");
 }
 
+/// A status or error line. A CR or LF inside would end the line early and let whatever follows
+/// read as further replies (a client's bytes echoed in an error could forge them), so they go out
+/// as spaces, as Redis's addReplyErrorFormat does; handlers already avoid them, this is the guard.
+fn put_line(out: &mut BytesMut, kind: u8, line: &[u8]) {
+    out.put_u8(kind);
+    let start = out.len();
+    out.extend_from_slice(line);
+    for b in &mut out[start..] {
+        if *b == b'\r' || *b == b'\n' {
+            *b = b' ';
+        }
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
 pub fn encode(frame: &Frame, resp3: bool, out: &mut BytesMut) {
     match frame {
-        Frame::Simple(s) => {
-            out.put_u8(b'+');
-            out.extend_from_slice(s);
-            out.extend_from_slice(b"\r\n");
-        }
-        Frame::Error(e) => {
-            out.put_u8(b'-');
-            out.extend_from_slice(e);
-            out.extend_from_slice(b"\r\n");
-        }
+        Frame::Simple(s) => put_line(out, b'+', s),
+        Frame::Error(e) => put_line(out, b'-', e),
         Frame::Integer(i) => {
             out.put_u8(b':');
             let mut b = itoa::Buffer::new();
@@ -115,6 +122,14 @@ mod tests {
         let mut out = BytesMut::new();
         encode(f, resp3, &mut out);
         String::from_utf8_lossy(&out).into_owned()
+    }
+
+    #[test]
+    fn status_and_error_lines_cannot_carry_line_breaks() {
+        let forged = Frame::Error(Bytes::from_static(b"ERR x\r\n+OK\nmore"));
+        assert_eq!(enc(&forged, false), "-ERR x  +OK more\r\n");
+        let simple = Frame::Simple(Bytes::from_static(b"a\rb"));
+        assert_eq!(enc(&simple, true), "+a b\r\n");
     }
 
     #[test]
