@@ -401,6 +401,21 @@ impl Engine {
         };
         rs.set("tinsert", tinsert)?;
         rs.set("rep", rep)?;
+        for (name, f) in [
+            ("find", raw::deadbolt_str_find as mlua::ffi::lua_CFunction),
+            ("match", raw::deadbolt_str_match),
+            ("gmatch", raw::deadbolt_gmatch),
+            ("gsub", raw::deadbolt_str_gsub),
+        ] {
+            // SAFETY: as `unwinding`: a C closure over the RunState's address.
+            let func: Function = unsafe {
+                lua.exec_raw((), |l| {
+                    mlua::ffi::lua_pushlightuserdata(l, st_ptr);
+                    mlua::ffi::lua_pushcclosure(l, f, 1);
+                })?
+            };
+            rs.set(name, func)?;
+        }
 
         rs.set("setup", setup.clone())?;
         let s = st.clone();
