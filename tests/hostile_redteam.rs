@@ -173,3 +173,29 @@ fn lua_patterns_match_redis() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert_serving("deadbolt", &servers[0].1);
 }
+
+/// The busy hook ran every 100000 Lua instructions (Redis's count), so a loop of slow C calls
+/// (`s:upper()` on a large string: 3 instructions and milliseconds an iteration) went
+/// minutes without it: no -BUSY for other clients, SCRIPT KILL unheard (Redis 7.0.15 alike).
+/// It now runs every 1000 instructions.
+#[test]
+fn lua_slow_c_calls_reach_the_busy_hook() {
+    let db = deadbolt(&["--busy-reply-threshold", "100"]);
+    let body = "local s = string.rep('x', 1000000) for i = 1, 1000000 do s:upper() end return 1";
+    let mut runner = db.conn();
+    runner.send(&["EVAL", body, "0"]);
+    let mut other = db.conn();
+    wait_busy(&mut other);
+    assert_eq!(other.cmd_str(&["SCRIPT", "KILL"]), "+OK\r\n");
+    let reply = runner
+        .try_read_reply(Duration::from_secs(5))
+        .expect("no reply 5 s after SCRIPT KILL");
+    assert_eq!(
+        String::from_utf8_lossy(&reply),
+        format!(
+            "-ERR Script killed by user with SCRIPT KILL... script: {}, on @user_script:1.\r\n",
+            sha(body)
+        )
+    );
+    assert_serving("deadbolt", &db);
+}

@@ -574,6 +574,33 @@ pub unsafe extern "C-unwind" fn rep(l: *mut ffi::lua_State) -> c_int {
     }
 }
 
+/// The registry key (its address) under which `count_hook` finds the RunState.
+static HOOK_KEY: u8 = 0;
+
+pub fn hook_key() -> *mut c_void {
+    &HOOK_KEY as *const u8 as *mut c_void
+}
+
+/// The count hook (every `HOOK_EVERY` instructions): the busy hook, and the kill error when
+/// the script must stop (SCRIPT KILL, shutdown), raised as the library loops do.
+pub unsafe extern "C-unwind" fn count_hook(l: *mut ffi::lua_State, _ar: *mut ffi::lua_Debug) {
+    // A hook runs with LUA_MINSTACK free slots (luaD_callhook), so this push needs no check.
+    ffi::lua_pushlightuserdata(l, hook_key());
+    ffi::lua_rawget(l, ffi::LUA_REGISTRYINDEX);
+    let st = ffi::lua_touserdata(l, -1) as *const RunState;
+    ffi::lua_pop(l, 1);
+    if st.is_null() {
+        return;
+    }
+    let st = &*st;
+    // No Rust unwinding through Lua's C frames: a panic in the hook stops the script.
+    let stop = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| st.hook().is_err()))
+        .unwrap_or(true);
+    if stop {
+        ffi::luaL_error(l, c"Script killed by user with SCRIPT KILL...".as_ptr());
+    }
+}
+
 extern "C-unwind" {
     // src/lua_match.c: Lua 5.1's string.find / match / gmatch / gsub, whose matcher runs the
     // busy hook (`deadbolt_match_busy`) every 2^16 steps and nests at most 10000 levels.
