@@ -249,3 +249,39 @@ fn append_to_a_large_string_is_amortised() {
         assert_eq!(value.iter().filter(|&&b| b == b'y').count(), 3000, "{name}");
     }
 }
+
+/// Score bounds are read as Redis's `strtod` reads them: an empty bound (`(` alone, or "") is 0
+/// and leading white space is skipped; deadbolt refused these with "min or max is not a float".
+#[test]
+fn score_bounds_parse_as_strtod() {
+    let bounds = [
+        "(", "", " 1", "( 1", "\t(1", "1 ", " ", "(", "0x1", "1e", ".5", "5.", "+1", "+(1", "nan",
+        "(nan", "-inf", "(+inf", "(-", "-",
+    ];
+    let servers = deadbolt_and_redis(&[]);
+    let mut failures = Vec::new();
+    for b in bounds {
+        let cmds: [&[&str]; 3] = [
+            &["ZCOUNT", "z", b, "10"],
+            &["ZRANGEBYSCORE", "z", "-10", b],
+            &["ZRANGE", "z", b, "+inf", "BYSCORE"],
+        ];
+        for cmd in cmds {
+            let replies: Vec<String> = servers
+                .iter()
+                .map(|(_, srv)| {
+                    let mut c = srv.conn();
+                    c.cmd(&["ZADD", "z", "-1", "m", "0", "a", "1", "b", "2", "c"]);
+                    c.cmd_str(cmd)
+                })
+                .collect();
+            if replies[0] != replies[1] {
+                failures.push(format!(
+                    "{cmd:?}: deadbolt {:?} redis {:?}",
+                    replies[0], replies[1]
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
