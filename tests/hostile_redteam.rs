@@ -285,3 +285,27 @@ fn score_bounds_parse_as_strtod() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// LMPOP/BLMPOP with a numkeys larger than the keys given (up to i64::MAX) answer Redis's
+/// syntax error (deadbolt said "wrong number of arguments"), also from a script.
+#[test]
+fn mpop_numkeys_past_the_keys() {
+    let max = "9223372036854775807";
+    let cases: [&[&str]; 7] = [
+        &["LMPOP", max, "list", "LEFT"],
+        &["LMPOP", "2147483648", "list", "LEFT"],
+        &["LMPOP", "3", "a", "b", "LEFT"],
+        &["LMPOP", "0", "a", "LEFT"],
+        &["BLMPOP", "0.01", max, "list", "LEFT"],
+        &["BLMPOP", "0.01", "5", "a", "LEFT"],
+        &["EVAL", "return redis.pcall('lmpop', '5', 'a', 'left')", "0"],
+    ];
+    let servers = deadbolt_and_redis(&[]);
+    for cmd in cases {
+        let replies: Vec<String> = servers
+            .iter()
+            .map(|(_, srv)| srv.conn().cmd_str(cmd))
+            .collect();
+        assert_eq!(replies[0], replies[1], "{cmd:?}");
+    }
+}

@@ -554,18 +554,15 @@ fn brpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 /// Parses `numkeys key... LEFT|RIGHT [COUNT n]` starting at `argv[at]`: (keys, end, count).
-fn parse_mpop<'a>(
-    argv: &'a [Bytes],
-    at: usize,
-    name: &str,
-) -> CmdResult<(&'a [Bytes], End, usize)> {
+fn parse_mpop(argv: &[Bytes], at: usize) -> CmdResult<(&[Bytes], End, usize)> {
     let numkeys = match int_arg(&argv[at]) {
         Ok(n) if n > 0 => n as usize,
         _ => return Err(CmdError::err("ERR numkeys should be greater than 0")),
     };
     let where_idx = at.saturating_add(numkeys).saturating_add(1);
     if where_idx >= argv.len() {
-        return Err(CmdError::WrongArity(name.into()));
+        // Redis answers a numkeys larger than the keys given with a syntax error.
+        return Err(CmdError::Syntax);
     }
     let end = parse_end(&argv[where_idx])?;
     let mut count = None;
@@ -601,12 +598,12 @@ fn mpop(ctx: &mut Ctx, keys: &[Bytes], end: End, count: usize) -> CmdResult<Opti
 }
 
 fn lmpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let (keys, end, count) = parse_mpop(argv, 1, "lmpop")?;
+    let (keys, end, count) = parse_mpop(argv, 1)?;
     Ok(mpop(ctx, keys, end, count)?.unwrap_or(Frame::NullArray))
 }
 
 fn blmpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let (keys, end, count) = parse_mpop(argv, 2, "blmpop")?;
+    let (keys, end, count) = parse_mpop(argv, 2)?;
     let timeout = parse_timeout(&argv[1], ctx.now)?;
     if let Some(f) = mpop(ctx, keys, end, count)? {
         return Ok(f);
