@@ -309,3 +309,32 @@ fn mpop_numkeys_past_the_keys() {
         assert_eq!(replies[0], replies[1], "{cmd:?}");
     }
 }
+
+/// SELECT and SWAPDB read their indexes as C ints first, as Redis does: past i32 they answer
+/// Redis's range / "invalid … DB index" errors (deadbolt said "DB index is out of range").
+#[test]
+fn db_indexes_past_i32() {
+    let servers = deadbolt_and_redis(&[]);
+    for a in [
+        "-1",
+        "16",
+        "2147483647",
+        "2147483648",
+        "-2147483649",
+        "9223372036854775807",
+        "abc",
+    ] {
+        for cmd in [
+            vec!["SELECT", a],
+            vec!["SWAPDB", "0", a],
+            vec!["SWAPDB", a, "0"],
+            vec!["SWAPDB", a, a],
+        ] {
+            let replies: Vec<String> = servers
+                .iter()
+                .map(|(_, srv)| srv.conn().cmd_str(&cmd))
+                .collect();
+            assert_eq!(replies[0], replies[1], "{cmd:?}");
+        }
+    }
+}
