@@ -19,6 +19,8 @@ COPY Cargo.toml Cargo.lock ./
 RUN mkdir -p src && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
     && cargo fetch --locked \
     && rm -rf src
+# build.rs compiles the C in src/ (long double arithmetic, the Lua pattern matcher).
+COPY build.rs ./
 COPY src ./src
 RUN cargo build --release --locked \
     && install -D -m 0755 target/release/deadbolt /out/deadbolt \

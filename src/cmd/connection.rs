@@ -240,6 +240,12 @@ fn hello(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 fn select(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let id = int_arg(&argv[1])?;
+    // Redis reads the index as a C int first (getIntFromObjectOrReply).
+    if i32::try_from(id).is_err() {
+        return Err(CmdError::err(
+            "ERR value is out of range, value must between -2147483648 and 2147483647",
+        ));
+    }
     if id < 0 || id as usize >= ctx.srv.dbs.len() {
         return Err(CmdError::err("ERR DB index is out of range"));
     }

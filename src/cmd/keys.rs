@@ -418,8 +418,15 @@ fn flushall(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 fn swapdb(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let a = int_arg(&argv[1]).map_err(|_| CmdError::err("ERR invalid first DB index"))?;
-    let b = int_arg(&argv[2]).map_err(|_| CmdError::err("ERR invalid second DB index"))?;
+    // Each index must be a C int (getIntFromObjectOrReply), or Redis names which is invalid.
+    let index = |arg: &Bytes, which: &'static str| {
+        int_arg(arg)
+            .ok()
+            .filter(|n| i32::try_from(*n).is_ok())
+            .ok_or_else(|| CmdError::err(which))
+    };
+    let a = index(&argv[1], "ERR invalid first DB index")?;
+    let b = index(&argv[2], "ERR invalid second DB index")?;
     let n = ctx.srv.dbs.len() as i64;
     if a < 0 || a >= n || b < 0 || b >= n {
         return Err(CmdError::err("ERR DB index is out of range"));

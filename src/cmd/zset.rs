@@ -402,9 +402,22 @@ struct ScoreRange {
 
 fn parse_score_bound(b: &[u8]) -> Option<(f64, bool)> {
     match b.first() {
-        Some(b'(') => parse_f64(&b[1..]).map(|v| (v, true)),
-        _ => parse_f64(b).map(|v| (v, false)),
+        Some(b'(') => strtod_whole(&b[1..]).map(|v| (v, true)),
+        _ => strtod_whole(b).map(|v| (v, false)),
     }
+}
+
+/// Redis's `zslParseRange` test, `strtod` then `eptr[0] == '\0'`: leading white space is
+/// skipped, and an empty bound is 0 (strtod converts nothing and stops at the end), so
+/// `ZCOUNT z ( 10` counts (0, 10]; white space alone or after the number is refused.
+fn strtod_whole(b: &[u8]) -> Option<f64> {
+    if b.is_empty() {
+        return Some(0.0);
+    }
+    let start = b
+        .iter()
+        .position(|c| !matches!(c, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r'))?;
+    parse_f64(&b[start..])
 }
 
 fn parse_score_range(min: &[u8], max: &[u8]) -> CmdResult<ScoreRange> {

@@ -168,9 +168,11 @@ end
 -- A killed script must not survive by catching the kill (in a coroutine or with pcall/xpcall,
 -- which are C functions in raw.rs).
 coroutine.resume = rs.resume
--- Bounded versions of two C loops (raw.rs).
+-- Bounded versions of C loops (raw.rs, lua_match.c).
 table.insert = rs.tinsert
 string.rep = rs.rep
+string.find, string.match, string.gsub = rs.find, rs.match, rs.gsub
+string.gmatch, string.gfind = rs.gmatch, rs.gmatch
 
 -- Redis's own rand48, so math.random gives the same sequence on every platform (7.0 does not
 -- reseed per script).

@@ -15,9 +15,10 @@ use crate::error::CmdError;
 use crate::exec::{Shared, REDIS_VERSION};
 use crate::protocol::Frame;
 use bytes::Bytes;
-use mlua::{chunk::ChunkMode, Function, HookTriggers, Lua, LuaOptions, StdLib, Value, VmState};
+use mlua::{chunk::ChunkMode, Function, Lua, LuaOptions, StdLib, Value, VmState};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::os::raw::c_int;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -28,8 +29,13 @@ const BOOTSTRAP: &str = include_str!("bootstrap.lua");
 /// 7.0.15 as Redis encodes it (0x07000f).
 const REDIS_VERSION_NUM: f64 = 458767.0;
 
-/// Instructions between two runs of the busy/kill hook (Redis uses the same count).
-const HOOK_EVERY: u32 = 100_000;
+/// Instructions between two runs of the busy/kill hook. Redis runs it every 100000, which lets
+/// a loop of slow C calls go unchecked for hours: `for i = 1, 20000 do s:upper() end` on a
+/// 10 MB string (5 instructions and 44 ms an iteration) never reached the hook, so no client
+/// got -BUSY and SCRIPT KILL was not heard for 15 minutes. Every 1000 instructions bounds the
+/// wait at 1000 C calls; the hook is a plain C function (raw::count_hook), which costs ~2% on
+/// a tight Lua loop where mlua's hook callback cost 60%.
+const HOOK_EVERY: c_int = 1_000;
 
 pub type Sha = [u8; 40];
 
@@ -401,6 +407,21 @@ impl Engine {
         };
         rs.set("tinsert", tinsert)?;
         rs.set("rep", rep)?;
+        for (name, f) in [
+            ("find", raw::deadbolt_str_find as mlua::ffi::lua_CFunction),
+            ("match", raw::deadbolt_str_match),
+            ("gmatch", raw::deadbolt_gmatch),
+            ("gsub", raw::deadbolt_str_gsub),
+        ] {
+            // SAFETY: as `unwinding`: a C closure over the RunState's address.
+            let func: Function = unsafe {
+                lua.exec_raw((), |l| {
+                    mlua::ffi::lua_pushlightuserdata(l, st_ptr);
+                    mlua::ffi::lua_pushcclosure(l, f, 1);
+                })?
+            };
+            rs.set(name, func)?;
+        }
 
         rs.set("setup", setup.clone())?;
         let s = st.clone();
@@ -486,11 +507,22 @@ impl Engine {
                 mlua::ffi::lua_pushcclosure(l, raw::run, 3);
             })?
         };
-        let s = st.clone();
-        lua.set_global_hook(
-            HookTriggers::new().every_nth_instruction(HOOK_EVERY),
-            move |_, _| s.hook(),
-        )?;
+        // SAFETY: the RunState's address goes to the registry under raw::HOOK_KEY (the engine
+        // owns an Rc of it for as long as the Lua state lives) and the hook is a plain C
+        // function; threads the script creates inherit it (lua_newthread copies the hook).
+        unsafe {
+            lua.exec_raw::<()>((), |l| {
+                mlua::ffi::lua_pushlightuserdata(l, raw::hook_key());
+                mlua::ffi::lua_pushlightuserdata(l, st_ptr);
+                mlua::ffi::lua_rawset(l, mlua::ffi::LUA_REGISTRYINDEX);
+                mlua::ffi::lua_sethook(
+                    l,
+                    Some(raw::count_hook),
+                    mlua::ffi::LUA_MASKCOUNT,
+                    HOOK_EVERY,
+                );
+            })?
+        };
         let fields = lua.create_sequence_from(raw::FIELDS)?;
         lua.set_memory_limit(memory_limit)?;
         Ok(Engine {

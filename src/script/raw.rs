@@ -576,6 +576,61 @@ pub unsafe extern "C-unwind" fn rep(l: *mut ffi::lua_State) -> c_int {
     }
 }
 
+/// The registry key (its address) under which `count_hook` finds the RunState.
+static HOOK_KEY: u8 = 0;
+
+pub fn hook_key() -> *mut c_void {
+    &HOOK_KEY as *const u8 as *mut c_void
+}
+
+/// The count hook (every `HOOK_EVERY` instructions): the busy hook, and the kill error when
+/// the script must stop (SCRIPT KILL, shutdown), raised as the library loops do.
+pub unsafe extern "C-unwind" fn count_hook(l: *mut ffi::lua_State, _ar: *mut ffi::lua_Debug) {
+    // A hook runs with LUA_MINSTACK free slots (luaD_callhook), so this push needs no check.
+    ffi::lua_pushlightuserdata(l, hook_key());
+    ffi::lua_rawget(l, ffi::LUA_REGISTRYINDEX);
+    let st = ffi::lua_touserdata(l, -1) as *const RunState;
+    ffi::lua_pop(l, 1);
+    if st.is_null() {
+        return;
+    }
+    let st = &*st;
+    // No Rust unwinding through Lua's C frames: a panic in the hook stops the script.
+    let stop = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| st.hook().is_err()))
+        .unwrap_or(true);
+    if stop {
+        ffi::luaL_error(l, c"Script killed by user with SCRIPT KILL...".as_ptr());
+    }
+}
+
+extern "C-unwind" {
+    // src/lua_match.c: Lua 5.1's string.find / match / gmatch / gsub, whose matcher runs the
+    // busy hook (`deadbolt_match_busy`) every 2^16 steps and nests at most 10000 levels.
+    // Upvalue 1 of each: the RunState.
+    pub fn deadbolt_str_find(l: *mut ffi::lua_State) -> c_int;
+    pub fn deadbolt_str_match(l: *mut ffi::lua_State) -> c_int;
+    pub fn deadbolt_gmatch(l: *mut ffi::lua_State) -> c_int;
+    pub fn deadbolt_str_gsub(l: *mut ffi::lua_State) -> c_int;
+}
+
+/// The busy hook for Lua's pattern matcher (src/lua_match.c), which is C and so never seen by
+/// the instruction hook: other clients get -BUSY past busy-reply-threshold and SCRIPT KILL is
+/// heard. Nonzero: the script must stop (the C side raises the kill error).
+#[no_mangle]
+pub extern "C" fn deadbolt_match_busy(run_state: *mut c_void) -> c_int {
+    if run_state.is_null() {
+        return 0;
+    }
+    // SAFETY: the matcher's upvalue 1 is the RunState's address, which lives as long as the
+    // Lua state that holds the closure (see `Engine::new`); only the executor thread runs Lua.
+    let st = unsafe { &*(run_state as *const RunState) };
+    // No unwinding into C: a panic in the hook stops the script instead.
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| st.hook().is_err())) {
+        Ok(stop) => stop as c_int,
+        Err(_) => 1,
+    }
+}
+
 /// Called first by the runner's error handler (upvalue 1: the RunState): see
 /// `RunState::unwinding`. A C function, so that it allocates nothing while a memory error may
 /// be what is being handled.
