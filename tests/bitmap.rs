@@ -4,54 +4,17 @@
 
 mod common;
 
-use common::{Conn, Server};
-use std::path::PathBuf;
+use common::TempDir;
+
+use common::Conn;
 use std::time::{Duration, Instant};
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!(
-            "deadbolt-{name}-{}-{}",
-            std::process::id(),
-            fastrand::u32(..)
-        ));
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn with_aof(dir: &TempDir) -> Server {
-    let s = common::deadbolt(&[
-        "--dir",
-        dir.0.to_str().unwrap(),
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-    ]);
-    let mut c = s.conn();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while c.cmd_str(&["INFO", "persistence"]).contains("loading:1") {
-        assert!(Instant::now() < deadline, "still loading");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    s
-}
 
 /// Every write of these families is logged as its effect: a restart gives back the exact bytes
 /// (binary included), the TTLs, and keys that a refused BITFIELD still created.
 #[test]
 fn writes_survive_a_restart_byte_for_byte() {
     let dir = TempDir::new("bits-aof");
-    let mut s = with_aof(&dir);
+    let mut s = common::deadbolt_with_aof(&dir.0, "always", &[]);
     let mut c = s.conn();
     let writes: &[&[&str]] = &[
         &["SETBIT", "bm", "0", "1"],
@@ -86,7 +49,7 @@ fn writes_survive_a_restart_byte_for_byte() {
     assert_eq!(before[7], b"$-1\r\n");
     let ttl_before = c.cmd(&["PEXPIRETIME", "r"]);
     s.kill9();
-    let s = with_aof(&dir);
+    let s = common::deadbolt_with_aof(&dir.0, "always", &[]);
     let mut c = s.conn();
     let after: Vec<Vec<u8>> = keys.iter().map(|k| c.cmd(&["GET", k])).collect();
     assert_eq!(before, after);

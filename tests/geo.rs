@@ -4,8 +4,9 @@
 
 mod common;
 
+use common::TempDir;
+
 use common::{Conn, Server};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// A longitude with 6 random decimals, sometimes exactly on the antimeridian.
@@ -396,50 +397,12 @@ fn watch_is_invalidated_like_redis() {
     assert_eq!(aborted, 5, "{:?}", t[0]);
 }
 
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!(
-            "deadbolt-{name}-{}-{}",
-            std::process::id(),
-            fastrand::u32(..)
-        ));
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn with_aof(dir: &TempDir) -> Server {
-    let s = common::deadbolt(&[
-        "--dir",
-        dir.0.to_str().unwrap(),
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-    ]);
-    let mut c = s.conn();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while c.cmd_str(&["INFO", "persistence"]).contains("loading:1") {
-        assert!(Instant::now() < deadline, "still loading");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    s
-}
-
 /// Geo writes reach the append-only file as their effect: after kill -9 and a restart the
 /// geo set, the STORE destinations (TTL dropped) and a deleted empty destination are as before.
 #[test]
 fn writes_survive_a_restart() {
     let dir = TempDir::new("geo-aof");
-    let mut s = with_aof(&dir);
+    let mut s = common::deadbolt_with_aof(&dir.0, "always", &[]);
     let mut c = s.conn();
     let writes: &[&[&str]] = &[
         &[
@@ -498,7 +461,7 @@ fn writes_survive_a_restart() {
     assert_eq!(before[5], b":0\r\n");
     assert!(before[1].starts_with(b"*4\r\n"), "{:?}", before[1]);
     s.kill9();
-    let s = with_aof(&dir);
+    let s = common::deadbolt_with_aof(&dir.0, "always", &[]);
     let mut c = s.conn();
     assert_eq!(dump(&mut c), before);
 }

@@ -3,47 +3,15 @@
 
 mod common;
 
+use common::TempDir;
+
 use common::{resp_cmd, Server};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!(
-            "deadbolt-{name}-{}-{}",
-            std::process::id(),
-            fastrand::u32(..)
-        ));
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn start(dir: &Path, fsync: &str, extra: &[&str]) -> Server {
-    let d = dir.to_str().unwrap();
-    let mut args = vec!["--dir", d, "--appendonly", "yes", "--appendfsync", fsync];
-    args.extend_from_slice(extra);
-    let s = common::deadbolt(&args);
-    wait_loaded(&s);
-    s
-}
-
-fn wait_loaded(s: &Server) {
-    let mut c = s.conn();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while c.cmd_str(&["INFO", "persistence"]).contains("loading:1") {
-        assert!(Instant::now() < deadline, "still loading");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    common::deadbolt_with_aof(dir, fsync, extra)
 }
 
 fn int(reply: Vec<u8>) -> i64 {

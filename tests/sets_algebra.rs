@@ -6,29 +6,10 @@
 
 mod common;
 
-use common::{reply_len, Conn, Server};
-use std::path::PathBuf;
+use common::TempDir;
+
+use common::{reply_len, Conn};
 use std::time::{Duration, Instant};
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!(
-            "deadbolt-{name}-{}-{}",
-            std::process::id(),
-            fastrand::u32(..)
-        ));
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// An array or set reply with its elements sorted (anything else unchanged).
 fn unordered(reply: Vec<u8>) -> Vec<u8> {
@@ -335,30 +316,12 @@ fn watch_is_invalidated_like_redis() {
     );
 }
 
-fn with_aof(dir: &TempDir) -> Server {
-    let s = common::deadbolt(&[
-        "--dir",
-        dir.0.to_str().unwrap(),
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-    ]);
-    let mut c = s.conn();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while c.cmd_str(&["INFO", "persistence"]).contains("loading:1") {
-        assert!(Instant::now() < deadline, "still loading");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    s
-}
-
 /// The effects of every command here reach the append-only file: after a SIGKILL and restart
 /// the keys hold the same members, lists and TTLs, and deleted destinations stay deleted.
 #[test]
 fn writes_survive_a_restart() {
     let dir = TempDir::new("sets-aof");
-    let mut s = with_aof(&dir);
+    let mut s = common::deadbolt_with_aof(&dir.0, "always", &[]);
     let mut c = s.conn();
     let writes: &[&[&str]] = &[
         &["SADD", "a", "1", "2", "3", "x", "y"],
@@ -404,7 +367,7 @@ fn writes_survive_a_restart() {
     assert_eq!(before[8], b":0\r\n");
     assert_eq!(before[9], b":-1\r\n");
     s.kill9();
-    let s = with_aof(&dir);
+    let s = common::deadbolt_with_aof(&dir.0, "always", &[]);
     let mut c = s.conn();
     assert_eq!(probe(&mut c), before);
 }

@@ -5,9 +5,10 @@
 
 mod common;
 
+use common::TempDir;
+
 use common::{Conn, Server};
 use std::collections::HashSet;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// A parsed reply: enough of RESP2/RESP3 for these commands.
@@ -578,51 +579,13 @@ fn bzmpop_blocks_and_is_woken_like_redis() {
     assert_eq!(t[13], b"*1\r\n*-1\r\n");
 }
 
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!(
-            "deadbolt-{name}-{}-{}",
-            std::process::id(),
-            fastrand::u32(..)
-        ));
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn with_aof(dir: &TempDir) -> Server {
-    let s = common::deadbolt(&[
-        "--dir",
-        dir.0.to_str().unwrap(),
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-    ]);
-    let mut c = s.conn();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while c.cmd_str(&["INFO", "persistence"]).contains("loading:1") {
-        assert!(Instant::now() < deadline, "still loading");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    s
-}
-
 /// Every write of these commands reaches the append-only file as its effect: after a kill -9
 /// and restart the sets are the same, destinations replaced or deleted, TTLs dropped by a
 /// STORE, and what a served BZMPOP popped stays popped.
 #[test]
 fn writes_survive_a_restart() {
     let dir = TempDir::new("zsets-more-aof");
-    let mut s = with_aof(&dir);
+    let mut s = common::deadbolt_with_aof(&dir.0, "always", &[]);
     let mut c = s.conn();
     let mut w = s.conn();
     let writes: &[&[&str]] = &[
@@ -676,7 +639,7 @@ fn writes_survive_a_restart() {
     assert_eq!(before[8], b":-1\r\n");
     assert_eq!(before[9], b":0\r\n");
     s.kill9();
-    let s = with_aof(&dir);
+    let s = common::deadbolt_with_aof(&dir.0, "always", &[]);
     let mut c = s.conn();
     assert_eq!(dump(&mut c), before);
 }

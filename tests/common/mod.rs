@@ -402,3 +402,45 @@ pub fn assert_replies(c: &mut Conn, cases: &[(&str, Option<&str>)]) {
 pub fn split_line(line: &str) -> Vec<Vec<u8>> {
     deadbolt::protocol::decode::split_args(line.as_bytes()).expect("balanced quotes in test line")
 }
+
+/// A directory under the system temp dir for one test's files (the append-only file), removed
+/// when dropped.
+pub struct TempDir(pub std::path::PathBuf);
+
+impl TempDir {
+    pub fn new(name: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!(
+            "deadbolt-{name}-{}-{}",
+            std::process::id(),
+            fastrand::u32(..)
+        ));
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// deadbolt with its append-only file in `dir` (`appendfsync` as given), once the log is loaded.
+pub fn deadbolt_with_aof(dir: &std::path::Path, fsync: &str, extra: &[&str]) -> Server {
+    let d = dir.to_str().unwrap();
+    let mut args = vec!["--dir", d, "--appendonly", "yes", "--appendfsync", fsync];
+    args.extend_from_slice(extra);
+    let s = deadbolt(&args);
+    wait_loaded(&s);
+    s
+}
+
+/// Waits (polling INFO, with a deadline) until the server has loaded its append-only file.
+pub fn wait_loaded(s: &Server) {
+    let mut c = s.conn();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while c.cmd_str(&["INFO", "persistence"]).contains("loading:1") {
+        assert!(Instant::now() < deadline, "still loading");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
