@@ -288,25 +288,7 @@ fn watch_is_invalidated_like_redis() {
         &["SORT", "k", "STORE", "x"],
         &["SORT_RO", "k"],
     ];
-    let mut results = Vec::new();
-    for (_, server) in common::deadbolt_and_redis(&[]) {
-        let mut w = server.conn();
-        let mut other = server.conn();
-        let mut replies = Vec::new();
-        for case in cases {
-            for s in setup {
-                other.cmd(s);
-            }
-            w.cmd(&["WATCH", "k"]);
-            other.cmd(case);
-            w.cmd(&["MULTI"]);
-            w.cmd(&["PING"]);
-            replies.push(String::from_utf8_lossy(&w.cmd(&["EXEC"])).into_owned());
-        }
-        results.push(replies);
-    }
-    assert_eq!(results[0], results[1]);
-    let aborted: Vec<bool> = results[0].iter().map(|r| r == "*-1\r\n").collect();
+    let aborted = common::watch_aborts_like_redis(setup, "k", cases);
     assert_eq!(
         aborted,
         [

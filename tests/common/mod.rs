@@ -444,3 +444,29 @@ pub fn wait_loaded(s: &Server) {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// WATCH invalidation compared with Redis: for each case, on deadbolt and on redis-server, a
+/// second client runs `setup`, the first WATCHes `key`, the case runs from the second client,
+/// then MULTI, PING, EXEC. Asserts both servers give the same EXEC replies and returns, per
+/// case, whether EXEC was aborted (the case touched the key).
+pub fn watch_aborts_like_redis(setup: &[&[&str]], key: &str, cases: &[&[&str]]) -> Vec<bool> {
+    let mut results = Vec::new();
+    for (_, server) in deadbolt_and_redis(&[]) {
+        let mut w = server.conn();
+        let mut other = server.conn();
+        let mut replies = Vec::new();
+        for case in cases {
+            for s in setup {
+                other.cmd(s);
+            }
+            w.cmd(&["WATCH", key]);
+            other.cmd(case);
+            w.cmd(&["MULTI"]);
+            w.cmd(&["PING"]);
+            replies.push(String::from_utf8_lossy(&w.cmd(&["EXEC"])).into_owned());
+        }
+        results.push(replies);
+    }
+    assert_eq!(results[0], results[1], "EXEC replies, deadbolt vs redis");
+    results[0].iter().map(|r| r == "*-1\r\n").collect()
+}
