@@ -78,7 +78,7 @@ fn no_newlines(mut b: Vec<u8>) -> Vec<u8> {
 }
 
 /// `unknown subcommand '%.128s'. Try %s HELP.` with the client's raw bytes.
-pub fn unknown_subcommand(sub: &[u8], cmd_upper: &str) -> Vec<u8> {
+fn unknown_subcommand(sub: &[u8], cmd_upper: &str) -> Vec<u8> {
     let mut out = b"ERR unknown subcommand '".to_vec();
     out.extend_from_slice(c_str(sub, 128));
     out.extend_from_slice(format!("'. Try {cmd_upper} HELP.").as_bytes());

@@ -411,6 +411,7 @@ impl Executor {
             }
         }
         self.server.config = self.base.clone();
+        self.server.sync_created_recording();
         self.server.shared.apply(&self.base);
         self.server.ops = Default::default();
         self.server

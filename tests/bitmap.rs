@@ -6,7 +6,6 @@ mod common;
 
 use common::TempDir;
 
-use common::Conn;
 use std::time::{Duration, Instant};
 
 /// Every write of these families is logged as its effect: a restart gives back the exact bytes
@@ -57,25 +56,6 @@ fn writes_survive_a_restart_byte_for_byte() {
     assert_eq!(c.cmd(&["GETBIT", "bm", "1001"]), b":1\r\n");
 }
 
-/// Reads `__keyevent@0__:*` messages until the `set` event for `marker`.
-fn events_until(sub: &mut Conn, marker: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let Some(msg) = sub.try_read_reply(left) else {
-            panic!("no event for {marker}; got {out:?}");
-        };
-        let text = String::from_utf8_lossy(&msg).into_owned();
-        let done =
-            text.contains("__keyevent@0__:set\r\n") && text.ends_with(&format!("\r\n{marker}\r\n"));
-        out.push(text);
-        if done {
-            return out;
-        }
-    }
-}
-
 /// The same writes on deadbolt and redis-server announce the same events, and only when the
 /// data changed (SETBIT to the value already there, an empty SETRANGE or a BITFIELD that
 /// FAIL refused announce nothing; a key such a BITFIELD created still announces `new`).
@@ -109,30 +89,8 @@ fn keyspace_events_match_redis() {
         &["LCS", "s", "b"],
         &["SET", "end", "1"],
     ];
-    let mut seen = Vec::new();
-    for (name, server) in common::deadbolt_and_redis(&["--notify-keyspace-events", "KEAn"]) {
-        let mut sub = server.conn();
-        sub.cmd(&["PSUBSCRIBE", "__keyevent@0__:*"]);
-        let mut c = server.conn();
-        for cmd in script {
-            c.cmd(cmd);
-        }
-        seen.push((name, events_until(&mut sub, "end")));
-    }
-    let (ours, redis) = (&seen[0].1, &seen[1].1);
-    assert_eq!(ours, redis);
-    let events: Vec<&str> = ours
-        .iter()
-        .map(|m| {
-            // The channel, after the pattern that also starts with the prefix.
-            m.rsplit("__keyevent@0__:")
-                .next()
-                .unwrap()
-                .split('\r')
-                .next()
-                .unwrap()
-        })
-        .collect();
+    let ours = &common::keyevents_like_redis(script);
+    let events: Vec<&str> = ours.iter().map(|m| common::keyevent_name(m)).collect();
     assert_eq!(
         events,
         [
@@ -399,14 +357,11 @@ fn random_commands_match_redis() {
         };
         script.push(cmd);
     }
-    let servers = common::deadbolt_and_redis(&[]);
-    let mut conns: Vec<Conn> = servers.iter().map(|(_, s)| s.conn()).collect();
-    for cmd in &script {
-        let ours = conns[0].cmd(cmd);
-        let redis = conns[1].cmd(cmd);
+    let [ours, redis] = common::transcripts_on_both(&script);
+    for (cmd, (ours, redis)) in script.iter().zip(ours.iter().zip(&redis)) {
         assert_eq!(
-            String::from_utf8_lossy(&ours),
-            String::from_utf8_lossy(&redis),
+            String::from_utf8_lossy(ours),
+            String::from_utf8_lossy(redis),
             "seed {seed:#x}: {}",
             cmd.join(" ")
         );

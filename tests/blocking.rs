@@ -3,37 +3,8 @@
 
 mod common;
 
-use common::{Conn, Server};
+use common::{both, wait_blocked, Conn};
 use std::time::{Duration, Instant};
-
-/// Waits until the server reports `n` blocked clients (the event that a BLPOP has parked).
-fn wait_blocked(c: &mut Conn, n: usize) {
-    let want = format!("blocked_clients:{n}\r\n");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let info = c.cmd_str(&["INFO", "clients"]);
-        if info.contains(&want) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "never reached {want:?}: {info}");
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
-
-/// Runs `scenario` against both servers and asserts the transcripts are equal; returns ours.
-fn both(scenario: impl Fn(&Server) -> Vec<Vec<u8>>) -> Vec<Vec<u8>> {
-    let ours = common::deadbolt(&[]);
-    let theirs = common::redis_server(&[]);
-    let a = scenario(&ours);
-    let b = scenario(&theirs);
-    let show = |t: &Vec<Vec<u8>>| {
-        t.iter()
-            .map(|r| String::from_utf8_lossy(r).into_owned())
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(show(&a), show(&b), "deadbolt vs redis-server");
-    a
-}
 
 #[test]
 fn python_redis_lock_blpop_woken_by_lpush() {

@@ -23,18 +23,6 @@ const OURS_ONLY_SUBCOMMANDS: &[&str] = &[
     "client|setinfo",
 ];
 
-/// Command flags Redis prints that deadbolt deliberately does not (command, flag).
-const MISSING_FLAGS: &[(&str, &str)] = &[
-    // Redis marks EVAL* `movablekeys` (keys come from numkeys). deadbolt's ACL check
-    // (src/cmd/acl.rs `denied`) treats MOVABLE_KEYS as "always has keys", which would refuse
-    // `EVAL script 0` to a user without key permissions where Redis allows it; the flag waits
-    // for that check to extract the keys from the key specs instead.
-    ("eval", "movablekeys"),
-    ("evalsha", "movablekeys"),
-    ("eval_ro", "movablekeys"),
-    ("evalsha_ro", "movablekeys"),
-];
-
 /// A parsed reply: the type byte and its content (maps are flattened into key, value, ...).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum R {
@@ -117,12 +105,6 @@ fn normalise(entry: &mut R, keep: &dyn Fn(&str) -> bool) {
     }
 }
 
-fn drop_flag(entry: &mut R, flag: &str) {
-    if let Some(R::Agg(_, Some(flags))) = items(entry).get_mut(2) {
-        flags.retain(|f| text(f) != flag);
-    }
-}
-
 fn names(c: &mut Conn) -> Vec<String> {
     let mut list = parse_all(&c.cmd(&["COMMAND", "LIST"]));
     items(&mut list).iter().map(text).collect()
@@ -171,11 +153,6 @@ fn command_info_matches_redis_for_every_listed_command() {
                 }
             }
             normalise(re, &|sub| ours_subs.iter().any(|s| s == sub));
-            for (cmd, flag) in MISSING_FLAGS {
-                if cmd == name {
-                    drop_flag(re, flag);
-                }
-            }
             if m != r {
                 failures.push(format!(
                     "RESP{proto} COMMAND INFO {name}\n  deadbolt: {}\n  redis:    {}",
@@ -218,4 +195,50 @@ fn command_count_list_and_all_agree() {
             assert_eq!(&items(&mut one)[0], e, "{name}");
         }
     }
+}
+
+/// COMMAND DOCS's `group`, of every listed command and of each subcommand both servers have,
+/// is Redis's.
+#[test]
+fn command_docs_groups_match_redis() {
+    let ours = common::deadbolt(&[]);
+    let theirs = common::redis_server(&[]);
+    let (mut a, mut b) = (ours.conn(), theirs.conn());
+    // (name, group) of one command's docs (flattened field, value list), then its subcommands'.
+    fn groups(name: String, doc: &R, out: &mut Vec<(String, String)>) {
+        let R::Agg(_, Some(fields)) = doc else {
+            panic!("{name}: {doc:?}")
+        };
+        for pair in fields.chunks(2) {
+            match text(&pair[0]).as_str() {
+                "group" => out.push((name.clone(), text(&pair[1]))),
+                "subcommands" => {
+                    if let R::Agg(_, Some(subs)) = &pair[1] {
+                        for sub in subs.chunks(2) {
+                            groups(text(&sub[0]), &sub[1], out);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut failures = Vec::new();
+    for name in names(&mut a) {
+        let mut docs = [&mut a, &mut b].map(|c| {
+            let mut r = parse_all(&c.cmd(&["COMMAND", "DOCS", &name]));
+            let mut out = Vec::new();
+            groups(name.clone(), &items(&mut r)[1], &mut out);
+            out
+        });
+        let redis = std::mem::take(&mut docs[1]);
+        for (sub, group) in &docs[0] {
+            if let Some((_, want)) = redis.iter().find(|(s, _)| s == sub) {
+                if group != want {
+                    failures.push(format!("{sub}: deadbolt {group}, redis {want}"));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
 }

@@ -7,7 +7,6 @@ mod common;
 use common::TempDir;
 
 use common::{Conn, Server};
-use std::time::{Duration, Instant};
 
 /// A longitude with 6 random decimals, sometimes exactly on the antimeridian.
 fn lon(rng: &mut fastrand::Rng) -> String {
@@ -187,12 +186,7 @@ fn seeded_random_searches_match_redis() {
         }
         script.push(cmd);
     }
-    let mut transcripts = Vec::new();
-    for (_, server) in common::deadbolt_and_redis(&[]) {
-        let mut c = server.conn();
-        let out: Vec<Vec<u8>> = script.iter().map(|cmd| c.cmd(cmd)).collect();
-        transcripts.push(out);
-    }
+    let transcripts = common::transcripts_on_both(&script);
     let mut nonempty = 0;
     for (i, cmd) in script.iter().enumerate() {
         assert_eq!(
@@ -207,25 +201,6 @@ fn seeded_random_searches_match_redis() {
     }
     // The draw must actually find points, or the comparison proves little.
     assert!(nonempty > 50, "only {nonempty} non-empty searches");
-}
-
-/// Reads `__keyevent@0__:*` messages until the `set` event for `marker`.
-fn events_until(sub: &mut Conn, marker: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let Some(msg) = sub.try_read_reply(left) else {
-            panic!("no event for {marker}; got {out:?}");
-        };
-        let text = String::from_utf8_lossy(&msg).into_owned();
-        let done =
-            text.contains("__keyevent@0__:set\r\n") && text.ends_with(&format!("\r\n{marker}\r\n"));
-        out.push(text);
-        if done {
-            return out;
-        }
-    }
 }
 
 /// GEOADD announces `zadd` (it is ZADD underneath) and `new` for a created key, the STORE forms `georadiusstore` and
@@ -287,29 +262,8 @@ fn keyspace_events_match_redis() {
         &["GEORADIUS_RO", "g", "15", "37", "200", "km"],
         &["SET", "end", "1"],
     ];
-    let mut seen = Vec::new();
-    for (name, server) in common::deadbolt_and_redis(&["--notify-keyspace-events", "KEAn"]) {
-        let mut sub = server.conn();
-        sub.cmd(&["PSUBSCRIBE", "__keyevent@0__:*"]);
-        let mut c = server.conn();
-        for cmd in script {
-            c.cmd(cmd);
-        }
-        seen.push((name, events_until(&mut sub, "end")));
-    }
-    let (ours, redis) = (&seen[0].1, &seen[1].1);
-    assert_eq!(ours, redis);
-    let events: Vec<&str> = ours
-        .iter()
-        .map(|m| {
-            m.rsplit("__keyevent@0__:")
-                .next()
-                .unwrap()
-                .split('\r')
-                .next()
-                .unwrap()
-        })
-        .collect();
+    let ours = &common::keyevents_like_redis(script);
+    let events: Vec<&str> = ours.iter().map(|m| common::keyevent_name(m)).collect();
     assert_eq!(
         events,
         [

@@ -123,22 +123,14 @@ fn random_set_algebra_matches_redis() {
         };
         script.push((sorted, cmd));
     }
-    let mut runs = Vec::new();
-    for (_, server) in common::deadbolt_and_redis(&[]) {
-        let mut c = server.conn();
-        let replies: Vec<Vec<u8>> = script
-            .iter()
-            .map(|(sorted, cmd)| {
-                let r = c.cmd(cmd);
-                if *sorted {
-                    unordered(r)
-                } else {
-                    r
-                }
-            })
-            .collect();
-        runs.push(replies);
-    }
+    let cmds: Vec<&Vec<String>> = script.iter().map(|(_, cmd)| cmd).collect();
+    let runs = common::transcripts_on_both(&cmds).map(|replies| {
+        let sorted = script.iter().map(|(sorted, _)| *sorted);
+        let replies = replies.into_iter().zip(sorted);
+        replies
+            .map(|(r, sorted)| if sorted { unordered(r) } else { r })
+            .collect::<Vec<_>>()
+    });
     for (i, (cmd, (ours, redis))) in script.iter().zip(runs[0].iter().zip(&runs[1])).enumerate() {
         assert_eq!(
             String::from_utf8_lossy(ours),
@@ -146,25 +138,6 @@ fn random_set_algebra_matches_redis() {
             "command {i}: {:?}",
             cmd.1
         );
-    }
-}
-
-/// Reads `__keyevent@0__:*` messages until the `set` event for `marker`; returns the events.
-fn events_until(sub: &mut Conn, marker: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let Some(msg) = sub.try_read_reply(left) else {
-            panic!("no event for {marker}; got {out:?}");
-        };
-        let text = String::from_utf8_lossy(&msg).into_owned();
-        let done =
-            text.contains("__keyevent@0__:set\r\n") && text.ends_with(&format!("\r\n{marker}\r\n"));
-        out.push(text);
-        if done {
-            return out;
-        }
     }
 }
 
@@ -200,18 +173,7 @@ fn keyspace_events_match_redis() {
         &["SORT_RO", "l", "ALPHA"],
         &["SET", "end", "1"],
     ];
-    let mut seen = Vec::new();
-    for (name, server) in common::deadbolt_and_redis(&["--notify-keyspace-events", "KEAn"]) {
-        let mut sub = server.conn();
-        sub.cmd(&["PSUBSCRIBE", "__keyevent@0__:*"]);
-        let mut c = server.conn();
-        for cmd in script {
-            c.cmd(cmd);
-        }
-        seen.push((name, events_until(&mut sub, "end")));
-    }
-    let (ours, redis) = (&seen[0].1, &seen[1].1);
-    assert_eq!(ours, redis);
+    let ours = &common::keyevents_like_redis(script);
     let events: Vec<String> = ours
         .iter()
         .map(|m| {

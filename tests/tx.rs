@@ -3,26 +3,8 @@
 
 mod common;
 
-use common::Server;
+use common::{both, both_with, Server};
 use std::time::Duration;
-
-fn both(scenario: impl Fn(&Server) -> Vec<Vec<u8>>) -> Vec<Vec<u8>> {
-    both_with(&[], scenario)
-}
-
-fn both_with(extra: &[&str], scenario: impl Fn(&Server) -> Vec<Vec<u8>>) -> Vec<Vec<u8>> {
-    let ours = common::deadbolt(extra);
-    let theirs = common::redis_server(extra);
-    let a = scenario(&ours);
-    let b = scenario(&theirs);
-    let show = |t: &Vec<Vec<u8>>| {
-        t.iter()
-            .map(|r| String::from_utf8_lossy(r).into_owned())
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(show(&a), show(&b), "deadbolt vs redis-server");
-    a
-}
 
 /// WATCH `key` on `a`, run `interfere` on `b`, then MULTI / SET / EXEC on `a`: the EXEC reply.
 fn cas(s: &Server, key: &str, setup: &[&[&str]], interfere: &[&[&str]]) -> Vec<Vec<u8>> {

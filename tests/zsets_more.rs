@@ -7,9 +7,8 @@ mod common;
 
 use common::TempDir;
 
-use common::{Conn, Server};
+use common::{both, wait_blocked, Conn, Server};
 use std::collections::HashSet;
-use std::time::{Duration, Instant};
 
 /// A parsed reply: enough of RESP2/RESP3 for these commands.
 #[derive(Debug, Clone, PartialEq)]
@@ -82,34 +81,6 @@ fn bulk(r: &R) -> Vec<u8> {
         R::Bulk(b) => b.clone(),
         other => panic!("not a bulk string: {other:?}"),
     }
-}
-
-fn wait_blocked(c: &mut Conn, n: usize) {
-    let want = format!("blocked_clients:{n}\r\n");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let info = c.cmd_str(&["INFO", "clients"]);
-        if info.contains(&want) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "never reached {want:?}: {info}");
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
-
-/// Runs `scenario` against both servers and asserts the transcripts are equal; returns ours.
-fn both(scenario: impl Fn(&Server) -> Vec<Vec<u8>>) -> Vec<Vec<u8>> {
-    let ours = common::deadbolt(&[]);
-    let theirs = common::redis_server(&[]);
-    let a = scenario(&ours);
-    let b = scenario(&theirs);
-    let show = |t: &Vec<Vec<u8>>| {
-        t.iter()
-            .map(|r| String::from_utf8_lossy(r).into_owned())
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(show(&a), show(&b), "deadbolt vs redis-server");
-    a
 }
 
 /// Checks one counted random reply against the data it samples: its length, that members
@@ -372,25 +343,6 @@ fn zscan_of_a_big_set_matches_redis_as_a_set() {
     assert_eq!(results[0], results[1]);
 }
 
-/// Reads `__keyevent@0__:*` messages until the `set` event for `marker`.
-fn events_until(sub: &mut Conn, marker: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let Some(msg) = sub.try_read_reply(left) else {
-            panic!("no event for {marker}; got {out:?}");
-        };
-        let text = String::from_utf8_lossy(&msg).into_owned();
-        let done =
-            text.contains("__keyevent@0__:set\r\n") && text.ends_with(&format!("\r\n{marker}\r\n"));
-        out.push(text);
-        if done {
-            return out;
-        }
-    }
-}
-
 /// The same writes on deadbolt and redis-server announce the same events: the STORE forms,
 /// `del` when a result is empty and the destination existed (and nothing when it did not),
 /// ZMPOP as zpopmin/zpopmax plus `del` when it empties a key, ZREMRANGEBYLEX, and `new`
@@ -416,29 +368,8 @@ fn keyspace_events_match_redis() {
         &["ZRANDMEMBER", "a", "2"],
         &["SET", "end", "1"],
     ];
-    let mut seen = Vec::new();
-    for (name, server) in common::deadbolt_and_redis(&["--notify-keyspace-events", "KEAn"]) {
-        let mut sub = server.conn();
-        sub.cmd(&["PSUBSCRIBE", "__keyevent@0__:*"]);
-        let mut c = server.conn();
-        for cmd in script {
-            c.cmd(cmd);
-        }
-        seen.push((name, events_until(&mut sub, "end")));
-    }
-    let (ours, redis) = (&seen[0].1, &seen[1].1);
-    assert_eq!(ours, redis);
-    let events: Vec<&str> = ours
-        .iter()
-        .map(|m| {
-            m.rsplit("__keyevent@0__:")
-                .next()
-                .unwrap()
-                .split('\r')
-                .next()
-                .unwrap()
-        })
-        .collect();
+    let ours = &common::keyevents_like_redis(script);
+    let events: Vec<&str> = ours.iter().map(|m| common::keyevent_name(m)).collect();
     assert_eq!(
         events,
         [
@@ -781,12 +712,7 @@ fn seeded_random_commands_match_redis() {
             "WITHSCORES".into(),
         ]);
     }
-    let mut transcripts = Vec::new();
-    for (_, server) in common::deadbolt_and_redis(&[]) {
-        let mut c = server.conn();
-        let out: Vec<Vec<u8>> = script.iter().map(|cmd| c.cmd(cmd)).collect();
-        transcripts.push(out);
-    }
+    let transcripts = common::transcripts_on_both(&script);
     for (i, cmd) in script.iter().enumerate() {
         assert_eq!(
             String::from_utf8_lossy(&transcripts[0][i]),

@@ -373,10 +373,7 @@ fn bitop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let dest = &argv[2];
     let max_len = srcs.iter().map(|s| s.len()).max().unwrap_or(0);
     if max_len == 0 {
-        let now = ctx.now;
-        if ctx.db().remove(dest, now).is_some() {
-            ctx.changed(event::GENERIC, "del", dest);
-        }
+        super::zset::delete_dest(ctx, dest);
         return Ok(Frame::Integer(0));
     }
     super::string_range::check_growth(ctx, max_len)?;

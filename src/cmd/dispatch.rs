@@ -13,7 +13,11 @@ use std::time::Instant;
 
 /// Resolves a command (and its subcommand) and checks arity. Errors are what Redis replies.
 pub fn resolve(srv: &Server, argv: &[Bytes]) -> Result<CmdId, CmdError> {
-    let table = &srv.table;
+    resolve_in(&srv.table, argv)
+}
+
+/// `resolve` against any command table (the busy-script answers hold their own copy).
+pub fn resolve_in(table: &super::table::Table, argv: &[Bytes]) -> Result<CmdId, CmdError> {
     let name = &argv[0];
     let Some(id) = table.lookup(name) else {
         return Err(CmdError::unknown_command(argv));
@@ -229,7 +233,6 @@ pub fn run(ctx: &mut Ctx, id: CmdId, argv: &[Bytes]) -> Frame {
             return error_frame(ctx.srv, e);
         }
     }
-    ctx.srv.sync_created_recording(ctx.client.db);
     let started = crate::stopwatch::Stopwatch::start();
     let result = (spec.handler)(ctx, argv);
     if ctx.srv.dbs[ctx.client.db].records_created() {

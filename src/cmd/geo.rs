@@ -5,12 +5,12 @@
 
 use super::args::{float_arg, int_arg, is};
 use super::table::{flags::*, CommandSpec, KeySpec, KeySpecDoc, KEY1};
+use super::zset::zset_ref;
 use super::Ctx;
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::number::parse_f64;
 use crate::protocol::Frame;
 use crate::store::zset::ZSet;
-use crate::store::Value;
 use bytes::Bytes;
 
 const fn spec(
@@ -774,10 +774,6 @@ fn box_arg(w: &[u8], h: &[u8], u: &[u8]) -> CmdResult<(f64, f64, f64)> {
     Ok((w, h, unit(u)?))
 }
 
-fn zset_ref<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a ZSet>> {
-    Ok(ctx.value_mut(key, Value::as_zset_mut)?.map(|z| &*z))
-}
-
 fn member_xy(z: &ZSet, member: &[u8]) -> CmdResult<[f64; 2]> {
     z.score(member)
         .and_then(decode_score)
@@ -1046,10 +1042,7 @@ fn georadius_generic(ctx: &mut Ctx, argv: &[Bytes], src: usize, kind: Kind) -> C
     let Some(z) = zset_ref(ctx, &argv[src])? else {
         return match storekey {
             Some(dest) => {
-                let now = ctx.now;
-                if ctx.db().remove(dest, now).is_some() {
-                    ctx.changed(super::event::GENERIC, "del", dest);
-                }
+                super::zset::delete_dest(ctx, dest);
                 Ok(Frame::Integer(0))
             }
             None => Ok(Frame::Array(Vec::new())),

@@ -240,13 +240,14 @@ fn hincrbyfloat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 fn hscan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let cursor = parse_cursor(&argv[2])?;
-    let o = parse_scan_opts(&argv[3..], false)?;
+    // Redis's order: cursor, then the key (an empty scan, WRONGTYPE), then the options.
     let Some(h) = read_hash(ctx, &argv[1])? else {
         return Ok(Frame::Array(vec![
             Frame::bulk_static("0"),
             Frame::Array(vec![]),
         ]));
     };
+    let o = parse_scan_opts(&argv[3..], false)?;
     let matches = |k: &[u8]| {
         o.pattern
             .is_none_or(|p| super::args::glob_match(p, k, false))

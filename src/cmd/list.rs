@@ -573,26 +573,33 @@ fn brpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     bpop_generic(ctx, argv, End::Right)
 }
 
-/// Parses `numkeys key... LEFT|RIGHT [COUNT n]` starting at `argv[at]`: (keys, end, count).
-/// Redis's lmpopGenericCommand order: numkeys, then LEFT|RIGHT (a syntax error when numkeys
-/// runs past the arguments), then COUNT; BLMPOP's timeout is parsed after all of them.
-fn parse_mpop(argv: &[Bytes], at: usize) -> CmdResult<(&[Bytes], End, usize)> {
+/// Parses LMPOP/ZMPOP's `numkeys key... WHERE [COUNT n]` starting at `argv[at]`:
+/// (keys, where, count). `side` reads WHERE (LEFT|RIGHT, MIN|MAX); None is a syntax error.
+/// Redis's lmpopGenericCommand/zmpopGenericCommand order: numkeys, then WHERE (a syntax error
+/// when numkeys runs past the arguments), then COUNT; the blocking forms' timeout is parsed
+/// after all of them.
+pub(super) fn parse_mpop<W>(
+    argv: &[Bytes],
+    at: usize,
+    side: impl FnOnce(&[u8]) -> Option<W>,
+) -> CmdResult<(&[Bytes], W, usize)> {
     let numkeys = match int_arg(&argv[at]) {
-        Ok(n) if n > 0 => n as usize,
+        Ok(n) if n > 0 => n as u64,
         _ => return Err(CmdError::err("ERR numkeys should be greater than 0")),
     };
-    let where_idx = at.saturating_add(numkeys).saturating_add(1);
-    if where_idx >= argv.len() {
+    let where_idx = (at as u64).saturating_add(numkeys).saturating_add(1);
+    if where_idx >= argv.len() as u64 {
         return Err(CmdError::Syntax);
     }
-    let end = parse_end(&argv[where_idx])?;
+    let where_idx = where_idx as usize;
+    let side = side(&argv[where_idx]).ok_or(CmdError::Syntax)?;
     let mut count = None;
     let mut j = where_idx + 1;
     while j < argv.len() {
         if count.is_none() && is(&argv[j], "count") && j + 1 < argv.len() {
             j += 1;
             match int_arg(&argv[j]) {
-                Ok(n) if n > 0 => count = Some(n as usize),
+                Ok(n) if n > 0 => count = Some(n as u64),
                 _ => return Err(CmdError::err("ERR count should be greater than 0")),
             }
         } else {
@@ -600,7 +607,13 @@ fn parse_mpop(argv: &[Bytes], at: usize) -> CmdResult<(&[Bytes], End, usize)> {
         }
         j += 1;
     }
-    Ok((&argv[at + 1..where_idx], end, count.unwrap_or(1)))
+    // Capped at usize::MAX on 32-bit targets; pops never exceed the value's length anyway.
+    let count = usize::try_from(count.unwrap_or(1)).unwrap_or(usize::MAX);
+    Ok((&argv[at + 1..where_idx], side, count))
+}
+
+fn parse_lmpop(argv: &[Bytes], at: usize) -> CmdResult<(&[Bytes], End, usize)> {
+    parse_mpop(argv, at, |a| parse_end(a).ok())
 }
 
 /// Pops from the first non-empty list: `[key, [elements]]`, or None.
@@ -625,12 +638,12 @@ fn mpop(
 }
 
 fn lmpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let (keys, end, count) = parse_mpop(argv, 1)?;
+    let (keys, end, count) = parse_lmpop(argv, 1)?;
     Ok(mpop(ctx, keys, end, count, false)?.unwrap_or(Frame::NullArray))
 }
 
 fn blmpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let (keys, end, count) = parse_mpop(argv, 2)?;
+    let (keys, end, count) = parse_lmpop(argv, 2)?;
     let timeout = parse_timeout(&argv[1], ctx.now)?;
     let served = ctx.client.block_deadline.is_some();
     if let Some(f) = mpop(ctx, keys, end, count, served)? {

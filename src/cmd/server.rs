@@ -333,9 +333,19 @@ fn command_entry(srv: &Server, id: usize) -> Frame {
     let t = &srv.table;
     let e = &t.entries[id];
     let spec = e.spec;
+    // Redis's populateCommandLegacyRangeSpec: a declared spec other than index + range (or
+    // one marked incomplete) makes the keys movable.
+    let movable = e.key_specs.is_some_and(|docs| {
+        docs.iter().any(|d| {
+            d.keynum.is_some()
+                || d.keyword.is_some()
+                || d.begin_index == super::table::SPEC_UNKNOWN
+                || d.flags.contains(&"incomplete")
+        })
+    });
     let flag_frames = flags::NAMES
         .iter()
-        .filter(|(f, _)| spec.has(*f))
+        .filter(|(f, _)| spec.has(*f) || (*f == MOVABLE_KEYS && movable))
         .map(|(_, n)| Frame::simple(n))
         .collect();
     // Redis's setImplicitACLCategories: the flags add categories to the declared ones.
@@ -578,10 +588,21 @@ fn command_info(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     ))
 }
 
-/// COMMAND DOCS's `group`, from the first ACL category that names one (a container command
-/// has its categories on the subcommands); the rest are Redis's "server" commands.
+/// COMMAND DOCS's `group`: a subcommand's is its container's; otherwise from the first ACL
+/// category that names one (a container command has its categories on the subcommands), the
+/// rest being Redis's "server" commands, except for the few named below.
 fn doc_group(srv: &Server, id: usize) -> &'static str {
     let e = &srv.table.entries[id];
+    // A subcommand is in its container's group.
+    if let Some(parent) = e.parent {
+        return doc_group(srv, parent);
+    }
+    // Commands whose Redis group is not the one their categories suggest.
+    match e.full_name.as_str() {
+        "command" | "dbsize" | "flushall" | "flushdb" | "swapdb" => return "server",
+        "sort" | "sort_ro" | "wait" => return "generic",
+        _ => {}
+    }
     let sub_cats = e.spec.subcommands.first().map_or(&[][..], |s| s.acl).iter();
     e.spec
         .acl

@@ -131,12 +131,7 @@ fn set_ref<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a SetValue>> 
 
 /// Members in the order Redis shows them where that order is defined: a small all-integer set
 /// is an intset, sorted numerically. Other sets are hash tables with no promised order.
-/// A set's members in the order Redis iterates it where that is defined (see `ordered`).
-pub fn members_shown(s: &SetValue) -> Vec<Bytes> {
-    ordered(s)
-}
-
-fn ordered(s: &SetValue) -> Vec<Bytes> {
+pub(super) fn ordered(s: &SetValue) -> Vec<Bytes> {
     shown(s.iter().cloned().collect())
 }
 
@@ -316,13 +311,14 @@ fn srandmember(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 fn sscan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let cursor = parse_cursor(&argv[2])?;
-    let o = parse_scan_opts(&argv[3..], false)?;
+    // Redis's order: cursor, then the key (an empty scan, WRONGTYPE), then the options.
     let Some(s) = set_ref(ctx, &argv[1])? else {
         return Ok(Frame::Array(vec![
             Frame::bulk_static("0"),
             Frame::Array(vec![]),
         ]));
     };
+    let o = parse_scan_opts(&argv[3..], false)?;
     let matches = |m: &[u8]| o.pattern.is_none_or(|p| glob_match(p, m, false));
     let mut items = Vec::new();
     let next = if s.len() <= INTSET_MAX_ENTRIES && s.iter().all(|m| parse_i64(m).is_some()) {
@@ -450,10 +446,7 @@ fn difference(sets: &[Option<&SetValue>]) -> SetValue {
 fn store_result(ctx: &mut Ctx, dest: &[u8], result: SetValue, event: &'static str) -> CmdResult {
     let n = result.len();
     if n == 0 {
-        let now = ctx.now;
-        if ctx.db().remove(dest, now).is_some() {
-            ctx.changed(event::GENERIC, "del", dest);
-        }
+        super::zset::delete_dest(ctx, dest);
         return Ok(Frame::Integer(0));
     }
     ctx.db().set(dest, Value::Set(Box::new(result)), 0);

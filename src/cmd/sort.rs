@@ -5,11 +5,10 @@
 //! cannot run SORT at all), so the BY/GET refusals for cluster mode and partial key access
 //! never apply.
 
-use super::args::is;
+use super::args::{int_arg, is};
 use super::table::{flags::*, CommandSpec, KeySpecDoc, KEY1};
 use super::{event, Ctx};
 use crate::error::{CmdError, CmdResult};
-use crate::protocol::number::parse_i64;
 use crate::protocol::Frame;
 use crate::store::Value;
 use bytes::Bytes;
@@ -160,8 +159,8 @@ fn sort_generic(ctx: &mut Ctx, argv: &[Bytes], readonly: bool) -> CmdResult {
         } else if is(a, "alpha") {
             alpha = true;
         } else if is(a, "limit") && left >= 2 {
-            limit_start = parse_i64(&argv[j + 1]).ok_or(CmdError::NotInteger)?;
-            limit_count = parse_i64(&argv[j + 2]).ok_or(CmdError::NotInteger)?;
+            limit_start = int_arg(&argv[j + 1])?;
+            limit_count = int_arg(&argv[j + 2])?;
             j += 2;
         } else if !readonly && is(a, "store") && left >= 1 {
             storekey = Some(&argv[j + 1]);
@@ -190,7 +189,7 @@ fn sort_generic(ctx: &mut Ctx, argv: &[Bytes], readonly: bool) -> CmdResult {
     let source = match ctx.db().get(&argv[1], now).map(|e| &e.value) {
         None => Source::List(VecDeque::new()),
         Some(Value::List(l)) => Source::List(l.clone()),
-        Some(Value::Set(s)) => Source::Set(super::set::members_shown(s)),
+        Some(Value::Set(s)) => Source::Set(super::set::ordered(s)),
         Some(Value::ZSet(z)) => Source::ZSet(z.iter_from(0).map(|(m, _)| m.clone()).collect()),
         Some(_) => return Err(CmdError::WrongType),
     };
@@ -330,8 +329,8 @@ fn sort_generic(ctx: &mut Ctx, argv: &[Bytes], readonly: bool) -> CmdResult {
     if outputlen > 0 {
         ctx.db().set(dest, Value::List(list), 0);
         ctx.changed(event::LIST, "sortstore", dest);
-    } else if ctx.db().remove(dest, now).is_some() {
-        ctx.changed(event::GENERIC, "del", dest);
+    } else {
+        super::zset::delete_dest(ctx, dest);
     }
     Ok(Frame::Integer(outputlen as i64))
 }

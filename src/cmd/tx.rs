@@ -2,8 +2,7 @@
 //! default; check-and-set lock releases use WATCH). Queuing itself happens in dispatch.rs, in
 //! Redis's processCommand order.
 
-use super::table::KeySpecDoc;
-use super::table::{flags::*, CommandSpec, KeySpec, ALL_KEYS, NO_KEYS};
+use super::table::{flags::*, CommandSpec, KeySpec, KeySpecDoc, ALL_KEYS, NO_KEYS};
 use super::{dispatch, Ctx};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Frame;

@@ -2,7 +2,7 @@
 //! store/zset.rs; here are the commands with Redis 7.0's parsing order, errors and reply shapes
 //! (RESP3 returns scores as doubles and WITHSCORES / counted pops as [member, score] pairs).
 
-use super::args::{int_arg, is};
+use super::args::{float_arg, int_arg, is, MAX_RANDOM_REPEATS};
 use super::table::{flags::*, CommandSpec, KeySpec, KeySpecDoc, KEY1};
 use super::{event, Ctx};
 use crate::error::{CmdError, CmdResult};
@@ -188,12 +188,8 @@ fn zset_mut<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a mut ZSet>>
     ctx.value_mut(key, Value::as_zset_mut)
 }
 
-fn zset_ref<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a ZSet>> {
+pub(super) fn zset_ref<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a ZSet>> {
     Ok(zset_mut(ctx, key)?.map(|z| &*z))
-}
-
-fn score_arg(b: &[u8]) -> CmdResult<f64> {
-    parse_f64(b).ok_or(CmdError::NotFloat)
 }
 
 const NAN_SCORE: &str = "ERR resulting score is not a number (NaN)";
@@ -251,7 +247,7 @@ pub(super) fn zadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     let scores = pairs
         .chunks(2)
-        .map(|p| score_arg(&p[0]))
+        .map(|p| float_arg(&p[0]))
         .collect::<CmdResult<Vec<f64>>>()?;
     let key = &argv[1];
     let now = ctx.now;
@@ -318,7 +314,7 @@ pub(super) fn zadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 fn zincrby(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let delta = score_arg(&argv[2])?;
+    let delta = float_arg(&argv[2])?;
     let key = &argv[1];
     let now = ctx.now;
     if zset_ref(ctx, key)?.is_none() {
@@ -916,18 +912,24 @@ fn zpopmax(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     zpop_generic(ctx, argv, true)
 }
 
+/// Whether `key` holds a non-empty sorted set. `served`: a blocked pop run again because a key
+/// it waits on got data; a key of another type is then passed over instead of failing the
+/// waiter with WRONGTYPE (the same rule as list.rs's `ready`).
+fn ready(ctx: &mut Ctx, key: &[u8], served: bool) -> CmdResult<bool> {
+    match zset_ref(ctx, key) {
+        Ok(z) => Ok(z.is_some_and(|z| !z.is_empty())),
+        Err(_) if served => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 fn bzpop_generic(ctx: &mut Ctx, argv: &[Bytes], max: bool) -> CmdResult {
     let keys = &argv[1..argv.len() - 1];
     let timeout = parse_timeout(&argv[argv.len() - 1], ctx.now)?;
     // Served again after a key got data: other keys' types are not looked at (see zmpop_from).
     let served = ctx.client.block_deadline.is_some();
     for key in keys {
-        let ready = match zset_ref(ctx, key) {
-            Ok(z) => z.is_some_and(|z| !z.is_empty()),
-            Err(_) if served => false,
-            Err(e) => return Err(e),
-        };
-        if ready {
+        if ready(ctx, key, served)? {
             if let Some((m, s)) = pop_members(ctx, key, max, 1)?.into_iter().next() {
                 return Ok(Frame::Array(vec![
                     Frame::Bulk(key.clone()),
@@ -974,8 +976,6 @@ fn zremrangebylex(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let members = lex_range(z, &r, false, 0, -1);
     remove_members(ctx, &argv[1], members, "zremrangebylex")
 }
-
-pub use super::args::MAX_RANDOM_REPEATS;
 
 /// Redis's ZRANDMEMBER/HRANDFIELD count argument: (count, with scores/values). The count is
 /// parsed before the key is looked at; `word` is WITHSCORES or WITHVALUES.
@@ -1107,13 +1107,14 @@ fn score_text(s: f64, small: bool) -> String {
 
 fn zscan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let cursor = super::keys::parse_cursor(&argv[2])?;
-    let o = super::keys::parse_scan_opts(&argv[3..], false)?;
+    // Redis's order: cursor, then the key (an empty scan, WRONGTYPE), then the options.
     let Some(z) = zset_ref(ctx, &argv[1])? else {
         return Ok(Frame::Array(vec![
             Frame::bulk_static("0"),
             Frame::Array(vec![]),
         ]));
     };
+    let o = super::keys::parse_scan_opts(&argv[3..], false)?;
     let matches = |m: &[u8]| {
         o.pattern
             .is_none_or(|p| super::args::glob_match(p, m, false))
@@ -1158,16 +1159,22 @@ fn zscan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     ]))
 }
 
+/// The STORE commands' ending for an empty result (set, sorted-set, SORT, GEO and BITOP
+/// stores): deletes `dest`, with a `del` event if it existed (Redis's dbDelete path).
+pub(super) fn delete_dest(ctx: &mut Ctx, dest: &[u8]) {
+    let now = ctx.now;
+    if ctx.db().remove(dest, now).is_some() {
+        ctx.changed(event::GENERIC, "del", dest);
+    }
+}
+
 /// Stores `z` at `dest` (replacing any value and its TTL) with `ev`, or deletes `dest` when
 /// `z` is empty (a `del` event if it existed), as Redis's setKey/dbDelete paths do. Replies
 /// the stored cardinality.
 pub(super) fn store_result(ctx: &mut Ctx, dest: &Bytes, z: ZSet, ev: &'static str) -> CmdResult {
     let n = z.len();
-    let now = ctx.now;
     if n == 0 {
-        if ctx.db().remove(dest, now).is_some() {
-            ctx.changed(event::GENERIC, "del", dest);
-        }
+        delete_dest(ctx, dest);
         return Ok(Frame::Integer(0));
     }
     ctx.db().set(dest, Value::ZSet(Box::new(z)), 0);
@@ -1492,39 +1499,15 @@ fn zdiffstore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 /// Parses ZMPOP/BZMPOP's `numkeys key... MIN|MAX [COUNT n]` from `argv[at]`: (keys, max, count).
 fn parse_zmpop(argv: &[Bytes], at: usize) -> CmdResult<(&[Bytes], bool, usize)> {
-    let numkeys = match int_arg(&argv[at]) {
-        Ok(n) if n > 0 => n as u64,
-        _ => return Err(CmdError::err("ERR numkeys should be greater than 0")),
-    };
-    let where_idx = (at as u64).saturating_add(numkeys).saturating_add(1);
-    if where_idx >= argv.len() as u64 {
-        return Err(CmdError::Syntax);
-    }
-    let where_idx = where_idx as usize;
-    let max = if is(&argv[where_idx], "min") {
-        false
-    } else if is(&argv[where_idx], "max") {
-        true
-    } else {
-        return Err(CmdError::Syntax);
-    };
-    let mut count = None;
-    let mut j = where_idx + 1;
-    while j < argv.len() {
-        if count.is_none() && is(&argv[j], "count") && j + 1 < argv.len() {
-            j += 1;
-            match int_arg(&argv[j]) {
-                Ok(n) if n > 0 => count = Some(n as u64),
-                _ => return Err(CmdError::err("ERR count should be greater than 0")),
-            }
+    super::list::parse_mpop(argv, at, |a| {
+        if is(a, "min") {
+            Some(false)
+        } else if is(a, "max") {
+            Some(true)
         } else {
-            return Err(CmdError::Syntax);
+            None
         }
-        j += 1;
-    }
-    // Capped at usize::MAX on 32-bit targets; pops never exceed the set's length anyway.
-    let count = usize::try_from(count.unwrap_or(1)).unwrap_or(usize::MAX);
-    Ok((&argv[at + 1..where_idx], max, count))
+    })
 }
 
 /// Pops from the first existing key (which must be a sorted set): `[key, [[member, score]...]]`.
@@ -1539,11 +1522,8 @@ fn zmpop_from(
     served: bool,
 ) -> CmdResult<Option<Frame>> {
     for key in keys {
-        match zset_ref(ctx, key) {
-            Ok(Some(z)) if !z.is_empty() => {}
-            Err(_) if served => continue,
-            Err(e) => return Err(e),
-            _ => continue,
+        if !ready(ctx, key, served)? {
+            continue;
         }
         let items = pop_members(ctx, key, max, count)?;
         return Ok(Some(Frame::Array(vec![

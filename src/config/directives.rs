@@ -339,7 +339,7 @@ pub static DIRECTIVES: &[Directive] = &[
         apply: Apply::Persistence,
         get: |c| c.appendfsync.name().into(),
         set: |c, v| {
-            c.appendfsync = crate::persist::Fsync::parse(v).ok_or_else(|| "argument(s) must be one of the following: always, everysec, no".to_string())?;
+            c.appendfsync = crate::persist::Fsync::parse(v).ok_or_else(|| "argument(s) must be one of the following: everysec, always, no".to_string())?;
             Ok(())
         },
         doc: "always: a write is acknowledged only once fsynced (grouped per executor round); everysec; no.",

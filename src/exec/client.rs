@@ -104,9 +104,10 @@ impl ClientShared {
 /// Whether a batch must end after `args`: while a client is unauthenticated each request may
 /// change what the next may send (AUTH, HELLO … AUTH), and RESET may log it out again, so the
 /// next request is decoded only after it ran, as Redis decodes after every command.
-pub fn auth_may_change(auth_required: bool, shared: &super::Shared, args: &[Bytes]) -> bool {
+/// `server_auth`: `Shared::auth_required`, read once per batch.
+pub fn auth_may_change(auth_required: bool, server_auth: bool, args: &[Bytes]) -> bool {
     auth_required
-        || (shared.auth_required.load(Ordering::Relaxed)
+        || (server_auth
             && args
                 .first()
                 .is_some_and(|a| a.eq_ignore_ascii_case(b"reset")))

@@ -228,7 +228,7 @@ impl Server {
         let (tx, _) = tokio::sync::mpsc::unbounded_channel();
         let nowhere: std::net::SocketAddr = ([127, 0, 0, 1], 0).into();
         let loader_client = Box::new(Client::new(0, nowhere, nowhere, tx, Default::default()));
-        Server {
+        let mut server = Server {
             dbs,
             config,
             table,
@@ -259,7 +259,9 @@ impl Server {
             writes_refused_until,
             next_cron: Instant::now(),
             next_idle_check: Instant::now(),
-        }
+        };
+        server.sync_created_recording();
+        server
     }
 
     /// Records a change for the persistence log (nothing while loading or with the log off).
@@ -599,7 +601,8 @@ impl Server {
         match kind {
             // Refused before anything is set.
             Apply::Immutable | Apply::Protected => {}
-            Apply::Live => {}
+            // `notify-keyspace-events` decides whether created keys are recorded.
+            Apply::Live => self.sync_created_recording(),
             Apply::Network => self.shared.apply(&self.config),
             Apply::MaxClients => {
                 if self.config.maxclients > old.maxclients {

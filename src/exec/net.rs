@@ -366,11 +366,12 @@ impl Net {
                 max_bulk_len: self.shared.proto_max_bulk_len.load(Ordering::Relaxed),
             };
             let auth_required = c.client.auth_required(&self.shared);
+            let server_auth = self.shared.auth_required.load(Ordering::Relaxed);
             c.decoder.set_auth_required(auth_required);
             loop {
                 match c.decoder.decode(buf, &limits) {
                     Ok(Some(args)) => {
-                        let end = auth_may_change(auth_required, &self.shared, &args);
+                        let end = auth_may_change(auth_required, server_auth, &args);
                         batch.push(args);
                         if end {
                             break;

@@ -116,12 +116,12 @@ impl Server {
 }
 
 impl Server {
-    /// Keeps every database's recording of created keys in step with the `n` class (CONFIG SET
-    /// may have changed it); one comparison per command when nothing changed.
-    pub fn sync_created_recording(&mut self, db: usize) {
+    /// Puts every database's recording of created keys in step with the `n` class: called
+    /// wherever a configuration is installed (start-up, CONFIG SET), not per command.
+    pub fn sync_created_recording(&mut self) {
         let on = self.config.notify_keyspace_events & NEW != 0;
-        if self.dbs.get(db).is_some_and(|d| d.records_created() != on) {
-            for d in &mut self.dbs {
+        for d in &mut self.dbs {
+            if d.records_created() != on {
                 d.record_created(on);
             }
         }

@@ -11,9 +11,9 @@ debug = nil
 
 local G = _G
 local type, error, tostring, tonumber, select, rawget, rawset, setmetatable, next, pairs, pcall,
-      xpcall, loadstring =
+      loadstring =
       type, error, tostring, tonumber, select, rawget, rawset, setmetatable, next, pairs, pcall,
-      xpcall, loadstring
+      loadstring
 local getinfo = dbg.getinfo
 local concat = table.concat
 local floor = math.floor
@@ -70,20 +70,21 @@ local RO = 'Attempt to modify a readonly table'
 -- Tables the script must not modify (weak keys: proxies, _G, the string metatable).
 local protected = setmetatable({}, {__mode = 'k'})
 
--- The first level past `lvl` that is not a lost tail call. Lua 5.1 reports one stack level per
--- tail call a frame made, so a script killed in a tail-call loop has billions of them; they
--- form one contiguous run, found here with O(log n) probes instead of one per call.
+-- The first level past `lvl` (a lost tail call) that is not a lost tail call, both levels as
+-- the caller counts them (one less than here). Lua 5.1 reports one stack level per tail call a
+-- frame made, so a script killed in a tail-call loop has billions of them; they form one
+-- contiguous run, found here with O(log n) probes instead of one per call.
 local function skip_tail(lvl)
   local step = 1
   while true do
-    local j = getinfo(lvl + step, 'S')
+    local j = getinfo(lvl + step + 1, 'S')
     if not j or j.what ~= 'tail' then break end
     step = step * 2
   end
   local lo, hi = lvl + floor(step / 2), lvl + step
   while hi - lo > 1 do
     local mid = floor((lo + hi) / 2)
-    local j = getinfo(mid, 'S')
+    local j = getinfo(mid + 1, 'S')
     if j and j.what == 'tail' then lo = mid else hi = mid end
   end
   return hi
@@ -354,38 +355,32 @@ rawset(G, 'setmetatable', cwrap(function(...)
   return relocate('setmetatable', pcall(setmetatable, ...))
 end))
 -- Enumeration and raw reads see through the proxies (pairs(redis) lists the API).
--- The globals themselves live in `real` (see the end); _G's enumeration continues into KEYS
--- and ARGV, which live in `vars`.
-local vars = rs.vars
-local real = {}
+-- The globals themselves, KEYS and ARGV included, live in `real` (see the end).
+local real = rs.vars
 local function next_(t, k)
-  if t == G then
-    if k ~= nil and rawget(real, k) == nil and rawget(vars, k) ~= nil then return next(vars, k) end
-    local nk, nv = next(real, k)
-    if nk == nil then return next(vars) end
-    return nk, nv
-  end
+  if t == G then return next(real, k) end
   return next(real_of[t] or t, k)
 end
-rawset(G, 'next', cwrap(function(...)
+-- C functions, as Lua's next: a script's `return nx(t, k)` then keeps its own frame (Lua 5.1
+-- drops the caller of a Lua function called in a tail call), so errors name its line. pairs
+-- gets its own, as in Lua (pairs(t) ~= next).
+local function checked_next(...)
   check_table(1, 'next', ...)
   return next_(...)
-end))
+end
+local pairs_next = cwrap(checked_next)
+rawset(G, 'next', cwrap(checked_next))
 rawset(G, 'pairs', cwrap(function(...)
   local t = ...
   check_table(1, 'pairs', ...)
-  if real_of[t] or t == G then return next_, t, nil end
+  if real_of[t] or t == G then return pairs_next, t, nil end
   return pairs(t)
 end))
 rawset(G, 'rawget', cwrap(function(...)
   local t, k = ...
   check_table(1, 'rawget', ...)
   if select('#', ...) < 2 then argerr(2, 'rawget', 'value expected') end
-  if t == G then
-    local v = rawget(real, k)
-    if v == nil then return rawget(vars, k) end
-    return v
-  end
+  if t == G then return rawget(real, k) end
   return rawget(real_of[t] or t, k)
 end))
 
@@ -487,19 +482,17 @@ smt.__index = rawget(G, 'string')
 smt.__metatable = proxy(smt)
 protected[smt] = true
 
--- KEYS and ARGV live outside _G (so that assigning them fails like any global) in a table
--- that _G's lookups fall through to; Rust replaces them before each run.
 local function no_global(_, k)
   error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
 end
-setmetatable(vars, {__index = no_global})
 
 -- _G itself is left empty: every global moves to `real`, reached through _G's __index, so that
--- any assignment to a global (existing or not) goes through __newindex and fails, as Redis's
--- read-only _G does. Lookups stay table-to-table (_G -> real -> vars), with no function call.
+-- any assignment to a global (existing or not, KEYS and ARGV too, which Rust's `setup` puts
+-- in `real` before each run) goes through __newindex and fails, as Redis's read-only _G does.
+-- A global read is one table-to-table step (_G -> real), with no function call.
 for k, v in next, G do real[k] = v end
 for k in next, real do rawset(G, k, nil) end
-setmetatable(real, {__index = vars})
+setmetatable(real, {__index = no_global})
 protected[G] = true
 -- getmetatable(_G) gives a read-only view, like Redis's (read-only) error metatable; the real
 -- one must stay unreachable, since its __index leads to the writable `real`.

@@ -3,7 +3,6 @@
 
 use crate::cmd::acl::Users;
 use crate::cmd::table::{flags, CommandSpec, Table};
-use crate::error::CmdError;
 use crate::exec::client::ClientShared;
 use bytes::{Bytes, BytesMut};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -89,34 +88,9 @@ fn table() -> &'static Table {
 /// line Redis gives (these come before the -BUSY check in `processCommand`).
 fn resolve(argv: &[Bytes]) -> Result<&'static CommandSpec, Vec<u8>> {
     let t = table();
-    let Some(id) = t.lookup(&argv[0]) else {
-        return Err(CmdError::unknown_command(argv).to_bytes());
-    };
-    let entry = &t.entries[id];
-    let arity =
-        |e: &crate::cmd::table::TableEntry| CmdError::WrongArity(e.full_name.clone()).to_bytes();
-    if entry.spec.subcommands.is_empty() {
-        return if entry.spec.arity_ok(argv.len()) {
-            Ok(entry.spec)
-        } else {
-            Err(arity(entry))
-        };
-    }
-    if argv.len() < 2 {
-        return Err(arity(entry));
-    }
-    let Some(sid) = t.lookup_sub(id, &argv[1]) else {
-        return Err(crate::error::unknown_subcommand(
-            &argv[1],
-            &entry.spec.name.to_ascii_uppercase(),
-        ));
-    };
-    let sub = &t.entries[sid];
-    if sub.spec.arity_ok(argv.len()) {
-        Ok(sub.spec)
-    } else {
-        Err(arity(sub))
-    }
+    crate::cmd::dispatch::resolve_in(t, argv)
+        .map(|id| t.entries[id].spec)
+        .map_err(|e| e.to_bytes())
 }
 
 fn error_line(out: &mut BytesMut, text: &[u8]) {

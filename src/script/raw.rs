@@ -466,12 +466,20 @@ pub unsafe extern "C-unwind" fn xpcall(l: *mut ffi::lua_State) -> c_int {
     let st = &*(ffi::lua_touserdata(l, ffi::lua_upvalueindex(1)) as *const RunState);
     ffi::luaL_checkany(l, 2);
     ffi::lua_settop(l, 2);
-    // [f, h] -> [true, h, f]
+    // [f, h] -> [h, f]
     ffi::lua_insert(l, 1);
+    call_under_handler(l, Some(st))
+}
+
+/// The stack is `[handler, f]`: calls `f` under `handler`, the status slot reserved first,
+/// and returns `ok, results... | ok, error`. With a RunState, a killed script's error is
+/// raised again instead.
+unsafe fn call_under_handler(l: *mut ffi::lua_State, st: Option<&RunState>) -> c_int {
+    // [h, f] -> [true, h, f]
     ffi::lua_pushboolean(l, 1);
     ffi::lua_insert(l, 1);
     if ffi::lua_pcall(l, 0, ffi::LUA_MULTRET, 2) != 0 {
-        if st.killed.get() {
+        if st.is_some_and(|st| st.killed.get()) {
             ffi::lua_error(l);
         }
         ffi::lua_pushboolean(l, 0);
@@ -488,17 +496,10 @@ pub unsafe extern "C-unwind" fn run(l: *mut ffi::lua_State) -> c_int {
     ffi::lua_settop(l, 1);
     ffi::lua_pushvalue(l, ffi::lua_upvalueindex(2));
     ffi::lua_call(l, 0, 0);
-    // [f] -> [true, handler, f]
+    // [f] -> [handler, f]
     ffi::lua_pushvalue(l, ffi::lua_upvalueindex(3));
     ffi::lua_insert(l, 1);
-    ffi::lua_pushboolean(l, 1);
-    ffi::lua_insert(l, 1);
-    if ffi::lua_pcall(l, 0, ffi::LUA_MULTRET, 2) != 0 {
-        ffi::lua_pushboolean(l, 0);
-        ffi::lua_replace(l, 1);
-    }
-    ffi::lua_remove(l, 2);
-    ffi::lua_gettop(l)
+    call_under_handler(l, None)
 }
 
 /// `coroutine.resume`: Lua's own (upvalue 2, a C function) called directly as a C function,

@@ -76,11 +76,12 @@ pub async fn serve<T: Transport>(
             // The batch ended early (see `auth_may_change`): decode again once it is answered.
             let mut more = false;
             let auth_required = client.auth_required(&shared);
+            let server_auth = shared.auth_required.load(Ordering::Relaxed);
             decoder.set_auth_required(auth_required);
             loop {
                 match decoder.decode(&mut rbuf, &limits) {
                     Ok(Some(args)) => {
-                        let end = auth_may_change(auth_required, &shared, &args);
+                        let end = auth_may_change(auth_required, server_auth, &args);
                         batch.push(args);
                         if end {
                             more = true;

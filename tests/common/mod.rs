@@ -470,3 +470,100 @@ pub fn watch_aborts_like_redis(setup: &[&[&str]], key: &str, cases: &[&[&str]]) 
     assert_eq!(results[0], results[1], "EXEC replies, deadbolt vs redis");
     results[0].iter().map(|r| r == "*-1\r\n").collect()
 }
+
+/// Waits until the server reports `n` blocked clients (the event that a blocking pop has parked).
+pub fn wait_blocked(c: &mut Conn, n: usize) {
+    let want = format!("blocked_clients:{n}\r\n");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let info = c.cmd_str(&["INFO", "clients"]);
+        if info.contains(&want) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "never reached {want:?}: {info}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Runs `scenario` against deadbolt and redis-server (both started with `extra`) and asserts
+/// the transcripts are equal; returns ours.
+pub fn both_with(extra: &[&str], scenario: impl Fn(&Server) -> Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+    let ours = deadbolt(extra);
+    let theirs = redis_server(extra);
+    let a = scenario(&ours);
+    let b = scenario(&theirs);
+    let show = |t: &Vec<Vec<u8>>| {
+        t.iter()
+            .map(|r| String::from_utf8_lossy(r).into_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(show(&a), show(&b), "deadbolt vs redis-server");
+    a
+}
+
+/// `both_with` without extra arguments.
+pub fn both(scenario: impl Fn(&Server) -> Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+    both_with(&[], scenario)
+}
+
+/// Reads `__keyevent@0__:*` messages until the `set` event for `marker`; returns the messages.
+pub fn events_until(sub: &mut Conn, marker: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let Some(msg) = sub.try_read_reply(left) else {
+            panic!("no event for {marker}; got {out:?}");
+        };
+        let text = String::from_utf8_lossy(&msg).into_owned();
+        let done =
+            text.contains("__keyevent@0__:set\r\n") && text.ends_with(&format!("\r\n{marker}\r\n"));
+        out.push(text);
+        if done {
+            return out;
+        }
+    }
+}
+
+/// Runs `script` (ending with `SET end 1`) on deadbolt and redis-server, both with
+/// `--notify-keyspace-events KEAn`, captures the `__keyevent@0__:*` messages up to the `set`
+/// of `end`, asserts both servers sent the same ones and returns deadbolt's.
+pub fn keyevents_like_redis(script: &[&[&str]]) -> Vec<String> {
+    let mut seen = Vec::new();
+    for (_, server) in deadbolt_and_redis(&["--notify-keyspace-events", "KEAn"]) {
+        let mut sub = server.conn();
+        sub.cmd(&["PSUBSCRIBE", "__keyevent@0__:*"]);
+        let mut c = server.conn();
+        for cmd in script {
+            c.cmd(cmd);
+        }
+        seen.push(events_until(&mut sub, "end"));
+    }
+    let (ours, redis) = (&seen[0], &seen[1]);
+    assert_eq!(ours, redis);
+    seen.swap_remove(0)
+}
+
+/// The event name of one `__keyevent@0__:*` pmessage (the channel, after the pattern that
+/// also starts with the prefix).
+pub fn keyevent_name(m: &str) -> &str {
+    m.rsplit("__keyevent@0__:")
+        .next()
+        .unwrap()
+        .split('\r')
+        .next()
+        .unwrap()
+}
+
+/// Runs `script` in order on one connection to deadbolt and one to redis-server (fresh, no
+/// extra arguments); returns the two transcripts of raw replies, deadbolt's first.
+pub fn transcripts_on_both<C: AsRef<[A]>, A: AsRef<[u8]>>(script: &[C]) -> [Vec<Vec<u8>>; 2] {
+    let mut runs = deadbolt_and_redis(&[]).into_iter().map(|(_, server)| {
+        let mut c = server.conn();
+        script
+            .iter()
+            .map(|cmd| c.cmd(cmd.as_ref()))
+            .collect::<Vec<_>>()
+    });
+    [runs.next().unwrap(), runs.next().unwrap()]
+}
