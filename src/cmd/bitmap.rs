@@ -669,7 +669,9 @@ fn bitfield_generic(ctx: &mut Ctx, argv: &[Bytes], read_only_cmd: bool) -> CmdRe
             "ERR BITFIELD_RO only supports the GET subcommand",
         ));
     }
-    let (replies, changes, created) =
+    // A key that OVERFLOW FAIL created but left unwritten is kept without an event, as in
+    // Redis (the store records it for the log all the same).
+    let (replies, changes, _created) =
         edit_str(ctx, key, (highest >> 3) as usize + 1, |buf, grew| {
             let mut changes = 0;
             let replies: Vec<Frame> = fields
@@ -689,14 +691,6 @@ fn bitfield_generic(ctx: &mut Ctx, argv: &[Bytes], read_only_cmd: bool) -> CmdRe
         })?;
     if changes > 0 {
         ctx.changed(event::STRING, "setbit", key);
-    } else if created {
-        // Redis keeps a key that OVERFLOW FAIL left unwritten without announcing it; the
-        // persistence log still needs it so a restart finds the same keyspace.
-        let db = ctx.client.db;
-        ctx.srv.record(crate::persist::LogOp::Key(
-            db,
-            bytes::Bytes::copy_from_slice(key),
-        ));
     }
     Ok(Frame::Array(replies))
 }

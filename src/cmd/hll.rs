@@ -577,11 +577,9 @@ fn store(ctx: &mut Ctx, key: &[u8], v: Vec<u8>) {
 }
 
 /// A change Redis makes without an event (the cardinality cache; a PFADD cut short by a
-/// corrupt value): WATCH sees it and the AOF gets the value the keyspace now holds.
+/// corrupt value): WATCH sees it (the store has recorded it for the log).
 fn changed_quietly(ctx: &mut Ctx, key: &[u8]) {
     let db = ctx.client.db;
-    ctx.srv
-        .record(crate::persist::LogOp::Key(db, Bytes::copy_from_slice(key)));
     ctx.srv.signal_modified_key(db, key);
 }
 
@@ -677,14 +675,6 @@ fn pfmerge(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Frame::ok())
 }
 
-/// A change Redis propagates (`server.dirty++`) without signalling the key: PFDEBUG's
-/// conversions to dense.
-fn logged(ctx: &mut Ctx, key: &[u8]) {
-    let db = ctx.client.db;
-    ctx.srv
-        .record(crate::persist::LogOp::Key(db, Bytes::copy_from_slice(key)));
-}
-
 /// PFDEBUG GETREG|DECODE|ENCODING|TODENSE key: Redis's HLL introspection. The key is looked
 /// up and checked before the subcommand is.
 fn pfdebug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -707,8 +697,9 @@ fn pfdebug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             Vec::new()
         };
         if converted {
+            // Redis propagates this without signalling the key; the store records it for
+            // the log.
             store(ctx, key, v);
-            logged(ctx, key);
         }
         return Ok(if is(sub, "getreg") {
             Frame::Array(regs)

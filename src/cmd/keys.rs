@@ -402,7 +402,6 @@ fn flushdb(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     flush_mode_ok(argv)?;
     let db = ctx.client.db;
     ctx.srv.signal_flushed_db(Some(db));
-    ctx.srv.record(crate::persist::LogOp::FlushDb(db));
     ctx.db().clear();
     Ok(Frame::ok())
 }
@@ -410,7 +409,6 @@ fn flushdb(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 fn flushall(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     flush_mode_ok(argv)?;
     ctx.srv.signal_flushed_db(None);
-    ctx.srv.record(crate::persist::LogOp::FlushAll);
     for db in ctx.srv.dbs.iter_mut() {
         db.clear();
     }
@@ -433,8 +431,6 @@ fn swapdb(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     ctx.srv.dbs.swap(a as usize, b as usize);
     ctx.srv.signal_swapped_dbs(a as usize, b as usize);
-    ctx.srv
-        .record(crate::persist::LogOp::SwapDb(a as usize, b as usize));
     Ok(Frame::ok())
 }
 

@@ -98,13 +98,10 @@ pub mod event {
 
 impl Ctx<'_> {
     /// A write changed `key` in the client's database: Redis's `signalModifiedKey` (WATCH,
-    /// blocked clients) followed by `notifyKeyspaceEvent(class, event, key)`.
+    /// blocked clients) followed by `notifyKeyspaceEvent(class, event, key)`. The log does not
+    /// depend on this call: the store records every change itself (store/change.rs).
     pub fn changed(&mut self, class: u32, event: &'static str, key: &[u8]) {
         let db = self.client.db;
-        self.srv.record(crate::persist::LogOp::Key(
-            db,
-            bytes::Bytes::copy_from_slice(key),
-        ));
         self.srv.signal_modified_key(db, key);
         self.srv.notify_keyspace_event(class, event, key, db);
     }

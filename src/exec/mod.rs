@@ -14,10 +14,10 @@ use crate::cmd::table::Table;
 use crate::config::Config;
 use crate::persist::aof::Aof;
 use crate::persist::load::{LoadError, Loader, Step};
-use crate::persist::{emit, Fsync, LogOp};
+use crate::persist::{emit, Fsync};
 use crate::protocol::Frame;
 use crate::store::waiters::{Waiters, Watches};
-use crate::store::Db;
+use crate::store::{ChangeRecord, Dbs};
 use bytes::{Bytes, BytesMut};
 use client::{Client, Out};
 use stats::Stats;
@@ -149,7 +149,7 @@ pub fn unix_us() -> u64 {
 
 /// Everything the executor owns.
 pub struct Server {
-    pub dbs: Vec<Db>,
+    pub dbs: Dbs,
     pub config: Config,
     pub table: Arc<Table>,
     pub stats: Stats,
@@ -171,10 +171,8 @@ pub struct Server {
     /// Loading the log at start-up (commands meanwhile get -LOADING).
     pub loader: Option<Loader>,
     loader_client: Option<Box<Client>>,
-    /// True while replaying the log: its commands are not logged again.
-    replaying: bool,
-    /// Changes made by the current unit of work, logged when it ends.
-    pub log_ops: Vec<LogOp>,
+    /// The record of the unit that just ended (store/change.rs), reused from unit to unit.
+    changes: ChangeRecord,
     /// Replies held until the log is durable (`appendfsync always`).
     held: Vec<(client::OutSender, Out)>,
     /// `lock-restart-delay`: writes are refused until then.
@@ -203,9 +201,7 @@ pub struct Server {
 
 impl Server {
     pub fn new(config: Config, shared: Arc<Shared>) -> Server {
-        let dbs = (0..config.databases.max(1))
-            .map(|_| Db::default())
-            .collect();
+        let dbs = Dbs::new(config.databases);
         let table = Arc::new(Table::build());
         let stats = Stats::new(table.entries.len());
         let writes_refused_until = (config.lock_restart_delay > 0
@@ -252,8 +248,7 @@ impl Server {
             aof: None,
             loader,
             loader_client: Some(loader_client),
-            replaying: false,
-            log_ops: Vec::new(),
+            changes: ChangeRecord::default(),
             held: Vec::new(),
             spare_out: None,
             writes_refused_until,
@@ -264,69 +259,32 @@ impl Server {
         server
     }
 
-    /// Records a change for the persistence log (nothing while loading or with the log off).
-    pub fn record(&mut self, op: LogOp) {
-        if self.aof.is_some() && !self.replaying {
-            self.log_ops.push(op);
-        }
+    /// Opens or closes the log; the store records changes exactly while there is one to feed.
+    fn set_aof(&mut self, aof: Option<Aof>) {
+        self.dbs.record_changes(aof.is_some());
+        self.aof = aof;
     }
 
-    /// Ends a unit of work (a command, an EXEC, a script, an expiry sweep): its changes go to
-    /// the log as one atomic block holding each changed key's final state.
+    /// Ends a unit of work (a command, an EXEC, a script, an expiry sweep): the store's record
+    /// of what it changed goes to the log as one atomic block holding each changed key's final
+    /// state.
     pub fn end_unit(&mut self) {
         if self.stopping || self.shared.script.shutdown.load(Ordering::Acquire) {
             self.stopping = true;
             self.shutting_down = true;
-            self.log_ops.clear();
+            self.dbs.discard_changes();
             return;
         }
-        if self.log_ops.is_empty() {
+        if !self.dbs.take_changes(&mut self.changes) {
             return;
         }
-        let ops = std::mem::take(&mut self.log_ops);
-        let Some(aof) = self.aof.as_mut() else { return };
-        let mut seen = std::collections::HashSet::new();
-        let mut keep = vec![false; ops.len()];
-        for (i, op) in ops.iter().enumerate().rev() {
-            keep[i] = match op {
-                LogOp::Key(db, k) => seen.insert((*db, k.clone())),
-                _ => true,
-            };
-        }
-        let wrapped = keep.iter().filter(|k| **k).count() > 1;
-        let out = &mut aof.pending;
-        if wrapped {
-            emit::command(out, &[b"MULTI"]);
-        }
-        for (op, _) in ops.iter().zip(&keep).filter(|(_, k)| **k) {
-            let select = |db: usize, out: &mut Vec<u8>, selected: &mut Option<usize>| {
-                if *selected != Some(db) {
-                    emit::command(out, &[b"SELECT", itoa::Buffer::new().format(db).as_bytes()]);
-                    *selected = Some(db);
-                }
-            };
-            match op {
-                LogOp::Key(db, k) => {
-                    select(*db, out, &mut aof.selected_db);
-                    emit::key_state(out, k, self.dbs[*db].peek(k));
-                }
-                LogOp::FlushDb(db) => {
-                    select(*db, out, &mut aof.selected_db);
-                    emit::command(out, &[b"FLUSHDB"]);
-                }
-                LogOp::FlushAll => emit::command(out, &[b"FLUSHALL"]),
-                LogOp::SwapDb(a, b) => {
-                    let mut x = itoa::Buffer::new();
-                    let mut y = itoa::Buffer::new();
-                    emit::command(
-                        out,
-                        &[b"SWAPDB", x.format(*a).as_bytes(), y.format(*b).as_bytes()],
-                    );
-                }
-            }
-        }
-        if wrapped {
-            emit::command(out, &[b"EXEC"]);
+        if let Some(aof) = self.aof.as_mut() {
+            emit::unit(
+                &mut aof.pending,
+                &mut aof.selected_db,
+                &self.dbs,
+                &self.changes,
+            );
         }
     }
 
@@ -376,7 +334,7 @@ impl Server {
     /// The executor's last act (Redis's finishShutdown): whatever the log holds is written and
     /// fsynced, whatever the policy; the changes of a unit cut short are dropped.
     fn finish_shutdown(&mut self) {
-        self.log_ops.clear();
+        self.dbs.discard_changes();
         if let Some(aof) = self.aof.as_mut() {
             tracing::info!("Calling fsync() on the AOF file.");
             aof.fsync = Fsync::Always;
@@ -497,7 +455,6 @@ impl Server {
         let done = loop {
             match loader.next_unit() {
                 Ok(Step::Apply(cmds)) => {
-                    self.replaying = true;
                     for argv in cmds {
                         let id = match dispatch::resolve(self, &argv) {
                             Ok(id) => id,
@@ -511,7 +468,6 @@ impl Server {
                         };
                         dispatch::run(&mut ctx, id, &argv);
                     }
-                    self.replaying = false;
                 }
                 Ok(Step::Done) => break true,
                 Err(LoadError::Fatal(msg)) => fatal(&msg),
@@ -528,13 +484,13 @@ impl Server {
                 loader.commands
             );
             self.drain_expired();
-            self.log_ops.clear();
             match Aof::open(
                 aof_dir(&self.config),
                 self.config.appendfilename.clone(),
                 self.config.appendfsync,
             ) {
-                Ok(aof) => self.aof = Some(aof),
+                // The store has recorded nothing while loading: the log is not written again.
+                Ok(aof) => self.set_aof(Some(aof)),
                 Err(e) => fatal(&format!("Can't open the append-only file: {e}")),
             }
             false
@@ -561,11 +517,11 @@ impl Server {
                     tracing::warn!("Can't open the append-only file: {e}");
                     FAILED.to_string()
                 })?;
-                self.aof = Some(aof);
+                self.set_aof(Some(aof));
                 // The log must start from the current dataset.
                 if let Err(e) = self.start_rewrite() {
                     tracing::warn!("Can't start the AOF rewrite: {e}");
-                    self.aof = None;
+                    self.set_aof(None);
                     return Err(FAILED.into());
                 }
                 tracing::info!(
@@ -574,6 +530,7 @@ impl Server {
             }
             (false, true) => {
                 if let Some(mut aof) = self.aof.take() {
+                    self.set_aof(None);
                     aof.fsync = Fsync::Always;
                     if !aof.flush() {
                         tracing::warn!("Fail to fsync the AOF file.");
@@ -680,16 +637,12 @@ impl Server {
     /// Consumes the keys that expiry removed (lazily or actively): Redis fires `expired` for
     /// each, so waiters can wake at a lock's TTL instead of polling.
     pub fn drain_expired(&mut self) {
-        let logging = self.aof.is_some() && !self.replaying;
         for db in 0..self.dbs.len() {
             if self.dbs[db].expired.is_empty() {
                 continue;
             }
             let mut keys = std::mem::take(&mut self.dbs[db].expired);
             for key in &keys {
-                if logging {
-                    self.log_ops.push(LogOp::Key(db, key.clone()));
-                }
                 // Expiry is a modification for WATCH (Redis's deleteExpiredKeyAndPropagate).
                 self.watches.touch(db, key);
                 self.notify_keyspace_event(crate::cmd::event::EXPIRED, "expired", key, db);

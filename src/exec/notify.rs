@@ -120,7 +120,7 @@ impl Server {
     /// wherever a configuration is installed (start-up, CONFIG SET), not per command.
     pub fn sync_created_recording(&mut self) {
         let on = self.config.notify_keyspace_events & NEW != 0;
-        for d in &mut self.dbs {
+        for d in self.dbs.iter_mut() {
             if d.records_created() != on {
                 d.record_created(on);
             }

@@ -1,6 +1,6 @@
 //! Commands that recreate a key's state, for the log and for rewrites.
 
-use crate::store::{Entry, Value};
+use crate::store::{ChangeRecord, Db, Entry, Value};
 
 fn put_array_header(out: &mut Vec<u8>, n: usize) {
     out.push(b'*');
@@ -21,6 +21,46 @@ pub fn command(out: &mut Vec<u8>, args: &[&[u8]]) {
     put_array_header(out, args.len());
     for a in args {
         put_bulk(out, a);
+    }
+}
+
+/// One unit of work's effects (store/change.rs) as an atomic block of commands: swaps, then
+/// emptied databases, then each changed key's final state, wrapped in MULTI/EXEC when there is
+/// more than one command's worth. `selected` is the database the log's reader has selected.
+pub fn unit(out: &mut Vec<u8>, selected: &mut Option<usize>, dbs: &[Db], r: &ChangeRecord) {
+    let wrapped = r.swaps.len() + r.flushed.len() + r.keys.len() > 1;
+    if wrapped {
+        command(out, &[b"MULTI"]);
+    }
+    let mut x = itoa::Buffer::new();
+    let mut y = itoa::Buffer::new();
+    for (a, b) in &r.swaps {
+        command(
+            out,
+            &[b"SWAPDB", x.format(*a).as_bytes(), y.format(*b).as_bytes()],
+        );
+    }
+    if !r.flushed.is_empty() && r.flushed.len() == dbs.len() {
+        command(out, &[b"FLUSHALL"]);
+    } else {
+        for db in &r.flushed {
+            select(out, selected, *db);
+            command(out, &[b"FLUSHDB"]);
+        }
+    }
+    for (db, key) in &r.keys {
+        select(out, selected, *db);
+        key_state(out, key, dbs[*db].peek(key));
+    }
+    if wrapped {
+        command(out, &[b"EXEC"]);
+    }
+}
+
+fn select(out: &mut Vec<u8>, selected: &mut Option<usize>, db: usize) {
+    if *selected != Some(db) {
+        command(out, &[b"SELECT", itoa::Buffer::new().format(db).as_bytes()]);
+        *selected = Some(db);
     }
 }
 

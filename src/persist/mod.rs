@@ -12,17 +12,6 @@ pub mod aof;
 pub mod emit;
 pub mod load;
 
-use bytes::Bytes;
-
-/// One change recorded during a unit of work.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LogOp {
-    Key(usize, Bytes),
-    FlushDb(usize),
-    FlushAll,
-    SwapDb(usize, usize),
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fsync {
     Always,

@@ -10,6 +10,7 @@
 //! end (already visited), so every key present for the whole scan is returned, as Redis
 //! promises, and RANDOMKEY is one random index.
 
+use super::change::DbChanges;
 use super::keymap::KeyMap;
 use super::value::Value;
 use bytes::Bytes;
@@ -49,6 +50,9 @@ pub struct Db {
     /// with the event off pays nothing per new key.
     pub created: Vec<Bytes>,
     record_created: bool,
+    /// This database's part of the change record (change.rs): every write path below records
+    /// the key it changes, so no caller can forget to.
+    pub(super) changes: DbChanges,
 }
 
 impl Db {
@@ -69,6 +73,7 @@ impl Db {
             if entry.expires_at != 0 {
                 self.volatile -= 1;
             }
+            self.changes.key(&key);
             self.expired_total += 1;
             self.expired.push(Bytes::from(key));
         }
@@ -95,8 +100,10 @@ impl Db {
         Some(self.map.value(idx))
     }
 
+    /// The entry for writing: the key counts as changed (see change.rs).
     pub fn get_mut(&mut self, key: &[u8], now: u64) -> Option<&mut Entry> {
         let idx = self.live_index(key, now)?;
+        self.changes.key(key);
         Some(self.map.value_mut(idx))
     }
 
@@ -106,6 +113,7 @@ impl Db {
 
     /// Stores `value` under `key` with the given deadline (0: none), replacing any old entry.
     pub fn set(&mut self, key: &[u8], value: Value, expires_at: u64) {
+        self.changes.key(key);
         let h = self.map.hash(key);
         let old = match self.map.find(h, key) {
             Some(idx) => {
@@ -152,6 +160,7 @@ impl Db {
         let Some(idx) = self.live_index(key, now) else {
             return false;
         };
+        self.changes.key(key);
         let e = self.map.value_mut(idx);
         let old = std::mem::replace(&mut e.expires_at, expires_at);
         self.count_deadline_change(old, expires_at);
@@ -160,12 +169,16 @@ impl Db {
 
     pub fn remove(&mut self, key: &[u8], now: u64) -> Option<Entry> {
         let idx = self.live_index(key, now)?;
+        self.changes.key(key);
         let (_, e) = self.map.swap_remove(idx)?;
         self.count_deadline_change(e.expires_at, 0);
         Some(e)
     }
 
     pub fn clear(&mut self) {
+        if self.changes.on {
+            self.changes.flushed = true;
+        }
         self.map = KeyMap::default();
         self.volatile = 0;
         self.sweep_at = 0;

@@ -1,5 +1,6 @@
 //! The data the executor owns. Plain Rust: no tokio, no I/O, time passed in by the caller.
 
+pub mod change;
 pub mod hash;
 pub mod keymap;
 pub mod keyspace;
@@ -7,6 +8,7 @@ pub mod value;
 pub mod waiters;
 pub mod zset;
 
+pub use change::{ChangeRecord, Dbs};
 pub use keyspace::{Db, Entry};
 pub use value::Value;
 

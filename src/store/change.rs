@@ -1,0 +1,237 @@
+//! The change record: what a unit of work (a command, an EXEC block, a script, an expiry sweep)
+//! did to the data, recorded by the store itself as it happens, so no handler can forget a
+//! change. The event loop takes it once per unit (`Dbs::take_changes`) and turns it into the
+//! append-only log's entry — and, with replication, the replicated log's.
+//!
+//! The record holds effects, not commands: the keys a unit may have changed (each is later
+//! written as its *final* state, with its absolute deadline), the databases it emptied and the
+//! databases it swapped. Emitting swaps first, then emptied databases, then final key states
+//! reproduces the unit exactly, whatever order things happened in: a swap moves a database with
+//! its own record (see `Dbs::swap`), emptying commutes with moving, and a final state overrides
+//! whatever came before it.
+//!
+//! Recording is off unless something consumes it (the log is open, or a replicated log): a
+//! single node without persistence pays one branch per write. It is a superset: a handler that
+//! takes a value for writing and then leaves it as it was (SADD of an existing member) still
+//! records the key, which costs one redundant key state in the log, never a lost one. WATCH,
+//! blocked clients and keyspace events follow the handler's own `changed` signal instead,
+//! because Redis leaves them untouched by a write that changed nothing and only the handler
+//! knows that.
+
+use super::keyspace::Db;
+use bytes::Bytes;
+use std::ops::{Deref, DerefMut};
+
+/// Effects of one unit of work, in the order they must be replayed.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct ChangeRecord {
+    /// SWAPDB pairs, in the order they ran.
+    pub swaps: Vec<(usize, usize)>,
+    /// Databases emptied (FLUSHDB/FLUSHALL), by their index after the swaps.
+    pub flushed: Vec<usize>,
+    /// Keys whose final state is to be written, by database index after the swaps; each key
+    /// once, in the order it was first changed.
+    pub keys: Vec<(usize, Bytes)>,
+}
+
+impl ChangeRecord {
+    pub fn is_empty(&self) -> bool {
+        self.swaps.is_empty() && self.flushed.is_empty() && self.keys.is_empty()
+    }
+
+    pub fn clear(&mut self) {
+        self.swaps.clear();
+        self.flushed.clear();
+        self.keys.clear();
+    }
+}
+
+/// Per-database part of the record (it travels with the database when SWAPDB moves it).
+#[derive(Debug, Default)]
+pub(super) struct DbChanges {
+    pub(super) on: bool,
+    pub(super) flushed: bool,
+    pub(super) keys: Vec<Bytes>,
+}
+
+impl DbChanges {
+    #[inline]
+    pub(super) fn key(&mut self, key: &[u8]) {
+        if self.on {
+            self.keys.push(Bytes::copy_from_slice(key));
+        }
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        !self.flushed && self.keys.is_empty()
+    }
+}
+
+/// Every database of the server, plus the part of the record no single database can hold
+/// (swaps). Derefs to the slice of databases for reading and per-database writes.
+#[derive(Debug, Default)]
+pub struct Dbs {
+    dbs: Vec<Db>,
+    swaps: Vec<(usize, usize)>,
+    recording: bool,
+}
+
+impl Dbs {
+    pub fn new(n: usize) -> Dbs {
+        Dbs {
+            dbs: (0..n.max(1)).map(|_| Db::default()).collect(),
+            ..Default::default()
+        }
+    }
+
+    /// Starts or stops recording (stopping drops what was recorded).
+    pub fn record_changes(&mut self, on: bool) {
+        self.recording = on;
+        self.swaps.clear();
+        for db in &mut self.dbs {
+            db.changes = DbChanges {
+                on,
+                ..Default::default()
+            };
+        }
+    }
+
+    pub fn records_changes(&self) -> bool {
+        self.recording
+    }
+
+    /// SWAPDB: the databases trade places, each with its own record.
+    pub fn swap(&mut self, a: usize, b: usize) {
+        self.dbs.swap(a, b);
+        if self.recording {
+            self.swaps.push((a, b));
+        }
+    }
+
+    /// Takes the record of the unit that just ended into `out` (cleared first); false when
+    /// the unit changed nothing.
+    pub fn take_changes(&mut self, out: &mut ChangeRecord) -> bool {
+        out.clear();
+        if !self.recording {
+            return false;
+        }
+        out.swaps.append(&mut self.swaps);
+        for (i, db) in self.dbs.iter_mut().enumerate() {
+            let ch = &mut db.changes;
+            if ch.is_empty() {
+                continue;
+            }
+            if std::mem::take(&mut ch.flushed) {
+                out.flushed.push(i);
+            }
+            if ch.keys.len() > 1 {
+                // Each key once, at its first change (units touch few keys; large ones, such
+                // as a script writing thousands, pay one sort).
+                let mut seen = super::FastSet::default();
+                ch.keys.retain(|k| seen.insert(k.clone()));
+            }
+            out.keys.extend(ch.keys.drain(..).map(|k| (i, k)));
+        }
+        !out.is_empty()
+    }
+
+    /// Drops the record of a unit that must leave no trace (cut short by shutdown).
+    pub fn discard_changes(&mut self) {
+        self.swaps.clear();
+        for db in &mut self.dbs {
+            db.changes.flushed = false;
+            db.changes.keys.clear();
+        }
+    }
+}
+
+impl Deref for Dbs {
+    type Target = [Db];
+    fn deref(&self) -> &[Db] {
+        &self.dbs
+    }
+}
+
+impl DerefMut for Dbs {
+    fn deref_mut(&mut self) -> &mut [Db] {
+        &mut self.dbs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Value;
+
+    fn s(v: &str) -> Value {
+        Value::Str(Bytes::copy_from_slice(v.as_bytes()))
+    }
+
+    fn taken(dbs: &mut Dbs) -> ChangeRecord {
+        let mut r = ChangeRecord::default();
+        dbs.take_changes(&mut r);
+        r
+    }
+
+    #[test]
+    fn nothing_is_recorded_while_off() {
+        let mut dbs = Dbs::new(2);
+        dbs[0].set(b"a", s("1"), 0);
+        dbs.swap(0, 1);
+        assert!(taken(&mut dbs).is_empty());
+    }
+
+    #[test]
+    fn every_write_path_records_its_key_once() {
+        let mut dbs = Dbs::new(2);
+        dbs.record_changes(true);
+        dbs[0].set(b"a", s("1"), 0);
+        dbs[0].set(b"a", s("2"), 0);
+        dbs[0].set(b"b", s("1"), 0);
+        dbs[0].set(b"c", s("1"), 0);
+        let _ = dbs[0].get_mut(b"b", 0);
+        dbs[0].set_expire(b"c", 50, 0);
+        dbs[1].set(b"d", s("1"), 10);
+        // Expiry is a change too (replayed as a deletion).
+        assert!(dbs[1].get(b"d", 11).is_none());
+        let r = taken(&mut dbs);
+        let keys: Vec<_> = r.keys.iter().map(|(d, k)| (*d, &k[..])).collect();
+        assert_eq!(keys, [(0, &b"a"[..]), (0, b"b"), (0, b"c"), (1, b"d")]);
+        assert!(taken(&mut dbs).is_empty(), "taking clears the record");
+    }
+
+    #[test]
+    fn reads_record_nothing() {
+        let mut dbs = Dbs::new(1);
+        dbs[0].set(b"a", s("1"), 0);
+        dbs.record_changes(true);
+        let _ = dbs[0].get(b"a", 0);
+        let _ = dbs[0].contains(b"a", 0);
+        let _ = dbs[0].peek(b"a");
+        assert!(taken(&mut dbs).is_empty());
+    }
+
+    #[test]
+    fn swaps_carry_each_database_record_along() {
+        let mut dbs = Dbs::new(3);
+        dbs.record_changes(true);
+        dbs[0].set(b"a", s("1"), 0);
+        dbs.swap(0, 2);
+        dbs[0].clear();
+        let r = taken(&mut dbs);
+        assert_eq!(r.swaps, vec![(0, 2)]);
+        assert_eq!(r.flushed, vec![0]);
+        // `a` was written in the database that now sits at index 2.
+        assert_eq!(r.keys, vec![(2, Bytes::from_static(b"a"))]);
+    }
+
+    #[test]
+    fn discarded_units_leave_nothing() {
+        let mut dbs = Dbs::new(1);
+        dbs.record_changes(true);
+        dbs[0].set(b"a", s("1"), 0);
+        dbs.swap(0, 0);
+        dbs.discard_changes();
+        assert!(taken(&mut dbs).is_empty());
+    }
+}
