@@ -5,8 +5,9 @@
 //! Not part of the daemon's API: the module is `#[doc(hidden)]` and nothing in the daemon calls it.
 
 use crate::config::Config;
-use crate::exec::client::{Client, ClientShared, Out};
-use crate::exec::{Server, Shared};
+use crate::exec::Server;
+use crate::machine::client::{Client, ClientShared, Out};
+use crate::machine::Shared;
 use crate::protocol::{DecodeLimits, Decoder, ProtocolError};
 use bytes::{Bytes, BytesMut};
 use std::sync::Arc;
@@ -850,9 +851,9 @@ pub fn lua_script(c: &mut Choices) -> Vec<u8> {
 }
 
 /// The names and subcommands the dispatch fuzzer may run, from the real command table.
-pub fn command_names(server: &Server) -> Vec<Vec<&'static str>> {
+pub fn command_names() -> Vec<Vec<&'static str>> {
     let mut out = Vec::new();
-    for e in &server.table.entries {
+    for e in &crate::cmd::table::table().entries {
         if DISPATCH_DENY.contains(&e.full_name.as_str()) {
             continue;
         }
@@ -863,7 +864,7 @@ pub fn command_names(server: &Server) -> Vec<Vec<&'static str>> {
                 }
             }
             Some(p) => {
-                let parent = server.table.entries[p].spec.name;
+                let parent = crate::cmd::table::table().entries[p].spec.name;
                 if !DISPATCH_DENY.contains(&parent) {
                     out.push(vec![parent, e.spec.name]);
                 }
@@ -1054,7 +1055,7 @@ mod tests {
         e.reset();
         let id = e.connect();
         assert_eq!(e.run(id, vec![get]).bytes, b"$-1\r\n");
-        let names = command_names(&e.server);
+        let names = command_names();
         assert!(names.iter().any(|n| n == &vec!["get"]));
         assert!(!names.iter().any(|n| n[0] == "shutdown"));
         run_dispatch(&mut e, &names, b"\x02\x04\x05hello\x00\x01");

@@ -5,6 +5,7 @@
 
 pub mod alloc;
 pub mod cli;
+pub mod clock;
 pub mod cmd;
 pub mod config;
 pub mod error;
@@ -12,6 +13,7 @@ pub mod exec;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod logging;
+pub mod machine;
 pub mod persist;
 pub mod protocol;
 pub mod script;
@@ -97,7 +99,7 @@ pub async fn run(
     };
     let mut cfg = cfg;
     exec::adjust_open_files_limit(&mut cfg);
-    let shared = Arc::new(exec::Shared::new(&cfg));
+    let shared = Arc::new(machine::Shared::new(&cfg));
     let pidfile = cfg.pidfile.clone();
     let server = exec::Server::new(cfg, shared.clone());
     for l in &listeners {
@@ -201,7 +203,7 @@ fn insist_on_signals() -> impl Future<Output = ()> {
     }
 }
 
-async fn wait_shutdown_request(shared: &exec::Shared) {
+async fn wait_shutdown_request(shared: &machine::Shared) {
     loop {
         let notified = shared.shutdown_notify.notified();
         if shared.shutdown_requested.load(Ordering::SeqCst) {

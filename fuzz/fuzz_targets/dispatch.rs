@@ -19,7 +19,7 @@ fuzz_target!(|data: &[u8]| {
         let mut slot = cell.borrow_mut();
         let (exec, names) = slot.get_or_insert_with(|| {
             let exec = Executor::new();
-            let names = command_names(&exec.server);
+            let names = command_names();
             (exec, names)
         });
         run_dispatch(exec, names, data);

@@ -4,11 +4,10 @@ use super::args::{int_arg, is};
 use super::table::{flags::*, CommandSpec, NO_KEYS};
 use super::Ctx;
 use crate::error::{CmdError, CmdResult};
-use crate::exec::client::Client;
-use crate::exec::REDIS_VERSION;
+use crate::machine::client::Client;
+use crate::machine::REDIS_VERSION;
 use crate::protocol::Frame;
 use bytes::Bytes;
-use std::fmt::Write;
 
 const fn spec(name: &'static str, arity: i32, flags: u32, handler: super::Handler) -> CommandSpec {
     CommandSpec::leaf(name, arity, flags, NO_KEYS, &["connection"], handler)
@@ -351,63 +350,9 @@ fn client_setinfo(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Frame::ok())
 }
 
-/// One CLIENT LIST line, with Redis 7.0's fields.
-pub fn client_line(c: &Client, table: &crate::cmd::table::Table, out: &mut String) {
-    let age = c.created.elapsed().as_secs();
-    let idle = crate::exec::unix_ms().saturating_sub(c.last_interaction_ms) / 1000;
-    let name = c
-        .name
-        .as_ref()
-        .map(|n| String::from_utf8_lossy(n).into_owned())
-        .unwrap_or_default();
-    let omem = c
-        .shared
-        .pending_out
-        .load(std::sync::atomic::Ordering::Relaxed);
-    let cmd = c
-        .last_cmd
-        .map_or("NULL", |id| table.entries[id].full_name.as_str());
-    // Redis's order of the flag letters we can have.
-    let mut flags = String::new();
-    for (on, letter) in [
-        (c.pubsub.subscribed(), 'P'),
-        (c.multi.is_some(), 'x'),
-        (c.blocked, 'b'),
-    ] {
-        if on {
-            flags.push(letter);
-        }
-    }
-    if flags.is_empty() {
-        flags.push('N');
-    }
-    let _ = writeln!(
-        out,
-        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={}",
-        c.id,
-        c.addr,
-        c.laddr,
-        c.id + 5,
-        name,
-        age,
-        idle,
-        flags,
-        c.db,
-        c.pubsub.channels.len(),
-        c.pubsub.patterns.len(),
-        c.pubsub.shard.len(),
-        c.multi.as_ref().map_or(-1, |q| q.len() as i64),
-        omem,
-        omem + 20000,
-        cmd,
-        c.user,
-        c.resp
-    );
-}
-
 fn client_info(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     let mut s = String::new();
-    client_line(ctx.client, &ctx.srv.table, &mut s);
+    ctx.client.info_line(&mut s);
     Ok(Frame::Verbatim(Bytes::from(s)))
 }
 
@@ -460,7 +405,7 @@ fn client_list(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         {
             continue;
         }
-        client_line(c, &ctx.srv.table, &mut s);
+        c.info_line(&mut s);
     }
     Ok(Frame::Verbatim(Bytes::from(s)))
 }

@@ -3,17 +3,18 @@
 
 use super::table::{flags, CmdId};
 use super::Ctx;
+use crate::clock::unix_ms;
 use crate::error::CmdError;
-use crate::exec::client::Client;
-use crate::exec::{unix_ms, Server};
+use crate::machine::client::Client;
+use crate::machine::{Host, State};
 use crate::protocol::encode::encode;
 use crate::protocol::Frame;
 use bytes::{Bytes, BytesMut};
 use std::time::Instant;
 
 /// Resolves a command (and its subcommand) and checks arity. Errors are what Redis replies.
-pub fn resolve(srv: &Server, argv: &[Bytes]) -> Result<CmdId, CmdError> {
-    resolve_in(&srv.table, argv)
+pub fn resolve(argv: &[Bytes]) -> Result<CmdId, CmdError> {
+    resolve_in(crate::cmd::table::table(), argv)
 }
 
 /// `resolve` against any command table (the busy-script answers hold their own copy).
@@ -75,18 +76,15 @@ fn upper(name: &'static str) -> &'static str {
 /// Runs one network command and appends its encoded reply to `out`. Gives the command back
 /// when CLIENT PAUSE holds it: the caller runs it after the pause.
 pub fn process(
-    srv: &mut Server,
+    srv: &mut State,
+    host: &mut dyn Host,
     client: &mut Client,
     argv: Vec<Bytes>,
     out: &mut BytesMut,
 ) -> Option<Vec<Bytes>> {
-    let Some(reply) = process_frame(srv, client, &argv) else {
+    let Some(reply) = process_frame(srv, host, client, &argv) else {
         return Some(argv);
     };
-    // Clients blocked on keys this command wrote are served before the next command.
-    if srv.waiters.has_ready() {
-        crate::exec::blocking::serve_ready(srv);
-    }
     if srv.config.notify_keyspace_events != 0 {
         // Keys this command's lookups expired are announced before its reply, as in Redis.
         srv.drain_expired();
@@ -108,26 +106,31 @@ pub fn process(
 /// The refusals come in Redis 7.0's `processCommand` order, and every one of them goes through
 /// `reject`, which (like Redis's `rejectCommand`) flags an open transaction so EXEC aborts.
 /// Errors a command's own handler returns (nested MULTI, WATCH inside MULTI) do not flag it.
-fn process_frame(srv: &mut Server, client: &mut Client, argv: &[Bytes]) -> Option<Frame> {
+fn process_frame(
+    srv: &mut State,
+    host: &mut dyn Host,
+    client: &mut Client,
+    argv: &[Bytes],
+) -> Option<Frame> {
     let now = unix_ms();
     client.last_interaction_ms = now;
-    let id = match resolve(srv, argv) {
+    let id = match resolve(argv) {
         Ok(id) => id,
         Err(e) => {
             super::tx::flag_transaction(client);
             if let CmdError::WrongArity(_) | CmdError::UnknownSubcommand(..) = e {
-                if let Some(id) = srv.table.lookup(&argv[0]) {
+                if let Some(id) = crate::cmd::table::table().lookup(&argv[0]) {
                     srv.stats.commands[id].rejected_calls += 1;
                 }
             }
             return Some(error_frame(srv, e));
         }
     };
-    let spec = srv.table.entries[id].spec;
+    let spec = crate::cmd::table::table().entries[id].spec;
     // EXEC is refused for what it would run, as Redis does with `mstate.cmd_flags`.
     let (tx_flags, tx_inv_flags) = match &client.multi {
         Some(queue) if spec.name == "exec" => queue.iter().fold((0, 0), |(all, inv), (q, _)| {
-            let f = srv.table.entries[*q].spec.flags;
+            let f = crate::cmd::table::table().entries[*q].spec.flags;
             (all | f, inv | !f)
         }),
         _ => (0, 0),
@@ -145,7 +148,7 @@ fn process_frame(srv: &mut Server, client: &mut Client, argv: &[Bytes]) -> Optio
         if let Err(e) = super::acl::check(
             client.perms,
             spec,
-            &srv.table.entries[id].full_name,
+            &crate::cmd::table::table().entries[id].full_name,
             argv.len(),
         ) {
             return Some(reject(srv, client, id, e));
@@ -167,17 +170,17 @@ fn process_frame(srv: &mut Server, client: &mut Client, argv: &[Bytes]) -> Optio
     }
     // Redis refuses PING too while the disk is failing, so a health check sees MISCONF.
     if cmd_flags & flags::WRITE != 0 || spec.name == "ping" {
-        if let Err(e) = writes_refused(srv, cmd_flags & flags::WRITE != 0) {
+        if let Err(e) = writes_refused(srv, &*host, cmd_flags & flags::WRITE != 0) {
             return Some(reject(srv, client, id, e));
         }
     }
     // RESP2 has no way to tell pushes from replies, so a subscribed connection only talks pub/sub.
     if client.resp == 2 && client.pubsub.subscribed() && !spec.has(flags::PUBSUB_OK) {
-        let name = &srv.table.entries[id].full_name;
+        let name = &crate::cmd::table::table().entries[id].full_name;
         let e = CmdError::erf(format!("Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"));
         return Some(reject(srv, client, id, e));
     }
-    if srv.loader.is_some() && (!spec.has(flags::LOADING) || tx_inv_flags & flags::LOADING != 0) {
+    if host.loading() && (!spec.has(flags::LOADING) || tx_inv_flags & flags::LOADING != 0) {
         let e = CmdError::err("LOADING Redis is loading the dataset in memory");
         return Some(reject(srv, client, id, e));
     }
@@ -207,6 +210,7 @@ fn process_frame(srv: &mut Server, client: &mut Client, argv: &[Bytes]) -> Optio
     }
     let mut ctx = Ctx {
         srv,
+        host,
         client,
         now,
         in_script: false,
@@ -216,7 +220,7 @@ fn process_frame(srv: &mut Server, client: &mut Client, argv: &[Bytes]) -> Optio
 
 /// Redis's `rejectCommand`: counts the refusal and flags an open transaction (EXEC then answers
 /// EXECABORT).
-fn reject(srv: &mut Server, client: &mut Client, id: CmdId, e: CmdError) -> Frame {
+fn reject(srv: &mut State, client: &mut Client, id: CmdId, e: CmdError) -> Frame {
     srv.stats.commands[id].rejected_calls += 1;
     super::tx::flag_transaction(client);
     error_frame(srv, e)
@@ -224,11 +228,11 @@ fn reject(srv: &mut Server, client: &mut Client, id: CmdId, e: CmdError) -> Fram
 
 /// Executes a resolved command with the context's time, counting it in the stats.
 pub fn run(ctx: &mut Ctx, id: CmdId, argv: &[Bytes]) -> Frame {
-    let entry = &ctx.srv.table.entries[id];
+    let entry = &crate::cmd::table::table().entries[id];
     let spec = entry.spec;
-    ctx.client.last_cmd = Some(id);
+    ctx.client.last_cmd = Some(entry.full_name.as_str());
     if spec.has(flags::WRITE) {
-        if let Err(e) = writes_allowed(ctx.srv) {
+        if let Err(e) = writes_allowed(ctx.srv, &*ctx.host) {
             ctx.srv.stats.commands[id].rejected_calls += 1;
             return error_frame(ctx.srv, e);
         }
@@ -276,7 +280,7 @@ pub fn run(ctx: &mut Ctx, id: CmdId, argv: &[Bytes]) -> Frame {
     }
 }
 
-pub fn error_frame(srv: &mut Server, e: CmdError) -> Frame {
+pub fn error_frame(srv: &mut State, e: CmdError) -> Frame {
     // Bytes, not Display: an unknown command's name is echoed raw, as Redis does.
     let text = e.to_bytes();
     let code_len = text.iter().position(|&b| b == b' ').unwrap_or(text.len());
@@ -287,13 +291,13 @@ pub fn error_frame(srv: &mut Server, e: CmdError) -> Frame {
 
 /// Refusals that apply to every write: a failing append-only file (MISCONF, as Redis) and the
 /// `lock-restart-delay` window after an amnesiac restart.
-pub fn writes_allowed(srv: &mut Server) -> Result<(), CmdError> {
-    writes_refused(srv, true)
+pub fn writes_allowed(srv: &mut State, host: &dyn Host) -> Result<(), CmdError> {
+    writes_refused(srv, host, true)
 }
 
 /// MISCONF (which Redis also gives PING) and, for writes only, the `lock-restart-delay` window.
-fn writes_refused(srv: &mut Server, write: bool) -> Result<(), CmdError> {
-    if let Some(aof) = &srv.aof {
+fn writes_refused(srv: &mut State, host: &dyn Host, write: bool) -> Result<(), CmdError> {
+    if let Some(aof) = host.aof() {
         if !aof.last_write_ok {
             let why = aof.last_write_error.clone().unwrap_or_default();
             return Err(
@@ -331,7 +335,7 @@ pub fn script_call(
     read_only: bool,
     deny_oom: bool,
 ) -> (Frame, bool) {
-    let table = &ctx.srv.table;
+    let table = &crate::cmd::table::table();
     let Some(mut id) = table.lookup(&argv[0]) else {
         let e = CmdError::err("ERR Unknown Redis command called from script");
         return (error_frame(ctx.srv, e), false);

@@ -1,11 +1,11 @@
 //! Lists, including the blocking pops python-redis-lock waits in (`BLPOP lock-signal:<name>`).
 
 use super::args::{int_arg, is};
+use super::blocking::{self, parse_timeout};
 use super::table::KeySpecDoc;
 use super::table::{flags::*, CommandSpec, KeySpec, KEY1};
 use super::{event, Ctx};
 use crate::error::{CmdError, CmdResult};
-use crate::exec::blocking::{self, parse_timeout};
 use crate::protocol::Frame;
 use crate::store::value::own;
 use crate::store::waiters::WaitKind;

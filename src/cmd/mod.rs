@@ -3,6 +3,7 @@
 pub mod acl;
 pub mod args;
 pub mod bitmap;
+pub mod blocking;
 pub mod connection;
 pub mod dispatch;
 pub mod geo;
@@ -26,14 +27,16 @@ pub mod zset;
 pub use args::Args;
 pub use table::{CommandSpec, Handler};
 
-use crate::exec::client::Client;
-use crate::exec::Server;
+use crate::machine::client::Client;
+use crate::machine::{Host, State};
 use crate::store::Db;
 
-/// What a handler sees: the server's data, the calling client, and the time of this command
-/// (frozen for a whole script or transaction, as in Redis).
+/// What a handler sees: the state machine's data, the calling client, the time of this command
+/// (frozen for a whole script or transaction, as in Redis), and the narrow `Host` interface to
+/// the event loop running it. Never the loop itself, sockets or the log.
 pub struct Ctx<'a> {
-    pub srv: &'a mut Server,
+    pub srv: &'a mut State,
+    pub host: &'a mut dyn Host,
     pub client: &'a mut Client,
     /// Unix time in milliseconds.
     pub now: u64,

@@ -7,11 +7,10 @@ use super::args::{int_arg, is};
 use super::table::{flags::*, CommandSpec, NO_KEYS};
 use super::Ctx;
 use crate::error::{CmdError, CmdResult};
-use crate::exec::client::Client;
-use crate::exec::Server;
+use crate::machine::client::Client;
+use crate::machine::State;
 use crate::protocol::Frame;
 use bytes::Bytes;
-use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 
 /// A monitor that has this much output not yet written is disconnected (its backlog must not
@@ -21,38 +20,7 @@ const MONITOR_OUTPUT_LIMIT: usize = 64 * 1024 * 1024;
 const SLOWLOG_MAX_ARGC: usize = 32;
 const SLOWLOG_MAX_STRING: usize = 128;
 
-#[derive(Default)]
-pub struct OpsState {
-    /// Ids of MONITOR clients, in the order they started.
-    pub monitors: Vec<u64>,
-    /// Monitor lines for the client whose command is running: written after its own reply.
-    pub self_feed: Vec<u8>,
-    /// Newest first.
-    pub slowlog: VecDeque<SlowEntry>,
-    pub slowlog_next_id: u64,
-    pub pause: Pause,
-}
-
-#[derive(Default)]
-pub struct Pause {
-    /// Unix ms when the pause ends; 0 when not paused.
-    pub until_ms: u64,
-    /// CLIENT PAUSE ... ALL (otherwise WRITE).
-    pub all: bool,
-    /// Clients whose next command waits for the end of the pause (in arrival order).
-    pub waiting: Vec<u64>,
-    /// The pause ended: the executor resumes `waiting` after the current batch.
-    pub ended: bool,
-}
-
-pub struct SlowEntry {
-    pub id: u64,
-    pub unix_secs: u64,
-    pub usec: u64,
-    pub argv: Vec<Bytes>,
-    pub peer: String,
-    pub name: Bytes,
-}
+pub use crate::machine::ops::{OpsState, Pause, SlowEntry};
 
 // ---- redaction and formatting -----------------------------------------------------------------
 
@@ -140,13 +108,13 @@ fn monitor_line(unix_us: u64, db: usize, source: &str, argv: &[Bytes]) -> Vec<u8
 // ---- hooks called from dispatch -------------------------------------------------------------
 
 /// Sends a command that just ran to every monitor (Redis's `replicationFeedMonitors`).
-pub fn feed_monitors(srv: &mut Server, client: &Client, in_script: bool, argv: &[Bytes]) {
+pub fn feed_monitors(srv: &mut State, client: &Client, in_script: bool, argv: &[Bytes]) {
     let source = if in_script {
         "lua".to_string()
     } else {
         client.addr.to_string()
     };
-    let line = monitor_line(crate::exec::unix_us(), client.db, &source, argv);
+    let line = monitor_line(crate::clock::unix_us(), client.db, &source, argv);
     let line = Bytes::from(line);
     let current = client.id;
     let ops = &mut srv.ops;
@@ -173,7 +141,7 @@ pub fn feed_monitors(srv: &mut Server, client: &Client, in_script: bool, argv: &
 }
 
 /// Redis's `slowlogPushEntryIfNeeded` for a command that took `usec`.
-pub fn slowlog_push(srv: &mut Server, client: &Client, argv: &[Bytes], usec: u64) {
+pub fn slowlog_push(srv: &mut State, client: &Client, argv: &[Bytes], usec: u64) {
     let threshold = srv.config.slowlog_log_slower_than;
     if threshold < 0 || (usec as i64) < threshold {
         return;
@@ -204,7 +172,7 @@ pub fn slowlog_push(srv: &mut Server, client: &Client, argv: &[Bytes], usec: u64
     ops.slowlog_next_id += 1;
     ops.slowlog.push_front(SlowEntry {
         id,
-        unix_secs: crate::exec::unix_ms() / 1000,
+        unix_secs: crate::clock::unix_ms() / 1000,
         usec,
         argv: args,
         peer: client.addr.to_string(),
@@ -215,7 +183,7 @@ pub fn slowlog_push(srv: &mut Server, client: &Client, argv: &[Bytes], usec: u64
 }
 
 /// A MONITOR client may not touch the keyspace (Redis flags it as a replica).
-pub fn check_monitor(srv: &Server, client: &Client, spec: &CommandSpec) -> Result<(), CmdError> {
+pub fn check_monitor(srv: &State, client: &Client, spec: &CommandSpec) -> Result<(), CmdError> {
     if !srv.ops.monitors.is_empty()
         && spec.has(WRITE | READONLY | MAY_REPLICATE)
         && srv.ops.monitors.contains(&client.id)
@@ -228,7 +196,7 @@ pub fn check_monitor(srv: &Server, client: &Client, spec: &CommandSpec) -> Resul
 }
 
 /// Whether CLIENT PAUSE holds back this command now (checked before it runs).
-pub fn paused(srv: &mut Server, spec: &CommandSpec, now_ms: u64) -> bool {
+pub fn paused(srv: &mut State, spec: &CommandSpec, now_ms: u64) -> bool {
     let p = &mut srv.ops.pause;
     if p.until_ms == 0 {
         return false;
@@ -240,14 +208,14 @@ pub fn paused(srv: &mut Server, spec: &CommandSpec, now_ms: u64) -> bool {
     p.all || spec.has(WRITE | MAY_REPLICATE)
 }
 
-fn end_pause(srv: &mut Server) {
+fn end_pause(srv: &mut State) {
     let p = &mut srv.ops.pause;
     p.until_ms = 0;
     p.ended = !p.waiting.is_empty();
 }
 
 /// Called from the executor's timer: ends an expired pause.
-pub fn tick(srv: &mut Server, now_ms: u64) {
+pub fn tick(srv: &mut State, now_ms: u64) {
     if srv.ops.pause.until_ms != 0 && now_ms >= srv.ops.pause.until_ms {
         end_pause(srv);
     }

@@ -18,7 +18,7 @@ pub static COMMANDS: &[CommandSpec] = &[CommandSpec {
 }];
 
 fn bgrewriteaof(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    let Some(aof) = ctx.srv.aof.as_ref() else {
+    let Some(aof) = ctx.host.aof() else {
         return Err(CmdError::err(
             "ERR Background append only file rewriting is only available with appendonly yes",
         ));
@@ -28,8 +28,8 @@ fn bgrewriteaof(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
             "ERR Background append only file rewriting already in progress",
         ));
     }
-    ctx.srv
-        .start_rewrite()
+    ctx.host
+        .start_rewrite(ctx.srv)
         .map_err(|e| CmdError::erf(format!("Can't start the AOF rewrite: {e}")))?;
     Ok(Frame::simple(
         "Background append only file rewriting started",

@@ -7,7 +7,7 @@ use super::table::KeySpecDoc;
 use super::table::{flags::*, CommandSpec, KeySpec, ALL_KEYS, KEY1, NO_KEYS};
 use super::Ctx;
 use crate::error::{CmdError, CmdResult};
-use crate::exec::pubsub::Kind;
+use crate::machine::pubsub::Kind;
 use crate::protocol::Frame;
 use bytes::Bytes;
 

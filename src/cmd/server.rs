@@ -3,10 +3,11 @@
 use super::args::{float_arg, glob_match, int_arg, is};
 use super::table::{flags, flags::*, CommandSpec, NO_KEYS};
 use super::Ctx;
+use crate::clock::unix_us;
 use crate::config::{Apply, Config, Directive, DIRECTIVES};
 use crate::error::{CmdError, CmdResult};
-use crate::exec::pubsub::Kind;
-use crate::exec::{unix_us, Server, REDIS_VERSION};
+use crate::machine::pubsub::Kind;
+use crate::machine::{Host, State, REDIS_VERSION};
 use crate::protocol::Frame;
 use bytes::Bytes;
 use std::fmt::Write;
@@ -241,7 +242,7 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             Apply::Immutable => error = Some(failed(&name, "can't set immutable config")),
             Apply::Protected => error = Some(failed(&name, "can't set protected config")),
             // Redis's DENY_LOADING_CONFIG: the log being loaded can't be switched.
-            Apply::Persistence if d.name == "appendonly" && ctx.srv.loader.is_some() => {
+            Apply::Persistence if d.name == "appendonly" && ctx.host.loading() => {
                 deny_loading = true
             }
             _ if rows.iter().any(|(r, _, _)| std::ptr::eq(*r, d)) => {
@@ -269,14 +270,18 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         // Redis names the directive as it knows it (lower case) when a value is refused.
         (d.set)(&mut updated, value).map_err(|e| failed(given, &e))?;
     }
-    apply_config(ctx.srv, updated).map_err(|(name, e)| failed(name, &e))?;
+    apply_config(ctx.srv, ctx.host, updated).map_err(|(name, e)| failed(name, &e))?;
     Ok(Frame::ok())
 }
 
 /// Installs a new configuration and makes it take effect: for each kind of application (in
 /// table order), once, if any directive applied that way changed. When one fails the old
 /// configuration is put back and re-applied; Err: the directive and the reason.
-pub fn apply_config(srv: &mut Server, cfg: Config) -> Result<(), (&'static str, String)> {
+pub fn apply_config(
+    srv: &mut State,
+    host: &mut dyn Host,
+    cfg: Config,
+) -> Result<(), (&'static str, String)> {
     let old = std::mem::replace(&mut srv.config, cfg);
     let mut kinds: Vec<(Apply, Vec<&'static str>)> = Vec::new();
     for d in DIRECTIVES {
@@ -289,14 +294,14 @@ pub fn apply_config(srv: &mut Server, cfg: Config) -> Result<(), (&'static str, 
         }
     }
     for (i, (kind, names)) in kinds.iter().enumerate() {
-        if let Err(e) = srv.apply_change(*kind, &old, names) {
+        if let Err(e) = host.apply_change(srv, *kind, &old, names) {
             tracing::warn!(
                 "Failed applying new configuration. Possibly related to new {} setting. Restoring previous settings.",
                 names[0]
             );
             let new = std::mem::replace(&mut srv.config, old);
             for (k, n) in &kinds[..=i] {
-                if let Err(e) = srv.apply_change(*k, &new, n) {
+                if let Err(e) = host.apply_change(srv, *k, &new, n) {
                     tracing::warn!("Restoring the previous {} setting: {e}", n[0]);
                 }
             }
@@ -329,8 +334,8 @@ fn config_rewrite(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 
 // ---- COMMAND ---------------------------------------------------------------------------------
 
-fn command_entry(srv: &Server, id: usize) -> Frame {
-    let t = &srv.table;
+fn command_entry(id: usize) -> Frame {
+    let t = &crate::cmd::table::table();
     let e = &t.entries[id];
     let spec = e.spec;
     // Redis's populateCommandLegacyRangeSpec: a declared spec other than index + range (or
@@ -448,7 +453,7 @@ fn command_entry(srv: &Server, id: usize) -> Frame {
     let subs: Vec<Frame> = {
         let mut ids: Vec<usize> = e.subs.values().copied().collect();
         ids.sort();
-        ids.into_iter().map(|sid| command_entry(srv, sid)).collect()
+        ids.into_iter().map(command_entry).collect()
     };
     Frame::Array(vec![
         Frame::Bulk(Bytes::from(e.full_name.clone())),
@@ -548,31 +553,31 @@ fn key_spec_doc(d: &super::table::KeySpecDoc) -> Frame {
     map(fields)
 }
 
-fn command_all(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+fn command_all(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if argv.len() > 1 {
         return Err(CmdError::UnknownSubcommand(argv[1].to_vec(), "COMMAND"));
     }
-    let ids: Vec<usize> = ctx.srv.table.top_level().map(|(id, _)| id).collect();
-    Ok(Frame::Array(
-        ids.into_iter()
-            .map(|id| command_entry(ctx.srv, id))
-            .collect(),
+    let ids: Vec<usize> = crate::cmd::table::table()
+        .top_level()
+        .map(|(id, _)| id)
+        .collect();
+    Ok(Frame::Array(ids.into_iter().map(command_entry).collect()))
+}
+
+fn command_count(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    Ok(Frame::Integer(
+        crate::cmd::table::table().top_level().count() as i64,
     ))
 }
 
-fn command_count(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    Ok(Frame::Integer(ctx.srv.table.top_level().count() as i64))
-}
-
 /// `get` or `client|setname`.
-fn lookup_full(srv: &Server, name: &[u8]) -> Option<usize> {
+fn lookup_full(name: &[u8]) -> Option<usize> {
     let lower = name.to_ascii_lowercase();
     match lower.iter().position(|&c| c == b'|') {
-        Some(p) => srv
-            .table
+        Some(p) => crate::cmd::table::table()
             .lookup(&lower[..p])
-            .and_then(|id| srv.table.lookup_sub(id, &lower[p + 1..])),
-        None => srv.table.lookup(&lower),
+            .and_then(|id| crate::cmd::table::table().lookup_sub(id, &lower[p + 1..])),
+        None => crate::cmd::table::table().lookup(&lower),
     }
 }
 
@@ -583,7 +588,7 @@ fn command_info(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Frame::Array(
         argv[2..]
             .iter()
-            .map(|n| lookup_full(ctx.srv, n).map_or(Frame::Null, |id| command_entry(ctx.srv, id)))
+            .map(|n| lookup_full(n).map_or(Frame::Null, command_entry))
             .collect(),
     ))
 }
@@ -591,11 +596,11 @@ fn command_info(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 /// COMMAND DOCS's `group`: a subcommand's is its container's; otherwise from the first ACL
 /// category that names one (a container command has its categories on the subcommands), the
 /// rest being Redis's "server" commands, except for the few named below.
-fn doc_group(srv: &Server, id: usize) -> &'static str {
-    let e = &srv.table.entries[id];
+fn doc_group(id: usize) -> &'static str {
+    let e = &crate::cmd::table::table().entries[id];
     // A subcommand is in its container's group.
     if let Some(parent) = e.parent {
-        return doc_group(srv, parent);
+        return doc_group(parent);
     }
     // Commands whose Redis group is not the one their categories suggest.
     match e.full_name.as_str() {
@@ -619,9 +624,9 @@ fn doc_group(srv: &Server, id: usize) -> &'static str {
         .unwrap_or("server")
 }
 
-fn doc_for(srv: &Server, id: usize) -> Frame {
-    let e = &srv.table.entries[id];
-    let group = doc_group(srv, id);
+fn doc_for(id: usize) -> Frame {
+    let e = &crate::cmd::table::table().entries[id];
+    let group = doc_group(id);
     let mut fields = vec![
         (
             Frame::bulk_static("summary"),
@@ -637,8 +642,10 @@ fn doc_for(srv: &Server, id: usize) -> Frame {
             .into_iter()
             .map(|sid| {
                 (
-                    Frame::Bulk(Bytes::from(srv.table.entries[sid].full_name.clone())),
-                    doc_for(srv, sid),
+                    Frame::Bulk(Bytes::from(
+                        crate::cmd::table::table().entries[sid].full_name.clone(),
+                    )),
+                    doc_for(sid),
                 )
             })
             .collect();
@@ -647,28 +654,30 @@ fn doc_for(srv: &Server, id: usize) -> Frame {
     Frame::Map(fields)
 }
 
-fn command_docs(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+fn command_docs(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let ids: Vec<usize> = if argv.len() == 2 {
-        ctx.srv.table.top_level().map(|(id, _)| id).collect()
-    } else {
-        argv[2..]
-            .iter()
-            .filter_map(|n| lookup_full(ctx.srv, n))
+        crate::cmd::table::table()
+            .top_level()
+            .map(|(id, _)| id)
             .collect()
+    } else {
+        argv[2..].iter().filter_map(|n| lookup_full(n)).collect()
     };
     Ok(Frame::Map(
         ids.into_iter()
             .map(|id| {
                 (
-                    Frame::Bulk(Bytes::from(ctx.srv.table.entries[id].full_name.clone())),
-                    doc_for(ctx.srv, id),
+                    Frame::Bulk(Bytes::from(
+                        crate::cmd::table::table().entries[id].full_name.clone(),
+                    )),
+                    doc_for(id),
                 )
             })
             .collect(),
     ))
 }
 
-fn command_list(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+fn command_list(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let mut pattern: Option<&[u8]> = None;
     if argv.len() > 2 {
         if argv.len() == 5 && is(&argv[2], "filterby") && is(&argv[3], "pattern") {
@@ -677,9 +686,7 @@ fn command_list(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             return Err(CmdError::Syntax);
         }
     }
-    let names = ctx
-        .srv
-        .table
+    let names = crate::cmd::table::table()
         .top_level()
         .map(|(_, e)| e.full_name.clone())
         .filter(|n| pattern.is_none_or(|p| glob_match(p, n.as_bytes(), true)))
@@ -764,7 +771,7 @@ fn info(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             out.push_str("\r\n");
         }
         first = false;
-        write_section(ctx.srv, ctx.client.resp, sec, &mut out);
+        write_section(ctx.srv, &*ctx.host, ctx.client.resp, sec, &mut out);
     }
     Ok(Frame::Verbatim(Bytes::from(out)))
 }
@@ -807,7 +814,7 @@ fn human(bytes: usize) -> String {
     }
 }
 
-fn write_section(srv: &mut Server, _resp: u8, sec: &str, out: &mut String) {
+fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &mut String) {
     let shared = &srv.shared;
     match sec {
         "server" => {
@@ -862,12 +869,12 @@ fn write_section(srv: &mut Server, _resp: u8, sec: &str, out: &mut String) {
             );
         }
         "persistence" => {
-            let aof = srv.aof.as_ref();
+            let aof = host.aof();
             let status = |ok: bool| if ok { "ok" } else { "err" };
             let _ = write!(
                 out,
                 "# Persistence\r\nloading:{}\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\ncurrent_cow_size:0\r\ncurrent_cow_size_age:0\r\ncurrent_fork_perc:0.00\r\ncurrent_save_keys_processed:0\r\ncurrent_save_keys_total:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:ok\r\nrdb_last_bgsave_time_sec:-1\r\nrdb_current_bgsave_time_sec:-1\r\nrdb_saves:0\r\naof_enabled:{}\r\naof_rewrite_in_progress:{}\r\naof_rewrite_scheduled:0\r\naof_last_rewrite_time_sec:{}\r\naof_current_rewrite_time_sec:{}\r\naof_last_bgrewrite_status:{}\r\naof_rewrites:{}\r\naof_last_write_status:{}\r\naof_last_cow_size:0\r\nmodule_fork_in_progress:0\r\nmodule_fork_last_cow_size:0\r\n",
-                srv.loader.is_some() as u8,
+                host.loading() as u8,
                 srv.stats.start_unix,
                 aof.is_some() as u8,
                 aof.is_some_and(|a| a.rewrite_in_progress()) as u8,
@@ -927,7 +934,7 @@ fn write_section(srv: &mut Server, _resp: u8, sec: &str, out: &mut String) {
         "modules" => out.push_str("# Modules\r\n"),
         "commandstats" => {
             out.push_str("# Commandstats\r\n");
-            for (id, e) in srv.table.entries.iter().enumerate() {
+            for (id, e) in crate::cmd::table::table().entries.iter().enumerate() {
                 let s = &srv.stats.commands[id];
                 if s.calls == 0 && s.rejected_calls == 0 && s.failed_calls == 0 {
                     continue;

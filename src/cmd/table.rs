@@ -238,7 +238,15 @@ impl CommandSpec {
 }
 
 /// A command or subcommand's place in the table; stats are indexed by it.
-pub type CmdId = usize;
+pub use crate::machine::CmdId;
+
+/// The command table: built once, never changed while the server runs (Redis's command
+/// table is static too), shared by the executor and by the threads that answer while a
+/// script is busy.
+pub fn table() -> &'static Table {
+    static TABLE: std::sync::OnceLock<Table> = std::sync::OnceLock::new();
+    TABLE.get_or_init(Table::build)
+}
 
 pub struct Table {
     pub entries: Vec<TableEntry>,

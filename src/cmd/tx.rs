@@ -59,7 +59,7 @@ pub static COMMANDS: &[CommandSpec] = &[
 /// Redis's `flagTransaction`: a command refused while queuing makes the coming EXEC answer
 /// EXECABORT. Every refusal before queuing calls it (dispatch.rs, and the BUSY refusal during a
 /// busy script); a no-op outside MULTI.
-pub fn flag_transaction(client: &mut crate::exec::client::Client) {
+pub fn flag_transaction(client: &mut crate::machine::client::Client) {
     client.multi_dirty |= client.multi.is_some();
 }
 
@@ -121,7 +121,7 @@ fn exec(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         // ACLs are checked again: an AUTH queued earlier in this transaction may have
         // changed the user (Redis's execCommand does the same).
         if ctx.client.perms.restricted() {
-            let spec = ctx.srv.table.entries[cmd].spec;
+            let spec = crate::cmd::table::table().entries[cmd].spec;
             if let Err(e) = super::acl::check_at_exec(ctx.client.perms, spec, argv.len()) {
                 replies.push(dispatch::error_frame(ctx.srv, e));
                 continue;

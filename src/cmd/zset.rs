@@ -3,10 +3,10 @@
 //! (RESP3 returns scores as doubles and WITHSCORES / counted pops as [member, score] pairs).
 
 use super::args::{float_arg, int_arg, is, MAX_RANDOM_REPEATS};
+use super::blocking::{self, parse_timeout};
 use super::table::{flags::*, CommandSpec, KeySpec, KeySpecDoc, KEY1};
 use super::{event, Ctx};
 use crate::error::{CmdError, CmdResult};
-use crate::exec::blocking::{self, parse_timeout};
 use crate::protocol::number::parse_f64;
 use crate::protocol::Frame;
 use crate::store::value::own;

@@ -6,74 +6,16 @@
 //! the ready keys are served: each waiter, oldest first, runs its command again while the key
 //! still holds data, then the rest of its pipeline. Deadlines are served by the executor's timer.
 
-use super::client::Client;
-use super::{unix_ms, Server};
-use crate::cmd::{dispatch, Ctx};
-use crate::error::{CmdError, CmdResult};
+use super::Server;
+use crate::clock::unix_ms;
+use crate::cmd::dispatch;
+use crate::machine::client::Client;
 use crate::protocol::encode::encode;
-use crate::protocol::number::parse_f64;
 use crate::protocol::Frame;
-use crate::store::value::own;
-use crate::store::waiters::{Blocked, WaitKind};
+use crate::store::waiters::WaitKind;
 use crate::store::Value;
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use std::sync::atomic::Ordering;
-
-/// Parses a blocking command's timeout in seconds (a float) into milliseconds; 0 waits forever.
-/// Errors and edge cases are Redis 7.0's `getTimeoutFromObjectOrReply`.
-pub fn parse_timeout(arg: &[u8], now: u64) -> CmdResult<u64> {
-    let secs = parse_f64(arg).ok_or(CmdError::err("ERR timeout is not a float or out of range"))?;
-    let ms = secs * 1000.0;
-    // C converts with `(long long)`: out-of-range values (inf, 1e300) become LLONG_MIN on
-    // x86-64, so Redis reports them as negative; fractions below 1 ms truncate to 0 (forever).
-    if !(ms > -9.223_372_036_854_776e18 && ms < 9.223_372_036_854_776e18) {
-        return Err(CmdError::err("ERR timeout is negative"));
-    }
-    let ms = ms as i64;
-    if ms < 0 {
-        return Err(CmdError::err("ERR timeout is negative"));
-    }
-    if ms > 0 && ms > i64::MAX - now as i64 {
-        return Err(CmdError::err("ERR timeout is out of range"));
-    }
-    Ok(ms as u64)
-}
-
-/// Blocking commands act as their non-blocking forms inside MULTI/EXEC and Lua scripts.
-pub fn may_block(ctx: &Ctx) -> bool {
-    !ctx.in_script && !ctx.client.in_exec
-}
-
-/// Parks the calling client on `keys` until one is served, the timeout passes or it leaves.
-pub fn block(
-    ctx: &mut Ctx,
-    keys: &[Bytes],
-    timeout_ms: u64,
-    kind: WaitKind,
-    argv: &[Bytes],
-) -> CmdResult {
-    let deadline = match ctx.client.block_deadline {
-        // A served waiter that found nothing after all keeps its original deadline.
-        Some(d) => d,
-        None if timeout_ms == 0 => 0,
-        None => ctx.now + timeout_ms,
-    };
-    let b = Blocked {
-        db: ctx.client.db,
-        keys: keys.iter().map(own).collect(),
-        deadline,
-        kind,
-        argv: argv.iter().map(own).collect(),
-    };
-    ctx.srv.waiters.block(ctx.client.id, b);
-    ctx.client.blocked = true;
-    ctx.client.skip_reply = true;
-    ctx.client
-        .shared
-        .timeout_exempt
-        .store(true, Ordering::Relaxed);
-    Ok(Frame::NullArray)
-}
 
 fn holds(srv: &mut Server, db: usize, key: &[u8], kind: WaitKind, now: u64) -> bool {
     match srv.dbs[db].get(key, now).map(|e| &e.value) {
@@ -134,7 +76,9 @@ fn resume(srv: &mut Server, id: u64, timed_out: bool) {
         encode(&Frame::NullArray, client.resp3(), &mut out);
     } else {
         client.block_deadline = Some(b.deadline);
-        if let Some(argv) = dispatch::process(srv, &mut client, b.argv, &mut out) {
+        let held = dispatch::process(&mut srv.state, &mut srv.io, &mut client, b.argv, &mut out);
+        srv.end_unit();
+        if let Some(argv) = held {
             // Held by CLIENT PAUSE: `drive` parks it with the rest of the pipeline.
             client.pending.push_front(argv);
         }
@@ -157,8 +101,13 @@ pub fn drive(srv: &mut Server, mut client: Box<Client>, mut out: BytesMut) {
         let Some(argv) = client.pending.pop_front() else {
             break;
         };
-        let held = dispatch::process(srv, &mut client, argv, &mut out);
+        let held = dispatch::process(&mut srv.state, &mut srv.io, &mut client, argv, &mut out);
         srv.end_unit();
+        // Clients blocked on keys this command wrote are served before the next command (a
+        // unit of their own each, after this one's).
+        if srv.waiters.has_ready() {
+            serve_ready(srv);
+        }
         if let Some(argv) = held {
             // CLIENT PAUSE: the command waits, with the rest of the pipeline, for the pause to end.
             client.pending.push_front(argv);
@@ -195,22 +144,5 @@ pub fn drive(srv: &mut Server, mut client: Box<Client>, mut out: BytesMut) {
         srv.forget_client(&mut client);
     } else {
         srv.clients.insert(id, client);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_timeout;
-
-    #[test]
-    fn timeouts_like_redis() {
-        assert_eq!(parse_timeout(b"0", 1000), Ok(0));
-        assert_eq!(parse_timeout(b"1.5", 1000), Ok(1500));
-        assert_eq!(parse_timeout(b"0.0001", 1000), Ok(0));
-        let neg = Err(crate::error::CmdError::err("ERR timeout is negative"));
-        assert_eq!(parse_timeout(b"-1", 1000), neg);
-        assert_eq!(parse_timeout(b"inf", 1000), neg);
-        assert_eq!(parse_timeout(b"1e300", 1000), neg);
-        assert!(parse_timeout(b"abc", 1000).is_err());
     }
 }

@@ -3,32 +3,22 @@
 //! whole pipelines; it answers each batch with one buffer.
 
 pub mod blocking;
-pub mod client;
 pub mod net;
-pub mod notify;
-pub mod pubsub;
-pub mod stats;
 
+use crate::clock::unix_ms;
 use crate::cmd::dispatch;
-use crate::cmd::table::Table;
-use crate::config::Config;
+use crate::config::{Apply, Config};
+use crate::machine::client::{Client, Out, OutSender};
+use crate::machine::{Host, Shared, State};
 use crate::persist::aof::Aof;
 use crate::persist::load::{LoadError, Loader, Step};
 use crate::persist::{emit, Fsync};
-use crate::protocol::Frame;
-use crate::store::waiters::{Waiters, Watches};
-use crate::store::{ChangeRecord, Dbs};
+use crate::store::ChangeRecord;
 use bytes::{Bytes, BytesMut};
-use client::{Client, Out};
-use stats::Stats;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tokio::sync::{mpsc, Notify};
-
-/// Redis version we answer as (clients gate features on it).
-pub const REDIS_VERSION: &str = "7.0.15";
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
 
 pub enum Msg {
     Connect(Box<Client>),
@@ -39,180 +29,53 @@ pub enum Msg {
 
 pub type Inbox = mpsc::UnboundedSender<Msg>;
 
-/// What connection tasks and the accept loop read without asking the executor.
-///
-/// The first block is the configuration the network side enforces (the directives applied as
-/// `config::Apply::Network` / `MaxClients`), published by `apply` at start and after each CONFIG
-/// SET that changes one of them; a unit test checks that every such directive moves a field.
-/// Reads are relaxed loads, once per accept or per decoded batch.
-#[derive(Debug)]
-pub struct Shared {
-    /// `maxclients`: checked at accept.
-    pub maxclients: AtomicUsize,
-    /// `proto-max-bulk-len`: the decoders' bulk limit, for the next request of every client.
-    pub proto_max_bulk_len: AtomicI64,
-    /// `client-query-buffer-limit`: checked after each read, for every client.
-    pub client_query_buffer_limit: AtomicUsize,
-    /// `timeout`: idle clients are closed by the cron (plain TCP) or their task (TLS).
-    pub timeout_secs: AtomicU64,
-    /// `tcp-keepalive`: set on each socket at accept; open sockets keep theirs, as in Redis.
-    pub tcp_keepalive: AtomicU64,
-    /// `protected-mode` (with `requirepass`) in force: non-loopback clients are refused at accept.
-    pub protected_mode: AtomicBool,
-    /// `requirepass`: the default user needs a password or is off, so clients that have not
-    /// authenticated are held to Redis's pre-AUTH request limits by the decoder.
-    pub auth_required: AtomicBool,
-    pub next_client_id: AtomicU64,
-    pub connected_clients: AtomicUsize,
-    pub total_connections: AtomicU64,
-    pub rejected_connections: AtomicU64,
-    pub net_input_bytes: AtomicU64,
-    pub net_output_bytes: AtomicU64,
-    /// Set when a client asked for SHUTDOWN; the accept loop watches `shutdown_notify`.
-    pub shutdown_requested: AtomicBool,
-    pub shutdown_notify: Notify,
-    /// A running script past busy-reply-threshold, SCRIPT KILL and SHUTDOWN NOSAVE requests.
-    pub script: crate::script::busy::BusyState,
-}
-
-impl Shared {
-    pub fn new(cfg: &Config) -> Shared {
-        let s = Shared {
-            next_client_id: AtomicU64::new(3),
-            connected_clients: AtomicUsize::new(0),
-            maxclients: AtomicUsize::new(0),
-            proto_max_bulk_len: AtomicI64::new(0),
-            client_query_buffer_limit: AtomicUsize::new(0),
-            timeout_secs: AtomicU64::new(0),
-            tcp_keepalive: AtomicU64::new(0),
-            protected_mode: AtomicBool::new(false),
-            auth_required: AtomicBool::new(false),
-            total_connections: AtomicU64::new(0),
-            rejected_connections: AtomicU64::new(0),
-            net_input_bytes: AtomicU64::new(0),
-            net_output_bytes: AtomicU64::new(0),
-            shutdown_requested: AtomicBool::new(false),
-            shutdown_notify: Notify::new(),
-            script: Default::default(),
-        };
-        s.apply(cfg);
-        s
-    }
-
-    /// Publishes the limits connection tasks enforce (called again after CONFIG SET).
-    pub fn apply(&self, cfg: &Config) {
-        self.maxclients
-            .store(cfg.maxclients as usize, Ordering::Relaxed);
-        self.proto_max_bulk_len
-            .store(cfg.proto_max_bulk_len, Ordering::Relaxed);
-        self.client_query_buffer_limit
-            .store(cfg.client_query_buffer_limit as usize, Ordering::Relaxed);
-        self.timeout_secs.store(cfg.timeout, Ordering::Relaxed);
-        self.tcp_keepalive
-            .store(cfg.tcp_keepalive, Ordering::Relaxed);
-        self.protected_mode
-            .store(crate::server::protected::active(cfg), Ordering::Relaxed);
-        self.auth_required
-            .store(cfg.auth_required(), Ordering::Relaxed);
-        self.script.set_users(&cfg.users);
-    }
-
-    /// Bytes written to a client's socket (INFO `total_net_output_bytes`). Counted where the
-    /// socket took them, as Redis's `writeToClient`, so replies, pushes and wake-ups all count
-    /// once, whichever path they left by.
-    pub fn count_output(&self, n: usize) {
-        if n > 0 {
-            self.net_output_bytes.fetch_add(n as u64, Ordering::Relaxed);
-        }
-    }
-
-    pub fn request_shutdown(&self) {
-        self.shutdown_requested.store(true, Ordering::SeqCst);
-        self.shutdown_notify.notify_waiters();
-        self.shutdown_notify.notify_one();
-    }
-}
-
-pub fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
-pub fn unix_us() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_micros() as u64)
-        .unwrap_or(0)
-}
-
-/// Everything the executor owns.
+/// The event loop's side of the executor: the state machine's data (`State`, which handlers
+/// see) plus what only the loop touches: the log, loading, replies held for fsync, timers.
+/// Derefs to `State`, so loop code reads the data directly.
 pub struct Server {
-    pub dbs: Dbs,
-    pub config: Config,
-    pub table: Arc<Table>,
-    pub stats: Stats,
-    pub shared: Arc<Shared>,
-    /// Every connected client except the one whose batch is running (see `Ctx::client`).
-    /// Boxed: a batch takes its client out and puts it back, which must not copy the struct.
-    pub clients: HashMap<u64, Box<Client>, ahash::RandomState>,
-    pub started: Instant,
-    pub run_id: String,
-    /// Set by SHUTDOWN: the executor stops after the current batch.
-    pub shutting_down: bool,
+    pub state: State,
     /// A shutdown was requested from outside the executor (SIGTERM/SIGINT, SHUTDOWN NOSAVE
     /// during a busy script) and a unit ended after it: from then on nothing is logged and no
     /// reply leaves, so the unit that was cut short (a script stopped midway) leaves no trace in
     /// the log, as Redis exits from inside its script hook, and nothing unlogged is acknowledged.
     stopping: bool,
-    /// The append-only log, when `appendonly yes`.
-    pub aof: Option<Aof>,
-    /// Loading the log at start-up (commands meanwhile get -LOADING).
-    pub loader: Option<Loader>,
+    /// The loop's own part, which handlers reach through `machine::Host`.
+    pub io: Io,
     loader_client: Option<Box<Client>>,
     /// The record of the unit that just ended (store/change.rs), reused from unit to unit.
     changes: ChangeRecord,
     /// Replies held until the log is durable (`appendfsync always`).
-    held: Vec<(client::OutSender, Out)>,
-    /// `lock-restart-delay`: writes are refused until then.
-    pub writes_refused_until: Option<Instant>,
-    /// WATCHed keys and the clients whose transaction they invalidated.
-    pub watches: Watches,
-    /// Clients blocked on keys (see blocking.rs).
-    pub waiters: Waiters,
-    /// Ready keys are being served: nested commands leave new ready keys to the outer loop.
-    pub serving_ready: bool,
-    pub pubsub: pubsub::Registry,
-    /// The client whose batch is running (0: none); it is not in `clients`.
-    pub running: u64,
-    /// Pushes for the running client, written into its batch output before the next reply.
-    pub self_pushes: Vec<Frame>,
-    /// Clients with deferred pushes (see `Client::deferred`).
-    pub dirty: Vec<u64>,
-    /// MONITOR, SLOWLOG and CLIENT PAUSE state (cmd/observe.rs).
-    pub ops: crate::cmd::observe::OpsState,
+    held: Vec<(OutSender, Out)>,
     spare_out: Option<BytesMut>,
-    /// When the cron runs next (every 1/`hz` s; `apply_change` re-arms it when hz changes).
-    next_cron: Instant,
     /// When idle clients (`timeout`) are looked for next.
     next_idle_check: Instant,
 }
 
+/// What handlers may ask of the loop (`machine::Host`): the log and its loading.
+pub struct Io {
+    /// The append-only log, when `appendonly yes`.
+    pub aof: Option<Aof>,
+    /// Loading the log at start-up (commands meanwhile get -LOADING).
+    pub loader: Option<Loader>,
+    /// When the cron runs next (every 1/`hz` s; `apply_change` re-arms it when hz changes).
+    next_cron: Instant,
+}
+
+impl std::ops::Deref for Server {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.state
+    }
+}
+
+impl std::ops::DerefMut for Server {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.state
+    }
+}
+
 impl Server {
     pub fn new(config: Config, shared: Arc<Shared>) -> Server {
-        let dbs = Dbs::new(config.databases);
-        let table = Arc::new(Table::build());
-        let stats = Stats::new(table.entries.len());
-        let writes_refused_until = (config.lock_restart_delay > 0
-            && !(config.appendonly && config.appendfsync == Fsync::Always))
-            .then(|| Instant::now() + Duration::from_millis(config.lock_restart_delay));
-        if writes_refused_until.is_some() {
-            tracing::warn!(
-                "Writes are refused for lock-restart-delay ({} ms): this start may have lost acknowledged writes",
-                config.lock_restart_delay
-            );
-        }
         let loader = if config.appendonly {
             match Aof::files_to_load(&aof_dir(&config), &config.appendfilename) {
                 Ok(files) => Some(Loader::new(files, config.aof_load_truncated)),
@@ -224,45 +87,20 @@ impl Server {
         let (tx, _) = tokio::sync::mpsc::unbounded_channel();
         let nowhere: std::net::SocketAddr = ([127, 0, 0, 1], 0).into();
         let loader_client = Box::new(Client::new(0, nowhere, nowhere, tx, Default::default()));
-        let mut server = Server {
-            dbs,
-            config,
-            table,
-            stats,
-            shared,
-            clients: HashMap::default(),
-            started: Instant::now(),
-            run_id: (0..40)
-                .map(|_| fastrand::alphanumeric().to_ascii_lowercase())
-                .collect(),
-            shutting_down: false,
+        Server {
+            state: State::new(config, shared, crate::cmd::table::table().entries.len()),
             stopping: false,
-            ops: Default::default(),
-            pubsub: Default::default(),
-            running: 0,
-            self_pushes: Vec::new(),
-            dirty: Vec::new(),
-            watches: Watches::default(),
-            waiters: Waiters::default(),
-            serving_ready: false,
-            aof: None,
-            loader,
+            io: Io {
+                aof: None,
+                loader,
+                next_cron: Instant::now(),
+            },
             loader_client: Some(loader_client),
             changes: ChangeRecord::default(),
             held: Vec::new(),
             spare_out: None,
-            writes_refused_until,
-            next_cron: Instant::now(),
             next_idle_check: Instant::now(),
-        };
-        server.sync_created_recording();
-        server
-    }
-
-    /// Opens or closes the log; the store records changes exactly while there is one to feed.
-    fn set_aof(&mut self, aof: Option<Aof>) {
-        self.dbs.record_changes(aof.is_some());
-        self.aof = aof;
+        }
     }
 
     /// Ends a unit of work (a command, an EXEC, a script, an expiry sweep): the store's record
@@ -275,52 +113,23 @@ impl Server {
             self.dbs.discard_changes();
             return;
         }
-        if !self.dbs.take_changes(&mut self.changes) {
+        if !self.state.dbs.take_changes(&mut self.changes) {
             return;
         }
-        if let Some(aof) = self.aof.as_mut() {
+        if let Some(aof) = self.io.aof.as_mut() {
             emit::unit(
                 &mut aof.pending,
                 &mut aof.selected_db,
-                &self.dbs,
+                &self.state.dbs,
                 &self.changes,
             );
-        }
-    }
-
-    /// The whole dataset as commands (the base file of a rewrite).
-    pub fn snapshot(&self) -> Vec<u8> {
-        let now = unix_ms();
-        let mut out = Vec::new();
-        for (i, db) in self.dbs.iter().enumerate() {
-            if db.is_empty() {
-                continue;
-            }
-            emit::command(
-                &mut out,
-                &[b"SELECT", itoa::Buffer::new().format(i).as_bytes()],
-            );
-            for (k, e) in db.iter() {
-                if !e.is_expired(now) {
-                    emit::key_state(&mut out, k, Some(e));
-                }
-            }
-        }
-        out
-    }
-
-    pub fn start_rewrite(&mut self) -> std::io::Result<()> {
-        let snapshot = self.snapshot();
-        match self.aof.as_mut() {
-            Some(aof) => aof.start_rewrite(snapshot),
-            None => Err(std::io::Error::other("appendonly is off")),
         }
     }
 
     /// After each round of messages: make the round's log durable as the policy says, then
     /// release the replies that waited for it.
     fn after_round(&mut self) {
-        if let Some(aof) = self.aof.as_mut() {
+        if let Some(aof) = self.io.aof.as_mut() {
             let ok = aof.flush();
             if !ok && aof.fsync == Fsync::Always {
                 fatal("Can't persist the AOF when the AOF fsync policy is 'always'. Exiting...");
@@ -335,7 +144,7 @@ impl Server {
     /// fsynced, whatever the policy; the changes of a unit cut short are dropped.
     fn finish_shutdown(&mut self) {
         self.dbs.discard_changes();
-        if let Some(aof) = self.aof.as_mut() {
+        if let Some(aof) = self.io.aof.as_mut() {
             tracing::info!("Calling fsync() on the AOF file.");
             aof.fsync = Fsync::Always;
             if !aof.flush() {
@@ -365,7 +174,7 @@ impl Server {
             // survives the process dying at any later point (SIGKILL, the shutdown watchdog),
             // the page cache keeps it. `appendfsync always` holds the reply instead, until
             // the round's fsync (`after_round`).
-            if let Some(aof) = self.aof.as_mut() {
+            if let Some(aof) = self.io.aof.as_mut() {
                 if !aof.pending.is_empty() {
                     aof.flush();
                 }
@@ -421,7 +230,8 @@ impl Server {
     /// Under `appendfsync always` with writes not yet on disk, nothing may reach a client before
     /// the round's fsync (`after_round`): replies are held, pushes keep the channel.
     pub fn output_waits_for_fsync(&self) -> bool {
-        self.aof
+        self.io
+            .aof
             .as_ref()
             .is_some_and(|a| a.needs_sync_before_reply())
     }
@@ -444,7 +254,7 @@ impl Server {
 
     /// Loads the log for about 20 ms; false when loading is finished.
     fn load_step(&mut self) -> bool {
-        let Some(mut loader) = self.loader.take() else {
+        let Some(mut loader) = self.io.loader.take() else {
             return false;
         };
         let mut client = self
@@ -456,12 +266,13 @@ impl Server {
             match loader.next_unit() {
                 Ok(Step::Apply(cmds)) => {
                     for argv in cmds {
-                        let id = match dispatch::resolve(self, &argv) {
+                        let id = match dispatch::resolve(&argv) {
                             Ok(id) => id,
                             Err(e) => fatal(&format!("Bad command in the append only file: {e}")),
                         };
                         let mut ctx = crate::cmd::Ctx {
-                            srv: self,
+                            srv: &mut self.state,
+                            host: &mut self.io,
                             client: &mut client,
                             now: unix_ms(),
                             in_script: false,
@@ -490,166 +301,28 @@ impl Server {
                 self.config.appendfsync,
             ) {
                 // The store has recorded nothing while loading: the log is not written again.
-                Ok(aof) => self.set_aof(Some(aof)),
+                Ok(aof) => self.io.set_aof(&mut self.state, Some(aof)),
                 Err(e) => fatal(&format!("Can't open the append-only file: {e}")),
             }
             false
         } else {
-            self.loader = Some(loader);
+            self.io.loader = Some(loader);
             true
         }
     }
 
-    /// CONFIG SET appendonly / appendfsync at run time (Redis's updateAppendonly): opens the
-    /// log, starting it from the current dataset, or closes it; the open log takes the fsync
-    /// policy. While the log is being loaded `appendonly` is refused before this (-LOADING) and
-    /// the policy is picked up when loading ends. Err: the reason CONFIG SET gives.
-    fn persistence_config_changed(&mut self) -> Result<(), String> {
-        const FAILED: &str = "Unable to turn on AOF. Check server logs.";
-        match (self.config.appendonly, self.aof.is_some()) {
-            (true, false) if self.loader.is_none() => {
-                let aof = Aof::open(
-                    aof_dir(&self.config),
-                    self.config.appendfilename.clone(),
-                    self.config.appendfsync,
-                )
-                .map_err(|e| {
-                    tracing::warn!("Can't open the append-only file: {e}");
-                    FAILED.to_string()
-                })?;
-                self.set_aof(Some(aof));
-                // The log must start from the current dataset.
-                if let Err(e) = self.start_rewrite() {
-                    tracing::warn!("Can't start the AOF rewrite: {e}");
-                    self.set_aof(None);
-                    return Err(FAILED.into());
+    /// Hands every client's deferred pushes to its connection task.
+    pub fn flush_deferred(&mut self) {
+        // Held pushes leave through the channel at `net::flush`, after the fsync.
+        let hold = self.output_waits_for_fsync();
+        let st = &mut self.state;
+        for id in st.dirty.drain(..) {
+            if let Some(c) = st.clients.get_mut(&id) {
+                if hold {
+                    c.flush_deferred();
+                } else {
+                    write_deferred(c, &st.shared);
                 }
-                tracing::info!(
-                    "Background append only file rewriting started (appendonly turned on)"
-                );
-            }
-            (false, true) => {
-                if let Some(mut aof) = self.aof.take() {
-                    self.set_aof(None);
-                    aof.fsync = Fsync::Always;
-                    if !aof.flush() {
-                        tracing::warn!("Fail to fsync the AOF file.");
-                    }
-                }
-            }
-            _ => {}
-        }
-        if let Some(aof) = self.aof.as_mut() {
-            aof.fsync = self.config.appendfsync;
-        }
-        Ok(())
-    }
-
-    /// Makes a CONFIG SET take effect: `self.config` already holds the new values, `old` the
-    /// previous ones; `names` are the changed directives applied this way. Err: the reason
-    /// CONFIG SET reports (the caller then puts `old` back and applies it again).
-    pub fn apply_change(
-        &mut self,
-        kind: crate::config::Apply,
-        old: &Config,
-        names: &[&str],
-    ) -> Result<(), String> {
-        use crate::config::Apply;
-        match kind {
-            // Refused before anything is set.
-            Apply::Immutable | Apply::Protected => {}
-            // `notify-keyspace-events` decides whether created keys are recorded.
-            Apply::Live => self.sync_created_recording(),
-            Apply::Network => self.shared.apply(&self.config),
-            Apply::MaxClients => {
-                if self.config.maxclients > old.maxclients {
-                    fd_room_for(self.config.maxclients).map_err(|can| {
-                        format!("The operating system is not able to handle the specified number of clients, try with {can}")
-                    })?;
-                }
-                self.shared.apply(&self.config);
-            }
-            Apply::CronTimer => {
-                // Redis only uses the new period after the next run; re-arming now makes a
-                // higher hz take effect at once (a lower one after the run already due).
-                self.next_cron = self
-                    .next_cron
-                    .min(Instant::now() + cron_period(self.config.hz));
-            }
-            Apply::LogFilter => crate::logging::set_level(self.config.loglevel),
-            Apply::Persistence => self.persistence_config_changed()?,
-            Apply::MaxMemory => {
-                let used = crate::alloc::used_memory() as u64;
-                if self.config.maxmemory != 0 && self.config.maxmemory < used {
-                    tracing::warn!("WARNING: the new maxmemory value set via CONFIG SET ({}) is smaller than the current memory usage ({used}). This will result in key eviction and/or the inability to accept new write commands depending on the maxmemory-policy.", self.config.maxmemory);
-                }
-            }
-            Apply::NextStart => {
-                for name in names {
-                    tracing::info!("CONFIG SET {name}: the new value applies when the append-only file is next loaded, at start-up (CONFIG REWRITE keeps it)");
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Redis's `signalModifiedKey`: invalidates WATCHes on the key and readies blocked clients.
-    /// Called by every command that changes a key (through `Ctx::changed`).
-    pub fn signal_modified_key(&mut self, db: usize, key: &[u8]) {
-        self.watches.touch(db, key);
-        self.waiters.signal(db, key);
-    }
-
-    /// FLUSHDB (Some(db)) / FLUSHALL (None): Redis's `signalFlushedDb` (WATCH on any key of it).
-    /// Called before the data is dropped: only watched keys that exist are touched, as in Redis.
-    pub fn signal_flushed_db(&mut self, db: Option<usize>) {
-        if self.watches.is_empty() {
-            return;
-        }
-        let now = unix_ms();
-        let range = match db {
-            Some(d) => d..d + 1,
-            None => 0..self.dbs.len(),
-        };
-        for d in range {
-            let dbs = &mut self.dbs;
-            self.watches.touch_db(d, |k| dbs[d].contains(k, now));
-        }
-    }
-
-    /// SWAPDB (called after the swap): watched keys existing in either database are touched and
-    /// clients blocked on keys that now hold data are served.
-    pub fn signal_swapped_dbs(&mut self, a: usize, b: usize) {
-        let now = unix_ms();
-        if !self.watches.is_empty() {
-            let dbs = &mut self.dbs;
-            self.watches
-                .touch_db(a, |k| dbs[a].contains(k, now) || dbs[b].contains(k, now));
-            self.watches
-                .touch_db(b, |k| dbs[a].contains(k, now) || dbs[b].contains(k, now));
-        }
-        if !self.waiters.is_empty() {
-            self.waiters.signal_db(a);
-            self.waiters.signal_db(b);
-        }
-    }
-
-    /// Consumes the keys that expiry removed (lazily or actively): Redis fires `expired` for
-    /// each, so waiters can wake at a lock's TTL instead of polling.
-    pub fn drain_expired(&mut self) {
-        for db in 0..self.dbs.len() {
-            if self.dbs[db].expired.is_empty() {
-                continue;
-            }
-            let mut keys = std::mem::take(&mut self.dbs[db].expired);
-            for key in &keys {
-                // Expiry is a modification for WATCH (Redis's deleteExpiredKeyAndPropagate).
-                self.watches.touch(db, key);
-                self.notify_keyspace_event(crate::cmd::event::EXPIRED, "expired", key, db);
-            }
-            keys.clear();
-            if self.dbs[db].expired.is_empty() {
-                self.dbs[db].expired = keys;
             }
         }
     }
@@ -667,14 +340,6 @@ impl Server {
         }
     }
 
-    pub fn connect(&mut self, mut client: Box<Client>) {
-        // Like Redis: a client is authenticated at connect while the default user needs no
-        // password.
-        client.authenticated = !self.config.auth_required();
-        client.perms = self.config.users.default_user().perms();
-        self.clients.insert(client.id, client);
-    }
-
     /// Runs the requests in `cmds` (drained, so the caller can reuse the vector).
     pub fn run_batch(&mut self, id: u64, cmds: &mut Vec<Vec<Bytes>>) {
         let Some(mut client) = self.clients.remove(&id) else {
@@ -683,7 +348,7 @@ impl Server {
         };
         // Pushes queued for it earlier come before this batch's replies.
         client.flush_deferred();
-        client::apply_busy_marks(self, &mut client);
+        crate::script::busy::apply_busy_marks(&mut self.state, &mut client);
         client.pending.extend(cmds.drain(..));
         let out = self.out_buf();
         blocking::drive(self, client, out);
@@ -722,22 +387,189 @@ impl Server {
         if self.ops.pause.ended {
             self.resume_paused();
         }
-        if let Some(aof) = self.aof.as_mut() {
+        let (io, st) = (&mut self.io, &self.state);
+        if let Some(aof) = io.aof.as_mut() {
             aof.poll_rewrite();
             if aof.should_auto_rewrite(
-                self.config.auto_aof_rewrite_percentage,
-                self.config.auto_aof_rewrite_min_size,
+                st.config.auto_aof_rewrite_percentage,
+                st.config.auto_aof_rewrite_min_size,
             ) {
                 tracing::info!(
                     "Starting automatic rewriting of AOF on {}% growth",
-                    self.config.auto_aof_rewrite_percentage
+                    st.config.auto_aof_rewrite_percentage
                 );
-                if let Err(e) = self.start_rewrite() {
+                if let Err(e) = io.start_rewrite(st) {
                     tracing::warn!("Can't start the AOF rewrite: {e}");
                 }
             }
         }
     }
+}
+
+impl Io {
+    /// Opens or closes the log; the store records changes exactly while there is one to feed.
+    fn set_aof(&mut self, state: &mut State, aof: Option<Aof>) {
+        state.dbs.record_changes(aof.is_some());
+        self.aof = aof;
+    }
+
+    /// CONFIG SET appendonly / appendfsync at run time (Redis's updateAppendonly): opens the
+    /// log, starting it from the current dataset, or closes it; the open log takes the fsync
+    /// policy. While the log is being loaded `appendonly` is refused before this (-LOADING) and
+    /// the policy is picked up when loading ends. Err: the reason CONFIG SET gives.
+    fn persistence_config_changed(&mut self, state: &mut State) -> Result<(), String> {
+        const FAILED: &str = "Unable to turn on AOF. Check server logs.";
+        match (state.config.appendonly, self.aof.is_some()) {
+            (true, false) if self.loader.is_none() => {
+                let aof = Aof::open(
+                    aof_dir(&state.config),
+                    state.config.appendfilename.clone(),
+                    state.config.appendfsync,
+                )
+                .map_err(|e| {
+                    tracing::warn!("Can't open the append-only file: {e}");
+                    FAILED.to_string()
+                })?;
+                self.set_aof(state, Some(aof));
+                // The log must start from the current dataset.
+                if let Err(e) = self.start_rewrite(state) {
+                    tracing::warn!("Can't start the AOF rewrite: {e}");
+                    self.set_aof(state, None);
+                    return Err(FAILED.into());
+                }
+                tracing::info!(
+                    "Background append only file rewriting started (appendonly turned on)"
+                );
+            }
+            (false, true) => {
+                if let Some(mut aof) = self.aof.take() {
+                    self.set_aof(state, None);
+                    aof.fsync = Fsync::Always;
+                    if !aof.flush() {
+                        tracing::warn!("Fail to fsync the AOF file.");
+                    }
+                }
+            }
+            _ => {}
+        }
+        if let Some(aof) = self.aof.as_mut() {
+            aof.fsync = state.config.appendfsync;
+        }
+        Ok(())
+    }
+}
+
+impl Host for Io {
+    /// Makes a CONFIG SET take effect: `state.config` already holds the new values, `old` the
+    /// previous ones; `names` are the changed directives applied this way. Err: the reason
+    /// CONFIG SET reports (the caller then puts `old` back and applies it again).
+    fn apply_change(
+        &mut self,
+        state: &mut State,
+        kind: Apply,
+        old: &Config,
+        names: &[&str],
+    ) -> Result<(), String> {
+        match kind {
+            // Refused before anything is set.
+            Apply::Immutable | Apply::Protected => {}
+            // `notify-keyspace-events` decides whether created keys are recorded.
+            Apply::Live => state.sync_created_recording(),
+            Apply::Network => state.shared.apply(&state.config),
+            Apply::MaxClients => {
+                if state.config.maxclients > old.maxclients {
+                    fd_room_for(state.config.maxclients).map_err(|can| {
+                        format!("The operating system is not able to handle the specified number of clients, try with {can}")
+                    })?;
+                }
+                state.shared.apply(&state.config);
+            }
+            Apply::CronTimer => {
+                // Redis only uses the new period after the next run; re-arming now makes a
+                // higher hz take effect at once (a lower one after the run already due).
+                self.next_cron = self
+                    .next_cron
+                    .min(Instant::now() + cron_period(state.config.hz));
+            }
+            Apply::LogFilter => crate::logging::set_level(state.config.loglevel),
+            Apply::Persistence => self.persistence_config_changed(state)?,
+            Apply::MaxMemory => {
+                let used = crate::alloc::used_memory() as u64;
+                if state.config.maxmemory != 0 && state.config.maxmemory < used {
+                    tracing::warn!("WARNING: the new maxmemory value set via CONFIG SET ({}) is smaller than the current memory usage ({used}). This will result in key eviction and/or the inability to accept new write commands depending on the maxmemory-policy.", state.config.maxmemory);
+                }
+            }
+            Apply::NextStart => {
+                for name in names {
+                    tracing::info!("CONFIG SET {name}: the new value applies when the append-only file is next loaded, at start-up (CONFIG REWRITE keeps it)");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn start_rewrite(&mut self, state: &State) -> std::io::Result<()> {
+        let snapshot = snapshot(state);
+        match self.aof.as_mut() {
+            Some(aof) => aof.start_rewrite(snapshot),
+            None => Err(std::io::Error::other("appendonly is off")),
+        }
+    }
+
+    fn loading(&self) -> bool {
+        self.loader.is_some()
+    }
+
+    fn aof(&self) -> Option<&Aof> {
+        self.aof.as_ref()
+    }
+}
+
+/// The whole dataset as commands (the base file of a rewrite).
+fn snapshot(state: &State) -> Vec<u8> {
+    let now = unix_ms();
+    let mut out = Vec::new();
+    for (i, db) in state.dbs.iter().enumerate() {
+        if db.is_empty() {
+            continue;
+        }
+        emit::command(
+            &mut out,
+            &[b"SELECT", itoa::Buffer::new().format(i).as_bytes()],
+        );
+        for (k, e) in db.iter() {
+            if !e.is_expired(now) {
+                emit::key_state(&mut out, k, Some(e));
+            }
+        }
+    }
+    out
+}
+
+/// After the round: writes the deferred pushes straight to the socket of a connection of
+/// the executor's event loop when they are all it has pending (`pending_out` is exactly
+/// them, so no earlier output can be overtaken), as Redis writes a client's buffer in
+/// `beforeSleep`; what the socket does not take, and any other client's pushes, go through
+/// the channel. The output limit was checked when they were queued, as in Redis.
+fn write_deferred(client: &mut Client, shared: &Shared) {
+    let queued = client.deferred.len();
+    if queued == 0 || client.shared.pending_out.load(Ordering::Acquire) != queued {
+        return client.flush_deferred();
+    }
+    let Some(n) = net::write_direct(&client.shared, shared, &client.deferred) else {
+        return client.flush_deferred();
+    };
+    client.shared.pending_out.fetch_sub(n, Ordering::Relaxed);
+    if n == queued {
+        // The buffer stays for the next pushes (no allocation per message).
+        client.deferred.clear();
+        if client.deferred.capacity() > 64 << 10 {
+            client.deferred = BytesMut::new();
+        }
+        return;
+    }
+    let _ = client.deferred.split_to(n);
+    client.flush_deferred();
 }
 
 /// Time between two cron runs at `hz` (clamped to Redis's 1..500).
@@ -846,7 +678,7 @@ pub fn spawn(
                 server.flush_deferred();
                 net::flush(&mut server);
             }
-            server.next_cron = Instant::now();
+            server.io.next_cron = Instant::now();
             let mut spin = net::IdleSpin::default();
             loop {
                 let mut handled = 0usize;
@@ -877,7 +709,7 @@ pub fn spawn(
                     let now = Instant::now();
                     // Wake at the earliest blocked client's deadline, not only at the next
                     // tick. Deadlines are in whole ms; 1 ms past one makes `now > deadline`.
-                    let mut wake = server.next_cron;
+                    let mut wake = server.io.next_cron;
                     if let Some(d) = server.waiters.next_deadline() {
                         let due = now
                             + Duration::from_millis(d.saturating_sub(unix_ms()))
@@ -891,7 +723,7 @@ pub fn spawn(
                 // Cron runs on time under a steady stream of requests too (within a turn: the
                 // clock read when the poll returned will do).
                 let now = net::polled_at();
-                if now >= server.next_cron {
+                if now >= server.io.next_cron {
                     server.cron();
                     // Every client is looked at; `timeout` counts whole seconds, so at most
                     // ten times a second whatever hz is (Redis spreads the same work over a
@@ -900,7 +732,7 @@ pub fn spawn(
                         net::close_idle(&mut server);
                         server.next_idle_check = now + Duration::from_millis(100);
                     }
-                    server.next_cron = now + cron_period(server.config.hz);
+                    server.io.next_cron = now + cron_period(server.config.hz);
                 }
                 if server
                     .waiters

@@ -16,8 +16,9 @@
 //! Borrowing: the loop's state lives in a thread-local and is only borrowed for short steps that
 //! never call into `Server`, so the hook (inside a running script) can borrow it too.
 
-use super::client::{auth_may_change, Client, ClientShared, Out, OutSender};
-use super::{Msg, Server, Shared};
+use super::{Msg, Server};
+use crate::machine::client::{auth_may_change, Client, ClientShared, Out, OutSender};
+use crate::machine::Shared;
 use crate::protocol::{DecodeLimits, Decoder, ProtocolError};
 use bytes::{Bytes, BytesMut};
 use mio::unix::SourceFd;

@@ -2,33 +2,19 @@
 //! tasks, which keep answering other clients while the executor is inside a long script.
 
 use crate::cmd::acl::Users;
-use crate::cmd::table::{flags, CommandSpec, Table};
-use crate::exec::client::ClientShared;
+use crate::cmd::table::{flags, table, CommandSpec};
+pub use crate::machine::busy::{BusyMarks, BusyState};
+use crate::machine::client::{Client, ClientShared};
+use crate::machine::State;
 use bytes::{Bytes, BytesMut};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 pub const BUSY: &[u8] =
     b"-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n";
 /// EXEC refused by a busy script: Redis's `execCommandAbort` with the -BUSY text.
 pub const EXECABORT_BUSY: &[u8] = b"-EXECABORT Transaction discarded because of: BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n";
 pub const UNKILLABLE: &[u8] = b"-UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.\r\n";
-
-#[derive(Debug, Default)]
-pub struct BusyState {
-    /// Run number of the script being run; 0 between scripts.
-    pub running: AtomicU64,
-    /// Run number of the script that passed busy-reply-threshold; 0 while none has.
-    pub busy: AtomicU64,
-    /// Run number SCRIPT KILL asked to stop (the hook compares it with its own).
-    pub kill: AtomicU64,
-    /// The running script has called a write command: SCRIPT KILL answers -UNKILLABLE.
-    pub dirty: AtomicBool,
-    /// SHUTDOWN NOSAVE arrived during a busy script: the hook aborts it whatever it wrote.
-    pub shutdown: AtomicBool,
-    /// The configured users (published with the config), for AUTH while a script is busy.
-    users: RwLock<Option<Arc<Users>>>,
-}
 
 /// What a connection does with a batch while a script is busy.
 pub struct BusyAnswer {
@@ -37,51 +23,6 @@ pub struct BusyAnswer {
     pub shutdown: bool,
     /// QUIT: close the connection once `replies` are written.
     pub close: bool,
-}
-
-/// What a busy answer did to the client's transaction state, for the executor to apply before
-/// the client's next batch runs (`exec::client::apply_busy_marks`), in this order: discard,
-/// unwatch, AUTH, enter MULTI, then flag and queue.
-#[derive(Debug, Default)]
-pub struct BusyMarks {
-    /// EXEC was refused (Redis's `execCommandAbort`) or DISCARD ran: the transaction ends and
-    /// every WATCH is dropped.
-    pub discard: bool,
-    /// UNWATCH ran.
-    pub unwatch: bool,
-    /// MULTI ran: a transaction begins.
-    pub enter: bool,
-    /// A command was refused while queuing (Redis's `flagTransaction`): EXEC must abort.
-    pub dirty: bool,
-    /// Commands Redis lets through a busy script and queues inside MULTI (+QUEUED).
-    pub queued: Vec<Vec<Bytes>>,
-    /// AUTH succeeded as this user.
-    pub auth: Option<String>,
-}
-
-impl BusyMarks {
-    /// EXEC refused or DISCARD: what the transaction had gathered goes; an AUTH stays.
-    fn discard_transaction(&mut self) {
-        self.discard = true;
-        self.enter = false;
-        self.dirty = false;
-        self.queued.clear();
-    }
-
-    pub fn is_empty(&self) -> bool {
-        !self.discard
-            && !self.unwatch
-            && !self.enter
-            && !self.dirty
-            && self.queued.is_empty()
-            && self.auth.is_none()
-    }
-}
-
-/// The command table, for answering without the executor (built on the first busy answer).
-fn table() -> &'static Table {
-    static TABLE: OnceLock<Table> = OnceLock::new();
-    TABLE.get_or_init(Table::build)
 }
 
 /// Redis's `commandCheckExistence` and `commandCheckArity`: the command's spec, or the error
@@ -310,4 +251,50 @@ pub fn is_kill_or_shutdown(argv: &[Bytes]) -> bool {
         && argv[1].eq_ignore_ascii_case(b"kill"))
         || (first.eq_ignore_ascii_case(b"shutdown")
             && argv[1..].iter().any(|a| a.eq_ignore_ascii_case(b"nosave")))
+}
+
+/// Applies what a busy script's answers did to `client`'s transaction (Redis changed the client
+/// there and then; here the executor was inside the script): a refused EXEC or a DISCARD ends
+/// the transaction and its WATCHes, UNWATCH drops the WATCHes, MULTI begins a transaction, a
+/// refusal while queuing flags it for EXECABORT, the commands answered +QUEUED join it, and a
+/// successful AUTH logs the client in.
+pub fn apply_busy_marks(srv: &mut State, client: &mut Client) {
+    if !client.shared.busy_marked.load(Ordering::Acquire) {
+        return;
+    }
+    let marks = {
+        let mut m = match client.shared.busy_marks.lock() {
+            Ok(m) => m,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        client.shared.busy_marked.store(false, Ordering::Relaxed);
+        std::mem::take(&mut *m)
+    };
+    if marks.discard {
+        client.multi = None;
+        client.multi_dirty = false;
+    }
+    if marks.discard || marks.unwatch {
+        srv.watches.unwatch_all(client.id);
+    }
+    if let Some(name) = &marks.auth {
+        if let Some(u) = srv.config.users.get(name.as_bytes()) {
+            client.authenticated = true;
+            client.user = u.name.clone();
+            client.perms = u.perms();
+        }
+    }
+    if marks.enter && client.multi.is_none() {
+        client.multi = Some(Vec::new());
+        client.multi_dirty = false;
+    }
+    if let Some(queue) = client.multi.as_mut() {
+        client.multi_dirty |= marks.dirty;
+        for argv in marks.queued {
+            // Resolved when answered; the table does not change while the server runs.
+            if let Ok(id) = crate::cmd::dispatch::resolve(&argv) {
+                queue.push((id, argv));
+            }
+        }
+    }
 }

@@ -12,7 +12,7 @@ pub mod structlib;
 
 use crate::cmd::Ctx;
 use crate::error::CmdError;
-use crate::exec::{Shared, REDIS_VERSION};
+use crate::machine::{Shared, REDIS_VERSION};
 use crate::protocol::Frame;
 use bytes::Bytes;
 use mlua::{chunk::ChunkMode, Function, Lua, LuaOptions, StdLib, Value, VmState};
@@ -480,13 +480,12 @@ impl Engine {
         rs.set(
             "cmd_exists",
             lua.create_function(move |_, name: mlua::LuaString| {
-                let ptr = s.ctx.get();
-                if ptr.is_null() {
+                if s.ctx.get().is_null() {
                     return Ok(false);
                 }
-                // SAFETY: see `Engine::run`; only read access to the command table.
-                let ctx = unsafe { &*(ptr as *const Ctx<'static>) };
-                Ok(ctx.srv.table.lookup(&name.as_bytes()).is_some())
+                Ok(crate::cmd::table::table()
+                    .lookup(&name.as_bytes())
+                    .is_some())
             })?,
         )?;
         rs.set("version", REDIS_VERSION)?;
@@ -645,6 +644,7 @@ impl Engine {
             // frozen `now`) over the same server and client.
             let mut sctx = Ctx {
                 srv: &mut *ctx.srv,
+                host: &mut *ctx.host,
                 client: &mut *ctx.client,
                 now: ctx.now,
                 in_script: true,

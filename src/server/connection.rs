@@ -5,8 +5,9 @@
 //! Only TLS connections have a task: plain TCP is served by the executor's event loop
 //! (exec/net.rs).
 
-use crate::exec::client::{auth_may_change, ClientShared, Out};
-use crate::exec::{Inbox, Msg, Shared};
+use crate::exec::{Inbox, Msg};
+use crate::machine::client::{auth_may_change, ClientShared, Out};
+use crate::machine::Shared;
 use crate::protocol::{DecodeLimits, Decoder};
 use bytes::BytesMut;
 use std::future::Future;

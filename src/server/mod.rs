@@ -4,8 +4,9 @@ pub mod connection;
 pub mod protected;
 pub mod tls;
 
-use crate::exec::client::{Client, ClientShared};
-use crate::exec::{Inbox, Msg, Shared};
+use crate::exec::{Inbox, Msg};
+use crate::machine::client::{Client, ClientShared};
+use crate::machine::Shared;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

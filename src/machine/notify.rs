@@ -1,7 +1,7 @@
 //! Keyspace notifications (Redis's notify.c): the `notify-keyspace-events` flag string and the
 //! `__keyspace@<db>__:<key>` / `__keyevent@<db>__:<event>` messages published for every change.
 
-use super::Server;
+use super::State;
 use crate::cmd::event::*;
 
 /// Module events ('d'); nothing here raises them, but the letter is accepted and rendered.
@@ -69,7 +69,7 @@ pub fn flags_to_string(flags: u32) -> String {
     s
 }
 
-impl Server {
+impl State {
     /// Redis's `notifyKeyspaceEvent`: publishes `__keyspace@<db>__:<key>` with the event name
     /// and `__keyevent@<db>__:<event>` with the key, when `notify-keyspace-events` enables the
     /// class. Every write reaches this through `Ctx::changed`, so the disabled case is one test.
@@ -115,7 +115,7 @@ impl Server {
     }
 }
 
-impl Server {
+impl State {
     /// Puts every database's recording of created keys in step with the `n` class: called
     /// wherever a configuration is installed (start-up, CONFIG SET), not per command.
     pub fn sync_created_recording(&mut self) {

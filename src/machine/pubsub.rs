@@ -11,7 +11,7 @@
 //! not read is disconnected at the limit rather than buffered without bound or skipped.
 
 use super::client::Client;
-use super::Server;
+use super::State;
 use crate::cmd::args::glob_match;
 use crate::config::{Config, ObufClass};
 use crate::protocol::encode::encode;
@@ -255,14 +255,14 @@ pub fn over_output_limit(cfg: &Config, c: &mut Client, now_secs: &mut u64) -> bo
 }
 
 /// The client's CLIENT LIST line without the newline, as Redis logs it.
-fn describe(c: &Client, table: &crate::cmd::table::Table) -> String {
+fn describe(c: &Client) -> String {
     let mut s = String::new();
-    crate::cmd::connection::client_line(c, table, &mut s);
+    c.info_line(&mut s);
     s.truncate(s.trim_end().len());
     s
 }
 
-impl Server {
+impl State {
     /// SUBSCRIBE / PSUBSCRIBE / SSUBSCRIBE: one confirmation push per name, repeated names
     /// included (Redis confirms them again with an unchanged count).
     pub fn subscribe(&mut self, client: &mut Client, kind: Kind, names: &[Bytes]) {
@@ -284,7 +284,7 @@ impl Server {
     /// UNSUBSCRIBE / PUNSUBSCRIBE / SUNSUBSCRIBE: the named ones (confirmed even when not
     /// subscribed), or all of this kind; with none to drop, one confirmation with a null name.
     pub fn unsubscribe(&mut self, client: &mut Client, kind: Kind, names: &[Bytes]) {
-        let confirm = |srv: &mut Server, name: Frame, count: i64| {
+        let confirm = |srv: &mut State, name: Frame, count: i64| {
             srv.self_pushes.push(Frame::Push(vec![
                 Frame::bulk_static(kind.unsubscribe_name()),
                 name,
@@ -337,7 +337,7 @@ impl Server {
     /// PUBLISH, of every matching pattern. Returns the number of deliveries (a client subscribed
     /// to the channel and a matching pattern counts, and receives, twice).
     pub fn publish(&mut self, channel: &[u8], msg: &[u8], shard: bool) -> usize {
-        let Server {
+        let State {
             pubsub,
             clients,
             self_pushes,
@@ -397,7 +397,7 @@ impl Server {
             if let Some(c) = self.clients.remove(&id) {
                 tracing::warn!(
                     "Client {} scheduled to be closed ASAP for overcoming of output buffer limits.",
-                    describe(&c, &self.table)
+                    describe(&c)
                 );
                 self.close_client(c);
             }
@@ -421,21 +421,6 @@ impl Server {
         self.waiters.unblock(c.id);
     }
 
-    /// Hands every client's deferred pushes to its connection task.
-    pub fn flush_deferred(&mut self) {
-        // Held pushes leave through the channel at `net::flush`, after the fsync.
-        let hold = self.output_waits_for_fsync();
-        for id in self.dirty.drain(..) {
-            if let Some(c) = self.clients.get_mut(&id) {
-                if hold {
-                    c.flush_deferred();
-                } else {
-                    c.write_deferred(&self.shared);
-                }
-            }
-        }
-    }
-
     /// Writes the pushes addressed to the running client into its batch output.
     #[inline]
     pub fn flush_self_pushes(&mut self, resp3: bool, out: &mut BytesMut) {
@@ -453,7 +438,7 @@ impl Server {
         if over_output_limit(&self.config, c, &mut 0) {
             tracing::warn!(
                 "Client {} closed for overcoming of output buffer limits.",
-                describe(c, &self.table)
+                describe(c)
             );
             return true;
         }

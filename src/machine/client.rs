@@ -1,6 +1,6 @@
 //! Per-connection state kept by the executor (the connection task only moves bytes).
 
-use crate::cmd::table::CmdId;
+use super::CmdId;
 use bytes::{Bytes, BytesMut};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -45,7 +45,7 @@ impl OutSender {
     /// Tells the connection there is something for it (output, or a batch answered directly).
     pub fn wake(&self) {
         if let Some(id) = self.local {
-            super::net::mark_dirty(id);
+            crate::exec::net::mark_dirty(id);
         }
     }
 }
@@ -131,7 +131,8 @@ pub struct Client {
     /// Unix ms of the last command (CLIENT LIST `idle=`), from the clock the command ran with.
     pub last_interaction_ms: u64,
     /// Table id of the last command run (CLIENT LIST `cmd=`), None before the first.
-    pub last_cmd: Option<usize>,
+    /// The last command's full name (CLIENT LIST `cmd=`).
+    pub last_cmd: Option<&'static str>,
     pub out: OutSender,
     pub shared: Arc<ClientShared>,
     /// Close after the current batch's replies are written.
@@ -250,32 +251,6 @@ impl Client {
         was_empty
     }
 
-    /// After the round: writes the deferred pushes straight to the socket of a connection of
-    /// the executor's event loop when they are all it has pending (`pending_out` is exactly
-    /// them, so no earlier output can be overtaken), as Redis writes a client's buffer in
-    /// `beforeSleep`; what the socket does not take, and any other client's pushes, go through
-    /// the channel. The output limit was checked when they were queued, as in Redis.
-    pub fn write_deferred(&mut self, shared: &super::Shared) {
-        let queued = self.deferred.len();
-        if queued == 0 || self.shared.pending_out.load(Ordering::Acquire) != queued {
-            return self.flush_deferred();
-        }
-        let Some(n) = super::net::write_direct(&self.shared, shared, &self.deferred) else {
-            return self.flush_deferred();
-        };
-        self.shared.pending_out.fetch_sub(n, Ordering::Relaxed);
-        if n == queued {
-            // The buffer stays for the next pushes (no allocation per message).
-            self.deferred.clear();
-            if self.deferred.capacity() > 64 << 10 {
-                self.deferred = BytesMut::new();
-            }
-            return;
-        }
-        let _ = self.deferred.split_to(n);
-        self.flush_deferred();
-    }
-
     /// Hands the deferred pushes to the connection task (already counted in `pending_out`).
     pub fn flush_deferred(&mut self) {
         if self.deferred.is_empty() {
@@ -303,48 +278,58 @@ impl Client {
     }
 }
 
-/// Applies what a busy script's answers did to `client`'s transaction (Redis changed the client
-/// there and then; here the executor was inside the script): a refused EXEC or a DISCARD ends
-/// the transaction and its WATCHes, UNWATCH drops the WATCHes, MULTI begins a transaction, a
-/// refusal while queuing flags it for EXECABORT, the commands answered +QUEUED join it, and a
-/// successful AUTH logs the client in.
-pub fn apply_busy_marks(srv: &mut super::Server, client: &mut Client) {
-    if !client.shared.busy_marked.load(Ordering::Acquire) {
-        return;
-    }
-    let marks = {
-        let mut m = match client.shared.busy_marks.lock() {
-            Ok(m) => m,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        client.shared.busy_marked.store(false, Ordering::Relaxed);
-        std::mem::take(&mut *m)
-    };
-    if marks.discard {
-        client.multi = None;
-        client.multi_dirty = false;
-    }
-    if marks.discard || marks.unwatch {
-        srv.watches.unwatch_all(client.id);
-    }
-    if let Some(name) = &marks.auth {
-        if let Some(u) = srv.config.users.get(name.as_bytes()) {
-            client.authenticated = true;
-            client.user = u.name.clone();
-            client.perms = u.perms();
-        }
-    }
-    if marks.enter && client.multi.is_none() {
-        client.multi = Some(Vec::new());
-        client.multi_dirty = false;
-    }
-    if let Some(queue) = client.multi.as_mut() {
-        client.multi_dirty |= marks.dirty;
-        for argv in marks.queued {
-            // Resolved when answered; the table does not change while the server runs.
-            if let Ok(id) = crate::cmd::dispatch::resolve(srv, &argv) {
-                queue.push((id, argv));
+impl Client {
+    /// One CLIENT LIST line, with Redis 7.0's fields.
+    pub fn info_line(&self, out: &mut String) {
+        use std::fmt::Write;
+        let c = self;
+        let age = c.created.elapsed().as_secs();
+        let idle = crate::clock::unix_ms().saturating_sub(c.last_interaction_ms) / 1000;
+        let name = c
+            .name
+            .as_ref()
+            .map(|n| String::from_utf8_lossy(n).into_owned())
+            .unwrap_or_default();
+        let omem = c
+            .shared
+            .pending_out
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let cmd = c.last_cmd.unwrap_or("NULL");
+        // Redis's order of the flag letters we can have.
+        let mut flags = String::new();
+        for (on, letter) in [
+            (c.pubsub.subscribed(), 'P'),
+            (c.multi.is_some(), 'x'),
+            (c.blocked, 'b'),
+        ] {
+            if on {
+                flags.push(letter);
             }
         }
+        if flags.is_empty() {
+            flags.push('N');
+        }
+        let _ = writeln!(
+            out,
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={}",
+            c.id,
+            c.addr,
+            c.laddr,
+            c.id + 5,
+            name,
+            age,
+            idle,
+            flags,
+            c.db,
+            c.pubsub.channels.len(),
+            c.pubsub.patterns.len(),
+            c.pubsub.shard.len(),
+            c.multi.as_ref().map_or(-1, |q| q.len() as i64),
+            omem,
+            omem + 20000,
+            cmd,
+            c.user,
+            c.resp
+        );
     }
 }

@@ -1,0 +1,62 @@
+//! What a running script shares with the threads that answer other clients meanwhile (the
+//! answering itself, which needs the command table, is script/busy.rs).
+
+use crate::cmd::acl::Users;
+use bytes::Bytes;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, RwLock};
+
+#[derive(Debug, Default)]
+pub struct BusyState {
+    /// Run number of the script being run; 0 between scripts.
+    pub running: AtomicU64,
+    /// Run number of the script that passed busy-reply-threshold; 0 while none has.
+    pub busy: AtomicU64,
+    /// Run number SCRIPT KILL asked to stop (the hook compares it with its own).
+    pub kill: AtomicU64,
+    /// The running script has called a write command: SCRIPT KILL answers -UNKILLABLE.
+    pub dirty: AtomicBool,
+    /// SHUTDOWN NOSAVE arrived during a busy script: the hook aborts it whatever it wrote.
+    pub shutdown: AtomicBool,
+    /// The configured users (published with the config), for AUTH while a script is busy.
+    pub(crate) users: RwLock<Option<Arc<Users>>>,
+}
+
+/// What a busy answer did to the client's transaction state, for the executor to apply before
+/// the client's next batch runs (`exec::client::apply_busy_marks`), in this order: discard,
+/// unwatch, AUTH, enter MULTI, then flag and queue.
+#[derive(Debug, Default)]
+pub struct BusyMarks {
+    /// EXEC was refused (Redis's `execCommandAbort`) or DISCARD ran: the transaction ends and
+    /// every WATCH is dropped.
+    pub discard: bool,
+    /// UNWATCH ran.
+    pub unwatch: bool,
+    /// MULTI ran: a transaction begins.
+    pub enter: bool,
+    /// A command was refused while queuing (Redis's `flagTransaction`): EXEC must abort.
+    pub dirty: bool,
+    /// Commands Redis lets through a busy script and queues inside MULTI (+QUEUED).
+    pub queued: Vec<Vec<Bytes>>,
+    /// AUTH succeeded as this user.
+    pub auth: Option<String>,
+}
+
+impl BusyMarks {
+    /// EXEC refused or DISCARD: what the transaction had gathered goes; an AUTH stays.
+    pub fn discard_transaction(&mut self) {
+        self.discard = true;
+        self.enter = false;
+        self.dirty = false;
+        self.queued.clear();
+    }
+
+    pub fn is_empty(&self) -> bool {
+        !self.discard
+            && !self.unwatch
+            && !self.enter
+            && !self.dirty
+            && self.queued.is_empty()
+            && self.auth.is_none()
+    }
+}

@@ -1,0 +1,196 @@
+//! The state machine's data: every database, the clients' sessions, WATCHes, blocked clients,
+//! pub/sub subscriptions, statistics and the operator state (MONITOR, SLOWLOG, CLIENT PAUSE).
+//! Command handlers (cmd/) and scripts (script/) see this and nothing of the event loop: no
+//! sockets, no log file, no timers. What they need of the loop (CONFIG SET side effects, an AOF
+//! rewrite, persistence status) goes through the narrow `Host` trait the loop implements.
+//!
+//! Layering: protocol/ and store/ below; config/ and persist/ beside; machine/ above them;
+//! cmd/ and script/ above machine/; exec/ (the event loop) on top. Nothing here imports cmd/,
+//! script/ or exec/.
+
+pub mod busy;
+pub mod client;
+pub mod notify;
+pub mod ops;
+pub mod pubsub;
+pub mod shared;
+pub mod stats;
+
+pub use shared::Shared;
+
+use crate::clock::unix_ms;
+use crate::config::{Apply, Config};
+use crate::persist::Fsync;
+use crate::protocol::Frame;
+use crate::store::waiters::{Waiters, Watches};
+use crate::store::Dbs;
+use client::Client;
+use stats::Stats;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Redis version we answer as (clients gate features on it).
+pub const REDIS_VERSION: &str = "7.0.15";
+
+/// A command's index in the command table (cmd/table.rs).
+pub type CmdId = usize;
+
+/// What the state machine asks of the event loop that runs it. Implemented by `exec::Server`;
+/// handlers reach it as `ctx.host`.
+pub trait Host {
+    /// Makes a CONFIG SET take effect beyond the configuration itself (`state.config` holds
+    /// the new values, `old` the previous ones). Err: the reason CONFIG SET reports.
+    fn apply_change(
+        &mut self,
+        state: &mut State,
+        kind: Apply,
+        old: &Config,
+        names: &[&str],
+    ) -> Result<(), String>;
+    /// BGREWRITEAOF: starts a rewrite from the current dataset.
+    fn start_rewrite(&mut self, state: &State) -> std::io::Result<()>;
+    /// The log is still being loaded (commands get -LOADING).
+    fn loading(&self) -> bool;
+    /// The append-only log, None when it is off (INFO persistence, write refusals).
+    fn aof(&self) -> Option<&crate::persist::aof::Aof>;
+}
+
+/// The state machine's data.
+pub struct State {
+    pub dbs: Dbs,
+    pub config: Config,
+    pub stats: Stats,
+    pub shared: Arc<Shared>,
+    /// Every connected client except the one whose batch is running (see `Ctx::client`).
+    /// Boxed: a batch takes its client out and puts it back, which must not copy the struct.
+    pub clients: HashMap<u64, Box<Client>, ahash::RandomState>,
+    pub started: Instant,
+    pub run_id: String,
+    /// Set by SHUTDOWN: the executor stops after the current batch.
+    pub shutting_down: bool,
+    /// `lock-restart-delay`: writes are refused until then.
+    pub writes_refused_until: Option<Instant>,
+    /// WATCHed keys and the clients whose transaction they invalidated.
+    pub watches: Watches,
+    /// Clients blocked on keys (see exec/blocking.rs).
+    pub waiters: Waiters,
+    /// Ready keys are being served: nested commands leave new ready keys to the outer loop.
+    pub serving_ready: bool,
+    pub pubsub: pubsub::Registry,
+    /// The client whose batch is running (0: none); it is not in `clients`.
+    pub running: u64,
+    /// Pushes for the running client, written into its batch output before the next reply.
+    pub self_pushes: Vec<Frame>,
+    /// Clients with deferred pushes (see `Client::deferred`).
+    pub dirty: Vec<u64>,
+    /// MONITOR, SLOWLOG and CLIENT PAUSE state (cmd/observe.rs).
+    pub ops: ops::OpsState,
+}
+
+impl State {
+    /// `ncommands`: the size of the command table, for per-command statistics.
+    pub fn new(config: Config, shared: Arc<Shared>, ncommands: usize) -> State {
+        let writes_refused_until = (config.lock_restart_delay > 0
+            && !(config.appendonly && config.appendfsync == Fsync::Always))
+            .then(|| Instant::now() + Duration::from_millis(config.lock_restart_delay));
+        if writes_refused_until.is_some() {
+            tracing::warn!(
+                "Writes are refused for lock-restart-delay ({} ms): this start may have lost acknowledged writes",
+                config.lock_restart_delay
+            );
+        }
+        let mut state = State {
+            dbs: Dbs::new(config.databases),
+            config,
+            stats: Stats::new(ncommands),
+            shared,
+            clients: HashMap::default(),
+            started: Instant::now(),
+            run_id: (0..40)
+                .map(|_| fastrand::alphanumeric().to_ascii_lowercase())
+                .collect(),
+            shutting_down: false,
+            writes_refused_until,
+            watches: Watches::default(),
+            waiters: Waiters::default(),
+            serving_ready: false,
+            pubsub: Default::default(),
+            running: 0,
+            self_pushes: Vec::new(),
+            dirty: Vec::new(),
+            ops: Default::default(),
+        };
+        state.sync_created_recording();
+        state
+    }
+
+    pub fn connect(&mut self, mut client: Box<Client>) {
+        // Like Redis: a client is authenticated at connect while the default user needs no
+        // password.
+        client.authenticated = !self.config.auth_required();
+        client.perms = self.config.users.default_user().perms();
+        self.clients.insert(client.id, client);
+    }
+
+    /// Redis's `signalModifiedKey`: invalidates WATCHes on the key and readies blocked clients.
+    /// Called by every command that changes a key (through `Ctx::changed`).
+    pub fn signal_modified_key(&mut self, db: usize, key: &[u8]) {
+        self.watches.touch(db, key);
+        self.waiters.signal(db, key);
+    }
+
+    /// FLUSHDB (Some(db)) / FLUSHALL (None): Redis's `signalFlushedDb` (WATCH on any key of it).
+    /// Called before the data is dropped: only watched keys that exist are touched, as in Redis.
+    pub fn signal_flushed_db(&mut self, db: Option<usize>) {
+        if self.watches.is_empty() {
+            return;
+        }
+        let now = unix_ms();
+        let range = match db {
+            Some(d) => d..d + 1,
+            None => 0..self.dbs.len(),
+        };
+        for d in range {
+            let dbs = &mut self.dbs;
+            self.watches.touch_db(d, |k| dbs[d].contains(k, now));
+        }
+    }
+
+    /// SWAPDB (called after the swap): watched keys existing in either database are touched and
+    /// clients blocked on keys that now hold data are served.
+    pub fn signal_swapped_dbs(&mut self, a: usize, b: usize) {
+        let now = unix_ms();
+        if !self.watches.is_empty() {
+            let dbs = &mut self.dbs;
+            self.watches
+                .touch_db(a, |k| dbs[a].contains(k, now) || dbs[b].contains(k, now));
+            self.watches
+                .touch_db(b, |k| dbs[a].contains(k, now) || dbs[b].contains(k, now));
+        }
+        if !self.waiters.is_empty() {
+            self.waiters.signal_db(a);
+            self.waiters.signal_db(b);
+        }
+    }
+
+    /// Consumes the keys that expiry removed (lazily or actively): Redis fires `expired` for
+    /// each, so waiters can wake at a lock's TTL instead of polling.
+    pub fn drain_expired(&mut self) {
+        for db in 0..self.dbs.len() {
+            if self.dbs[db].expired.is_empty() {
+                continue;
+            }
+            let mut keys = std::mem::take(&mut self.dbs[db].expired);
+            for key in &keys {
+                // Expiry is a modification for WATCH (Redis's deleteExpiredKeyAndPropagate).
+                self.watches.touch(db, key);
+                self.notify_keyspace_event(crate::cmd::event::EXPIRED, "expired", key, db);
+            }
+            keys.clear();
+            if self.dbs[db].expired.is_empty() {
+                self.dbs[db].expired = keys;
+            }
+        }
+    }
+}

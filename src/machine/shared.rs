@@ -1,0 +1,100 @@
+//! What the network side reads without asking the executor thread: published limits, counters
+//! and the busy-script state. The one thing both threads touch, so every field is atomic.
+
+use crate::config::Config;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use tokio::sync::Notify;
+
+/// What connection tasks and the accept loop read without asking the executor.
+///
+/// The first block is the configuration the network side enforces (the directives applied as
+/// `config::Apply::Network` / `MaxClients`), published by `apply` at start and after each CONFIG
+/// SET that changes one of them; a unit test checks that every such directive moves a field.
+/// Reads are relaxed loads, once per accept or per decoded batch.
+#[derive(Debug)]
+pub struct Shared {
+    /// `maxclients`: checked at accept.
+    pub maxclients: AtomicUsize,
+    /// `proto-max-bulk-len`: the decoders' bulk limit, for the next request of every client.
+    pub proto_max_bulk_len: AtomicI64,
+    /// `client-query-buffer-limit`: checked after each read, for every client.
+    pub client_query_buffer_limit: AtomicUsize,
+    /// `timeout`: idle clients are closed by the cron (plain TCP) or their task (TLS).
+    pub timeout_secs: AtomicU64,
+    /// `tcp-keepalive`: set on each socket at accept; open sockets keep theirs, as in Redis.
+    pub tcp_keepalive: AtomicU64,
+    /// `protected-mode` (with `requirepass`) in force: non-loopback clients are refused at accept.
+    pub protected_mode: AtomicBool,
+    /// `requirepass`: the default user needs a password or is off, so clients that have not
+    /// authenticated are held to Redis's pre-AUTH request limits by the decoder.
+    pub auth_required: AtomicBool,
+    pub next_client_id: AtomicU64,
+    pub connected_clients: AtomicUsize,
+    pub total_connections: AtomicU64,
+    pub rejected_connections: AtomicU64,
+    pub net_input_bytes: AtomicU64,
+    pub net_output_bytes: AtomicU64,
+    /// Set when a client asked for SHUTDOWN; the accept loop watches `shutdown_notify`.
+    pub shutdown_requested: AtomicBool,
+    pub shutdown_notify: Notify,
+    /// A running script past busy-reply-threshold, SCRIPT KILL and SHUTDOWN NOSAVE requests.
+    pub script: super::busy::BusyState,
+}
+
+impl Shared {
+    pub fn new(cfg: &Config) -> Shared {
+        let s = Shared {
+            next_client_id: AtomicU64::new(3),
+            connected_clients: AtomicUsize::new(0),
+            maxclients: AtomicUsize::new(0),
+            proto_max_bulk_len: AtomicI64::new(0),
+            client_query_buffer_limit: AtomicUsize::new(0),
+            timeout_secs: AtomicU64::new(0),
+            tcp_keepalive: AtomicU64::new(0),
+            protected_mode: AtomicBool::new(false),
+            auth_required: AtomicBool::new(false),
+            total_connections: AtomicU64::new(0),
+            rejected_connections: AtomicU64::new(0),
+            net_input_bytes: AtomicU64::new(0),
+            net_output_bytes: AtomicU64::new(0),
+            shutdown_requested: AtomicBool::new(false),
+            shutdown_notify: Notify::new(),
+            script: Default::default(),
+        };
+        s.apply(cfg);
+        s
+    }
+
+    /// Publishes the limits connection tasks enforce (called again after CONFIG SET).
+    pub fn apply(&self, cfg: &Config) {
+        self.maxclients
+            .store(cfg.maxclients as usize, Ordering::Relaxed);
+        self.proto_max_bulk_len
+            .store(cfg.proto_max_bulk_len, Ordering::Relaxed);
+        self.client_query_buffer_limit
+            .store(cfg.client_query_buffer_limit as usize, Ordering::Relaxed);
+        self.timeout_secs.store(cfg.timeout, Ordering::Relaxed);
+        self.tcp_keepalive
+            .store(cfg.tcp_keepalive, Ordering::Relaxed);
+        self.protected_mode
+            .store(crate::server::protected::active(cfg), Ordering::Relaxed);
+        self.auth_required
+            .store(cfg.auth_required(), Ordering::Relaxed);
+        self.script.set_users(&cfg.users);
+    }
+
+    /// Bytes written to a client's socket (INFO `total_net_output_bytes`). Counted where the
+    /// socket took them, as Redis's `writeToClient`, so replies, pushes and wake-ups all count
+    /// once, whichever path they left by.
+    pub fn count_output(&self, n: usize) {
+        if n > 0 {
+            self.net_output_bytes.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    }
+
+    pub fn request_shutdown(&self) {
+        self.shutdown_requested.store(true, Ordering::SeqCst);
+        self.shutdown_notify.notify_waiters();
+        self.shutdown_notify.notify_one();
+    }
+}
