@@ -422,9 +422,9 @@ pub static DIRECTIVES: &[Directive] = &[
         name: "notify-keyspace-events",
         aliases: &[],
         apply: Apply::Live,
-        get: |c| crate::exec::notify::flags_to_string(c.notify_keyspace_events),
+        get: |c| super::event::flags_to_string(c.notify_keyspace_events),
         set: |c, v| {
-            c.notify_keyspace_events = crate::exec::notify::flags_from_str(v)
+            c.notify_keyspace_events = super::event::flags_from_str(v)
                 .ok_or_else(|| "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".to_string())?;
             Ok(())
         },

@@ -1,8 +1,13 @@
 //! Configuration: one table of directives (`DIRECTIVES`) feeds the config file parser, the
 //! command-line overrides, CONFIG GET/SET/REWRITE and the README's option list.
+//!
+//! Nothing here imports `cmd`, `exec`, `server` or `script`: they read the configuration, and
+//! what it needs of theirs (the users, the keyspace event classes) lives here.
 
 mod directives;
+pub mod event;
 pub mod file;
+pub mod users;
 
 pub use directives::{Directive, DIRECTIVES};
 pub use file::{load, ConfigError};
@@ -70,7 +75,7 @@ pub struct Config {
     pub dir: String,
     pub requirepass: Option<String>,
     /// ACL users from `user` lines; the default user's password follows `requirepass`.
-    pub users: crate::cmd::acl::Users,
+    pub users: users::Users,
     pub hz: u64,
     /// Ours: at most this many µs the event loop polls before it sleeps (see
     /// `exec::net::IdleSpin`); 0: it sleeps as soon as it is out of work, as Redis.
@@ -89,7 +94,7 @@ pub struct Config {
     pub lock_restart_delay: u64,
     /// `client-output-buffer-limit`, indexed by `ObufClass`.
     pub client_output_buffer_limit: [ObufLimit; 3],
-    /// `notify-keyspace-events` as Redis's NOTIFY_* bits (see `exec::notify`).
+    /// `notify-keyspace-events` as Redis's NOTIFY_* bits (see `event`).
     pub notify_keyspace_events: u32,
     /// Most bytes the Lua heap may use (ours; Redis has no limit).
     pub lua_memory_limit: u64,
@@ -312,6 +317,30 @@ mod tests {
         assert_eq!(parse_memory("1gb"), Some(1 << 30));
         assert_eq!(parse_memory("1x"), None);
         assert_eq!(parse_memory("-1"), None);
+    }
+
+    /// The layers above read the configuration; an import back up would be a circle.
+    #[test]
+    fn imports_nothing_above_it() {
+        let files = [
+            ("mod.rs", include_str!("mod.rs")),
+            ("directives.rs", include_str!("directives.rs")),
+            ("event.rs", include_str!("event.rs")),
+            ("file.rs", include_str!("file.rs")),
+            ("users.rs", include_str!("users.rs")),
+        ];
+        for (file, text) in files {
+            for above in ["cmd", "exec", "server", "script"] {
+                let path = ["crate::", above].concat();
+                assert!(!text.contains(&path), "config/{file} uses {path}");
+            }
+            // Paths grouped in braces after `crate::` would hide the module names from the check.
+            let grouped = ["crate", "::", "{"].concat();
+            assert!(
+                !text.contains(&grouped),
+                "config/{file}: name each crate path"
+            );
+        }
     }
 
     #[test]
