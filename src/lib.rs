@@ -96,6 +96,9 @@ pub async fn run(
         None
     };
     let mut cfg = cfg;
+    for why in cfg.without_effect(&Config::default()) {
+        tracing::warn!("{why}");
+    }
     exec::adjust_open_files_limit(&mut cfg);
     let shared = Arc::new(exec::Shared::new(&cfg));
     let pidfile = cfg.pidfile.clone();

@@ -602,7 +602,12 @@ impl Server {
             // Refused before anything is set.
             Apply::Immutable | Apply::Protected => {}
             // `notify-keyspace-events` decides whether created keys are recorded.
-            Apply::Live => self.sync_created_recording(),
+            Apply::Live => {
+                self.sync_created_recording();
+                for why in self.config.without_effect(old) {
+                    tracing::warn!("{why}");
+                }
+            }
             Apply::Network => self.shared.apply(&self.config),
             Apply::MaxClients => {
                 if self.config.maxclients > old.maxclients {
