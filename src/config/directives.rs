@@ -391,6 +391,8 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "save",
         aliases: &[],
+        // The only value accepted is the one in force (no snapshots), so no change of it ever
+        // reaches `apply_change`.
         apply: Apply::Live,
         get: |_| String::new(),
         set: |_, v| {
