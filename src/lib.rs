@@ -12,6 +12,7 @@ pub mod error;
 pub mod exec;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod glob;
 pub mod logging;
 pub mod machine;
 pub mod persist;
@@ -98,6 +99,9 @@ pub async fn run(
         None
     };
     let mut cfg = cfg;
+    for why in cfg.without_effect(&Config::default()) {
+        tracing::warn!("{why}");
+    }
     exec::adjust_open_files_limit(&mut cfg);
     let shared = Arc::new(machine::Shared::new(&cfg));
     let pidfile = cfg.pidfile.clone();

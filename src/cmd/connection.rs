@@ -144,17 +144,6 @@ pub fn check_auth(ctx: &mut Ctx, user: Option<&[u8]>, pass: &[u8]) -> CmdResult<
     }
 }
 
-/// Compares without an early exit, so timing does not reveal how much of a password matched.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    let mut diff = (a.len() ^ b.len()) as u8 | ((a.len() ^ b.len()) >> 8) as u8;
-    for i in 0..a.len().max(b.len()) {
-        let x = a.get(i).copied().unwrap_or(0);
-        let y = b.get(i).copied().unwrap_or(0xff);
-        diff |= x ^ y;
-    }
-    diff == 0
-}
-
 fn auth(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     match argv.len() {
         2 => check_auth(ctx, None, &argv[1])?,

@@ -82,22 +82,8 @@ impl Ctx<'_> {
     }
 }
 
-/// Keyspace event classes (Redis's NOTIFY_* bits; the letters of `notify-keyspace-events`).
-pub mod event {
-    pub const KEYSPACE: u32 = 1 << 0; // K
-    pub const KEYEVENT: u32 = 1 << 1; // E
-    pub const GENERIC: u32 = 1 << 2; // g
-    pub const STRING: u32 = 1 << 3; // $
-    pub const LIST: u32 = 1 << 4; // l
-    pub const SET: u32 = 1 << 5; // s
-    pub const HASH: u32 = 1 << 6; // h
-    pub const ZSET: u32 = 1 << 7; // z
-    pub const EXPIRED: u32 = 1 << 8; // x
-    pub const EVICTED: u32 = 1 << 9; // e
-    pub const STREAM: u32 = 1 << 10; // t
-    pub const KEY_MISS: u32 = 1 << 11; // m
-    pub const NEW: u32 = 1 << 14; // n
-}
+/// Keyspace event classes: configuration defines them (`notify-keyspace-events`).
+pub use crate::config::event;
 
 impl Ctx<'_> {
     /// A write changed `key` in the client's database: Redis's `signalModifiedKey` (WATCH,

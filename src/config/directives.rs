@@ -391,6 +391,8 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "save",
         aliases: &[],
+        // The only value accepted is the one in force (no snapshots), so no change of it ever
+        // reaches `apply_change`.
         apply: Apply::Live,
         get: |_| String::new(),
         set: |_, v| {
@@ -416,19 +418,19 @@ pub static DIRECTIVES: &[Directive] = &[
             parts.join(" ")
         },
         set: set_obuf_limits,
-        doc: "<class> <hard> <soft> <soft-seconds> for normal, replica and pubsub clients: a client whose pending output reaches hard, or stays over soft for soft-seconds, is disconnected. 0 disables a limit.",
+        doc: "<class> <hard> <soft> <soft-seconds> for normal, replica and pubsub clients: a client whose pending output reaches hard, or stays over soft for soft-seconds, is disconnected. 0 disables a limit. deadbolt has no replicas: the replica class is accepted and has no effect (the log says so).",
     },
     Directive {
         name: "notify-keyspace-events",
         aliases: &[],
         apply: Apply::Live,
-        get: |c| crate::machine::notify::flags_to_string(c.notify_keyspace_events),
+        get: |c| super::event::flags_to_string(c.notify_keyspace_events),
         set: |c, v| {
-            c.notify_keyspace_events = crate::machine::notify::flags_from_str(v)
+            c.notify_keyspace_events = super::event::flags_from_str(v)
                 .ok_or_else(|| "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".to_string())?;
             Ok(())
         },
-        doc: "Keyspace notification classes published on __keyspace@<db>__:<key> / __keyevent@<db>__:<event> (K, E, g, $, l, s, h, z, x, e, t, m, d, n, A). Empty: off.",
+        doc: "Keyspace notification classes published on __keyspace@<db>__:<key> / __keyevent@<db>__:<event> (K, E, g, $, l, s, h, z, x, e, t, m, d, n, A). Empty: off. e (evicted), t (stream), m (key miss) and d (module) are accepted but never fire here (the log says so).",
     },
     Directive {
         name: "lua-memory-limit",

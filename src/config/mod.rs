@@ -1,8 +1,13 @@
 //! Configuration: one table of directives (`DIRECTIVES`) feeds the config file parser, the
 //! command-line overrides, CONFIG GET/SET/REWRITE and the README's option list.
+//!
+//! Nothing here imports `cmd`, `exec`, `server` or `script`: they read the configuration, and
+//! what it needs of theirs (the users, the keyspace event classes) lives here.
 
 mod directives;
+pub mod event;
 pub mod file;
+pub mod users;
 
 pub use directives::{Directive, DIRECTIVES};
 pub use file::{load, ConfigError};
@@ -19,7 +24,8 @@ pub enum Apply {
     /// `enable-protected-configs` allows it; deadbolt has no such switch, so it always refuses.
     Protected,
     /// The executor reads `Server::config` each time it uses the value (a command, a script,
-    /// a cron round, a loop turn): the next use sees the new value, for every client.
+    /// a cron round, a loop turn): the next use sees the new value, for every client. What such
+    /// a change asks for that deadbolt has nothing to act on is logged (`Config::without_effect`).
     Live,
     /// Read off the executor too (accept, the connections' decoders, TLS tasks): published to
     /// `exec::Shared`. What each one governs follows Redis: tcp-keepalive, protected-mode and
@@ -70,7 +76,7 @@ pub struct Config {
     pub dir: String,
     pub requirepass: Option<String>,
     /// ACL users from `user` lines; the default user's password follows `requirepass`.
-    pub users: crate::cmd::acl::Users,
+    pub users: users::Users,
     pub hz: u64,
     /// Ours: at most this many µs the event loop polls before it sleeps (see
     /// `exec::net::IdleSpin`); 0: it sleeps as soon as it is out of work, as Redis.
@@ -89,7 +95,7 @@ pub struct Config {
     pub lock_restart_delay: u64,
     /// `client-output-buffer-limit`, indexed by `ObufClass`.
     pub client_output_buffer_limit: [ObufLimit; 3],
-    /// `notify-keyspace-events` as Redis's NOTIFY_* bits (see `exec::notify`).
+    /// `notify-keyspace-events` as Redis's NOTIFY_* bits (see `event`).
     pub notify_keyspace_events: u32,
     /// Most bytes the Lua heap may use (ours; Redis has no limit).
     pub lua_memory_limit: u64,
@@ -265,6 +271,41 @@ impl Config {
         self.users.auth_required()
     }
 
+    /// Protected mode is in force (server/protected.rs): `protected-mode yes` and a default
+    /// user without password.
+    pub fn protected_mode_active(&self) -> bool {
+        self.protected_mode && self.users.default_user().nopass
+    }
+
+    /// What this configuration asks for, beyond `old`, that deadbolt accepts but has nothing to
+    /// act on, each line saying why. The server logs them (at start-up against the defaults,
+    /// after CONFIG SET against the values it replaced): an accepted directive takes effect or
+    /// the log says why it has none.
+    pub fn without_effect(&self, old: &Config) -> Vec<String> {
+        let mut why = Vec::new();
+        let replica = ObufClass::Replica as usize;
+        if self.client_output_buffer_limit[replica] != old.client_output_buffer_limit[replica] {
+            why.push(
+                "client-output-buffer-limit: the replica class has no effect: deadbolt has no replicas"
+                    .to_string(),
+            );
+        }
+        let gained = self.notify_keyspace_events & !old.notify_keyspace_events;
+        for (class, letter, reason) in [
+            (event::EVICTED, 'e', "deadbolt never evicts a key"),
+            (event::STREAM, 't', "deadbolt has no stream type"),
+            (event::KEY_MISS, 'm', "deadbolt does not publish key misses"),
+            (event::MODULE, 'd', "deadbolt loads no modules"),
+        ] {
+            if gained & class != 0 {
+                why.push(format!(
+                    "notify-keyspace-events: class '{letter}' never fires: {reason}"
+                ));
+            }
+        }
+        why
+    }
+
     /// Applies one directive by name; the error is the reason Redis would print.
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
         let d = Config::find(name)
@@ -312,6 +353,59 @@ mod tests {
         assert_eq!(parse_memory("1gb"), Some(1 << 30));
         assert_eq!(parse_memory("1x"), None);
         assert_eq!(parse_memory("-1"), None);
+    }
+
+    /// The layers above read the configuration; an import back up would be a circle.
+    #[test]
+    fn imports_nothing_above_it() {
+        let files = [
+            ("mod.rs", include_str!("mod.rs")),
+            ("directives.rs", include_str!("directives.rs")),
+            ("event.rs", include_str!("event.rs")),
+            ("file.rs", include_str!("file.rs")),
+            ("users.rs", include_str!("users.rs")),
+        ];
+        for (file, text) in files {
+            for above in ["cmd", "exec", "server", "script"] {
+                let path = ["crate::", above].concat();
+                assert!(!text.contains(&path), "config/{file} uses {path}");
+            }
+            // Paths grouped in braces after `crate::` would hide the module names from the check.
+            let grouped = ["crate", "::", "{"].concat();
+            assert!(
+                !text.contains(&grouped),
+                "config/{file}: name each crate path"
+            );
+        }
+    }
+
+    #[test]
+    fn what_has_no_effect_is_named() {
+        let base = Config::default();
+        assert!(base.without_effect(&base).is_empty());
+        let mut c = base.clone();
+        c.set("notify-keyspace-events", "KEA").unwrap();
+        c.set("client-output-buffer-limit", "pubsub 1mb 0 0")
+            .unwrap();
+        let why = c.without_effect(&base);
+        assert_eq!(why.len(), 3, "{why:?}");
+        for letter in ["'e'", "'t'", "'d'"] {
+            assert!(why.iter().any(|w| w.contains(letter)), "{letter}: {why:?}");
+        }
+        // Only what the change adds: dropping a class or re-setting the same ones says nothing.
+        assert!(base.without_effect(&c).is_empty());
+        assert!(c.without_effect(&c).is_empty());
+        c.set("notify-keyspace-events", "KEAm").unwrap();
+        c.set("client-output-buffer-limit", "replica 1mb 1mb 10")
+            .unwrap();
+        let mut before = base.clone();
+        before.set("notify-keyspace-events", "KEA").unwrap();
+        let why = c.without_effect(&before);
+        assert_eq!(why.len(), 2, "{why:?}");
+        assert!(
+            why[0].contains("replica") && why[1].contains("'m'"),
+            "{why:?}"
+        );
     }
 
     #[test]

@@ -474,7 +474,12 @@ impl Host for Io {
             // Refused before anything is set.
             Apply::Immutable | Apply::Protected => {}
             // `notify-keyspace-events` decides whether created keys are recorded.
-            Apply::Live => state.sync_created_recording(),
+            Apply::Live => {
+                state.sync_created_recording();
+                for why in state.config.without_effect(old) {
+                    tracing::warn!("{why}");
+                }
+            }
             Apply::Network => state.shared.apply(&state.config),
             Apply::MaxClients => {
                 if state.config.maxclients > old.maxclients {

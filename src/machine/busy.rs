@@ -1,7 +1,7 @@
 //! What a running script shares with the threads that answer other clients meanwhile (the
 //! answering itself, which needs the command table, is script/busy.rs).
 
-use crate::cmd::acl::Users;
+use crate::config::users::Users;
 use bytes::Bytes;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, RwLock};

@@ -80,7 +80,7 @@ pub struct ClientShared {
     pub in_multi: AtomicBool,
     /// What answers given while a script was busy did to the transaction (see
     /// `script::busy::BusyMarks`); applied before the client's next batch runs.
-    pub busy_marks: std::sync::Mutex<crate::script::busy::BusyMarks>,
+    pub busy_marks: std::sync::Mutex<super::busy::BusyMarks>,
     /// `busy_marks` is not empty: the executor's check per batch is one load, not a lock.
     pub busy_marked: AtomicBool,
 }
@@ -126,7 +126,7 @@ pub struct Client {
     pub authenticated: bool,
     pub user: String,
     /// The user's permissions, fixed at AUTH (see cmd/acl.rs).
-    pub perms: crate::cmd::acl::Perms,
+    pub perms: crate::config::users::Perms,
     pub created: Instant,
     /// Unix ms of the last command (CLIENT LIST `idle=`), from the clock the command ran with.
     pub last_interaction_ms: u64,

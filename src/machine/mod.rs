@@ -185,7 +185,7 @@ impl State {
             for key in &keys {
                 // Expiry is a modification for WATCH (Redis's deleteExpiredKeyAndPropagate).
                 self.watches.touch(db, key);
-                self.notify_keyspace_event(crate::cmd::event::EXPIRED, "expired", key, db);
+                self.notify_keyspace_event(crate::config::event::EXPIRED, "expired", key, db);
             }
             keys.clear();
             if self.dbs[db].expired.is_empty() {

@@ -12,7 +12,7 @@
 
 use super::client::Client;
 use super::State;
-use crate::cmd::args::glob_match;
+use crate::glob::glob_match;
 use crate::config::{Config, ObufClass};
 use crate::protocol::encode::encode;
 use crate::protocol::Frame;

@@ -77,7 +77,7 @@ impl Shared {
         self.tcp_keepalive
             .store(cfg.tcp_keepalive, Ordering::Relaxed);
         self.protected_mode
-            .store(crate::server::protected::active(cfg), Ordering::Relaxed);
+            .store(cfg.protected_mode_active(), Ordering::Relaxed);
         self.auth_required
             .store(cfg.auth_required(), Ordering::Relaxed);
         self.script.set_users(&cfg.users);

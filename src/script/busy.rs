@@ -1,7 +1,7 @@
 //! The busy-script state shared between the executor (running a script) and the connection
 //! tasks, which keep answering other clients while the executor is inside a long script.
 
-use crate::cmd::acl::Users;
+use crate::config::users::Users;
 use crate::cmd::table::{flags, table, CommandSpec};
 pub use crate::machine::busy::{BusyMarks, BusyState};
 use crate::machine::client::{Client, ClientShared};

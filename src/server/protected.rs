@@ -10,7 +10,7 @@ pub const DENIED: &[u8] = b"-DENIED Redis is running in protected mode because p
 
 /// Whether the rule is in force: `protected-mode yes` and a default user without password.
 pub fn active(cfg: &crate::config::Config) -> bool {
-    cfg.protected_mode && cfg.users.default_user().nopass
+    cfg.protected_mode_active()
 }
 
 /// Redis 7.0's `islocalClient`: the peer address printed by `inet_ntop` is exactly "127.0.0.1"
