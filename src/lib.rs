@@ -105,7 +105,6 @@ pub async fn run(
     exec::adjust_open_files_limit(&mut cfg);
     let shared = Arc::new(machine::Shared::new(&cfg));
     let pidfile = cfg.pidfile.clone();
-    let server = exec::Server::new(cfg, shared.clone());
     for l in &listeners {
         if let Ok(a) = l.local_addr() {
             tracing::info!("Listening on {a}");
@@ -116,7 +115,7 @@ pub async fn run(
         .into_iter()
         .map(|l| l.into_std())
         .collect::<std::io::Result<Vec<_>>>()?;
-    let (inbox, executor) = exec::spawn(server, plain)?;
+    let (inbox, executor) = exec::spawn(cfg, shared.clone(), plain)?;
     tracing::info!("Ready to accept connections tcp");
     if let Some((_, tls_listeners)) = &tls {
         for l in tls_listeners {

@@ -37,7 +37,11 @@ fn layer_of(module: &str) -> usize {
 
 fn allowed(from: &str, to: &str) -> bool {
     let (a, b) = (layer_of(from), layer_of(to));
-    a > b || (a == b && PEERS.iter().any(|&(x, y)| (x, y) == (from, to) || (y, x) == (from, to)))
+    a > b
+        || (a == b
+            && PEERS
+                .iter()
+                .any(|&(x, y)| (x, y) == (from, to) || (y, x) == (from, to)))
 }
 
 /// The module names a source refers to as `crate::name`, test code and comments left out.
@@ -94,7 +98,12 @@ fn imports_point_down_the_layers() {
     let mut wrong = Vec::new();
     for file in &files {
         let rel = file.strip_prefix(&root).unwrap();
-        let first = rel.components().next().unwrap().as_os_str().to_string_lossy();
+        let first = rel
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_string_lossy();
         let module = first.trim_end_matches(".rs").to_string();
         let src = std::fs::read_to_string(file).unwrap();
         for target in references(&src) {

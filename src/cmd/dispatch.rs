@@ -161,7 +161,9 @@ fn process_frame(
     if srv.config.maxmemory != 0 {
         let queuing =
             client.multi.is_some() && !matches!(spec.name, "exec" | "discard" | "quit" | "reset");
-        if (queuing || cmd_flags & flags::DENYOOM != 0 || super::scripting::denies_oom(spec, argv))
+        if (queuing
+            || cmd_flags & flags::DENYOOM != 0
+            || super::scripting::denies_oom(srv, spec, argv))
             && crate::alloc::used_memory() as u64 > srv.config.maxmemory
         {
             let e = CmdError::err("OOM command not allowed when used memory > 'maxmemory'.");

@@ -6,6 +6,7 @@ use super::table::KeySpecDoc;
 use super::table::{flags::*, CommandSpec, NO_KEYS};
 use super::Ctx;
 use crate::error::{CmdError, CmdResult};
+use crate::machine::State;
 use crate::protocol::Frame;
 use crate::script;
 use bytes::Bytes;
@@ -42,7 +43,7 @@ pub static COMMANDS: &[CommandSpec] = &[
 /// deny-oom command unless it declares `allow-oom` or `no-writes` (a script without one is
 /// checked at its first write instead, see `dispatch::script_call`). EVALSHA of an unknown
 /// script keeps the command's own flags (it is NOSCRIPT anyway).
-pub fn denies_oom(spec: &CommandSpec, argv: &[Bytes]) -> bool {
+pub fn denies_oom(srv: &State, spec: &CommandSpec, argv: &[Bytes]) -> bool {
     let evalsha = match spec.name {
         "eval" | "eval_ro" => false,
         "evalsha" | "evalsha_ro" => true,
@@ -52,7 +53,7 @@ pub fn denies_oom(spec: &CommandSpec, argv: &[Bytes]) -> bool {
         return false;
     };
     let flags = if evalsha {
-        match script::sha_key(body_or_sha).and_then(|sha| script::cached_flags(&sha)) {
+        match script::sha_key(body_or_sha).and_then(|sha| script::cached_flags(srv, &sha)) {
             Some(f) => f,
             None => return false,
         }
@@ -138,7 +139,7 @@ fn script_exists(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     })
 }
 
-fn script_flush(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+fn script_flush(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     match argv.len() {
         2 => {}
         3 if is(&argv[2], "sync") || is(&argv[2], "async") => {}
@@ -148,7 +149,7 @@ fn script_flush(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             ))
         }
     }
-    script::flush();
+    script::flush(ctx.srv);
     Ok(Frame::ok())
 }
 

@@ -853,7 +853,7 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
             let rss = crate::alloc::rss_bytes();
             let total = total_system_memory();
             let max = srv.config.maxmemory;
-            let (lua, scripts) = crate::script::memory_and_scripts();
+            let (lua, scripts) = crate::script::memory_and_scripts(srv);
             let _ = write!(
                 out,
                 "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_peak_perc:{:.2}%\r\ntotal_system_memory:{total}\r\ntotal_system_memory_human:{}\r\nused_memory_lua:{lua}\r\nused_memory_lua_human:{}\r\nused_memory_scripts:0\r\nnumber_of_cached_scripts:{scripts}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_fragmentation_ratio:{:.2}\r\nmem_not_counted_for_evict:0\r\nmem_allocator:libc\r\n",

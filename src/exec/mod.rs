@@ -649,12 +649,15 @@ fn fatal(msg: &str) -> ! {
 /// Between events it sleeps in epoll until a connection, an inbox message (TLS connections,
 /// shutdown: the inbox wakes the loop through its waker), the next cron tick or the earliest
 /// blocked client's deadline.
+///
+/// The server is built on the executor thread: its state (the Lua engine) never leaves it.
 pub fn spawn(
-    server: Server,
+    config: Config,
+    shared: Arc<Shared>,
     listeners: Vec<std::net::TcpListener>,
 ) -> std::io::Result<(Inbox, std::thread::JoinHandle<()>)> {
     let (tx, mut rx) = mpsc::unbounded_channel::<Msg>();
-    let (net, waker) = net::Net::new(listeners, server.shared.clone())?;
+    let (net, waker) = net::Net::new(listeners, shared.clone())?;
     let handle = std::thread::Builder::new()
         .name("executor".into())
         // Lua scripts recurse on this thread (nested replies, cjson up to 1000 levels).
@@ -662,7 +665,7 @@ pub fn spawn(
         .spawn(move || {
             crate::stopwatch::calibrate();
             net.install();
-            let mut server = server;
+            let mut server = Server::new(config, shared);
             let waker = std::task::Waker::from(waker);
             let mut cx = std::task::Context::from_waker(&waker);
             // Load the log a slice at a time, answering clients (-LOADING) in between.

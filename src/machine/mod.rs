@@ -86,6 +86,10 @@ pub struct State {
     pub dirty: Vec<u64>,
     /// MONITOR, SLOWLOG and CLIENT PAUSE state (cmd/observe.rs).
     pub ops: ops::OpsState,
+    /// The Lua engine and its script cache (script/mod.rs), created on first use and taken
+    /// out while a script runs. `Any` because this layer sits below script/ and cannot name
+    /// the type; script/ downcasts (one type-id comparison per EVAL).
+    pub scripting: Option<Box<dyn std::any::Any>>,
 }
 
 impl State {
@@ -120,6 +124,7 @@ impl State {
             self_pushes: Vec::new(),
             dirty: Vec::new(),
             ops: Default::default(),
+            scripting: None,
         };
         state.sync_created_recording();
         state

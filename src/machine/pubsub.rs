@@ -12,8 +12,8 @@
 
 use super::client::Client;
 use super::State;
-use crate::glob::glob_match;
 use crate::config::{Config, ObufClass};
+use crate::glob::glob_match;
 use crate::protocol::encode::encode;
 use crate::protocol::Frame;
 use bytes::{BufMut, Bytes, BytesMut};

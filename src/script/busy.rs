@@ -1,8 +1,8 @@
 //! The busy-script state shared between the executor (running a script) and the connection
 //! tasks, which keep answering other clients while the executor is inside a long script.
 
-use crate::config::users::Users;
 use crate::cmd::table::{flags, table, CommandSpec};
+use crate::config::users::Users;
 pub use crate::machine::busy::{BusyMarks, BusyState};
 use crate::machine::client::{Client, ClientShared};
 use crate::machine::State;

@@ -12,11 +12,11 @@ pub mod structlib;
 
 use crate::cmd::Ctx;
 use crate::error::CmdError;
-use crate::machine::{Shared, REDIS_VERSION};
+use crate::machine::{Shared, State, REDIS_VERSION};
 use crate::protocol::Frame;
 use bytes::Bytes;
 use mlua::{chunk::ChunkMode, Function, Lua, LuaOptions, StdLib, Value, VmState};
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::os::raw::c_int;
 use std::rc::Rc;
@@ -212,58 +212,53 @@ pub struct Engine {
     memory_limit: usize,
 }
 
-thread_local! {
-    // The engine lives on the executor thread (mlua's Lua is not Send); it is created on first
-    // use and taken out while a script runs, so nothing can reach it re-entrantly.
-    static ENGINE: RefCell<Option<Engine>> = const { RefCell::new(None) };
+/// The engine `State::scripting` holds, if it has been created.
+fn engine_of(state: &State) -> Option<&Engine> {
+    state.scripting.as_ref()?.downcast_ref::<Engine>()
 }
 
-/// Runs `f` with this thread's engine, creating it on first use. None while a script runs on
-/// this thread (a script can't run script commands: they are flagged noscript).
+/// Runs `f` with the server's engine (`State::scripting`), creating it on first use. It is
+/// taken out of the state while `f` runs, so nothing reaches it re-entrantly (a script can't
+/// run script commands: they are flagged noscript).
 pub fn with_engine<R>(
     ctx: &mut Ctx,
     f: impl FnOnce(&mut Engine, &mut Ctx) -> R,
 ) -> Result<R, CmdError> {
-    let taken = ENGINE.with(|e| e.borrow_mut().take());
+    let taken = ctx
+        .srv
+        .scripting
+        .take()
+        .and_then(|e| e.downcast::<Engine>().ok());
     let mut engine = match taken {
         Some(e) => e,
-        None => Engine::new(
-            ctx.srv.shared.clone(),
-            ctx.srv.config.lua_memory_limit as usize,
-        )
-        .map_err(|e| CmdError::erf(format!("Failed to initialize the Lua engine: {e}")))?,
+        None => Box::new(
+            Engine::new(
+                ctx.srv.shared.clone(),
+                ctx.srv.config.lua_memory_limit as usize,
+            )
+            .map_err(|e| CmdError::erf(format!("Failed to initialize the Lua engine: {e}")))?,
+        ),
     };
     let r = f(&mut engine, ctx);
-    ENGINE.with(|e| *e.borrow_mut() = Some(engine));
+    ctx.srv.scripting = Some(engine);
     Ok(r)
 }
 
 /// The shebang flags of a cached script; None if it is not cached (or a script is running:
 /// the engine is then taken out, and the caller falls back to the command's own flags).
-pub fn cached_flags(sha: &Sha) -> Option<u32> {
-    ENGINE.with(|e| {
-        e.try_borrow()
-            .ok()?
-            .as_ref()?
-            .scripts
-            .get(sha)
-            .map(|s| s.flags)
-    })
+pub fn cached_flags(state: &State, sha: &Sha) -> Option<u32> {
+    engine_of(state)?.scripts.get(sha).map(|s| s.flags)
 }
 
 /// Lua heap in use and number of cached scripts, for INFO (`used_memory_lua`,
 /// `number_of_cached_scripts`); zeros before the first script.
-pub fn memory_and_scripts() -> (usize, usize) {
-    ENGINE.with(|e| {
-        e.borrow()
-            .as_ref()
-            .map_or((0, 0), |e| (e.lua.used_memory(), e.scripts.len()))
-    })
+pub fn memory_and_scripts(state: &State) -> (usize, usize) {
+    engine_of(state).map_or((0, 0), |e| (e.lua.used_memory(), e.scripts.len()))
 }
 
 /// SCRIPT FLUSH: drops the whole state (and every cached function) like Redis does.
-pub fn flush() {
-    ENGINE.with(|e| *e.borrow_mut() = None);
+pub fn flush(state: &mut State) {
+    state.scripting = None;
 }
 
 pub fn sha1hex(body: &[u8]) -> Sha {
