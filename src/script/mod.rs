@@ -120,6 +120,7 @@ struct RunState {
     /// `Lua::scope`, cost +550 ns per EVAL for a single callback against 148 ns for a whole
     /// `return redis.call('x')` run this way (mlua 0.12.2, release build, this project's
     /// 2-core machine, 200k runs each): several percent of a lock script, on every EVAL.
+    ctx: Cell<*mut ()>,
     resp3: Cell<bool>,
     read_only: Cell<bool>,
     dirty: Cell<bool>,
