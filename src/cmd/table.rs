@@ -243,6 +243,7 @@ pub use crate::machine::CmdId;
 /// The command table: built once, never changed while the server runs (Redis's command
 /// table is static too), shared by the executor and by the threads that answer while a
 /// script is busy.
+#[inline]
 pub fn table() -> &'static Table {
     static TABLE: std::sync::OnceLock<Table> = std::sync::OnceLock::new();
     TABLE.get_or_init(Table::build)

@@ -182,6 +182,10 @@ impl State {
     /// Consumes the keys that expiry removed (lazily or actively): Redis fires `expired` for
     /// each, so waiters can wake at a lock's TTL instead of polling.
     pub fn drain_expired(&mut self) {
+        // Called after every batch: the common case (nothing expired) is one pass of loads.
+        if self.dbs.iter().all(|d| d.expired.is_empty()) {
+            return;
+        }
         for db in 0..self.dbs.len() {
             if self.dbs[db].expired.is_empty() {
                 continue;

@@ -110,11 +110,16 @@ impl Dbs {
 
     /// Takes the record of the unit that just ended into `out` (cleared first); false when
     /// the unit changed nothing.
+    #[inline]
     pub fn take_changes(&mut self, out: &mut ChangeRecord) -> bool {
-        out.clear();
         if !self.recording {
             return false;
         }
+        self.take_recorded(out)
+    }
+
+    fn take_recorded(&mut self, out: &mut ChangeRecord) -> bool {
+        out.clear();
         out.swaps.append(&mut self.swaps);
         for (i, db) in self.dbs.iter_mut().enumerate() {
             let ch = &mut db.changes;
