@@ -1,5 +1,5 @@
 //! Pub/sub commands: (P|S)SUBSCRIBE, (P|S)UNSUBSCRIBE, PUBLISH, SPUBLISH, PUBSUB.
-//! The registry and delivery live in exec/pubsub.rs; (un)subscribe confirmations are pushes,
+//! The registry and delivery live in machine/pubsub.rs; (un)subscribe confirmations are pushes,
 //! one per channel.
 
 use super::args::glob_match;

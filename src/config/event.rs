@@ -1,6 +1,6 @@
 //! Keyspace event classes (Redis's NOTIFY_* bits) and the `notify-keyspace-events` flag string
 //! that selects them. Commands raise events by class (`cmd::event` is this module), the
-//! executor publishes the enabled ones (`exec::notify`).
+//! executor publishes the enabled ones (`machine::notify`).
 
 pub const KEYSPACE: u32 = 1 << 0; // K
 pub const KEYEVENT: u32 = 1 << 1; // E

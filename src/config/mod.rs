@@ -28,7 +28,7 @@ pub enum Apply {
     /// a change asks for that deadbolt has nothing to act on is logged (`Config::without_effect`).
     Live,
     /// Read off the executor too (accept, the connections' decoders, TLS tasks): published to
-    /// `exec::Shared`. What each one governs follows Redis: tcp-keepalive, protected-mode and
+    /// `machine::Shared`. What each one governs follows Redis: tcp-keepalive, protected-mode and
     /// requirepass apply to connections accepted afterwards; timeout and the request limits
     /// to open connections as well.
     Network,

@@ -1,6 +1,6 @@
 //! Blocked clients (BLPOP, BLMOVE, BLMPOP, BZPOPMIN...) are parked values, never threads: the
-//! command that found nothing registers (client id, keys, deadline, argv) in `Server::waiters`
-//! and produces no reply; the client stays in `Server::clients` with the rest of its pipeline in
+//! command that found nothing registers (client id, keys, deadline, argv) in `State::waiters`
+//! and produces no reply; the client stays in `State::clients` with the rest of its pipeline in
 //! `Client::pending`. A write to a waited-on key queues the key as ready (`signal_modified_key`);
 //! after the command that wrote it (a whole EXEC or script counts as one command, as in Redis)
 //! the ready keys are served: each waiter, oldest first, runs its command again while the key

@@ -23,7 +23,7 @@ pub struct BusyState {
 }
 
 /// What a busy answer did to the client's transaction state, for the executor to apply before
-/// the client's next batch runs (`exec::client::apply_busy_marks`), in this order: discard,
+/// the client's next batch runs (`script::busy::apply_busy_marks`), in this order: discard,
 /// unwatch, AUTH, enter MULTI, then flag and queue.
 #[derive(Debug, Default)]
 pub struct BusyMarks {

@@ -68,7 +68,7 @@ pub struct ClientShared {
     /// Wakes the connection task out of a write to a client that does not read, when killed.
     pub kill_notify: tokio::sync::Notify,
     /// The plain TCP socket of a connection served by the executor's event loop, for replies
-    /// written straight to it (`Server::deliver`).
+    /// written straight to it (`exec::Server::deliver`).
     pub direct: Option<std::sync::Weak<std::net::TcpStream>>,
     /// A batch was answered directly on the socket (its `batch_done` did not go through the
     /// channel).
@@ -87,7 +87,7 @@ pub struct ClientShared {
 
 impl ClientShared {
     /// State for a new connection: authenticated when the default user needs no password, as
-    /// `Server::connect` decides.
+    /// `State::connect` decides.
     pub fn new_for(shared: &super::Shared) -> ClientShared {
         ClientShared {
             authenticated: AtomicBool::new(!shared.auth_required.load(Ordering::Relaxed)),
@@ -150,13 +150,13 @@ pub struct Client {
     /// Set while a served waiter re-runs its command: the deadline it blocked with.
     pub block_deadline: Option<u64>,
     /// Parked in a blocking command (CLIENT LIST flag `b`); the waiter itself is in
-    /// `Server::waiters`.
+    /// `State::waiters`.
     pub blocked: bool,
     /// Channels, patterns and shard channels this client is subscribed to.
     pub pubsub: super::pubsub::ClientPubSub,
     /// Pushes queued by the executor, not yet handed to the connection task: a burst of
     /// messages to one subscriber leaves as one chunk (one wake-up, one write), as Redis writes
-    /// a client's buffer once per event-loop turn. `Server::flush_deferred` sends them.
+    /// a client's buffer once per event-loop turn. `exec::Server::flush_deferred` sends them.
     pub deferred: BytesMut,
 }
 

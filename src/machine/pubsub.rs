@@ -3,8 +3,8 @@
 //! A message is encoded once per protocol version and the same `Bytes` is queued on every
 //! subscriber's output channel, which also carries its replies, so each subscriber sees messages
 //! in publish order, interleaved correctly with its own replies. The client whose batch is
-//! running is not in `Server::clients`: pushes for it (its subscribe confirmations, messages it
-//! publishes to itself, keyspace events of its own writes) go to `Server::self_pushes`, which
+//! running is not in `State::clients`: pushes for it (its subscribe confirmations, messages it
+//! publishes to itself, keyspace events of its own writes) go to `State::self_pushes`, which
 //! the dispatcher writes into the batch output before the command's reply, where Redis puts them.
 //!
 //! Every push is followed by Redis's `client-output-buffer-limit` check: a subscriber that does
