@@ -31,8 +31,6 @@ use tokio::sync::{mpsc, Notify};
 pub const REDIS_VERSION: &str = "7.0.15";
 
 pub enum Msg {
-    Connect(Box<Client>),
-    Batch { id: u64, cmds: Vec<Vec<Bytes>> },
     Disconnect { id: u64 },
     Shutdown,
 }
@@ -53,7 +51,7 @@ pub struct Shared {
     pub proto_max_bulk_len: AtomicI64,
     /// `client-query-buffer-limit`: checked after each read, for every client.
     pub client_query_buffer_limit: AtomicUsize,
-    /// `timeout`: idle clients are closed by the cron (plain TCP) or their task (TLS).
+    /// `timeout`: idle clients are closed by the cron.
     pub timeout_secs: AtomicU64,
     /// `tcp-keepalive`: set on each socket at accept; open sockets keep theirs, as in Redis.
     pub tcp_keepalive: AtomicU64,
@@ -199,6 +197,9 @@ pub struct Server {
     next_cron: Instant,
     /// When idle clients (`timeout`) are looked for next.
     next_idle_check: Instant,
+    /// The event loop while it has lent itself for running commands: a busy script's hook
+    /// serves the other connections through it (`net::Lent`).
+    pub busy_loop: net::Lent,
 }
 
 impl Server {
@@ -259,6 +260,7 @@ impl Server {
             writes_refused_until,
             next_cron: Instant::now(),
             next_idle_check: Instant::now(),
+            busy_loop: Default::default(),
         };
         server.sync_created_recording();
         server
@@ -703,8 +705,6 @@ impl Server {
 
     fn handle(&mut self, msg: Msg) {
         match msg {
-            Msg::Connect(client) => self.connect(client),
-            Msg::Batch { id, mut cmds } => self.run_batch(id, &mut cmds),
             Msg::Disconnect { id } => {
                 if let Some(mut c) = self.clients.remove(&id) {
                     self.forget_client(&mut c);
@@ -853,25 +853,24 @@ fn fatal(msg: &str) -> ! {
     std::process::exit(1);
 }
 
-/// Starts the executor thread with the plain TCP listeners it serves itself (`net`). It runs
-/// until the inbox closes or SHUTDOWN.
+/// Starts the executor thread with the listeners it serves itself (`net`, plain TCP and TLS).
+/// It runs until the inbox closes or SHUTDOWN.
 ///
-/// Between events it sleeps in epoll until a connection, an inbox message (TLS connections,
-/// shutdown: the inbox wakes the loop through its waker), the next cron tick or the earliest
-/// blocked client's deadline.
+/// Between events it sleeps in epoll until a connection, an inbox message (shutdown: the inbox
+/// wakes the loop through its waker), the next cron tick or the earliest blocked client's
+/// deadline.
 pub fn spawn(
     server: Server,
-    listeners: Vec<std::net::TcpListener>,
+    listeners: net::Listeners,
 ) -> std::io::Result<(Inbox, std::thread::JoinHandle<()>)> {
     let (tx, mut rx) = mpsc::unbounded_channel::<Msg>();
-    let (net, waker) = net::Net::new(listeners, server.shared.clone())?;
+    let (mut net, waker) = net::Net::new(listeners, server.shared.clone())?;
     let handle = std::thread::Builder::new()
         .name("executor".into())
         // Lua scripts recurse on this thread (nested replies, cjson up to 1000 levels).
         .stack_size(64 << 20)
         .spawn(move || {
             crate::stopwatch::calibrate();
-            net.install();
             let mut server = server;
             let waker = std::task::Waker::from(waker);
             let mut cx = std::task::Context::from_waker(&waker);
@@ -886,12 +885,12 @@ pub fn spawn(
                     tracing::warn!("Shutdown requested during loading: loading stopped.");
                     return;
                 }
-                net::turn(&mut server, Some(Duration::ZERO));
+                net.turn(&mut server, Some(Duration::ZERO));
                 // The log is durable before pushes leave, as before replies (Redis writes
                 // clients after flushAppendOnlyFile in beforeSleep).
                 server.after_round();
                 server.flush_deferred();
-                net::flush(&mut server);
+                net.flush(&mut server);
             }
             server.next_cron = Instant::now();
             let mut spin = net::IdleSpin::default();
@@ -918,7 +917,7 @@ pub fn spawn(
                 if closed {
                     break;
                 }
-                let timeout = if handled > 0 || net::has_ready() {
+                let timeout = if handled > 0 || net.has_ready() {
                     Duration::ZERO
                 } else {
                     let now = Instant::now();
@@ -934,17 +933,18 @@ pub fn spawn(
                     wake.saturating_duration_since(now)
                 };
                 spin.set_max(Duration::from_micros(server.config.busy_poll_us));
-                net::wait(&mut server, timeout, &mut spin);
+                net.wait(&mut server, timeout, &mut spin);
                 // Cron runs on time under a steady stream of requests too (within a turn: the
                 // clock read when the poll returned will do).
-                let now = net::polled_at();
+                let now = net.polled_at();
                 if now >= server.next_cron {
-                    server.cron();
+                    // Lent: a paused client resumed here may run a script that turns busy.
+                    net.lend(&mut server, Server::cron);
                     // Every client is looked at; `timeout` counts whole seconds, so at most
                     // ten times a second whatever hz is (Redis spreads the same work over a
                     // second of clientsCron).
                     if now >= server.next_idle_check {
-                        net::close_idle(&mut server);
+                        net.close_idle(&mut server);
                         server.next_idle_check = now + Duration::from_millis(100);
                     }
                     server.next_cron = now + cron_period(server.config.hz);
@@ -960,7 +960,7 @@ pub fn spawn(
                 // clients after flushAppendOnlyFile in beforeSleep).
                 server.after_round();
                 server.flush_deferred();
-                net::flush(&mut server);
+                net.flush(&mut server);
                 if server.shutting_down {
                     break;
                 }
