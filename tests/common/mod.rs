@@ -366,6 +366,13 @@ impl Conn {
         closed
     }
 
+    /// Everything that arrives until the server closes the connection (true) or `quiet`
+    /// passes without a byte (false), what was already read included.
+    pub fn drain(&mut self, quiet: Duration) -> (Vec<u8>, bool) {
+        let closed = self.is_closed(quiet);
+        (std::mem::take(&mut self.buf), closed)
+    }
+
     /// Reads everything until the server closes the connection.
     pub fn read_to_close(&mut self) -> Vec<u8> {
         let mut out = std::mem::take(&mut self.buf);
