@@ -40,6 +40,10 @@ pub struct Outbox {
     /// The connection whose batch is running: the loop looks at it right after, so a batch
     /// answered straight on its socket needs no wake-up.
     pub serving: AtomicU64,
+    /// Something was sent since the loop last looked: after most batches nothing was (the
+    /// reply went straight to the socket), and this load is cheaper than the channel's
+    /// `try_recv`.
+    sent: AtomicBool,
 }
 
 impl Outbox {
@@ -47,7 +51,23 @@ impl Outbox {
         Outbox {
             tx,
             serving: AtomicU64::new(0),
+            sent: AtomicBool::new(false),
         }
+    }
+
+    fn send(&self, id: u64, out: Out) -> bool {
+        self.sent.store(true, Ordering::Relaxed);
+        self.tx.send((id, out)).is_ok()
+    }
+
+    /// Whether anything was sent since the last call (the loop then drains the channel).
+    pub fn take_sent(&self) -> bool {
+        // Sender and receiver are on the executor thread: no lost update between these two.
+        let sent = self.sent.load(Ordering::Relaxed);
+        if sent {
+            self.sent.store(false, Ordering::Relaxed);
+        }
+        sent
     }
 }
 
@@ -60,7 +80,7 @@ impl OutSender {
     /// False when nobody reads the output any more.
     pub fn send(&self, out: Out) -> bool {
         match &self.0 {
-            Route::Loop { outbox, id } => outbox.tx.send((*id, out)).is_ok(),
+            Route::Loop { outbox, id } => outbox.send(*id, out),
             Route::Own(tx) => tx.send(out).is_ok(),
         }
     }
@@ -69,14 +89,14 @@ impl OutSender {
     pub fn wake(&self) {
         if let Route::Loop { outbox, id } = &self.0 {
             if outbox.serving.load(Ordering::Relaxed) != *id {
-                let _ = outbox.tx.send((
+                let _ = outbox.send(
                     *id,
                     Out {
                         data: Bytes::new(),
                         batch_done: false,
                         close: false,
                     },
-                ));
+                );
             }
         }
     }
@@ -91,7 +111,7 @@ impl From<mpsc::UnboundedSender<Out>> for OutSender {
 /// State shared between a connection of the event loop and the executor.
 #[derive(Debug, Default)]
 pub struct ClientShared {
-    /// Bytes handed to the connection task and not yet written to the socket.
+    /// Bytes handed to the connection and not yet taken by its transport.
     pub pending_out: AtomicUsize,
     /// Set by the executor when the client must go (CLIENT KILL, output buffer limit).
     pub killed: AtomicBool,

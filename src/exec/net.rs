@@ -12,8 +12,9 @@
 //! Output: a batch's replies are written straight to a plain socket by `Server::deliver` when
 //! nothing is queued; everything else (TLS, pushes, wake-ups of blocked clients, replies held
 //! for the log's fsync, what did not fit in the socket) goes through the one outbox every
-//! client's `OutSender` feeds, in the order it was produced; the loop drains it after each batch
-//! and after each round (`flush`).
+//! client's `OutSender` feeds, in the order it was produced; the loop takes a connection's
+//! right after its batch, and everyone else's at the end of the round (`flush`), after the log
+//! is durable, as Redis writes clients in `beforeSleep`.
 //!
 //! While a script is busy the Lua hook calls `Lent::while_busy`: the loop, lent to the executor
 //! for the time it runs commands (`Net::lend`), reads the other connections and answers them
@@ -201,6 +202,8 @@ struct Conn {
     want_write: bool,
     /// Output came through the outbox since it was last settled (listed in `Net::touched`).
     touched: bool,
+    /// Chunks of its output waiting in `Net::parked`.
+    parked: usize,
     protocol_error: Option<ProtocolError>,
     last_activity: Instant,
 }
@@ -234,6 +237,8 @@ pub struct Net {
     output: mpsc::UnboundedReceiver<(u64, Out)>,
     /// Connections the outbox gave output to, to settle.
     touched: Vec<u64>,
+    /// Output taken from the outbox that waits for the end of the round (`drain_outbox`).
+    parked: Vec<(u64, Out)>,
     /// Connections closed, for the executor to forget.
     closed: Vec<u64>,
     /// TLS handshakes under way (the cron looks for stalled ones only when there are some).
@@ -324,6 +329,7 @@ impl Net {
             outbox: Arc::new(Outbox::new(tx)),
             output,
             touched: Vec::new(),
+            parked: Vec::new(),
             closed: Vec::new(),
             handshakes: 0,
             accept_retry: false,
@@ -464,6 +470,7 @@ impl Net {
                 broken: false,
                 want_write: false,
                 touched: false,
+                parked: 0,
                 protocol_error: None,
                 last_activity: self.now,
             },
@@ -645,37 +652,67 @@ impl Net {
         true
     }
 
-    /// Hands each connection the output the executor queued for it, in order: straight to the
-    /// transport when nothing of its own waits, else after what does.
-    fn drain_outbox(&mut self) {
+    /// Hands connections the output the executor queued for them, in order. After a batch
+    /// (`only`: the connection that sent it) only that connection's is taken now, as it was
+    /// before per-connection queues went: anyone else's (a woken waiter's reply, a large
+    /// pub/sub message) waits in `parked` for the end of the round (`None`), after the log is
+    /// durable, and so does whatever comes after it for the same connection.
+    fn drain_outbox(&mut self, only: Option<u64>) {
+        if only.is_none() && !self.parked.is_empty() {
+            let mut parked = std::mem::take(&mut self.parked);
+            for (id, o) in parked.drain(..) {
+                if let Some(c) = self.conns.get_mut(&id) {
+                    c.parked = 0;
+                }
+                self.route(id, o);
+            }
+            self.parked = parked;
+        }
+        if !self.outbox.take_sent() {
+            return;
+        }
         while let Ok((id, o)) = self.output.try_recv() {
             let Some(c) = self.conns.get_mut(&id) else {
                 continue;
             };
-            c.closing |= o.close;
-            if o.batch_done {
-                c.in_flight = false;
-            }
-            if !c.touched {
-                c.touched = true;
-                self.touched.push(id);
-            }
-            if c.broken || o.data.is_empty() {
+            if only.is_some_and(|only| only != id) || c.parked > 0 {
+                c.parked += 1;
+                self.parked.push((id, o));
                 continue;
             }
-            if c.wbuf.is_empty() {
-                // Straight from the chunk; only what the transport does not take is copied.
-                match c.io.write(&c.sock, &o.data) {
-                    Ok(n) => {
-                        self.shared.count_output(n);
-                        sub_pending(&c.client, n);
-                        c.wbuf.extend_from_slice(&o.data[n..]);
-                    }
-                    Err(_) => c.broken = true,
+            self.route(id, o);
+        }
+    }
+
+    /// One chunk of output for connection `id`: straight to the transport when nothing of its
+    /// own waits, else after what does.
+    fn route(&mut self, id: u64, o: Out) {
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        c.closing |= o.close;
+        if o.batch_done {
+            c.in_flight = false;
+        }
+        if !c.touched {
+            c.touched = true;
+            self.touched.push(id);
+        }
+        if c.broken || o.data.is_empty() {
+            return;
+        }
+        if c.wbuf.is_empty() {
+            // Straight from the chunk; only what the transport does not take is copied.
+            match c.io.write(&c.sock, &o.data) {
+                Ok(n) => {
+                    self.shared.count_output(n);
+                    sub_pending(&c.client, n);
+                    c.wbuf.extend_from_slice(&o.data[n..]);
                 }
-            } else {
-                c.wbuf.extend_from_slice(&o.data);
+                Err(_) => c.broken = true,
             }
+        } else {
+            c.wbuf.extend_from_slice(&o.data);
         }
     }
 
@@ -922,11 +959,12 @@ impl Net {
             if !self.accepted.is_empty() {
                 self.sync_clients(server);
             }
-            // Its own output is looked at right after: no wake-up needed (`OutSender::wake`).
+            // Its output is looked at right after: a batch answered straight on its socket
+            // needs no wake-up (`OutSender::wake`).
             self.outbox.serving.store(id, Ordering::Relaxed);
             self.lend(server, |s| s.run_batch(id, &mut batch));
             self.outbox.serving.store(0, Ordering::Relaxed);
-            self.drain_outbox();
+            self.drain_outbox(Some(id));
             self.settle(id, false);
         }
         self.serving.clear();
@@ -936,7 +974,7 @@ impl Net {
 
     /// After the executor's round: writes every connection it queued output for.
     pub fn flush(&mut self, server: &mut Server) {
-        self.drain_outbox();
+        self.drain_outbox(None);
         let mut touched = std::mem::take(&mut self.touched);
         for id in touched.drain(..) {
             if self.conns.get(&id).is_some_and(|c| c.touched) {
