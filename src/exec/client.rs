@@ -20,7 +20,7 @@ pub struct Out {
 
 /// Where a client's output goes. A connection of the executor's event loop (`exec::net`) feeds
 /// the loop's one outbox, tagged with its id: the queue's order is the order output was
-/// produced, and the loop drains it after each batch and each round, so no separate list of
+/// produced, and the loop drains it (`net::Net::drain_outbox`), so no separate list of
 /// connections with output is kept. Other clients (the fuzzer's, the log loader's) have a
 /// channel of their own.
 #[derive(Debug, Clone)]
