@@ -93,8 +93,8 @@ pub async fn run(
     alloc::configure();
     // TLS first: a bad certificate stops the start before anything is served.
     let tls = if cfg.tls_port != 0 {
-        let acceptor = server::tls::acceptor(&cfg).map_err(std::io::Error::other)?;
-        Some((acceptor, bind_port(&cfg, cfg.tls_port).await?))
+        let config = server::tls::server_config(&cfg).map_err(std::io::Error::other)?;
+        Some((config, bind_port(&cfg, cfg.tls_port).await?))
     } else {
         None
     };
@@ -110,24 +110,34 @@ pub async fn run(
             tracing::info!("Listening on {a}");
         }
     }
-    // Plain TCP is served by the executor thread's own event loop (exec/net.rs).
-    let plain = listeners
-        .into_iter()
-        .map(|l| l.into_std())
-        .collect::<std::io::Result<Vec<_>>>()?;
-    let (inbox, executor) = exec::spawn(cfg, shared.clone(), plain)?;
+    // Plain TCP and TLS are served by the executor thread's own event loop (exec/net.rs).
+    let std_listeners = |ls: Vec<TcpListener>| {
+        ls.into_iter()
+            .map(|l| l.into_std())
+            .collect::<std::io::Result<Vec<_>>>()
+    };
+    let tls_addrs: Vec<_> = tls
+        .iter()
+        .flat_map(|(_, ls)| ls.iter().filter_map(|l| l.local_addr().ok()))
+        .collect();
+    let listeners = exec::net::Listeners {
+        plain: std_listeners(listeners)?,
+        tls: match tls {
+            Some((config, ls)) => Some((config, std_listeners(ls)?)),
+            None => None,
+        },
+    };
+    let has_tls = listeners.tls.is_some();
+    let (inbox, executor) = exec::spawn(cfg, shared.clone(), listeners)?;
     tracing::info!("Ready to accept connections tcp");
-    if let Some((_, tls_listeners)) = &tls {
-        for l in tls_listeners {
-            if let Ok(a) = l.local_addr() {
-                tracing::info!("Listening for TLS on {a}");
-            }
+    if has_tls {
+        for a in tls_addrs {
+            tracing::info!("Listening for TLS on {a}");
         }
         tracing::info!("Ready to accept connections tls");
     }
-    let accept = server::accept_tls(tls, inbox.clone(), shared.clone());
+    // Tokio's part: the signals, the caller's shutdown future and the shutdown watchdog.
     let by_signal = tokio::select! {
-        _ = accept => false,
         _ = shutdown => true,
         _ = wait_shutdown_request(&shared) => false,
     };

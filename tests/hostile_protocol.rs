@@ -522,9 +522,9 @@ fn busy_inside_multi_flags_the_transaction_like_redis() {
 mod tls {
     use super::*;
     use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+    use rustls::{pki_types::ServerName, ClientConfig, RootCertStore};
     use std::path::PathBuf;
     use std::sync::Arc;
-    use tokio_rustls::rustls::{self, pki_types::ServerName, ClientConfig, RootCertStore};
 
     /// deadbolt with a TLS port (certificates made here), its TLS port and a client config.
     pub struct TlsServer {

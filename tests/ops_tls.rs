@@ -4,17 +4,16 @@
 mod common;
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair};
+use rustls::{
+    pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer, ServerName},
+    ClientConfig, RootCertStore,
+};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio_rustls::rustls::{
-    self,
-    pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer, ServerName},
-    ClientConfig, RootCertStore,
-};
 
 struct Pki {
     dir: PathBuf,

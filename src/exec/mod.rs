@@ -1,6 +1,8 @@
 //! The executor: one thread that owns every database and runs every command, so commands,
-//! transactions and scripts are atomic without locks around the data. Connection tasks send it
-//! whole pipelines; it answers each batch with one buffer.
+//! transactions and scripts are atomic without locks around the data. It is also the event loop
+//! (net.rs) for TCP and TLS connections alike: it reads whole pipelines, runs them against the
+//! state machine (`machine::State`, through cmd/), feeds each unit's change record to the log,
+//! and answers each batch with one buffer.
 
 pub mod blocking;
 pub mod net;
@@ -21,8 +23,6 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 pub enum Msg {
-    Connect(Box<Client>),
-    Batch { id: u64, cmds: Vec<Vec<Bytes>> },
     Disconnect { id: u64 },
     Shutdown,
 }
@@ -59,6 +59,9 @@ pub struct Io {
     pub loader: Option<Loader>,
     /// When the cron runs next (every 1/`hz` s; `apply_change` re-arms it when hz changes).
     next_cron: Instant,
+    /// The event loop while it has lent itself for running commands: a busy script's hook
+    /// serves the other connections through it (`net::Lent`, `Host::while_busy`).
+    pub busy_loop: net::Lent,
 }
 
 impl std::ops::Deref for Server {
@@ -94,6 +97,7 @@ impl Server {
                 aof: None,
                 loader,
                 next_cron: Instant::now(),
+                busy_loop: Default::default(),
             },
             loader_client: Some(loader_client),
             changes: ChangeRecord::default(),
@@ -329,8 +333,6 @@ impl Server {
 
     fn handle(&mut self, msg: Msg) {
         match msg {
-            Msg::Connect(client) => self.connect(client),
-            Msg::Batch { id, mut cmds } => self.run_batch(id, &mut cmds),
             Msg::Disconnect { id } => {
                 if let Some(mut c) = self.clients.remove(&id) {
                     self.forget_client(&mut c);
@@ -528,6 +530,10 @@ impl Host for Io {
     fn aof(&self) -> Option<&Aof> {
         self.aof.as_ref()
     }
+
+    fn while_busy(&self) {
+        self.busy_loop.while_busy();
+    }
 }
 
 /// The whole dataset as commands (the base file of a rewrite).
@@ -643,28 +649,27 @@ fn fatal(msg: &str) -> ! {
     std::process::exit(1);
 }
 
-/// Starts the executor thread with the plain TCP listeners it serves itself (`net`). It runs
-/// until the inbox closes or SHUTDOWN.
+/// Starts the executor thread with the listeners it serves itself (`net`, plain TCP and TLS).
+/// It runs until the inbox closes or SHUTDOWN.
 ///
-/// Between events it sleeps in epoll until a connection, an inbox message (TLS connections,
-/// shutdown: the inbox wakes the loop through its waker), the next cron tick or the earliest
-/// blocked client's deadline.
+/// Between events it sleeps in epoll until a connection, an inbox message (shutdown: the inbox
+/// wakes the loop through its waker), the next cron tick or the earliest blocked client's
+/// deadline.
 ///
 /// The server is built on the executor thread: its state (the Lua engine) never leaves it.
 pub fn spawn(
     config: Config,
     shared: Arc<Shared>,
-    listeners: Vec<std::net::TcpListener>,
+    listeners: net::Listeners,
 ) -> std::io::Result<(Inbox, std::thread::JoinHandle<()>)> {
     let (tx, mut rx) = mpsc::unbounded_channel::<Msg>();
-    let (net, waker) = net::Net::new(listeners, shared.clone())?;
+    let (mut net, waker) = net::Net::new(listeners, shared.clone())?;
     let handle = std::thread::Builder::new()
         .name("executor".into())
         // Lua scripts recurse on this thread (nested replies, cjson up to 1000 levels).
         .stack_size(64 << 20)
         .spawn(move || {
             crate::stopwatch::calibrate();
-            net.install();
             let mut server = Server::new(config, shared);
             let waker = std::task::Waker::from(waker);
             let mut cx = std::task::Context::from_waker(&waker);
@@ -679,12 +684,12 @@ pub fn spawn(
                     tracing::warn!("Shutdown requested during loading: loading stopped.");
                     return;
                 }
-                net::turn(&mut server, Some(Duration::ZERO));
+                net.turn(&mut server, Some(Duration::ZERO));
                 // The log is durable before pushes leave, as before replies (Redis writes
                 // clients after flushAppendOnlyFile in beforeSleep).
                 server.after_round();
                 server.flush_deferred();
-                net::flush(&mut server);
+                net.flush(&mut server);
             }
             server.io.next_cron = Instant::now();
             let mut spin = net::IdleSpin::default();
@@ -711,7 +716,7 @@ pub fn spawn(
                 if closed {
                     break;
                 }
-                let timeout = if handled > 0 || net::has_ready() {
+                let timeout = if handled > 0 || net.has_ready() {
                     Duration::ZERO
                 } else {
                     let now = Instant::now();
@@ -727,17 +732,18 @@ pub fn spawn(
                     wake.saturating_duration_since(now)
                 };
                 spin.set_max(Duration::from_micros(server.config.busy_poll_us));
-                net::wait(&mut server, timeout, &mut spin);
+                net.wait(&mut server, timeout, &mut spin);
                 // Cron runs on time under a steady stream of requests too (within a turn: the
                 // clock read when the poll returned will do).
-                let now = net::polled_at();
+                let now = net.polled_at();
                 if now >= server.io.next_cron {
-                    server.cron();
+                    // Lent: a paused client resumed here may run a script that turns busy.
+                    net.lend(&mut server, Server::cron);
                     // Every client is looked at; `timeout` counts whole seconds, so at most
                     // ten times a second whatever hz is (Redis spreads the same work over a
                     // second of clientsCron).
                     if now >= server.next_idle_check {
-                        net::close_idle(&mut server);
+                        net.close_idle(&mut server);
                         server.next_idle_check = now + Duration::from_millis(100);
                     }
                     server.io.next_cron = now + cron_period(server.config.hz);
@@ -753,7 +759,7 @@ pub fn spawn(
                 // clients after flushAppendOnlyFile in beforeSleep).
                 server.after_round();
                 server.flush_deferred();
-                net::flush(&mut server);
+                net.flush(&mut server);
                 if server.shutting_down {
                     break;
                 }

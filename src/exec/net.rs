@@ -1,33 +1,37 @@
-//! The executor's own event loop for plain TCP, as Redis's `ae`: the thread that owns the data
-//! accepts, reads, decodes, runs and writes, so a request costs no hand-off between threads.
-//! (Tokio connection tasks handing batches to this thread cost ~0.6 context switches and ~40 %
-//! more server CPU per request with 50 clients; see README "Performance".) TLS connections keep
-//! their tokio tasks and reach the executor through the inbox, whose wake-up is this loop's
-//! `mio::Waker`.
+//! The executor's own event loop, as Redis's `ae`: the thread that owns the data accepts,
+//! reads, decodes, runs and writes, so a request costs no hand-off between threads. (Tokio
+//! connection tasks handing batches to this thread cost ~0.6 context switches and ~40 % more
+//! server CPU per request with 50 clients; see README "Performance".)
 //!
-//! Output: a batch's replies are written straight to the socket by `Server::deliver` when
-//! nothing is queued; everything else (pushes, wake-ups of blocked clients, replies held for the
-//! log's fsync, what did not fit in the socket) goes through the client's channel, and the send
-//! marks the connection dirty (`mark_dirty`) so `flush` writes it after the round.
+//! Plain TCP and TLS connections are the same `Conn`, served by the same code; only its
+//! `Transport` differs: bytes go straight to the socket, or through a rustls session over that
+//! same non-blocking socket (handshake included, bounded by `tls::HANDSHAKE_TIMEOUT`). Query
+//! buffer limit, protocol errors, idle `timeout`, busy-script answers, pub/sub output,
+//! pipelining and closing are written once.
 //!
-//! While a script is busy the Lua hook calls `while_busy`, which reads the other connections and
-//! answers them (-BUSY, SCRIPT KILL, SHUTDOWN NOSAVE) as Redis's `processEventsWhileBlocked`.
+//! Output: a batch's replies are written straight to a plain socket by `Server::deliver` when
+//! nothing is queued; everything else (TLS, pushes, wake-ups of blocked clients, replies held
+//! for the log's fsync, what did not fit in the socket) goes through the one outbox every
+//! client's `OutSender` feeds, in the order it was produced; the loop takes a connection's
+//! right after its batch, and everyone else's at the end of the round (`flush`), after the log
+//! is durable, as Redis writes clients in `beforeSleep`.
 //!
-//! Borrowing: the loop's state lives in a thread-local and is only borrowed for short steps that
-//! never call into `Server`, so the hook (inside a running script) can borrow it too.
+//! While a script is busy the Lua hook calls `Lent::while_busy`: the loop, lent to the executor
+//! for the time it runs commands (`Net::lend`), reads the other connections and answers them
+//! (-BUSY, SCRIPT KILL, SHUTDOWN NOSAVE) as Redis's `processEventsWhileBlocked`.
 
 use super::{Msg, Server};
-use crate::machine::client::{auth_may_change, Client, ClientShared, Out, OutSender};
+use crate::machine::client::{auth_may_change, Client, ClientShared, Out, OutSender, Outbox};
 use crate::machine::Shared;
 use crate::protocol::{DecodeLimits, Decoder, ProtocolError};
 use bytes::{Bytes, BytesMut};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
-use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::io::{self, Write};
+use std::io::{self, BufRead, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
+use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -39,22 +43,6 @@ const READ_CHUNK: usize = 16 * 1024;
 /// Bytes read from one connection in one turn before the others get theirs.
 const READ_BUDGET: usize = 256 * 1024;
 
-thread_local! {
-    static NET: RefCell<Option<Net>> = const { RefCell::new(None) };
-    /// Connections with output queued on their channel (or a batch answered directly) since the
-    /// last flush.
-    static DIRTY: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
-    /// The connection whose batch is running: it is looked at right after, so needs no mark.
-    static SERVING: Cell<u64> = const { Cell::new(0) };
-}
-
-/// Called by `OutSender` on the executor thread.
-pub fn mark_dirty(id: u64) {
-    if SERVING.with(|s| s.get()) != id {
-        DIRTY.with(|d| d.borrow_mut().push(id));
-    }
-}
-
 /// Listeners take the tokens just below the waker's; clients use their id.
 fn listener_token(i: usize) -> Token {
     Token(usize::MAX - 1 - i)
@@ -64,15 +52,139 @@ fn listener_index(t: usize, listeners: usize) -> Option<usize> {
     (usize::MAX - 1).checked_sub(t).filter(|i| *i < listeners)
 }
 
+/// What the loop listens on.
+pub struct Listeners {
+    pub plain: Vec<TcpListener>,
+    /// `tls-port`: its sockets and the rustls configuration their connections use.
+    pub tls: Option<(Arc<rustls::ServerConfig>, Vec<TcpListener>)>,
+}
+
+/// How a connection's bytes travel: straight through the socket, or through a rustls session
+/// over it. Everything above `read`/`write` is the same for both.
+enum Transport {
+    Tcp,
+    Tls(Box<rustls::ServerConnection>),
+}
+
+impl Transport {
+    /// Reads what the peer sent into `buf`: Ok(0) at its end, WouldBlock when nothing is there.
+    /// TLS: as many records as it takes to give some plaintext (the handshake moves on here).
+    fn read(&mut self, sock: &TcpStream, buf: &mut BytesMut) -> io::Result<usize> {
+        let tls = match self {
+            Transport::Tcp => return read_into(sock, buf),
+            Transport::Tls(tls) => tls,
+        };
+        let mut eof = false;
+        loop {
+            let mut reader = tls.reader();
+            match reader.fill_buf() {
+                Ok([]) => return Ok(0), // close_notify
+                Ok(chunk) => {
+                    let n = chunk.len();
+                    buf.extend_from_slice(chunk);
+                    reader.consume(n);
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock && eof => return Ok(0),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+            // Ok(0): the TCP stream ended; rustls then reports how (close_notify or not).
+            eof = tls.read_tls(&mut &*sock)? == 0;
+            if let Err(e) = tls.process_new_packets() {
+                // The alert rustls queued for the peer leaves when the connection closes.
+                tracing::debug!("TLS error: {e}");
+                return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+            }
+        }
+    }
+
+    /// Writes as much of `data` as the transport takes now; 0 when it would block.
+    fn write(&mut self, sock: &TcpStream, data: &[u8]) -> io::Result<usize> {
+        let tls = match self {
+            Transport::Tcp => return write_some(sock, data),
+            Transport::Tls(tls) => tls,
+        };
+        let mut done = 0;
+        loop {
+            // Records made earlier leave first; plaintext is taken only while they all left,
+            // so what rustls holds stays within its buffer limit.
+            flush_tls(tls, sock)?;
+            if done == data.len() || tls.wants_write() {
+                return Ok(done);
+            }
+            match tls.writer().write(&data[done..])? {
+                0 => return Ok(done),
+                n => done += n,
+            }
+        }
+    }
+
+    /// TLS records made and not yet written (handshake messages, alerts, encrypted output).
+    fn pending(&self) -> bool {
+        match self {
+            Transport::Tcp => false,
+            Transport::Tls(tls) => tls.wants_write(),
+        }
+    }
+
+    fn flush(&mut self, sock: &TcpStream) -> io::Result<()> {
+        match self {
+            Transport::Tcp => Ok(()),
+            Transport::Tls(tls) => flush_tls(tls, sock),
+        }
+    }
+
+    fn handshaking(&self) -> bool {
+        match self {
+            Transport::Tcp => false,
+            Transport::Tls(tls) => tls.is_handshaking(),
+        }
+    }
+
+    /// Best effort before the socket is shut: TLS sends the alert a failed session queued, or
+    /// close_notify; never waits for a peer that does not read.
+    fn close(&mut self, sock: &TcpStream, failed: bool) {
+        if let Transport::Tls(tls) = self {
+            if !failed && !tls.is_handshaking() {
+                tls.send_close_notify();
+            }
+            let _ = flush_tls(tls, sock);
+        }
+    }
+}
+
+/// Writes the session's records until there are none or the socket is full.
+fn flush_tls(tls: &mut rustls::ServerConnection, sock: &TcpStream) -> io::Result<()> {
+    while tls.wants_write() {
+        match tls.write_tls(&mut &*sock) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 struct Conn {
     sock: Arc<TcpStream>,
+    io: Transport,
     client: Arc<ClientShared>,
-    rx: mpsc::UnboundedReceiver<Out>,
+    addr: SocketAddr,
+    laddr: SocketAddr,
+    /// Counted in `connected_clients` and known to the executor. A TLS connection is admitted
+    /// (maxclients, protected mode) once its handshake is done, so its refusal is readable.
+    admitted: bool,
+    /// TLS: the handshake must be done by then.
+    handshake_deadline: Option<Instant>,
     /// A partial request (or what arrived while a batch was in flight); empty otherwise, and
     /// then it holds no memory: reads go to the loop's shared buffer.
     rbuf: BytesMut,
     decoder: Decoder,
-    /// Output the socket did not take yet (counted in `pending_out`).
+    /// Output the transport did not take yet (counted in `pending_out`).
     wbuf: BytesMut,
     /// A batch is with the executor (running, blocked, paused or waiting for the log's fsync):
     /// the next one waits, as the replies must come in order.
@@ -85,8 +197,14 @@ struct Conn {
     eof: bool,
     /// Write what is queued, then close.
     closing: bool,
+    /// The transport failed (a write error, a TLS error): close without writing more.
+    broken: bool,
     /// Registered for WRITABLE (a write would block).
     want_write: bool,
+    /// Output came through the outbox since it was last settled (listed in `Net::touched`).
+    touched: bool,
+    /// Chunks of its output waiting in `Net::parked`.
+    parked: usize,
     protocol_error: Option<ProtocolError>,
     last_activity: Instant,
 }
@@ -95,11 +213,13 @@ pub struct Net {
     poll: Poll,
     events: Events,
     listeners: Vec<TcpListener>,
+    /// The rustls configuration of each listener (None: plain TCP).
+    tls_of: Vec<Option<Arc<rustls::ServerConfig>>>,
     conns: HashMap<u64, Conn, ahash::RandomState>,
     /// Shared read buffer: connections without a partial request read here, so an idle
     /// connection holds no read buffer (Redis frees idle query buffers likewise).
     scratch: BytesMut,
-    /// Clients accepted and not yet handed to the executor (during a busy script, until it
+    /// Clients admitted and not yet handed to the executor (during a busy script, until it
     /// ends). Boxed as the executor's client map keeps them, so the struct is never moved again.
     #[allow(clippy::vec_box)]
     accepted: Vec<Box<Client>>,
@@ -112,6 +232,18 @@ pub struct Net {
     fired: Vec<Fired>,
     /// The requests of the batch being decoded or run, reused from one to the next.
     batch: Vec<Vec<Bytes>>,
+    /// Every client's output, in the order it was produced: the senders are the clients'
+    /// `OutSender`s, which share `outbox`.
+    outbox: Arc<Outbox>,
+    output: mpsc::UnboundedReceiver<(u64, Out)>,
+    /// Connections the outbox gave output to, to settle.
+    touched: Vec<u64>,
+    /// Output taken from the outbox that waits for the end of the round (`drain_outbox`).
+    parked: Vec<(u64, Out)>,
+    /// Connections closed, for the executor to forget.
+    closed: Vec<u64>,
+    /// TLS handshakes under way (the cron looks for stalled ones only when there are some).
+    handshakes: usize,
     /// An accept failed (EMFILE…): try again on the next turn rather than wait for an event.
     accept_retry: bool,
     shared: Arc<Shared>,
@@ -139,14 +271,42 @@ impl std::task::Wake for LoopWaker {
     }
 }
 
+/// The loop, as lent to the executor while it runs commands (`Net::lend`): what a busy
+/// script's hook serves the other connections with. Empty otherwise.
+#[derive(Default)]
+pub struct Lent(Option<NonNull<Net>>);
+
+// SAFETY: the pointer is set only inside `Net::lend`, which holds the `&mut Server` this is part
+// of for that whole time, so the Server (and this) cannot reach another thread while it is set;
+// it is cleared before `lend` returns. Empty, it is plain data.
+unsafe impl Send for Lent {}
+
+impl Lent {
+    /// The hook's entry while a script is busy (see the module comment); nothing when no loop
+    /// was lent (the fuzzer's executor).
+    pub fn while_busy(&self) {
+        if let Some(net) = self.0 {
+            // SAFETY: set by `Net::lend` from its `&mut self`, which it does not use until the
+            // call it lent the loop for returns, and cleared then: the Net is alive and nothing
+            // else holds a reference to it. The hook runs on the executor thread inside that
+            // call; `busy_turn` never calls back into the executor, so this is the only
+            // reference while it runs.
+            unsafe { (*net.as_ptr()).busy_turn() }
+        }
+    }
+}
+
 impl Net {
-    pub fn new(
-        listeners: Vec<TcpListener>,
-        shared: Arc<Shared>,
-    ) -> io::Result<(Net, Arc<LoopWaker>)> {
+    pub fn new(listeners: Listeners, shared: Arc<Shared>) -> io::Result<(Net, Arc<LoopWaker>)> {
         let poll = Poll::new()?;
         let waker = Arc::new(LoopWaker(mio::Waker::new(poll.registry(), WAKER)?));
-        for (i, l) in listeners.iter().enumerate() {
+        let mut all = listeners.plain;
+        let mut tls_of = vec![None; all.len()];
+        if let Some((cfg, tls)) = listeners.tls {
+            tls_of.extend(tls.iter().map(|_| Some(cfg.clone())));
+            all.extend(tls);
+        }
+        for (i, l) in all.iter().enumerate() {
             l.set_nonblocking(true)?;
             poll.registry().register(
                 &mut SourceFd(&l.as_raw_fd()),
@@ -154,10 +314,12 @@ impl Net {
                 Interest::READABLE,
             )?;
         }
+        let (tx, output) = mpsc::unbounded_channel();
         let net = Net {
             poll,
             events: Events::with_capacity(1024),
-            listeners,
+            listeners: all,
+            tls_of,
             conns: HashMap::default(),
             scratch: BytesMut::new(),
             accepted: Vec::new(),
@@ -165,6 +327,12 @@ impl Net {
             serving: Vec::new(),
             batch: Vec::new(),
             fired: Vec::new(),
+            outbox: Arc::new(Outbox::new(tx)),
+            output,
+            touched: Vec::new(),
+            parked: Vec::new(),
+            closed: Vec::new(),
+            handshakes: 0,
             accept_retry: false,
             shared,
             now: Instant::now(),
@@ -172,9 +340,15 @@ impl Net {
         Ok((net, waker))
     }
 
-    /// Makes this the executor thread's loop.
-    pub fn install(self) {
-        NET.with(|n| *n.borrow_mut() = Some(self));
+    /// Runs `f` with this loop lent to the executor (`Server::busy_loop`), for a busy script's
+    /// hook to serve the other connections.
+    pub fn lend<R>(&mut self, server: &mut Server, f: impl FnOnce(&mut Server) -> R) -> R {
+        server.io.busy_loop = Lent(Some(NonNull::from(&mut *self)));
+        let r = f(server);
+        // (A panic unwinds through the executor thread's end: nothing runs that could use the
+        // pointer left behind.)
+        server.io.busy_loop = Lent(None);
+        r
     }
 
     /// True if anything happened (a connection, a listener or the inbox's waker).
@@ -203,8 +377,8 @@ impl Net {
         !self.events.is_empty()
     }
 
-    /// Accepts every pending connection on listener `i`; their clients wait in `accepted` for
-    /// the executor (`sync_clients`).
+    /// Accepts every pending connection on listener `i`; the admitted clients wait in
+    /// `accepted` for the executor (`sync_clients`).
     fn accept(&mut self, i: usize) {
         loop {
             let (sock, addr) = match self.listeners[i].accept() {
@@ -218,27 +392,39 @@ impl Net {
                     return;
                 }
             };
-            if let Some(c) = self.admit(sock, addr) {
-                self.accepted.push(c);
-            }
+            let tls = self.tls_of[i].clone();
+            self.open(sock, addr, tls);
         }
     }
 
-    /// maxclients and protected mode, then the connection joins the loop.
-    fn admit(&mut self, sock: TcpStream, addr: SocketAddr) -> Option<Box<Client>> {
+    /// A new connection joins the loop: plain TCP is admitted at once, TLS after its handshake.
+    fn open(&mut self, sock: TcpStream, addr: SocketAddr, tls: Option<Arc<rustls::ServerConfig>>) {
         let shared = &self.shared;
         if sock.set_nonblocking(true).is_err() {
-            return None;
+            return;
         }
         // `tcp-keepalive` as it is now: CONFIG SET reaches the sockets accepted after it.
         crate::server::prepare(&sock, shared.tcp_keepalive.load(Ordering::Relaxed));
-        if let Err(refusal) = crate::server::admission(shared, addr.ip()) {
-            // Best effort on a fresh socket (its buffer takes a short line): never wait on a
-            // peer that does not read.
-            let _ = (&sock).write(refusal);
-            let _ = sock.shutdown(std::net::Shutdown::Write);
-            return None;
-        }
+        let io = match tls {
+            None => {
+                if let Err(refusal) = crate::server::admission(shared, addr.ip()) {
+                    // Best effort on a fresh socket (its buffer takes a short line): never
+                    // wait on a peer that does not read.
+                    let _ = (&sock).write(refusal);
+                    let _ = sock.shutdown(std::net::Shutdown::Write);
+                    return;
+                }
+                Transport::Tcp
+            }
+            Some(cfg) => match rustls::ServerConnection::new(cfg) {
+                Ok(session) => Transport::Tls(Box::new(session)),
+                Err(e) => {
+                    tracing::warn!("TLS session for {addr}: {e}");
+                    return;
+                }
+            },
+        };
+        let admitted = matches!(io, Transport::Tcp);
         let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
         if self
             .poll
@@ -250,29 +436,30 @@ impl Net {
             )
             .is_err()
         {
-            shared.connected_clients.fetch_sub(1, Ordering::SeqCst);
-            return None;
+            if admitted {
+                shared.connected_clients.fetch_sub(1, Ordering::SeqCst);
+            }
+            return;
         }
         let laddr = sock.local_addr().unwrap_or(addr);
         let sock = Arc::new(sock);
-        let (tx, rx) = mpsc::unbounded_channel();
-        let client_shared = Arc::new(ClientShared {
-            direct: Some(Arc::downgrade(&sock)),
+        let client = Arc::new(ClientShared {
+            // Replies may be written straight to a plain socket (`Server::deliver`); TLS
+            // output goes through the session, which only the loop holds.
+            direct: admitted.then(|| Arc::downgrade(&sock)),
             ..ClientShared::new_for(shared)
         });
-        let client = Client::new(
-            id,
-            addr,
-            laddr,
-            OutSender::local(tx, id),
-            client_shared.clone(),
-        );
         self.conns.insert(
             id,
             Conn {
                 sock,
-                client: client_shared,
-                rx,
+                io,
+                client,
+                addr,
+                laddr,
+                admitted: false,
+                handshake_deadline: (!admitted)
+                    .then(|| self.now + crate::server::tls::HANDSHAKE_TIMEOUT),
                 rbuf: BytesMut::new(),
                 decoder: Decoder::new(),
                 wbuf: BytesMut::new(),
@@ -281,12 +468,52 @@ impl Net {
                 peer_closed: false,
                 eof: false,
                 closing: false,
+                broken: false,
                 want_write: false,
+                touched: false,
+                parked: 0,
                 protocol_error: None,
                 last_activity: self.now,
             },
         );
-        Some(Box::new(client))
+        if admitted {
+            self.join(id);
+        } else {
+            self.handshakes += 1;
+        }
+    }
+
+    /// The connection `id` passed admission: its client waits in `accepted` for the executor.
+    fn join(&mut self, id: u64) {
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        c.admitted = true;
+        // As `Server::connect` decides, as of now.
+        c.client.authenticated.store(
+            !self.shared.auth_required.load(Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
+        let out = OutSender::looped(self.outbox.clone(), id);
+        let client = Client::new(id, c.addr, c.laddr, out, c.client.clone());
+        self.accepted.push(Box::new(client));
+    }
+
+    /// A TLS handshake ended: admission, as for plain TCP at accept; a refusal is written
+    /// through the session before the connection closes.
+    fn handshake_done(&mut self, id: u64) {
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        c.handshake_deadline = None;
+        self.handshakes -= 1;
+        match crate::server::admission(&self.shared, c.addr.ip()) {
+            Ok(()) => self.join(id),
+            Err(refusal) => {
+                let _ = c.io.write(&c.sock, refusal);
+                self.close(id);
+            }
+        }
     }
 
     /// Reads what connection `id` has for us (within the budget) and decodes the complete
@@ -295,7 +522,7 @@ impl Net {
         let Some(c) = self.conns.get_mut(&id) else {
             return false;
         };
-        if c.closing {
+        if c.closing || c.broken {
             return false;
         }
         let own_buf = !c.rbuf.is_empty();
@@ -306,13 +533,14 @@ impl Net {
             &mut self.scratch
         };
         if c.readable && !c.eof && c.protocol_error.is_none() {
+            let tcp = matches!(c.io, Transport::Tcp);
             let mut total = 0;
             loop {
                 if buf.capacity() - buf.len() < READ_CHUNK / 2 {
                     buf.reserve(READ_CHUNK * if own_buf { 1 } else { 4 });
                 }
                 let room = buf.capacity() - buf.len();
-                match read_into(&c.sock, buf) {
+                match c.io.read(&c.sock, buf) {
                     Ok(0) => {
                         c.eof = true;
                         c.readable = false;
@@ -320,7 +548,9 @@ impl Net {
                     }
                     Ok(n) => {
                         total += n;
-                        if n < room && !c.peer_closed {
+                        // A short read drained the socket; a TLS read stops at a record's
+                        // plaintext, so TLS reads on until the socket would block.
+                        if tcp && n < room && !c.peer_closed {
                             c.readable = false;
                             break;
                         }
@@ -338,6 +568,8 @@ impl Net {
                     Err(_) => {
                         c.eof = true;
                         c.readable = false;
+                        // A TLS session that failed cannot carry replies any more.
+                        c.broken |= !tcp;
                         break;
                     }
                 }
@@ -361,6 +593,23 @@ impl Net {
                 self.close(id);
                 return false;
             }
+        }
+        if !c.admitted {
+            // A TLS handshake: what arrived with its end waits in the connection's buffer for
+            // the client's first batch, once admitted.
+            if !own_buf && !self.scratch.is_empty() {
+                c.rbuf.extend_from_slice(&self.scratch);
+                self.scratch.clear();
+            }
+            if c.handshake_deadline.is_some() && !c.io.handshaking() && !c.broken {
+                self.handshake_done(id);
+                if self.conns.contains_key(&id) {
+                    return self.next_batch(id, batch);
+                }
+                return false;
+            }
+            self.settle(id, true);
+            return false;
         }
         if !c.in_flight && c.protocol_error.is_none() {
             let limits = DecodeLimits {
@@ -404,41 +653,92 @@ impl Net {
         true
     }
 
-    /// After anything happened to connection `id`: takes what the executor queued, writes,
-    /// and decides whether it closes or has requests to run. `decoded`: its buffer was just
-    /// decoded, so what is left there is an incomplete request.
+    /// Hands connections the output the executor queued for them, in order. After a batch
+    /// (`only`: the connection that sent it) only that connection's is taken now, as it was
+    /// before per-connection queues went: anyone else's (a woken waiter's reply, a large
+    /// pub/sub message) waits in `parked` for the end of the round (`None`), after the log is
+    /// durable, and so does whatever comes after it for the same connection.
+    fn drain_outbox(&mut self, only: Option<u64>) {
+        if only.is_none() && !self.parked.is_empty() {
+            let mut parked = std::mem::take(&mut self.parked);
+            for (id, o) in parked.drain(..) {
+                if let Some(c) = self.conns.get_mut(&id) {
+                    c.parked = 0;
+                }
+                self.route(id, o);
+            }
+            self.parked = parked;
+        }
+        if !self.outbox.take_sent() {
+            return;
+        }
+        while let Ok((id, o)) = self.output.try_recv() {
+            let Some(c) = self.conns.get_mut(&id) else {
+                continue;
+            };
+            if only.is_some_and(|only| only != id) || c.parked > 0 {
+                c.parked += 1;
+                self.parked.push((id, o));
+                continue;
+            }
+            self.route(id, o);
+        }
+    }
+
+    /// One chunk of output for connection `id`: straight to the transport when nothing of its
+    /// own waits, else after what does.
+    fn route(&mut self, id: u64, o: Out) {
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        c.closing |= o.close;
+        if o.batch_done {
+            c.in_flight = false;
+        }
+        if !c.touched {
+            c.touched = true;
+            self.touched.push(id);
+        }
+        if c.broken || o.data.is_empty() {
+            return;
+        }
+        if c.wbuf.is_empty() {
+            // Straight from the chunk; only what the transport does not take is copied.
+            match c.io.write(&c.sock, &o.data) {
+                Ok(n) => {
+                    self.shared.count_output(n);
+                    sub_pending(&c.client, n);
+                    c.wbuf.extend_from_slice(&o.data[n..]);
+                }
+                Err(_) => c.broken = true,
+            }
+        } else {
+            c.wbuf.extend_from_slice(&o.data);
+        }
+    }
+
+    /// After anything happened to connection `id`: writes, and decides whether it closes or
+    /// has requests to run. `decoded`: its buffer was just decoded, so what is left there is
+    /// an incomplete request.
     fn settle(&mut self, id: u64, decoded: bool) {
         let Some(c) = self.conns.get_mut(&id) else {
             return;
         };
+        c.touched = false;
         if c.client.direct_done.swap(false, Ordering::Acquire) {
             c.in_flight = false;
         }
-        let mut failed = false;
-        while let Ok(o) = c.rx.try_recv() {
-            c.closing |= o.close;
-            if o.batch_done {
-                c.in_flight = false;
-            }
-            if failed {
-                continue;
-            }
-            if c.wbuf.is_empty() {
-                // Straight from the chunk; only what the socket does not take is copied.
-                match write_some(&c.sock, &o.data) {
-                    Ok(n) => {
-                        self.shared.count_output(n);
-                        sub_pending(&c.client, n);
-                        c.wbuf.extend_from_slice(&o.data[n..]);
-                    }
-                    Err(_) => failed = true,
-                }
-            } else {
-                c.wbuf.extend_from_slice(&o.data);
-            }
-        }
-        if failed {
+        if c.broken {
             self.close(id);
+            return;
+        }
+        if !c.admitted {
+            // A TLS handshake: its messages go out; a peer that left is forgotten.
+            if c.eof {
+                self.close(id);
+            } else {
+                self.write_out(id);
+            }
             return;
         }
         if !c.in_flight && !c.closing {
@@ -475,7 +775,7 @@ impl Net {
         };
         let mut failed = false;
         if !c.wbuf.is_empty() {
-            match write_some(&c.sock, &c.wbuf) {
+            match c.io.write(&c.sock, &c.wbuf) {
                 Ok(n) => {
                     let _ = c.wbuf.split_to(n);
                     self.shared.count_output(n);
@@ -489,12 +789,18 @@ impl Net {
             if c.wbuf.is_empty() && c.wbuf.capacity() > 64 << 10 {
                 c.wbuf = BytesMut::new();
             }
+        } else if c.io.pending() {
+            failed = c.io.flush(&c.sock).is_err();
         }
-        if failed || (c.closing && c.wbuf.is_empty()) {
+        // A killed client's last TLS records are not waited for: it may never read them.
+        let done =
+            c.wbuf.is_empty() && (!c.io.pending() || c.client.killed.load(Ordering::Relaxed));
+        if failed || (c.closing && done) {
+            c.broken |= failed;
             self.close(id);
             return;
         }
-        let want = !c.wbuf.is_empty();
+        let want = !c.wbuf.is_empty() || c.io.pending();
         if want != c.want_write {
             c.want_write = want;
             let interest = if want {
@@ -511,17 +817,23 @@ impl Net {
     }
 
     fn close(&mut self, id: u64) {
-        let Some(c) = self.conns.remove(&id) else {
+        let Some(mut c) = self.conns.remove(&id) else {
             return;
         };
         let _ = self
             .poll
             .registry()
             .deregister(&mut SourceFd(&c.sock.as_raw_fd()));
+        c.io.close(&c.sock, c.broken);
         // Half-close first: the peer reads every reply before the connection ends.
         let _ = c.sock.shutdown(std::net::Shutdown::Write);
-        self.shared.connected_clients.fetch_sub(1, Ordering::SeqCst);
-        CLOSED.with(|cl| cl.borrow_mut().push(id));
+        if c.handshake_deadline.is_some() {
+            self.handshakes -= 1;
+        }
+        if c.admitted {
+            self.shared.connected_clients.fetch_sub(1, Ordering::SeqCst);
+            self.closed.push(id);
+        }
     }
 
     /// Takes the last poll's events: accepts on the listeners, marks readable connections
@@ -583,11 +895,138 @@ impl Net {
         }
         self.batch = batch;
     }
-}
 
-thread_local! {
-    /// Connections closed by the loop, to be forgotten by the executor.
-    static CLOSED: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+    /// When the last poll returned.
+    pub fn polled_at(&self) -> Instant {
+        self.now
+    }
+
+    /// True when the loop has work that must not wait for an event.
+    pub fn has_ready(&self) -> bool {
+        // Not `accept_retry`: while out of descriptors the retry waits for the next turn
+        // instead of spinning.
+        !self.ready.is_empty()
+    }
+
+    /// One turn: wait for events up to `timeout`, then serve them.
+    pub fn turn(&mut self, server: &mut Server, timeout: Option<Duration>) -> bool {
+        let woken = self.poll_events(timeout);
+        self.dispatch();
+        self.sync_clients(server);
+        self.serve_ready(server);
+        woken
+    }
+
+    /// Waits up to `timeout` for events, then serves them; with nothing ready it first polls
+    /// without sleeping for a while (`IdleSpin`).
+    pub fn wait(&mut self, server: &mut Server, timeout: Duration, spin: &mut IdleSpin) {
+        if timeout.is_zero() || spin.max.is_zero() {
+            self.turn(server, Some(timeout));
+            return;
+        }
+        // Gaps end when the poll returns (`polled_at`), not after the turn's work.
+        let idle_from = Instant::now();
+        let budget = spin.budget().min(timeout);
+        if !budget.is_zero() {
+            loop {
+                let woken = self.turn(server, Some(Duration::ZERO));
+                let gap = self.now.saturating_duration_since(idle_from);
+                if woken {
+                    spin.record(gap);
+                    return;
+                }
+                if gap >= budget {
+                    break;
+                }
+            }
+        }
+        let left = timeout.saturating_sub(self.now.saturating_duration_since(idle_from));
+        self.turn(server, Some(left));
+        spin.record(self.now.saturating_duration_since(idle_from));
+    }
+
+    /// Serves the connections with requests or bytes to read.
+    fn serve_ready(&mut self, server: &mut Server) {
+        std::mem::swap(&mut self.ready, &mut self.serving);
+        let mut batch = std::mem::take(&mut self.batch);
+        let mut i = 0;
+        while let Some(&id) = self.serving.get(i) {
+            i += 1;
+            if !self.next_batch(id, &mut batch) {
+                continue;
+            }
+            // A TLS client whose handshake just ended, or clients a busy script's hook
+            // admitted, join before their own requests run.
+            if !self.accepted.is_empty() {
+                self.sync_clients(server);
+            }
+            // Its output is looked at right after: a batch answered straight on its socket
+            // needs no wake-up (`OutSender::wake`).
+            self.outbox.serving.store(id, Ordering::Relaxed);
+            self.lend(server, |s| s.run_batch(id, &mut batch));
+            self.outbox.serving.store(0, Ordering::Relaxed);
+            self.drain_outbox(Some(id));
+            self.settle(id, false);
+        }
+        self.serving.clear();
+        self.batch = batch;
+        self.sync_clients(server);
+    }
+
+    /// After the executor's round: writes every connection it queued output for.
+    pub fn flush(&mut self, server: &mut Server) {
+        self.drain_outbox(None);
+        let mut touched = std::mem::take(&mut self.touched);
+        for id in touched.drain(..) {
+            if self.conns.get(&id).is_some_and(|c| c.touched) {
+                self.settle(id, false);
+            }
+        }
+        self.touched = touched;
+        self.sync_clients(server);
+    }
+
+    /// Hands the executor the clients admitted since the last call, then forgets the closed
+    /// ones (in that order: a client admitted and closed meanwhile must not outlive its socket).
+    fn sync_clients(&mut self, server: &mut Server) {
+        for c in self.accepted.drain(..) {
+            server.connect(c);
+        }
+        for id in self.closed.drain(..) {
+            server.handle(Msg::Disconnect { id });
+        }
+    }
+
+    /// Closes idle clients (`timeout`, read as it is now) and TLS handshakes past
+    /// `tls::HANDSHAKE_TIMEOUT`, from the executor's cron.
+    pub fn close_idle(&mut self, server: &mut Server) {
+        let secs = server.config.timeout;
+        if secs == 0 && self.handshakes == 0 {
+            return;
+        }
+        let limit = (secs > 0).then(|| Duration::from_secs(secs));
+        let now = Instant::now();
+        let idle: Vec<u64> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| match c.handshake_deadline {
+                Some(d) => now >= d,
+                None => limit.is_some_and(|limit| {
+                    c.admitted
+                        && !c.in_flight
+                        && !c.closing
+                        && !c.client.timeout_exempt.load(Ordering::Relaxed)
+                        && now.duration_since(c.last_activity) > limit
+                }),
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in idle {
+            tracing::debug!("Closing idle client id={id}");
+            self.close(id);
+        }
+        self.sync_clients(server);
+    }
 }
 
 fn sub_pending(c: &ClientShared, n: usize) {
@@ -619,9 +1058,9 @@ fn read_into(sock: &TcpStream, buf: &mut BytesMut) -> io::Result<usize> {
     Ok(n)
 }
 
-/// Writes `data` straight to the socket of a connection of this loop, counting what it took;
-/// None when the client has none (TLS, or closed). An error counts as nothing written: the
-/// channel's write then fails again and closes the connection.
+/// Writes `data` straight to the socket of a plain connection of this loop, counting what it
+/// took; None when the client has none (TLS, or closed). An error counts as nothing written:
+/// the outbox's write then fails again and closes the connection.
 pub(crate) fn write_direct(cs: &ClientShared, shared: &Shared, data: &[u8]) -> Option<usize> {
     let sock = cs.direct.as_ref().and_then(std::sync::Weak::upgrade)?;
     let n = write_some(&sock, data).unwrap_or(0);
@@ -642,74 +1081,6 @@ fn write_some(sock: &TcpStream, data: &[u8]) -> io::Result<usize> {
         }
     }
     Ok(done)
-}
-
-fn with<R>(f: impl FnOnce(&mut Net) -> R) -> Option<R> {
-    NET.with(|n| n.borrow_mut().as_mut().map(f))
-}
-
-/// The hook's entry while a script is busy (see the module comment).
-pub fn while_busy() {
-    NET.with(|n| {
-        if let Ok(mut g) = n.try_borrow_mut() {
-            if let Some(net) = g.as_mut() {
-                net.busy_turn();
-            }
-        }
-    });
-}
-
-/// When the last poll returned.
-pub fn polled_at() -> Instant {
-    with(|n| n.now).unwrap_or_else(Instant::now)
-}
-
-/// True when the loop has work that must not wait for an event.
-pub fn has_ready() -> bool {
-    // Not `accept_retry`: while out of descriptors the retry waits for the next turn instead of
-    // spinning.
-    with(|n| !n.ready.is_empty()).unwrap_or(false)
-}
-
-/// One turn: wait for events up to `timeout`, then serve them.
-pub fn turn(server: &mut Server, timeout: Option<Duration>) -> bool {
-    let woken = with(|n| {
-        let woken = n.poll_events(timeout);
-        n.dispatch();
-        woken
-    })
-    .unwrap_or(false);
-    sync_clients(server);
-    serve_ready(server);
-    woken
-}
-
-/// Waits up to `timeout` for events, then serves them; with nothing ready it first polls
-/// without sleeping for a while (`IdleSpin`).
-pub fn wait(server: &mut Server, timeout: Duration, spin: &mut IdleSpin) {
-    if timeout.is_zero() || spin.max.is_zero() {
-        turn(server, Some(timeout));
-        return;
-    }
-    // Gaps end when the poll returns (`polled_at`), not after the turn's work.
-    let idle_from = Instant::now();
-    let budget = spin.budget().min(timeout);
-    if !budget.is_zero() {
-        loop {
-            let woken = turn(server, Some(Duration::ZERO));
-            let gap = polled_at().saturating_duration_since(idle_from);
-            if woken {
-                spin.record(gap);
-                return;
-            }
-            if gap >= budget {
-                break;
-            }
-        }
-    }
-    let left = timeout.saturating_sub(polled_at().saturating_duration_since(idle_from));
-    turn(server, Some(left));
-    spin.record(polled_at().saturating_duration_since(idle_from));
 }
 
 /// How long the loop polls before it sleeps in epoll. A client that sends its next request
@@ -752,97 +1123,6 @@ impl IdleSpin {
         let gap = gap.min(self.max * 8).as_nanos() as u64;
         self.avg_gap_ns = self.avg_gap_ns / 8 * 7 + gap / 8;
     }
-}
-
-/// Serves the connections with requests or bytes to read.
-fn serve_ready(server: &mut Server) {
-    let Some(mut batch) = with(|n| {
-        std::mem::swap(&mut n.ready, &mut n.serving);
-        std::mem::take(&mut n.batch)
-    }) else {
-        return;
-    };
-    let mut i = 0;
-    while let Some(Some(id)) = with(|n| n.serving.get(i).copied()) {
-        i += 1;
-        if with(|n| n.next_batch(id, &mut batch)) != Some(true) {
-            continue;
-        }
-        SERVING.with(|s| s.set(id));
-        server.run_batch(id, &mut batch);
-        SERVING.with(|s| s.set(0));
-        let accepted = with(|n| {
-            n.settle(id, false);
-            !n.accepted.is_empty()
-        });
-        // Clients a busy script's hook accepted join before their own requests run.
-        if accepted == Some(true) {
-            sync_clients(server);
-        }
-    }
-    with(|n| {
-        n.serving.clear();
-        n.batch = batch;
-    });
-    sync_clients(server);
-}
-
-/// After the executor's round: writes every connection it queued output for.
-pub fn flush(server: &mut Server) {
-    let mut dirty = Vec::new();
-    loop {
-        DIRTY.with(|d| std::mem::swap(&mut dirty, &mut *d.borrow_mut()));
-        if dirty.is_empty() {
-            break;
-        }
-        with(|n| {
-            for id in dirty.drain(..) {
-                n.settle(id, false);
-            }
-        });
-    }
-    sync_clients(server);
-}
-
-/// Hands the executor the clients accepted since the last call, then forgets the closed ones
-/// (in that order: a client accepted and closed meanwhile must not outlive its socket).
-fn sync_clients(server: &mut Server) {
-    let accepted = with(|n| std::mem::take(&mut n.accepted)).unwrap_or_default();
-    for c in accepted {
-        server.connect(c);
-    }
-    let closed = CLOSED.with(|c| std::mem::take(&mut *c.borrow_mut()));
-    for id in closed {
-        server.handle(Msg::Disconnect { id });
-    }
-}
-
-/// Closes idle clients (`timeout`, read as it is now), from the executor's cron.
-pub fn close_idle(server: &mut Server) {
-    let secs = server.config.timeout;
-    if secs == 0 {
-        return;
-    }
-    let limit = Duration::from_secs(secs);
-    with(|n| {
-        let now = Instant::now();
-        let idle: Vec<u64> = n
-            .conns
-            .iter()
-            .filter(|(_, c)| {
-                !c.in_flight
-                    && !c.closing
-                    && !c.client.timeout_exempt.load(Ordering::Relaxed)
-                    && now.duration_since(c.last_activity) > limit
-            })
-            .map(|(id, _)| *id)
-            .collect();
-        for id in idle {
-            tracing::debug!("Closing idle client id={id}");
-            n.close(id);
-        }
-    });
-    sync_clients(server);
 }
 
 #[cfg(test)]

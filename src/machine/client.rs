@@ -3,7 +3,7 @@
 use super::CmdId;
 use bytes::{Bytes, BytesMut};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::mpsc;
@@ -18,57 +18,107 @@ pub struct Out {
     pub close: bool,
 }
 
-/// Where a client's output goes: the channel its connection reads. For connections served by
-/// the executor's own event loop (`exec::net`) a send also marks the connection for the loop's
-/// next flush, since no task waits on the channel.
+/// Where a client's output goes. A connection of the executor's event loop (`exec::net`) feeds
+/// the loop's one outbox, tagged with its id: the queue's order is the order output was
+/// produced, and the loop drains it (`net::Net::drain_outbox`), so no separate list of
+/// connections with output is kept. Other clients (the fuzzer's, the log loader's) have a
+/// channel of their own.
 #[derive(Debug, Clone)]
-pub struct OutSender {
-    tx: mpsc::UnboundedSender<Out>,
-    /// The client id, for connections of the executor's event loop.
-    local: Option<u64>,
+pub struct OutSender(Route);
+
+#[derive(Debug, Clone)]
+enum Route {
+    Loop { outbox: Arc<Outbox>, id: u64 },
+    Own(mpsc::UnboundedSender<Out>),
 }
 
-impl OutSender {
-    pub fn local(tx: mpsc::UnboundedSender<Out>, id: u64) -> OutSender {
-        OutSender {
+/// The event loop's outbox: shared by every client's `OutSender` and the loop, which holds the
+/// receiving end and sets `serving`.
+#[derive(Debug)]
+pub struct Outbox {
+    tx: mpsc::UnboundedSender<(u64, Out)>,
+    /// The connection whose batch is running: the loop looks at it right after, so a batch
+    /// answered straight on its socket needs no wake-up.
+    pub serving: AtomicU64,
+    /// Something was sent since the loop last looked: after most batches nothing was (the
+    /// reply went straight to the socket), and this load is cheaper than the channel's
+    /// `try_recv`.
+    sent: AtomicBool,
+}
+
+impl Outbox {
+    pub fn new(tx: mpsc::UnboundedSender<(u64, Out)>) -> Outbox {
+        Outbox {
             tx,
-            local: Some(id),
+            serving: AtomicU64::new(0),
+            sent: AtomicBool::new(false),
         }
     }
 
-    pub fn send(&self, out: Out) -> Result<(), mpsc::error::SendError<Out>> {
-        let r = self.tx.send(out);
-        self.wake();
-        r
+    fn send(&self, id: u64, out: Out) -> bool {
+        self.sent.store(true, Ordering::Relaxed);
+        self.tx.send((id, out)).is_ok()
     }
 
-    /// Tells the connection there is something for it (output, or a batch answered directly).
+    /// Whether anything was sent since the last call (the loop then drains the channel).
+    pub fn take_sent(&self) -> bool {
+        // Sender and receiver are on the executor thread: no lost update between these two.
+        let sent = self.sent.load(Ordering::Relaxed);
+        if sent {
+            self.sent.store(false, Ordering::Relaxed);
+        }
+        sent
+    }
+}
+
+impl OutSender {
+    /// The sender of connection `id` of the event loop whose outbox this is.
+    pub fn looped(outbox: Arc<Outbox>, id: u64) -> OutSender {
+        OutSender(Route::Loop { outbox, id })
+    }
+
+    /// False when nobody reads the output any more.
+    pub fn send(&self, out: Out) -> bool {
+        match &self.0 {
+            Route::Loop { outbox, id } => outbox.send(*id, out),
+            Route::Own(tx) => tx.send(out).is_ok(),
+        }
+    }
+
+    /// Tells the connection a batch was answered directly (`ClientShared::direct_done`).
     pub fn wake(&self) {
-        if let Some(id) = self.local {
-            crate::exec::net::mark_dirty(id);
+        if let Route::Loop { outbox, id } = &self.0 {
+            if outbox.serving.load(Ordering::Relaxed) != *id {
+                let _ = outbox.send(
+                    *id,
+                    Out {
+                        data: Bytes::new(),
+                        batch_done: false,
+                        close: false,
+                    },
+                );
+            }
         }
     }
 }
 
 impl From<mpsc::UnboundedSender<Out>> for OutSender {
     fn from(tx: mpsc::UnboundedSender<Out>) -> OutSender {
-        OutSender { tx, local: None }
+        OutSender(Route::Own(tx))
     }
 }
 
-/// State shared between a connection task and the executor.
+/// State shared between a connection of the event loop and the executor.
 #[derive(Debug, Default)]
 pub struct ClientShared {
-    /// Bytes handed to the connection task and not yet written to the socket.
+    /// Bytes handed to the connection and not yet taken by its transport.
     pub pending_out: AtomicUsize,
     /// Set by the executor when the client must go (CLIENT KILL, output buffer limit).
     pub killed: AtomicBool,
     /// Blocked, subscribed or monitoring clients are exempt from the idle `timeout`.
     pub timeout_exempt: AtomicBool,
-    /// Wakes the connection task out of a write to a client that does not read, when killed.
-    pub kill_notify: tokio::sync::Notify,
-    /// The plain TCP socket of a connection served by the executor's event loop, for replies
-    /// written straight to it (`exec::Server::deliver`).
+    /// The socket of a plain TCP connection, for replies written straight to it
+    /// (`exec::Server::deliver`); None for TLS, whose session only the event loop holds.
     pub direct: Option<std::sync::Weak<std::net::TcpStream>>,
     /// A batch was answered directly on the socket (its `batch_done` did not go through the
     /// channel).
@@ -269,7 +319,6 @@ impl Client {
 
     pub fn kill(&self) {
         self.shared.killed.store(true, Ordering::Relaxed);
-        self.shared.kill_notify.notify_one();
         let _ = self.out.send(Out {
             data: Bytes::new(),
             batch_done: true,

@@ -54,6 +54,9 @@ pub trait Host {
     fn loading(&self) -> bool;
     /// The append-only log, None when it is off (INFO persistence, write refusals).
     fn aof(&self) -> Option<&crate::persist::aof::Aof>;
+    /// Called by a busy script's hook: the loop reads the other connections and answers them
+    /// (-BUSY, SCRIPT KILL, SHUTDOWN NOSAVE), as Redis's `processEventsWhileBlocked`.
+    fn while_busy(&self);
 }
 
 /// The state machine's data.

@@ -19,7 +19,7 @@ pub struct Shared {
     pub proto_max_bulk_len: AtomicI64,
     /// `client-query-buffer-limit`: checked after each read, for every client.
     pub client_query_buffer_limit: AtomicUsize,
-    /// `timeout`: idle clients are closed by the cron (plain TCP) or their task (TLS).
+    /// `timeout`: idle clients are closed by the cron.
     pub timeout_secs: AtomicU64,
     /// `tcp-keepalive`: set on each socket at accept; open sockets keep theirs, as in Redis.
     pub tcp_keepalive: AtomicU64,

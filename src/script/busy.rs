@@ -1,5 +1,6 @@
-//! The busy-script state shared between the executor (running a script) and the connection
-//! tasks, which keep answering other clients while the executor is inside a long script.
+//! Answering other clients while a script is busy: the event loop, lent to the script's hook
+//! (`Host::while_busy`), reads their requests and answers them here, as Redis's
+//! `processCommand` does from inside its script hook.
 
 use crate::cmd::table::{flags, table, CommandSpec};
 use crate::config::users::Users;
@@ -62,17 +63,7 @@ impl BusyState {
         self.busy.load(Ordering::Acquire) != 0
     }
 
-    /// SCRIPT KILL or SHUTDOWN NOSAVE while a script runs but has not reached the threshold:
-    /// the connection holds it until the script is busy (then it acts) or done (then it goes to
-    /// the executor), as Redis serves such commands from its hook once the threshold passes.
-    pub fn must_wait(&self, batch: &[Vec<Bytes>]) -> bool {
-        if self.running.load(Ordering::Acquire) == 0 || self.is_busy() {
-            return false;
-        }
-        batch.iter().any(|argv| is_kill_or_shutdown(argv))
-    }
-
-    /// Answers a batch in the connection task while the executor runs a busy script, as Redis's
+    /// Answers a batch in the event loop while the executor runs a busy script, as Redis's
     /// `processCommand` does from inside its script hook, in its order: unknown command and
     /// arity errors, NOAUTH (`auth_required`), commands not allowed in MULTI, then -BUSY for
     /// every command without `allow_busy`. A refusal inside MULTI flags the transaction and a
@@ -241,16 +232,6 @@ impl BusyState {
             close,
         })
     }
-}
-
-/// SCRIPT KILL or SHUTDOWN … NOSAVE: what a busy server still acts on.
-pub fn is_kill_or_shutdown(argv: &[Bytes]) -> bool {
-    let first = argv.first().map(|a| a.as_ref()).unwrap_or(b"");
-    (first.eq_ignore_ascii_case(b"script")
-        && argv.len() == 2
-        && argv[1].eq_ignore_ascii_case(b"kill"))
-        || (first.eq_ignore_ascii_case(b"shutdown")
-            && argv[1..].iter().any(|a| a.eq_ignore_ascii_case(b"nosave")))
 }
 
 /// Applies what a busy script's answers did to `client`'s transaction (Redis changed the client

@@ -187,7 +187,12 @@ impl RunState {
         let now = Instant::now();
         if first || now.duration_since(self.last_turn.get()) >= BUSY_TURN_EVERY {
             self.last_turn.set(now);
-            crate::exec::net::while_busy();
+            // SAFETY: non-null (checked above) only while the script runs, inside
+            // `runner.call` (see `Engine::run`); the hook runs between Lua instructions on this
+            // thread, never inside a callback that holds its own `&mut Ctx`, so this is the
+            // only reference made from the pointer while it lives.
+            let ctx = unsafe { &*(self.ctx.get() as *const Ctx<'static>) };
+            ctx.host.while_busy();
         }
         let b = &self.shared.script;
         if b.kill.load(Ordering::Acquire) == self.run_id.get() || b.shutdown.load(Ordering::Acquire)

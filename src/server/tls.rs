@@ -1,24 +1,25 @@
-//! TLS (rustls): the acceptor built from `tls-cert-file`, `tls-key-file`, `tls-ca-cert-file` and
-//! `tls-auth-clients`. A TLS client is served by the same connection task as a plain one; only
-//! the handshake is extra, and it runs in the client's own task with a deadline so a peer that
-//! stalls or speaks plain text costs one task for a bounded time and nothing else.
+//! TLS (rustls): the server configuration built from `tls-cert-file`, `tls-key-file`,
+//! `tls-ca-cert-file` and `tls-auth-clients`. A TLS client is a connection of the executor's
+//! event loop like a plain one, with a rustls session over its socket (exec/net.rs); only the
+//! handshake is extra, with a deadline, so a peer that stalls or speaks plain text costs one
+//! socket for a bounded time and nothing else.
 
 use crate::config::{Config, TlsAuthClients};
-use std::sync::Arc;
-use std::time::Duration;
-use tokio_rustls::rustls::{
-    self,
+use rustls::{
     pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer},
     server::WebPkiClientVerifier,
     RootCertStore, ServerConfig,
 };
-pub use tokio_rustls::TlsAcceptor;
+use std::sync::Arc;
+use std::time::Duration;
 
-/// How long a TLS handshake may take before the connection is dropped.
+/// How long a TLS handshake may take before the connection is dropped (checked by the cron,
+/// so up to a tenth of a second later).
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Builds the acceptor; the error is a start-up message naming the file or setting at fault.
-pub fn acceptor(cfg: &Config) -> Result<TlsAcceptor, String> {
+/// Builds the configuration; the error is a start-up message naming the file or setting at
+/// fault.
+pub fn server_config(cfg: &Config) -> Result<Arc<ServerConfig>, String> {
     if cfg.tls_cert_file.is_empty() || cfg.tls_key_file.is_empty() {
         return Err(
             "Failed to configure TLS: tls-port needs tls-cert-file and tls-key-file".into(),
@@ -86,5 +87,5 @@ pub fn acceptor(cfg: &Config) -> Result<TlsAcceptor, String> {
     let server = builder
         .with_single_cert(certs, key)
         .map_err(|e| format!("Failed to configure TLS: certificate and key: {e}"))?;
-    Ok(TlsAcceptor::from(Arc::new(server)))
+    Ok(Arc::new(server))
 }

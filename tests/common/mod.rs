@@ -234,8 +234,11 @@ pub fn resp_cmd<A: AsRef<[u8]>>(args: &[A]) -> Vec<u8> {
 }
 
 pub struct Conn {
+    /// The socket (under TLS too: read timeouts set on it apply to the session's reads).
     pub stream: TcpStream,
     buf: Vec<u8>,
+    /// A TLS session over `stream` (`connect_tls`); None for plain TCP.
+    tls: Option<Box<rustls::ClientConnection>>,
 }
 
 impl Conn {
@@ -248,11 +251,47 @@ impl Conn {
         Conn {
             stream,
             buf: Vec::new(),
+            tls: None,
+        }
+    }
+
+    /// A TLS connection to `port`, trusting what `cfg` trusts, for the name "localhost"; the
+    /// handshake is done before it returns.
+    pub fn connect_tls(port: u16, cfg: Arc<rustls::ClientConfig>) -> Conn {
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let session = rustls::ClientConnection::new(cfg, name).expect("TLS session");
+        let mut c = Conn::connect(port);
+        c.tls = Some(Box::new(session));
+        let Conn { stream, tls, .. } = &mut c;
+        let session = tls.as_mut().unwrap();
+        while session.is_handshaking() {
+            session.complete_io(stream).expect("TLS handshake");
+        }
+        c
+    }
+
+    /// Reads what arrives next (through the TLS session if there is one).
+    fn read_some(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match &mut self.tls {
+            None => self.stream.read(buf),
+            Some(t) => rustls::Stream::new(&mut **t, &mut self.stream).read(buf),
+        }
+    }
+
+    /// Writes all of `bytes`; an error when the server closed meanwhile.
+    pub fn try_send_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        match &mut self.tls {
+            None => self.stream.write_all(bytes),
+            Some(t) => {
+                let mut s = rustls::Stream::new(&mut **t, &mut self.stream);
+                s.write_all(bytes)?;
+                s.flush()
+            }
         }
     }
 
     pub fn send_raw(&mut self, bytes: &[u8]) {
-        self.stream.write_all(bytes).expect("write");
+        self.try_send_raw(bytes).expect("write");
     }
 
     pub fn send<A: AsRef<[u8]>>(&mut self, args: &[A]) {
@@ -277,7 +316,7 @@ impl Conn {
                 return self.buf.drain(..n).collect();
             }
             let mut chunk = [0u8; 65536];
-            let n = self.stream.read(&mut chunk).expect("read reply");
+            let n = self.read_some(&mut chunk).expect("read reply");
             if n == 0 {
                 panic!(
                     "connection closed; partial reply: {:?}",
@@ -296,7 +335,7 @@ impl Conn {
                 break Some(self.buf.drain(..n).collect());
             }
             let mut chunk = [0u8; 65536];
-            match self.stream.read(&mut chunk) {
+            match self.read_some(&mut chunk) {
                 Ok(0) | Err(_) => break None,
                 Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
             }
@@ -312,10 +351,12 @@ impl Conn {
         self.stream.set_read_timeout(Some(wait)).unwrap();
         let mut chunk = [0u8; 1024];
         let closed = loop {
-            match self.stream.read(&mut chunk) {
+            match self.read_some(&mut chunk) {
                 Ok(0) => break true,
                 Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
                 Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break true,
+                // TLS: the socket ended without close_notify (plain TCP never says this).
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break true,
                 Err(_) => break false,
             }
         };
@@ -325,12 +366,19 @@ impl Conn {
         closed
     }
 
+    /// Everything that arrives until the server closes the connection (true) or `quiet`
+    /// passes without a byte (false), what was already read included.
+    pub fn drain(&mut self, quiet: Duration) -> (Vec<u8>, bool) {
+        let closed = self.is_closed(quiet);
+        (std::mem::take(&mut self.buf), closed)
+    }
+
     /// Reads everything until the server closes the connection.
     pub fn read_to_close(&mut self) -> Vec<u8> {
         let mut out = std::mem::take(&mut self.buf);
         let mut chunk = [0u8; 65536];
         loop {
-            match self.stream.read(&mut chunk) {
+            match self.read_some(&mut chunk) {
                 Ok(0) => break,
                 Ok(n) => out.extend_from_slice(&chunk[..n]),
                 Err(_) => break,
@@ -566,4 +614,87 @@ pub fn transcripts_on_both<C: AsRef<[A]>, A: AsRef<[u8]>>(script: &[C]) -> [Vec<
             .collect::<Vec<_>>()
     });
     [runs.next().unwrap(), runs.next().unwrap()]
+}
+
+/// deadbolt with a TLS port besides its plain one (certificates made here with rcgen), for
+/// tests that run the same scenario over both transports.
+pub struct TlsServer {
+    pub server: Server,
+    pub tls_port: u16,
+    /// A client configuration that trusts the server's CA.
+    pub client: Arc<rustls::ClientConfig>,
+    dir: std::path::PathBuf,
+}
+
+impl Drop for TlsServer {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Starts deadbolt with `tls-port` (no client certificates) and extra arguments.
+pub fn deadbolt_tls(extra: &[&str]) -> TlsServer {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+    static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "deadbolt-tls-common-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name.push(DnType::CommonName, "test CA");
+    let ca_key = KeyPair::generate().unwrap();
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let leaf = CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let cert = leaf.signed_by(&key, &ca_cert, &ca_key).unwrap();
+    let path = |n: &str| dir.join(n).display().to_string();
+    std::fs::write(path("server.pem"), cert.pem()).unwrap();
+    std::fs::write(path("server.key"), key.serialize_pem()).unwrap();
+    let tls_port = free_port();
+    let (p, c, k) = (tls_port.to_string(), path("server.pem"), path("server.key"));
+    let mut args = vec![
+        "--tls-port",
+        &p,
+        "--tls-cert-file",
+        &c,
+        "--tls-key-file",
+        &k,
+        "--tls-auth-clients",
+        "no",
+    ];
+    args.extend_from_slice(extra);
+    let server = deadbolt(&args);
+    server.wait_log(
+        &format!("Listening for TLS on 127.0.0.1:{tls_port}"),
+        Duration::from_secs(5),
+    );
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(ca_cert.der().clone()).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let client = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    TlsServer {
+        server,
+        tls_port,
+        client: Arc::new(client),
+        dir,
+    }
+}
+
+impl TlsServer {
+    /// A plain TCP connection.
+    pub fn conn(&self) -> Conn {
+        self.server.conn()
+    }
+
+    /// A TLS connection, handshake done.
+    pub fn conn_tls(&self) -> Conn {
+        Conn::connect_tls(self.tls_port, self.client.clone())
+    }
 }
