@@ -53,6 +53,33 @@ fn poll<T>(deadline: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
     None
 }
 
+/// The node (by address) that most reachable Sentinel endpoints name as master. The deadbolt
+/// cluster target asks its own nodes, which answer the Sentinel protocol themselves.
+pub fn leader_by_sentinels(endpoints: &[SocketAddr], nodes: usize) -> Option<usize> {
+    let mut votes = vec![0usize; nodes];
+    for &s in endpoints {
+        let Ok(mut c) = Conn::connect(OBSERVER, s, CONNECT_TIMEOUT, Duration::from_millis(400))
+        else {
+            continue;
+        };
+        if let Ok(Reply::Array(Some(a))) = c.cmd(&[
+            b"SENTINEL",
+            b"get-master-addr-by-name",
+            MASTER_NAME.as_bytes(),
+        ]) {
+            if let Some(Reply::Bulk(Some(h))) = a.first() {
+                if let Some(i) =
+                    (0..nodes).find(|&i| node_ip(i).to_string().as_bytes() == h.as_slice())
+                {
+                    votes[i] += 1;
+                }
+            }
+        }
+    }
+    let (i, v) = votes.iter().enumerate().max_by_key(|(_, v)| **v)?;
+    (*v > 0).then_some(i)
+}
+
 fn argv(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
@@ -389,29 +416,8 @@ impl Target for RedisSentinel {
         .ok_or_else(|| "redis+sentinel did not become ready in 40 s".to_string())
     }
 
-    /// The master that most reachable Sentinels name.
     fn leader(&self) -> Option<usize> {
-        let mut votes = [0usize; 3];
-        for s in self.sentinel_addrs() {
-            if let Some(Reply::Array(Some(a))) = Self::ask(
-                s,
-                &[
-                    b"SENTINEL",
-                    b"get-master-addr-by-name",
-                    MASTER_NAME.as_bytes(),
-                ],
-            ) {
-                if let Some(Reply::Bulk(Some(h))) = a.first() {
-                    if let Some(i) =
-                        (0..3).find(|&i| node_ip(i).to_string().as_bytes() == h.as_slice())
-                    {
-                        votes[i] += 1;
-                    }
-                }
-            }
-        }
-        let (i, v) = votes.iter().enumerate().max_by_key(|(_, v)| **v)?;
-        (*v > 0).then_some(i)
+        leader_by_sentinels(&self.sentinel_addrs(), 3)
     }
 
     fn kill(&mut self, node: usize) {
