@@ -139,13 +139,13 @@ fn outer(args: &Args) -> ExitCode {
     }
 }
 
-fn fault_label(mix: &str) -> &str {
-    match mix {
-        "kill" => "kill leader",
-        "kill-follower" => "kill follower",
-        "pause" => "pause leader",
-        "partition" => "partition leader",
-        "none" => "none",
+fn fault_label(faults: &[Fault]) -> &'static str {
+    match faults {
+        [] => "none",
+        [Fault::KillLeader] => "kill leader",
+        [Fault::KillFollower] => "kill follower",
+        [Fault::PauseLeader] => "pause leader",
+        [Fault::PartitionLeader] => "partition leader",
         _ => "mixed",
     }
 }
@@ -297,7 +297,7 @@ fn inner(args: &Args, prefix: &str) -> Result<bool, String> {
     }
     println!(
         "| {name} | {} | {} | {} | {ok_acq} | {dg} | {lost} | {lin_s} | {:.1} s | {:.1} % | {:.0} |",
-        fault_label(&args.faults),
+        fault_label(&faults),
         events.len(),
         ops.len(),
         avail.longest_after_fault_s,
