@@ -331,4 +331,42 @@ mod tests {
         ];
         assert_eq!(linearizable(&ops, 1, Duration::from_secs(5)), vec![Lin::No]);
     }
+
+    #[test]
+    fn an_unknown_write_nobody_read_is_left_out_and_one_somebody_read_is_kept() {
+        let ops = vec![
+            op(0, Kind::Write, 0, 10, Res::Ok, 1, 0),
+            op(2, Kind::Write, 20, 30, Res::Unknown, 7, 0),
+            op(3, Kind::Write, 20, 30, Res::Fail, 8, 0),
+            op(1, Kind::Read, 40, 50, Res::Ok, 1, 0),
+        ];
+        assert_eq!(register_actions(&ops, 0).len(), 4);
+        let ops = vec![
+            op(2, Kind::Write, 20, 30, Res::Unknown, 7, 0),
+            op(1, Kind::Read, 40, 50, Res::Ok, 7, 0),
+        ];
+        let acts = register_actions(&ops, 0);
+        assert_eq!(acts.len(), 4);
+        // Its response is moved past every other event.
+        assert!(matches!(
+            acts.last(),
+            Some((_, Action::Response(RegOp::Write(7))))
+        ));
+    }
+
+    #[test]
+    fn unavailability_is_the_longest_gap_between_successful_acquires_after_a_fault() {
+        let ok = |end| op(0, Kind::Acquire, end - 1, end, Res::Ok, 0, end);
+        let ops = vec![ok(5), ok(1_000), ok(4_000), ok(4_500), ok(9_000)];
+        let faults = [FaultEvent {
+            fault: crate::nemesis::Fault::PauseLeader,
+            node: 0,
+            start: 900,
+            end: 2_000,
+        }];
+        let a = availability(&ops, &faults, 10_000);
+        // From the fault's start: 900 -> 1000 -> 4000 -> 4500 -> 9000 -> 10000: longest 4500 µs.
+        assert_eq!(a.longest_after_fault_s, 0.0045);
+        assert_eq!(a.failed_fraction, 0.0);
+    }
 }

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use targets::Target;
 
 const USAGE: &str = "usage: harness [--target redis|redis-wait|etcd|deadbolt] [--faults none|kill|kill-follower|pause|partition|mixed]
-               [--duration SECS] [--clients N] [--keys N] [--seed N] [--out DIR] [--deadbolt-bin PATH] [--no-header]";
+               [--duration SECS] [--clients N] [--keys N] [--seed N] [--out DIR] [--deadbolt-bin PATH] [--lock setnx|redisson] [--no-header]";
 
 struct Args {
     target: String,
@@ -38,6 +38,7 @@ struct Args {
     out: PathBuf,
     deadbolt_bin: PathBuf,
     header: bool,
+    flavor: targets::Flavor,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -51,6 +52,7 @@ fn parse_args() -> Result<Args, String> {
         out: PathBuf::from("target/runs"),
         deadbolt_bin: PathBuf::from("../target/release/deadbolt"),
         header: true,
+        flavor: targets::Flavor::SetNx,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -74,6 +76,13 @@ fn parse_args() -> Result<Args, String> {
             "--seed" => a.seed = num(&v)?,
             "--out" => a.out = PathBuf::from(v),
             "--deadbolt-bin" => a.deadbolt_bin = PathBuf::from(v),
+            "--lock" => {
+                a.flavor = match v.as_str() {
+                    "setnx" => targets::Flavor::SetNx,
+                    "redisson" => targets::Flavor::Redisson,
+                    _ => return Err(format!("--lock: setnx or redisson, not {v}")),
+                }
+            }
             _ => return Err(format!("unknown flag {flag}\n{USAGE}")),
         }
     }
@@ -161,13 +170,19 @@ fn inner(args: &Args, prefix: &str) -> Result<bool, String> {
         .join(format!("{}-{}-{stamp}", args.target, args.faults));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let mut target: Box<dyn Target> = match args.target.as_str() {
-        "redis" => Box::new(targets::RedisSentinel::new(prefix, &dir, false)),
-        "redis-wait" => Box::new(targets::RedisSentinel::new(prefix, &dir, true)),
+        "redis" => Box::new(targets::RedisSentinel::new(
+            prefix,
+            &dir,
+            false,
+            args.flavor,
+        )),
+        "redis-wait" => Box::new(targets::RedisSentinel::new(prefix, &dir, true, args.flavor)),
         "etcd" => Box::new(targets::Etcd::new(prefix, &dir)),
         "deadbolt" => Box::new(targets::DeadboltSingle::new(
             prefix,
             &dir,
             args.deadbolt_bin.clone(),
+            args.flavor,
         )),
         t => return Err(format!("unknown target {t}\n{USAGE}")),
     };

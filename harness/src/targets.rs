@@ -90,6 +90,19 @@ fn argv(v: &[&str]) -> Vec<String> {
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(250);
 const IO_TIMEOUT: Duration = Duration::from_millis(600);
 
+/// Which lock scripts a Redis-protocol client sends.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Flavor {
+    /// `SET key token NX PX ttl`, compare-and-delete script to release.
+    SetNx,
+    /// Redisson's RLock: the reentrant hash-lock acquire script and its unlock script (current
+    /// Redisson, with the unlock latch key), as in shared/reference/clients.md.
+    Redisson,
+}
+
+const REDISSON_LOCK_LUA: &str = "if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);";
+const REDISSON_UNLOCK_LUA: &str = "local val = redis.call('get', KEYS[3]); if val ~= false then return tonumber(val);end; if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil;end; local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); redis.call('set', KEYS[3], 0, 'px', ARGV[5]); return 0; else redis.call('del', KEYS[1]); redis.call(ARGV[4], KEYS[2], ARGV[1]); redis.call('set', KEYS[3], 1, 'px', ARGV[5]); return 1; end; ";
+
 const RELEASE_LUA: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
 
 pub struct SentinelSession {
@@ -101,6 +114,7 @@ pub struct SentinelSession {
     master: Option<Conn>,
     /// Redisson-style: `WAIT n timeout` after each acquire; fewer acks = not acquired.
     wait_replicas: Option<(u64, u64)>,
+    flavor: Flavor,
 }
 
 enum CallErr {
@@ -115,6 +129,7 @@ impl SentinelSession {
         src: Ipv4Addr,
         sentinels: Vec<SocketAddr>,
         wait_replicas: Option<(u64, u64)>,
+        flavor: Flavor,
     ) -> Self {
         let next_sentinel = src.octets()[3] as usize;
         SentinelSession {
@@ -124,10 +139,11 @@ impl SentinelSession {
             next_sentinel,
             master: None,
             wait_replicas,
+            flavor,
         }
     }
 
-    pub fn direct(src: Ipv4Addr, server: SocketAddr) -> Self {
+    pub fn direct(src: Ipv4Addr, server: SocketAddr, flavor: Flavor) -> Self {
         SentinelSession {
             src,
             sentinels: vec![],
@@ -135,6 +151,7 @@ impl SentinelSession {
             next_sentinel: 0,
             master: None,
             wait_replicas: None,
+            flavor,
         }
     }
 
@@ -222,18 +239,43 @@ impl Session for SentinelSession {
         let k = format!("lock:{key}");
         let t = token.to_string();
         let ttl = ttl_ms.to_string();
-        match self.call(&[
-            b"SET",
-            k.as_bytes(),
-            t.as_bytes(),
-            b"NX",
-            b"PX",
-            ttl.as_bytes(),
-        ]) {
-            Ok(Reply::Simple(s)) if s == "OK" => {}
-            Ok(Reply::Bulk(None)) => return Res::Busy,
-            Ok(_) => return Res::Fail,
-            Err(e) => return err_res(e),
+        let got = match self.flavor {
+            Flavor::SetNx => {
+                match self.call(&[
+                    b"SET",
+                    k.as_bytes(),
+                    t.as_bytes(),
+                    b"NX",
+                    b"PX",
+                    ttl.as_bytes(),
+                ]) {
+                    Ok(Reply::Simple(s)) if s == "OK" => Res::Ok,
+                    Ok(Reply::Bulk(None)) => Res::Busy,
+                    Ok(_) => Res::Fail,
+                    Err(e) => err_res(e),
+                }
+            }
+            Flavor::Redisson => {
+                let owner = format!("{t}:1");
+                let args: [&[u8]; 6] = [
+                    b"EVAL",
+                    REDISSON_LOCK_LUA.as_bytes(),
+                    b"1",
+                    k.as_bytes(),
+                    ttl.as_bytes(),
+                    owner.as_bytes(),
+                ];
+                match self.call(&args) {
+                    // nil = acquired; an integer is the holder's PTTL.
+                    Ok(Reply::Bulk(None)) => Res::Ok,
+                    Ok(Reply::Int(_)) => Res::Busy,
+                    Ok(_) => Res::Fail,
+                    Err(e) => err_res(e),
+                }
+            }
+        };
+        if got != Res::Ok {
+            return got;
         }
         let Some((n, timeout)) = self.wait_replicas else {
             return Res::Ok;
@@ -254,6 +296,30 @@ impl Session for SentinelSession {
     fn release(&mut self, key: usize, token: u64) -> Res {
         let k = format!("lock:{key}");
         let t = token.to_string();
+        if self.flavor == Flavor::Redisson {
+            let channel = format!("redisson_lock__channel:{{{k}}}");
+            let latch = format!("redisson_unlock_latch:{{{k}}}:{t}");
+            let owner = format!("{t}:1");
+            let args: [&[u8]; 11] = [
+                b"EVAL",
+                REDISSON_UNLOCK_LUA.as_bytes(),
+                b"3",
+                k.as_bytes(),
+                channel.as_bytes(),
+                latch.as_bytes(),
+                b"0",
+                b"30000",
+                owner.as_bytes(),
+                b"publish",
+                b"3000",
+            ];
+            // 1 = unlocked; 0 = still held (reentrant); nil = not the owner.
+            return match self.call(&args) {
+                Ok(Reply::Int(1)) => Res::Ok,
+                Ok(_) => Res::Fail,
+                Err(e) => err_res(e),
+            };
+        }
         match self.call(&[
             b"EVAL",
             RELEASE_LUA.as_bytes(),
@@ -301,16 +367,18 @@ pub struct RedisSentinel {
     dir: PathBuf,
     /// `min-replicas-to-write 1` on the servers and `WAIT 1` after each acquire.
     wait_profile: bool,
+    flavor: Flavor,
     servers: Vec<Proc>,
     sentinels: Vec<Proc>,
 }
 
 impl RedisSentinel {
-    pub fn new(prefix: &str, dir: &Path, wait_profile: bool) -> Self {
+    pub fn new(prefix: &str, dir: &Path, wait_profile: bool, flavor: Flavor) -> Self {
         RedisSentinel {
             prefix: prefix.to_string(),
             dir: dir.to_path_buf(),
             wait_profile,
+            flavor,
             servers: vec![],
             sentinels: vec![],
         }
@@ -331,12 +399,15 @@ impl RedisSentinel {
 
 impl Target for RedisSentinel {
     fn name(&self) -> String {
-        if self.wait_profile {
+        let profile = if self.wait_profile {
             "redis-sentinel min-replicas=1+WAIT 1"
         } else {
             "redis-sentinel default"
+        };
+        match self.flavor {
+            Flavor::SetNx => profile.to_string(),
+            Flavor::Redisson => format!("{profile}, Redisson scripts"),
         }
-        .to_string()
     }
 
     fn promises_safety(&self) -> bool {
@@ -441,6 +512,7 @@ impl Target for RedisSentinel {
             src,
             self.sentinel_addrs(),
             self.wait_profile.then_some((1, 200)),
+            self.flavor,
         ))
     }
 }
@@ -452,15 +524,17 @@ pub struct DeadboltSingle {
     prefix: String,
     dir: PathBuf,
     bin: PathBuf,
+    flavor: Flavor,
     server: Option<Proc>,
 }
 
 impl DeadboltSingle {
-    pub fn new(prefix: &str, dir: &Path, bin: PathBuf) -> Self {
+    pub fn new(prefix: &str, dir: &Path, bin: PathBuf, flavor: Flavor) -> Self {
         DeadboltSingle {
             prefix: prefix.to_string(),
             dir: dir.to_path_buf(),
             bin,
+            flavor,
             server: None,
         }
     }
@@ -471,7 +545,10 @@ impl DeadboltSingle {
 
 impl Target for DeadboltSingle {
     fn name(&self) -> String {
-        "deadbolt single node".to_string()
+        match self.flavor {
+            Flavor::SetNx => "deadbolt single node".to_string(),
+            Flavor::Redisson => "deadbolt single node, Redisson scripts".to_string(),
+        }
     }
     fn promises_safety(&self) -> bool {
         true
@@ -534,7 +611,7 @@ impl Target for DeadboltSingle {
         }
     }
     fn session(&self, src: Ipv4Addr) -> Box<dyn Session> {
-        Box::new(SentinelSession::direct(src, Self::addr()))
+        Box::new(SentinelSession::direct(src, Self::addr(), self.flavor))
     }
 }
 
