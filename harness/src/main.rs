@@ -1,0 +1,360 @@
+//! Failover-safety harness (issue 18): real servers in network namespaces, lock clients writing
+//! a fenced register inside each critical section, a nemesis (kill, pause, partition), and
+//! checkers for double grants, lost acknowledged writes, linearizability and availability.
+//!
+//! The process runs twice: the outer one (root namespace) creates the namespaces, runs the inner
+//! one inside the hub namespace, and deletes the namespaces and anything left in them whatever
+//! way the inner one ended.
+
+mod check;
+mod history;
+mod http;
+mod nemesis;
+mod netns;
+mod procs;
+mod resp;
+mod targets;
+mod workload;
+
+use history::{now_us, Kind, Op, Res};
+use nemesis::Fault;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+use targets::Target;
+
+const USAGE: &str = "usage: harness [--target redis|redis-wait|etcd|deadbolt] [--faults none|kill|kill-follower|pause|partition|mixed]
+               [--duration SECS] [--clients N] [--keys N] [--seed N] [--out DIR] [--deadbolt-bin PATH] [--lock setnx|redisson] [--no-header]";
+
+struct Args {
+    target: String,
+    faults: String,
+    duration: u64,
+    clients: usize,
+    keys: usize,
+    seed: u64,
+    out: PathBuf,
+    deadbolt_bin: PathBuf,
+    header: bool,
+    flavor: targets::Flavor,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut a = Args {
+        target: "redis".into(),
+        faults: "mixed".into(),
+        duration: 60,
+        clients: 9,
+        keys: 3,
+        seed: now_us() ^ std::process::id() as u64,
+        out: PathBuf::from("target/runs"),
+        deadbolt_bin: PathBuf::from("../target/release/deadbolt"),
+        header: true,
+        flavor: targets::Flavor::SetNx,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        if flag == "--no-header" {
+            a.header = false;
+            continue;
+        }
+        let v = it
+            .next()
+            .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
+        let num = |v: &str| {
+            v.parse::<u64>()
+                .map_err(|_| format!("{flag}: not a number: {v}"))
+        };
+        match flag.as_str() {
+            "--target" => a.target = v,
+            "--faults" => a.faults = v,
+            "--duration" => a.duration = num(&v)?,
+            "--clients" => a.clients = num(&v)?.clamp(2, 40) as usize,
+            "--keys" => a.keys = num(&v)?.clamp(1, 100) as usize,
+            "--seed" => a.seed = num(&v)?,
+            "--out" => a.out = PathBuf::from(v),
+            "--deadbolt-bin" => a.deadbolt_bin = PathBuf::from(v),
+            "--lock" => {
+                a.flavor = match v.as_str() {
+                    "setnx" => targets::Flavor::SetNx,
+                    "redisson" => targets::Flavor::Redisson,
+                    _ => return Err(format!("--lock: setnx or redisson, not {v}")),
+                }
+            }
+            _ => return Err(format!("unknown flag {flag}\n{USAGE}")),
+        }
+    }
+    if Fault::parse(&a.faults).is_none() {
+        return Err(format!("unknown fault mix {}\n{USAGE}", a.faults));
+    }
+    Ok(a)
+}
+
+static FORWARD: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    FORWARD.store(sig, Ordering::SeqCst);
+}
+
+fn outer(args: &Args) -> ExitCode {
+    let prefix = format!("dbh{}", std::process::id());
+    // SAFETY: installs an async-signal-safe handler (one atomic store) so that Ctrl-C or a
+    // TERM reaches the inner run and this process stays to delete the namespaces.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+    if let Err(e) = netns::setup(&prefix, args.clients) {
+        eprintln!("harness: cannot create network namespaces (root and iproute2 needed): {e}");
+        netns::teardown(&prefix);
+        return ExitCode::from(2);
+    }
+    let exe = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("harness: {e}");
+            netns::teardown(&prefix);
+            return ExitCode::from(2);
+        }
+    };
+    let status = std::process::Command::new("ip")
+        .args(["netns", "exec", &prefix])
+        .arg(exe)
+        .args(std::env::args().skip(1))
+        .env("DBH_PREFIX", &prefix)
+        .spawn()
+        .and_then(|mut c| loop {
+            if let Some(s) = c.try_wait()? {
+                break Ok(s);
+            }
+            let sig = FORWARD.swap(0, Ordering::SeqCst);
+            if sig != 0 {
+                // SAFETY: kill(2) on our own unreaped child.
+                unsafe {
+                    libc::kill(c.id() as libc::pid_t, sig);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        });
+    netns::teardown(&prefix);
+    match status {
+        Ok(s) => ExitCode::from(s.code().unwrap_or(2).clamp(0, 255) as u8),
+        Err(e) => {
+            eprintln!("harness: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn fault_label(faults: &[Fault]) -> &'static str {
+    match faults {
+        [] => "none",
+        [Fault::KillLeader] => "kill leader",
+        [Fault::KillFollower] => "kill follower",
+        [Fault::PauseLeader] => "pause leader",
+        [Fault::PartitionLeader] => "partition leader",
+        _ => "mixed",
+    }
+}
+
+fn inner(args: &Args, prefix: &str) -> Result<bool, String> {
+    now_us();
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let dir = args
+        .out
+        .join(format!("{}-{}-{stamp}", args.target, args.faults));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut target: Box<dyn Target> = match args.target.as_str() {
+        "redis" => Box::new(targets::RedisSentinel::new(
+            prefix,
+            &dir,
+            false,
+            args.flavor,
+        )),
+        "redis-wait" => Box::new(targets::RedisSentinel::new(prefix, &dir, true, args.flavor)),
+        "etcd" => Box::new(targets::Etcd::new(prefix, &dir)),
+        "deadbolt" => Box::new(targets::DeadboltSingle::new(
+            prefix,
+            &dir,
+            args.deadbolt_bin.clone(),
+            args.flavor,
+        )),
+        t => return Err(format!("unknown target {t}\n{USAGE}")),
+    };
+    let mut faults = Fault::parse(&args.faults).unwrap_or_default();
+    if target.nodes() == 1 {
+        // One node has no followers and nothing to partition it from: pause is the fault that
+        // still means something (the process stops answering, then resumes with its state).
+        faults.retain(|f| *f == Fault::PauseLeader);
+        if faults.is_empty() && args.faults != "none" {
+            return Err(
+                "a single-node target only takes --faults pause (or mixed, which then means pause)"
+                    .into(),
+            );
+        }
+    }
+    eprintln!("harness: starting {} in {}", target.name(), dir.display());
+    target.start()?;
+    eprintln!(
+        "harness: ready; {} clients on {} keys for {} s, faults: {}",
+        args.clients, args.keys, args.duration, args.faults
+    );
+
+    let t0 = now_us();
+    let until = Instant::now() + Duration::from_secs(args.duration);
+    let cfg = workload::WorkCfg {
+        keys: args.keys,
+        ttl_ms: 3000,
+        hold_ms: (5, 40),
+        backoff_ms: (2, 20),
+        until,
+    };
+    let (mut ops, events): (Vec<Op>, Vec<nemesis::FaultEvent>) = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..args.clients)
+            .map(|j| {
+                let session = target.session(netns::client_ip(j));
+                let cfg = &cfg;
+                let seed = args.seed.wrapping_add(j as u64 * 7919);
+                s.spawn(move || workload::client_loop(j, session, cfg, seed))
+            })
+            .collect();
+        let ncfg = nemesis::NemesisCfg {
+            prefix,
+            clients: args.clients,
+            minority_clients: (0..args.clients / 3).collect(),
+            faults: faults.clone(),
+            quiet: Duration::from_secs(3),
+            until,
+        };
+        let events = nemesis::run(&mut *target, &ncfg, args.seed);
+        let ops = handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect::<Vec<_>>();
+        (ops, events)
+    });
+    let run_end = now_us();
+    {
+        // Settle, then read every register once more from a client that was never cut off:
+        // what survived the faults is what the next user of each lock will see.
+        netns::heal(prefix, target.nodes());
+        std::thread::sleep(Duration::from_secs(3));
+        let mut s = target.session(netns::OBSERVER);
+        for key in 0..args.keys {
+            let give_up = Instant::now() + Duration::from_secs(20);
+            loop {
+                let start = now_us();
+                let (r, v) = s.read(key);
+                ops.push(Op {
+                    client: args.clients,
+                    kind: Kind::Read,
+                    key,
+                    start,
+                    end: now_us(),
+                    res: r,
+                    value: v,
+                    token: 0,
+                    ttl_ms: 0,
+                });
+                if r == Res::Ok || Instant::now() > give_up {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    }
+    let name = target.name();
+    let safe = target.promises_safety();
+    drop(target);
+
+    let mut hist = std::fs::File::create(dir.join("history.jsonl")).map_err(|e| e.to_string())?;
+    for o in &ops {
+        let _ = writeln!(hist, "{}", o.json());
+    }
+    let mut flog = std::fs::File::create(dir.join("faults.txt")).map_err(|e| e.to_string())?;
+    for e in &events {
+        let _ = writeln!(
+            flog,
+            "{:?} node {} from {:.3} s to {:.3} s",
+            e.fault,
+            e.node,
+            e.start as f64 / 1e6,
+            e.end as f64 / 1e6
+        );
+    }
+    let holds = check::holds(&ops, 1000);
+    let (dg, dg_ex) = check::double_grants(&holds);
+    let (lost, lost_ex) = check::lost_writes(&ops);
+    let lin = check::linearizable(&ops, args.keys, Duration::from_secs(60));
+    let avail = check::availability(&ops, &events, run_end);
+    let ok_acq = ops
+        .iter()
+        .filter(|o| o.kind == Kind::Acquire && o.res == Res::Ok)
+        .count();
+    let secs = (run_end - t0) as f64 / 1e6;
+    let lin_bad = lin.iter().filter(|l| **l == check::Lin::No).count();
+    let lin_unknown = lin.iter().filter(|l| **l == check::Lin::TimedOut).count();
+    let lin_s = if lin_bad > 0 {
+        format!("NO ({lin_bad}/{} keys)", lin.len())
+    } else if lin_unknown > 0 {
+        format!("no verdict ({lin_unknown}/{} keys timed out)", lin.len())
+    } else {
+        "yes".to_string()
+    };
+    if args.header {
+        println!("| target | faults | injected | ops | acquires ok | double grants | lost acked writes | linearizable | longest unavailability | failed ops | acquires/s |");
+        println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    }
+    println!(
+        "| {name} | {} | {} | {} | {ok_acq} | {dg} | {lost} | {lin_s} | {:.1} s | {:.1} % | {:.0} |",
+        fault_label(&faults),
+        events.len(),
+        ops.len(),
+        avail.longest_after_fault_s,
+        avail.failed_fraction * 100.0,
+        ok_acq as f64 / secs
+    );
+    for ex in [dg_ex, lost_ex].into_iter().flatten() {
+        eprintln!("harness: example: {ex}");
+    }
+    eprintln!(
+        "harness: history in {}",
+        dir.join("history.jsonl").display()
+    );
+    let violated = dg > 0 || lost > 0 || lin_bad > 0;
+    if safe && lin_unknown > 0 && !violated {
+        return Err(format!(
+            "{name}: the linearizability search gave no verdict within its budget"
+        ));
+    }
+    Ok(violated && safe)
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    match std::env::var("DBH_PREFIX") {
+        Err(_) => outer(&args),
+        Ok(prefix) => match inner(&args, &prefix) {
+            Ok(false) => ExitCode::SUCCESS,
+            Ok(true) => {
+                eprintln!("harness: VIOLATION on a target that promises safety");
+                ExitCode::from(1)
+            }
+            Err(e) => {
+                eprintln!("harness: {e}");
+                ExitCode::from(2)
+            }
+        },
+    }
+}

@@ -1,0 +1,868 @@
+//! The systems under test. A target starts its servers in the node namespaces, says who leads,
+//! lets the nemesis kill/restart/pause/resume a node, and hands out client sessions.
+//!
+//! Adding the deadbolt cluster (issue 17) is a `Target` whose nodes are deadbolt processes with
+//! cluster directives and whose sessions are `SentinelSession::new(..)` with the node addresses
+//! as the Sentinel endpoints: every deadbolt node answers the Sentinel protocol itself.
+
+use crate::history::Res;
+use crate::http::{b64, unb64, HttpConn};
+use crate::netns::{node_ip, node_ns, OBSERVER};
+use crate::procs::Proc;
+use crate::resp::{Conn, Reply};
+use serde_json::json;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+pub const MASTER_NAME: &str = "mymaster";
+const REDIS_PORT: u16 = 6379;
+const SENTINEL_PORT: u16 = 26379;
+const ETCD_PORT: u16 = 2379;
+
+pub trait Session: Send {
+    /// Ok = the lock is ours, Busy = someone else holds it.
+    fn acquire(&mut self, key: usize, token: u64, ttl_ms: u64) -> Res;
+    fn release(&mut self, key: usize, token: u64) -> Res;
+    fn read(&mut self, key: usize) -> (Res, u64);
+    fn write(&mut self, key: usize, value: u64) -> Res;
+}
+
+pub trait Target {
+    fn name(&self) -> String;
+    /// Does this system promise no double grants and no lost acknowledged writes?
+    fn promises_safety(&self) -> bool;
+    fn nodes(&self) -> usize;
+    fn start(&mut self) -> Result<(), String>;
+    fn leader(&self) -> Option<usize>;
+    fn kill(&mut self, node: usize);
+    fn restart(&mut self, node: usize) -> Result<(), String>;
+    fn pause(&mut self, node: usize);
+    fn resume(&mut self, node: usize);
+    fn session(&self, src: Ipv4Addr) -> Box<dyn Session>;
+}
+
+fn poll<T>(deadline: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let end = Instant::now() + deadline;
+    while Instant::now() < end {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    None
+}
+
+/// The node (by address) that most reachable Sentinel endpoints name as master. The deadbolt
+/// cluster target asks its own nodes, which answer the Sentinel protocol themselves.
+pub fn leader_by_sentinels(endpoints: &[SocketAddr], nodes: usize) -> Option<usize> {
+    let mut votes = vec![0usize; nodes];
+    for &s in endpoints {
+        let Ok(mut c) = Conn::connect(OBSERVER, s, CONNECT_TIMEOUT, Duration::from_millis(400))
+        else {
+            continue;
+        };
+        if let Ok(Reply::Array(Some(a))) = c.cmd(&[
+            b"SENTINEL",
+            b"get-master-addr-by-name",
+            MASTER_NAME.as_bytes(),
+        ]) {
+            if let Some(Reply::Bulk(Some(h))) = a.first() {
+                if let Some(i) =
+                    (0..nodes).find(|&i| node_ip(i).to_string().as_bytes() == h.as_slice())
+                {
+                    votes[i] += 1;
+                }
+            }
+        }
+    }
+    let (i, v) = votes.iter().enumerate().max_by_key(|(_, v)| **v)?;
+    (*v > 0).then_some(i)
+}
+
+fn argv(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Redis-protocol sessions: through the Sentinel protocol, or straight to one server.
+
+const CONNECT_TIMEOUT: Duration = Duration::from_millis(250);
+const IO_TIMEOUT: Duration = Duration::from_millis(600);
+
+/// Which lock scripts a Redis-protocol client sends.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Flavor {
+    /// `SET key token NX PX ttl`, compare-and-delete script to release.
+    SetNx,
+    /// Redisson's RLock: the reentrant hash-lock acquire script and its unlock script (current
+    /// Redisson, with the unlock latch key), as in shared/reference/clients.md.
+    Redisson,
+}
+
+const REDISSON_LOCK_LUA: &str = "if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);";
+const REDISSON_UNLOCK_LUA: &str = "local val = redis.call('get', KEYS[3]); if val ~= false then return tonumber(val);end; if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil;end; local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); redis.call('set', KEYS[3], 0, 'px', ARGV[5]); return 0; else redis.call('del', KEYS[1]); redis.call(ARGV[4], KEYS[2], ARGV[1]); redis.call('set', KEYS[3], 1, 'px', ARGV[5]); return 1; end; ";
+
+const RELEASE_LUA: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+
+pub struct SentinelSession {
+    src: Ipv4Addr,
+    sentinels: Vec<SocketAddr>,
+    /// Straight to this server when there are no sentinels (single-node sanity target).
+    direct: Option<SocketAddr>,
+    next_sentinel: usize,
+    master: Option<Conn>,
+    /// Redisson-style: `WAIT n timeout` after each acquire; fewer acks = not acquired.
+    wait_replicas: Option<(u64, u64)>,
+    flavor: Flavor,
+}
+
+enum CallErr {
+    /// Nothing reached a master, or it refused (READONLY, NOREPLICAS, ...): no effect.
+    Fail,
+    /// Sent, then timeout or disconnect: effect unknown.
+    Unknown,
+}
+
+impl SentinelSession {
+    pub fn new(
+        src: Ipv4Addr,
+        sentinels: Vec<SocketAddr>,
+        wait_replicas: Option<(u64, u64)>,
+        flavor: Flavor,
+    ) -> Self {
+        let next_sentinel = src.octets()[3] as usize;
+        SentinelSession {
+            src,
+            sentinels,
+            direct: None,
+            next_sentinel,
+            master: None,
+            wait_replicas,
+            flavor,
+        }
+    }
+
+    pub fn direct(src: Ipv4Addr, server: SocketAddr, flavor: Flavor) -> Self {
+        SentinelSession {
+            src,
+            sentinels: vec![],
+            direct: Some(server),
+            next_sentinel: 0,
+            master: None,
+            wait_replicas: None,
+            flavor,
+        }
+    }
+
+    /// Asks the Sentinels in turn for the master, connects and checks ROLE, as redis-py's
+    /// `Sentinel.master_for` and Redisson's sentinel manager do.
+    fn discover(&mut self) -> Option<Conn> {
+        if let Some(addr) = self.direct {
+            return Conn::connect(self.src, addr, CONNECT_TIMEOUT, IO_TIMEOUT).ok();
+        }
+        for _ in 0..self.sentinels.len() {
+            let s = self.sentinels[self.next_sentinel % self.sentinels.len()];
+            self.next_sentinel += 1;
+            let Ok(mut sc) = Conn::connect(self.src, s, CONNECT_TIMEOUT, IO_TIMEOUT) else {
+                continue;
+            };
+            let Ok(Reply::Array(Some(a))) = sc.cmd(&[
+                b"SENTINEL",
+                b"get-master-addr-by-name",
+                MASTER_NAME.as_bytes(),
+            ]) else {
+                continue;
+            };
+            let (Some(Reply::Bulk(Some(h))), Some(Reply::Bulk(Some(p)))) = (a.first(), a.get(1))
+            else {
+                continue;
+            };
+            let Some(addr) = std::str::from_utf8(h)
+                .ok()
+                .zip(std::str::from_utf8(p).ok())
+                .and_then(|(h, p)| format!("{h}:{p}").parse::<SocketAddr>().ok())
+            else {
+                continue;
+            };
+            let Ok(mut m) = Conn::connect(self.src, addr, CONNECT_TIMEOUT, IO_TIMEOUT) else {
+                continue;
+            };
+            match m.cmd(&[b"ROLE"]) {
+                Ok(Reply::Array(Some(r)))
+                    if r.first() == Some(&Reply::Bulk(Some(b"master".to_vec()))) =>
+                {
+                    return Some(m)
+                }
+                _ => continue,
+            }
+        }
+        None
+    }
+
+    fn call(&mut self, args: &[&[u8]]) -> Result<Reply, CallErr> {
+        if self.master.is_none() {
+            self.master = self.discover();
+        }
+        let Some(m) = self.master.as_mut() else {
+            return Err(CallErr::Fail);
+        };
+        match m.cmd(args) {
+            Ok(Reply::Error(e)) => {
+                // A demoted master says READONLY: find the new one next time.
+                if e.starts_with("READONLY")
+                    || e.starts_with("MASTERDOWN")
+                    || e.starts_with("LOADING")
+                {
+                    self.master = None;
+                }
+                Err(CallErr::Fail)
+            }
+            Ok(r) => Ok(r),
+            Err(_) => {
+                self.master = None;
+                Err(CallErr::Unknown)
+            }
+        }
+    }
+}
+
+fn err_res(e: CallErr) -> Res {
+    match e {
+        CallErr::Fail => Res::Fail,
+        CallErr::Unknown => Res::Unknown,
+    }
+}
+
+impl Session for SentinelSession {
+    fn acquire(&mut self, key: usize, token: u64, ttl_ms: u64) -> Res {
+        let k = format!("lock:{key}");
+        let t = token.to_string();
+        let ttl = ttl_ms.to_string();
+        let got = match self.flavor {
+            Flavor::SetNx => {
+                match self.call(&[
+                    b"SET",
+                    k.as_bytes(),
+                    t.as_bytes(),
+                    b"NX",
+                    b"PX",
+                    ttl.as_bytes(),
+                ]) {
+                    Ok(Reply::Simple(s)) if s == "OK" => Res::Ok,
+                    Ok(Reply::Bulk(None)) => Res::Busy,
+                    Ok(_) => Res::Fail,
+                    Err(e) => err_res(e),
+                }
+            }
+            Flavor::Redisson => {
+                let owner = format!("{t}:1");
+                let args: [&[u8]; 6] = [
+                    b"EVAL",
+                    REDISSON_LOCK_LUA.as_bytes(),
+                    b"1",
+                    k.as_bytes(),
+                    ttl.as_bytes(),
+                    owner.as_bytes(),
+                ];
+                match self.call(&args) {
+                    // nil = acquired; an integer is the holder's PTTL.
+                    Ok(Reply::Bulk(None)) => Res::Ok,
+                    Ok(Reply::Int(_)) => Res::Busy,
+                    Ok(_) => Res::Fail,
+                    Err(e) => err_res(e),
+                }
+            }
+        };
+        if got != Res::Ok {
+            return got;
+        }
+        let Some((n, timeout)) = self.wait_replicas else {
+            return Res::Ok;
+        };
+        let (n, timeout) = (n.to_string(), timeout.to_string());
+        match self.call(&[b"WAIT", n.as_bytes(), timeout.as_bytes()]) {
+            Ok(Reply::Int(acked)) if acked >= n.parse().unwrap_or(1) => Res::Ok,
+            // Redisson throws "Only 0 of 1 slaves were synced": the caller does not hold the
+            // lock. Give it back so it does not block others until it expires.
+            Ok(_) | Err(CallErr::Fail) => {
+                let _ = self.release(key, token);
+                Res::Fail
+            }
+            Err(CallErr::Unknown) => Res::Unknown,
+        }
+    }
+
+    fn release(&mut self, key: usize, token: u64) -> Res {
+        let k = format!("lock:{key}");
+        let t = token.to_string();
+        if self.flavor == Flavor::Redisson {
+            let channel = format!("redisson_lock__channel:{{{k}}}");
+            let latch = format!("redisson_unlock_latch:{{{k}}}:{t}");
+            let owner = format!("{t}:1");
+            let args: [&[u8]; 11] = [
+                b"EVAL",
+                REDISSON_UNLOCK_LUA.as_bytes(),
+                b"3",
+                k.as_bytes(),
+                channel.as_bytes(),
+                latch.as_bytes(),
+                b"0",
+                b"30000",
+                owner.as_bytes(),
+                b"publish",
+                b"3000",
+            ];
+            // 1 = unlocked; 0 = still held (reentrant); nil = not the owner.
+            return match self.call(&args) {
+                Ok(Reply::Int(1)) => Res::Ok,
+                Ok(_) => Res::Fail,
+                Err(e) => err_res(e),
+            };
+        }
+        match self.call(&[
+            b"EVAL",
+            RELEASE_LUA.as_bytes(),
+            b"1",
+            k.as_bytes(),
+            t.as_bytes(),
+        ]) {
+            Ok(Reply::Int(1)) => Res::Ok,
+            Ok(_) => Res::Fail,
+            Err(e) => err_res(e),
+        }
+    }
+
+    fn read(&mut self, key: usize) -> (Res, u64) {
+        let k = format!("fence:{key}");
+        match self.call(&[b"GET", k.as_bytes()]) {
+            Ok(Reply::Bulk(None)) => (Res::Ok, 0),
+            Ok(Reply::Bulk(Some(v))) => {
+                match std::str::from_utf8(&v).ok().and_then(|s| s.parse().ok()) {
+                    Some(v) => (Res::Ok, v),
+                    None => (Res::Fail, 0),
+                }
+            }
+            Ok(_) => (Res::Fail, 0),
+            Err(e) => (err_res(e), 0),
+        }
+    }
+
+    fn write(&mut self, key: usize, value: u64) -> Res {
+        let k = format!("fence:{key}");
+        let v = value.to_string();
+        match self.call(&[b"SET", k.as_bytes(), v.as_bytes()]) {
+            Ok(Reply::Simple(s)) if s == "OK" => Res::Ok,
+            Ok(_) => Res::Fail,
+            Err(e) => err_res(e),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Redis 7.0 primary + 2 replicas + 3 Sentinels.
+
+pub struct RedisSentinel {
+    prefix: String,
+    dir: PathBuf,
+    /// `min-replicas-to-write 1` on the servers and `WAIT 1` after each acquire.
+    wait_profile: bool,
+    flavor: Flavor,
+    servers: Vec<Proc>,
+    sentinels: Vec<Proc>,
+}
+
+impl RedisSentinel {
+    pub fn new(prefix: &str, dir: &Path, wait_profile: bool, flavor: Flavor) -> Self {
+        RedisSentinel {
+            prefix: prefix.to_string(),
+            dir: dir.to_path_buf(),
+            wait_profile,
+            flavor,
+            servers: vec![],
+            sentinels: vec![],
+        }
+    }
+
+    fn sentinel_addrs(&self) -> Vec<SocketAddr> {
+        (0..3)
+            .map(|i| SocketAddr::new(node_ip(i).into(), SENTINEL_PORT))
+            .collect()
+    }
+
+    fn ask(addr: SocketAddr, args: &[&[u8]]) -> Option<Reply> {
+        let mut c =
+            Conn::connect(OBSERVER, addr, CONNECT_TIMEOUT, Duration::from_millis(400)).ok()?;
+        c.cmd(args).ok()
+    }
+}
+
+impl Target for RedisSentinel {
+    fn name(&self) -> String {
+        let profile = if self.wait_profile {
+            "redis-sentinel min-replicas=1+WAIT 1"
+        } else {
+            "redis-sentinel default"
+        };
+        match self.flavor {
+            Flavor::SetNx => profile.to_string(),
+            Flavor::Redisson => format!("{profile}, Redisson scripts"),
+        }
+    }
+
+    fn promises_safety(&self) -> bool {
+        false
+    }
+
+    fn nodes(&self) -> usize {
+        3
+    }
+
+    fn start(&mut self) -> Result<(), String> {
+        for i in 0..3 {
+            let d = self.dir.join(format!("n{i}"));
+            std::fs::create_dir_all(&d).map_err(|e| e.to_string())?;
+            let mut conf = format!(
+                "bind {ip}\nport {REDIS_PORT}\nprotected-mode no\ndaemonize no\ndir {d}\nrepl-diskless-sync-delay 0\n",
+                ip = node_ip(i),
+                d = d.display()
+            );
+            if i > 0 {
+                conf.push_str(&format!("replicaof {} {REDIS_PORT}\n", node_ip(0)));
+            }
+            if self.wait_profile {
+                conf.push_str("min-replicas-to-write 1\nmin-replicas-max-lag 10\n");
+            }
+            let cf = d.join("redis.conf");
+            std::fs::write(&cf, conf).map_err(|e| e.to_string())?;
+            let mut p = Proc::new(
+                &format!("redis{i}"),
+                &node_ns(&self.prefix, i),
+                argv(&["redis-server", &cf.to_string_lossy()]),
+                d.join("redis.log"),
+            );
+            p.start()?;
+            self.servers.push(p);
+
+            let sconf = format!(
+                "bind {ip}\nport {SENTINEL_PORT}\nprotected-mode no\ndaemonize no\ndir {d}\nsentinel monitor {MASTER_NAME} {m} {REDIS_PORT} 2\nsentinel down-after-milliseconds {MASTER_NAME} 1000\nsentinel failover-timeout {MASTER_NAME} 6000\nsentinel parallel-syncs {MASTER_NAME} 1\n",
+                ip = node_ip(i),
+                d = d.display(),
+                m = node_ip(0)
+            );
+            let sf = d.join("sentinel.conf");
+            std::fs::write(&sf, sconf).map_err(|e| e.to_string())?;
+            let mut s = Proc::new(
+                &format!("sentinel{i}"),
+                &node_ns(&self.prefix, i),
+                argv(&["redis-server", &sf.to_string_lossy(), "--sentinel"]),
+                d.join("sentinel.log"),
+            );
+            s.start()?;
+            self.sentinels.push(s);
+        }
+        // Ready when the master has both replicas online and every Sentinel knows the other two
+        // (they find each other through hello messages every 2 s).
+        let master = SocketAddr::new(node_ip(0).into(), REDIS_PORT);
+        poll(Duration::from_secs(40), || {
+            let Some(Reply::Bulk(Some(info))) = Self::ask(master, &[b"INFO", b"replication"])
+            else {
+                return None;
+            };
+            if String::from_utf8_lossy(&info)
+                .matches("state=online")
+                .count()
+                < 2
+            {
+                return None;
+            }
+            for s in self.sentinel_addrs() {
+                match Self::ask(s, &[b"SENTINEL", b"sentinels", MASTER_NAME.as_bytes()]) {
+                    Some(Reply::Array(Some(v))) if v.len() == 2 => {}
+                    _ => return None,
+                }
+            }
+            Some(())
+        })
+        .ok_or_else(|| "redis+sentinel did not become ready in 40 s".to_string())
+    }
+
+    fn leader(&self) -> Option<usize> {
+        leader_by_sentinels(&self.sentinel_addrs(), 3)
+    }
+
+    fn kill(&mut self, node: usize) {
+        self.servers[node].kill();
+    }
+
+    fn restart(&mut self, node: usize) -> Result<(), String> {
+        self.servers[node].start()
+    }
+
+    fn pause(&mut self, node: usize) {
+        self.servers[node].pause();
+    }
+
+    fn resume(&mut self, node: usize) {
+        self.servers[node].resume();
+    }
+
+    fn session(&self, src: Ipv4Addr) -> Box<dyn Session> {
+        Box::new(SentinelSession::new(
+            src,
+            self.sentinel_addrs(),
+            self.wait_profile.then_some((1, 200)),
+            self.flavor,
+        ))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Single-node deadbolt: no failover, a sanity target for the pause fault.
+
+pub struct DeadboltSingle {
+    prefix: String,
+    dir: PathBuf,
+    bin: PathBuf,
+    flavor: Flavor,
+    server: Option<Proc>,
+}
+
+impl DeadboltSingle {
+    pub fn new(prefix: &str, dir: &Path, bin: PathBuf, flavor: Flavor) -> Self {
+        DeadboltSingle {
+            prefix: prefix.to_string(),
+            dir: dir.to_path_buf(),
+            bin,
+            flavor,
+            server: None,
+        }
+    }
+    fn addr() -> SocketAddr {
+        SocketAddr::new(node_ip(0).into(), REDIS_PORT)
+    }
+}
+
+impl Target for DeadboltSingle {
+    fn name(&self) -> String {
+        match self.flavor {
+            Flavor::SetNx => "deadbolt single node".to_string(),
+            Flavor::Redisson => "deadbolt single node, Redisson scripts".to_string(),
+        }
+    }
+    fn promises_safety(&self) -> bool {
+        true
+    }
+    fn nodes(&self) -> usize {
+        1
+    }
+    fn start(&mut self) -> Result<(), String> {
+        let d = self.dir.join("n0");
+        std::fs::create_dir_all(&d).map_err(|e| e.to_string())?;
+        let ip = node_ip(0).to_string();
+        let port = REDIS_PORT.to_string();
+        let mut p = Proc::new(
+            "deadbolt0",
+            &node_ns(&self.prefix, 0),
+            argv(&[
+                &self.bin.to_string_lossy(),
+                "--bind",
+                &ip,
+                "--port",
+                &port,
+                "--dir",
+                &d.to_string_lossy(),
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+                "--protected-mode",
+                "no",
+            ]),
+            d.join("deadbolt.log"),
+        );
+        p.start()?;
+        self.server = Some(p);
+        poll(Duration::from_secs(20), || {
+            let mut c = Conn::connect(OBSERVER, Self::addr(), CONNECT_TIMEOUT, IO_TIMEOUT).ok()?;
+            (c.cmd(&[b"PING"]).ok()? == Reply::Simple("PONG".into())).then_some(())
+        })
+        .ok_or_else(|| "deadbolt did not answer PING in 20 s".to_string())
+    }
+    fn leader(&self) -> Option<usize> {
+        Some(0)
+    }
+    fn kill(&mut self, _: usize) {
+        if let Some(p) = self.server.as_mut() {
+            p.kill();
+        }
+    }
+    fn restart(&mut self, _: usize) -> Result<(), String> {
+        self.server.as_mut().map_or(Ok(()), |p| p.start())
+    }
+    fn pause(&mut self, _: usize) {
+        if let Some(p) = self.server.as_mut() {
+            p.pause();
+        }
+    }
+    fn resume(&mut self, _: usize) {
+        if let Some(p) = self.server.as_mut() {
+            p.resume();
+        }
+    }
+    fn session(&self, src: Ipv4Addr) -> Box<dyn Session> {
+        Box::new(SentinelSession::direct(src, Self::addr(), self.flavor))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// etcd 3.4, three nodes, through its v3 JSON gateway: a lease + a create-revision txn per lock.
+
+pub struct Etcd {
+    prefix: String,
+    dir: PathBuf,
+    servers: Vec<Proc>,
+}
+
+impl Etcd {
+    pub fn new(prefix: &str, dir: &Path) -> Self {
+        Etcd {
+            prefix: prefix.to_string(),
+            dir: dir.to_path_buf(),
+            servers: vec![],
+        }
+    }
+
+    fn addr(i: usize) -> SocketAddr {
+        SocketAddr::new(node_ip(i).into(), ETCD_PORT)
+    }
+
+    /// (this member's id, the leader id it knows) from one node.
+    fn status(i: usize) -> Option<(String, String)> {
+        let mut c = HttpConn::connect(
+            OBSERVER,
+            Self::addr(i),
+            CONNECT_TIMEOUT,
+            Duration::from_millis(500),
+        )
+        .ok()?;
+        let (code, v) = c.post("/v3/maintenance/status", &json!({})).ok()?;
+        if code != 200 {
+            return None;
+        }
+        let me = v["header"]["member_id"].as_str()?.to_string();
+        let leader = v["leader"].as_str()?.to_string();
+        Some((me, leader))
+    }
+}
+
+impl Target for Etcd {
+    fn name(&self) -> String {
+        "etcd 3.4 three nodes".to_string()
+    }
+    fn promises_safety(&self) -> bool {
+        true
+    }
+    fn nodes(&self) -> usize {
+        3
+    }
+    fn start(&mut self) -> Result<(), String> {
+        let cluster = (0..3)
+            .map(|i| format!("n{i}=http://{}:2380", node_ip(i)))
+            .collect::<Vec<_>>()
+            .join(",");
+        for i in 0..3 {
+            let d = self.dir.join(format!("n{i}"));
+            std::fs::create_dir_all(&d).map_err(|e| e.to_string())?;
+            let ip = node_ip(i);
+            let a = vec![
+                "etcd".to_string(),
+                format!("--name=n{i}"),
+                format!("--data-dir={}", d.join("data").display()),
+                format!("--listen-client-urls=http://{ip}:{ETCD_PORT}"),
+                format!("--advertise-client-urls=http://{ip}:{ETCD_PORT}"),
+                format!("--listen-peer-urls=http://{ip}:2380"),
+                format!("--initial-advertise-peer-urls=http://{ip}:2380"),
+                format!("--initial-cluster={cluster}"),
+                "--initial-cluster-token=dbh".to_string(),
+                "--initial-cluster-state=new".to_string(),
+                "--heartbeat-interval=100".to_string(),
+                "--election-timeout=1000".to_string(),
+                "--logger=zap".to_string(),
+            ];
+            let mut p = Proc::new(
+                &format!("etcd{i}"),
+                &node_ns(&self.prefix, i),
+                a,
+                d.join("etcd.log"),
+            );
+            p.start()?;
+            self.servers.push(p);
+        }
+        poll(Duration::from_secs(40), || {
+            let st: Vec<_> = (0..3).filter_map(Self::status).collect();
+            (st.len() == 3 && st.iter().all(|(_, l)| l != "0" && *l == st[0].1)).then_some(())
+        })
+        .ok_or_else(|| "etcd did not elect a leader with all three nodes up in 40 s".to_string())
+    }
+    fn leader(&self) -> Option<usize> {
+        let st: Vec<(usize, String, String)> = (0..3)
+            .filter_map(|i| Self::status(i).map(|(m, l)| (i, m, l)))
+            .collect();
+        let mut best: Option<(usize, usize)> = None;
+        for (_, _, l) in &st {
+            let votes = st.iter().filter(|(_, _, l2)| l2 == l).count();
+            if let Some(node) = st.iter().find(|(_, m, _)| m == l).map(|(i, _, _)| *i) {
+                if best.is_none_or(|(_, v)| votes > v) {
+                    best = Some((node, votes));
+                }
+            }
+        }
+        best.map(|(n, _)| n)
+    }
+    fn kill(&mut self, node: usize) {
+        self.servers[node].kill();
+    }
+    fn restart(&mut self, node: usize) -> Result<(), String> {
+        self.servers[node].start()
+    }
+    fn pause(&mut self, node: usize) {
+        self.servers[node].pause();
+    }
+    fn resume(&mut self, node: usize) {
+        self.servers[node].resume();
+    }
+    fn session(&self, src: Ipv4Addr) -> Box<dyn Session> {
+        Box::new(EtcdSession {
+            src,
+            next: src.octets()[3] as usize,
+            conn: None,
+            leases: Default::default(),
+        })
+    }
+}
+
+const ETCD_TTL_S: u64 = 3;
+
+pub struct EtcdSession {
+    src: Ipv4Addr,
+    next: usize,
+    conn: Option<HttpConn>,
+    leases: std::collections::HashMap<u64, String>,
+}
+
+impl EtcdSession {
+    /// One request to the current endpoint; any transport error moves to the next endpoint.
+    /// `Err(true)` = it may have taken effect.
+    fn post(&mut self, path: &str, body: serde_json::Value) -> Result<serde_json::Value, bool> {
+        if self.conn.is_none() {
+            for _ in 0..3 {
+                let i = self.next % 3;
+                self.next += 1;
+                if let Ok(c) = HttpConn::connect(
+                    self.src,
+                    Etcd::addr(i),
+                    CONNECT_TIMEOUT,
+                    Duration::from_millis(1500),
+                ) {
+                    self.conn = Some(c);
+                    break;
+                }
+            }
+        }
+        let Some(c) = self.conn.as_mut() else {
+            return Err(false);
+        };
+        match c.post(path, &body) {
+            Ok((200, v)) => Ok(v),
+            // A gateway error (timeout, leader changed, no leader): the proposal may still commit.
+            Ok(_) => {
+                self.conn = None;
+                Err(true)
+            }
+            Err(_) => {
+                self.conn = None;
+                Err(true)
+            }
+        }
+    }
+}
+
+fn unknown_or_fail(maybe: bool) -> Res {
+    if maybe {
+        Res::Unknown
+    } else {
+        Res::Fail
+    }
+}
+
+impl Session for EtcdSession {
+    fn acquire(&mut self, key: usize, token: u64, _ttl_ms: u64) -> Res {
+        // A lease that nobody holds yet cannot make anyone else's lock unsafe: a failed grant
+        // is a plain failure.
+        let lease = match self.post("/v3/lease/grant", json!({ "TTL": ETCD_TTL_S.to_string() })) {
+            Ok(v) => match v["ID"].as_str() {
+                Some(id) => id.to_string(),
+                None => return Res::Fail,
+            },
+            Err(_) => return Res::Fail,
+        };
+        let k = b64(format!("lock/{key}").as_bytes());
+        let body = json!({
+            "compare": [{ "key": k, "target": "CREATE", "result": "EQUAL", "create_revision": "0" }],
+            "success": [{ "request_put": { "key": k, "value": b64(token.to_string().as_bytes()), "lease": lease } }],
+        });
+        match self.post("/v3/kv/txn", body) {
+            Ok(v) if v["succeeded"].as_bool() == Some(true) => {
+                self.leases.insert(token, lease);
+                Res::Ok
+            }
+            Ok(_) => {
+                let _ = self.post("/v3/lease/revoke", json!({ "ID": lease }));
+                Res::Busy
+            }
+            Err(maybe) => unknown_or_fail(maybe),
+        }
+    }
+
+    /// Revoking the lease deletes the lock key attached to it, and only that key.
+    fn release(&mut self, _key: usize, token: u64) -> Res {
+        let Some(lease) = self.leases.remove(&token) else {
+            return Res::Fail;
+        };
+        match self.post("/v3/lease/revoke", json!({ "ID": lease })) {
+            Ok(_) => Res::Ok,
+            Err(maybe) => unknown_or_fail(maybe),
+        }
+    }
+
+    fn read(&mut self, key: usize) -> (Res, u64) {
+        let k = b64(format!("fence/{key}").as_bytes());
+        match self.post("/v3/kv/range", json!({ "key": k })) {
+            Ok(v) => match v["kvs"].as_array().and_then(|a| a.first()) {
+                None => (Res::Ok, 0),
+                Some(kv) => match kv["value"]
+                    .as_str()
+                    .and_then(unb64)
+                    .and_then(|b| String::from_utf8(b).ok())
+                    .and_then(|s| s.parse().ok())
+                {
+                    Some(n) => (Res::Ok, n),
+                    None => (Res::Fail, 0),
+                },
+            },
+            Err(maybe) => (unknown_or_fail(maybe), 0),
+        }
+    }
+
+    fn write(&mut self, key: usize, value: u64) -> Res {
+        let k = b64(format!("fence/{key}").as_bytes());
+        match self.post(
+            "/v3/kv/put",
+            json!({ "key": k, "value": b64(value.to_string().as_bytes()) }),
+        ) {
+            Ok(_) => Res::Ok,
+            Err(maybe) => unknown_or_fail(maybe),
+        }
+    }
+}
