@@ -50,7 +50,7 @@ fn parse_args() -> Result<Args, String> {
         keys: 3,
         seed: now_us() ^ std::process::id() as u64,
         out: PathBuf::from("target/runs"),
-        deadbolt_bin: PathBuf::from("../target/release/deadbolt"),
+        deadbolt_bin: PathBuf::from("../../target/release/deadbolt"),
         header: true,
         flavor: targets::Flavor::SetNx,
     };
