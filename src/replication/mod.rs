@@ -153,8 +153,15 @@ impl Cluster {
         self.node.step(m)
     }
 
+    /// The transport could not reach `id`: raft stops pipelining to it until it answers.
     pub fn report_unreachable(&mut self, id: u64) {
         self.node.report_unreachable(id);
+    }
+
+    /// A snapshot sent to `id` was lost: raft sends it again (a delivered one is acknowledged
+    /// by the follower's append response, no report needed).
+    pub fn report_snapshot_failed(&mut self, id: u64) {
+        self.node.report_snapshot(id, raft::SnapshotStatus::Failure);
     }
 
     /// Appends a unit on the leader and returns its index: its replies leave once `commit()`

@@ -112,16 +112,26 @@ impl LogStore {
         }
         let state_path = dir.join(STATE);
         if state_path.exists() {
-            let (hs, cs, a) = decode_state(&std::fs::read(&state_path)?)?;
-            let mut core = mem.wl();
-            let mut hs = hs;
-            // A snapshot installed after the last state write is committed by definition.
+            let (mut hs, cs, a) = decode_state(&std::fs::read(&state_path)?)?;
+            let last = mem.last_index().map_err(corrupt)?;
+            // The log is fsynced before the state in every round, so this is damage, and raft
+            // would panic on it.
+            if hs.commit > last {
+                return Err(corrupt(format!(
+                    "raft.state commits {} but raft.log ends at {last}",
+                    hs.commit
+                )));
+            }
+            // Every state write after a snapshot (compaction writes one first, installation
+            // one right after) carries a commit ≥ its index: a lower commit means the crash fell
+            // between installing a snapshot and writing the state, and the snapshot's
+            // membership is the newer one.
+            let state_is_newer = hs.commit >= snap_index;
             hs.commit = hs.commit.max(snap_index);
             hs.term = hs.term.max(snap.get_metadata().term);
+            let mut core = mem.wl();
             core.set_hardstate(hs);
-            // The state file is newer than the snapshot unless the snapshot was installed from
-            // the leader after it; the later index decides.
-            if cs != ConfState::default() {
+            if state_is_newer && cs != ConfState::default() {
                 core.set_conf_state(cs);
                 addrs = a;
             }
@@ -259,7 +269,9 @@ impl LogStore {
         };
         meta.set_conf_state(cs.clone());
         let snap = snapshot(meta, data);
-        // The buffered records reach the file first, so the rewrite below sees all of them.
+        // The buffered records reach the file first, so the rewrite below sees all of them, and
+        // the state is written with a commit ≥ `index` (see `open`).
+        self.state_dirty = true;
         self.sync()?;
         write_snapshot(&self.dir, &snap, &self.addrs)?;
         self.rewrite_log(&tail)?;
