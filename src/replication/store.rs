@@ -369,6 +369,22 @@ fn replay(log: &mut File, path: &Path) -> io::Result<Vec<Entry>> {
     Ok(out)
 }
 
+/// The indexes recorded in `dir`'s raft.log, in file order.
+#[cfg(test)]
+pub(super) fn log_indexes(dir: &Path) -> Vec<u64> {
+    let path = dir.join(LOG);
+    let mut f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .expect("raft.log");
+    replay(&mut f, &path)
+        .expect("replay")
+        .iter()
+        .map(|e| e.index)
+        .collect()
+}
+
 /// Length-prefixed protobuf parts, then the addresses as `id addr` lines, then a crc32 of it all.
 fn encode_parts(parts: &[Vec<u8>], addrs: &Addrs) -> io::Result<Vec<u8>> {
     let mut buf = Vec::new();

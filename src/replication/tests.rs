@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use raft::eraftpb::{Entry, HardState};
+use raft::eraftpb::{ConfState, Entry, HardState};
 use raft::Storage;
 
 use super::*;
@@ -277,6 +277,9 @@ fn partitioned_leader_steps_down_and_the_majority_entries_win() {
     // Still leader until check_quorum notices: the proposal is accepted, never committed.
     let lost = b"*1\r\n$4\r\nlost\r\n".to_vec();
     let lost_at = net.c(old).propose_unit(lost.clone()).expect("accepted");
+    // A second one, so that the old leader's last proposal covers the index the new leader's
+    // unit lands on: that entry is someone else's, whatever its index says.
+    net.c(old).propose_unit(lost.clone()).expect("accepted");
     let ok = net.run(200, |net| {
         !net.nodes[&old].c.as_ref().is_some_and(|c| c.is_leader())
             && net.leaders().len() == 1
@@ -293,6 +296,10 @@ fn partitioned_leader_steps_down_and_the_majority_entries_win() {
     assert!(!net.has_unit(old, &lost) && !net.has_unit(old, &won));
     net.heal();
     assert!(net.run(100, |net| net.has_unit(old, &won)));
+    assert!(net.nodes[&old]
+        .applied
+        .iter()
+        .any(|(_, g)| *g == Got::Unit(won.clone(), false)));
     for id in 1..=3 {
         assert!(!net.has_unit(id, &lost), "node {id} applied a lost unit");
         assert_eq!(net.units(id), vec![unit(1), won.clone()], "node {id}");
@@ -440,6 +447,9 @@ fn compaction_then_a_lagging_node_catches_up_by_snapshot() {
         .members
         .iter()
         .all(|m| m.addr == addr(m.id)));
+    // Installing the snapshot emptied the old log: nothing it covers is replayed again.
+    let dir = net.nodes[&lag].dir.clone();
+    assert!(store::log_indexes(&dir).iter().all(|&i| i > applied));
 }
 
 #[test]
@@ -510,4 +520,52 @@ fn transfer_leader_hands_over_to_the_named_voter() {
     assert!(net.nodes[&old].outcomes.iter().any(|o| o.stepped_down));
     assert!(net.nodes[&to].outcomes.iter().any(|o| o.became_leader));
     assert_eq!(net.c(old).view().leader, to);
+}
+
+#[test]
+fn a_crash_between_snapshot_install_and_state_write_keeps_the_snapshot_membership() {
+    let dir = TempDir::new("install");
+    let boot: Addrs = (1..=3).map(|id| (id, addr(id))).collect();
+    let before = {
+        let mut s = LogStore::open(&dir.0, &boot).expect("open");
+        s.set_hard_state(&HardState {
+            term: 1,
+            vote: 1,
+            commit: 1,
+            ..Default::default()
+        });
+        s.sync().expect("sync");
+        std::fs::read(dir.0.join("raft.state")).expect("state")
+    };
+    {
+        let mut s = LogStore::open(&dir.0, &boot).expect("reopen");
+        let mut meta = raft::eraftpb::SnapshotMetadata {
+            index: 10,
+            term: 3,
+            ..Default::default()
+        };
+        meta.set_conf_state(ConfState::from(([1, 2, 3, 4], Vec::<u64>::new())));
+        let mut wire = raft::eraftpb::Snapshot {
+            data: Vec::new().into(),
+            ..Default::default()
+        };
+        wire.set_metadata(meta);
+        // What a leader sends: the member list, then the data.
+        let mut members: Addrs = boot.clone();
+        members.insert(4, addr(4));
+        let text: String = members.iter().map(|(i, a)| format!("{i} {a}\n")).collect();
+        let mut data = (text.len() as u32).to_le_bytes().to_vec();
+        data.extend_from_slice(text.as_bytes());
+        data.extend_from_slice(b"DATA");
+        wire.data = data.into();
+        s.install_snapshot(&wire).expect("install");
+    }
+    // The crash fell before raft.state was rewritten.
+    std::fs::write(dir.0.join("raft.state"), &before).expect("old state");
+    let s = LogStore::open(&dir.0, &Addrs::new()).expect("after crash");
+    assert_eq!(s.conf_state().voters, vec![1, 2, 3, 4]);
+    assert_eq!(s.addrs.get(&4), Some(&addr(4)));
+    assert_eq!((s.snapshot_index(), s.snapshot_data()), (10, &b"DATA"[..]));
+    assert_eq!((s.hard_state().commit, s.hard_state().term), (10, 3));
+    assert_eq!(s.term(10), Ok(3));
 }
