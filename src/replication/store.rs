@@ -89,6 +89,8 @@ impl LogStore {
             .append(true)
             .open(&log_path)?;
         let entries = replay(&mut log, &log_path)?;
+        // The log may have just been created: its name must survive a power loss too.
+        File::open(dir)?.sync_all()?;
         {
             let mut core = mem.wl();
             let mut last = snap_index;

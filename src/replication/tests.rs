@@ -569,3 +569,15 @@ fn a_crash_between_snapshot_install_and_state_write_keeps_the_snapshot_membershi
     assert_eq!((s.hard_state().commit, s.hard_state().term), (10, 3));
     assert_eq!(s.term(10), Ok(3));
 }
+
+#[test]
+fn a_single_voter_commits_and_reads_alone() {
+    let mut net = Net::new(1);
+    assert_eq!(net.elect(), 1);
+    let at = net.c(1).propose_unit(unit(0)).expect("propose");
+    let seq = net.c(1).need_read();
+    net.settle();
+    assert_eq!(net.c(1).commit(), at);
+    assert_eq!(net.units(1), vec![unit(0)]);
+    assert!(net.c(1).read_done(seq));
+}
