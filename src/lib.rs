@@ -17,6 +17,7 @@ pub mod logging;
 pub mod machine;
 pub mod persist;
 pub mod protocol;
+pub mod replication;
 pub mod script;
 pub mod server;
 pub mod stopwatch;

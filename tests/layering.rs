@@ -17,6 +17,7 @@ const LAYERS: &[&[&str]] = &[
     &["store", "error"],
     &["persist"],
     &["config"],
+    &["replication"],
     &["logging"],
     &["machine"],
     &["cmd", "script"],

@@ -1,0 +1,450 @@
+//! Cluster mode's consensus core: a Raft node (tikv's raft-rs, driven by the caller's loop: no
+//! thread, no timer, no socket of its own) over the durable log in `store`. The event loop feeds
+//! it peers' messages (`step`), time (`tick`), units of work (`propose_unit`) and read barriers
+//! (`need_read`); once per round `on_round` persists, sends and applies. What a unit means is not
+//! known here: entries are opaque bytes (the AOF form of a change record).
+
+pub mod log;
+mod store;
+
+#[cfg(test)]
+mod tests;
+
+use std::io;
+use std::path::Path;
+
+use protobuf::Message as _;
+use raft::eraftpb::{
+    ConfChange, ConfChangeSingle, ConfChangeType, ConfChangeV2, ConfState, Entry, EntryType,
+};
+use raft::{Config, RawNode, ReadOnlyOption};
+
+pub use raft::eraftpb::Message;
+pub use raft::StateRole;
+pub use store::{Addrs, LogStore};
+
+/// `Entry.context` of an EXTEND entry (clock section of raft-research.md): every node shifts
+/// its deadlines at the same log position. A unit's context is empty.
+const EXTEND: &[u8] = b"x";
+
+/// What a committed entry asks the state machine to do, in log order.
+pub enum Applied<'a> {
+    /// The state is replaced by this snapshot (AOF base format; empty: the empty dataset).
+    Snapshot(&'a [u8]),
+    /// A unit of work. `own`: this node proposed it as leader and has already applied it when it
+    /// ran, so only a follower (or a leader that rebuilt its state) applies it.
+    Unit { data: &'a [u8], own: bool },
+    /// Shift every deadline by this many milliseconds.
+    Extend(u64),
+    /// The membership changed to this.
+    Conf(&'a ConfState),
+}
+
+/// What changed in a round, for the loop's own reactions (hold or drop replies, publish
+/// `+switch-master`, open the gate after EXTEND).
+#[derive(Debug, Default, PartialEq)]
+pub struct Outcome {
+    pub became_leader: bool,
+    pub stepped_down: bool,
+    /// (old, new) leader id, 0 for none.
+    pub leader_changed: Option<(u64, u64)>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Member {
+    pub id: u64,
+    /// "host port peerport", from the configuration or the conf change that added it.
+    pub addr: String,
+    pub voter: bool,
+    /// Highest index known replicated on it (on the leader; 0 elsewhere).
+    pub matched: u64,
+}
+
+/// Plain data for SENTINEL, ROLE, INFO replication, WAIT and RAFT STATUS.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterView {
+    pub id: u64,
+    pub role: StateRole,
+    /// 0 while no leader is known.
+    pub leader: u64,
+    pub term: u64,
+    pub commit: u64,
+    pub applied: u64,
+    pub members: Vec<Member>,
+}
+
+pub struct Cluster {
+    node: RawNode<LogStore>,
+    role: StateRole,
+    leader: u64,
+    /// Index and term of this node's last proposal: entries up to it in that term are `own`.
+    proposed: u64,
+    proposed_term: u64,
+    /// Read barriers: asked by the loop, sent to raft, confirmed by a quorum and applied.
+    read_seq: u64,
+    read_asked: u64,
+    read_done: u64,
+    /// Read states received whose index is not yet applied: (seq, index).
+    reads: Vec<(u64, u64)>,
+    /// The snapshot found on disk at open, handed to `apply` in the first round.
+    restore: Option<u64>,
+}
+
+fn other(e: impl std::fmt::Display) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
+impl Cluster {
+    /// Opens the node's files in `dir`. `peers` (id → "host port peerport", this node included)
+    /// bootstraps a new cluster when `dir` holds nothing; a node joining a running cluster
+    /// passes none and waits for the leader (after `add_learner` there).
+    pub fn open(dir: &Path, id: u64, peers: &Addrs) -> io::Result<Cluster> {
+        let store = LogStore::open(dir, peers)?;
+        let snap = store.snapshot_index();
+        let cfg = Config {
+            id,
+            // With a 50 ms tick: heartbeats every 100 ms, elections after 0.5–1 s of silence.
+            election_tick: 10,
+            heartbeat_tick: 2,
+            // A node cut off and rejoining does not depose a healthy leader with its higher term
+            // (pre_vote), and a leader that lost its quorum steps down by itself (check_quorum),
+            // so it stops answering within an election timeout.
+            pre_vote: true,
+            check_quorum: true,
+            read_only_option: ReadOnlyOption::Safe,
+            // The state machine starts from the snapshot; raft redelivers what follows it.
+            applied: snap,
+            max_size_per_msg: 1 << 20,
+            max_inflight_msgs: 256,
+            ..Default::default()
+        };
+        cfg.validate().map_err(other)?;
+        let node = RawNode::new(&cfg, store, &log::logger(id)).map_err(other)?;
+        Ok(Cluster {
+            node,
+            role: StateRole::Follower,
+            leader: 0,
+            proposed: 0,
+            proposed_term: 0,
+            read_seq: 0,
+            read_asked: 0,
+            read_done: 0,
+            reads: Vec::new(),
+            restore: (snap > 0).then_some(snap),
+        })
+    }
+
+    pub fn id(&self) -> u64 {
+        self.node.raft.id
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.role == StateRole::Leader
+    }
+
+    /// Elections and heartbeats: called every tick interval (the loop's timer).
+    pub fn tick(&mut self) {
+        self.node.tick();
+    }
+
+    /// A message from a peer. An error (a message for another node, a local-only type) is the
+    /// peer's problem: the caller logs it and drops the message.
+    pub fn step(&mut self, m: Message) -> raft::Result<()> {
+        self.node.step(m)
+    }
+
+    /// The transport could not reach `id`: raft stops pipelining to it until it answers.
+    pub fn report_unreachable(&mut self, id: u64) {
+        self.node.report_unreachable(id);
+    }
+
+    /// A snapshot sent to `id` was lost: raft sends it again (a delivered one is acknowledged
+    /// by the follower's append response, no report needed).
+    pub fn report_snapshot_failed(&mut self, id: u64) {
+        self.node.report_snapshot(id, raft::SnapshotStatus::Failure);
+    }
+
+    /// Appends a unit on the leader and returns its index: its replies leave once `commit()`
+    /// reaches it. Only a leader proposes (raft would forward to the leader, which would apply
+    /// a unit this node already ran).
+    pub fn propose_unit(&mut self, data: Vec<u8>) -> raft::Result<u64> {
+        self.propose(Vec::new(), data)
+    }
+
+    /// Appends an EXTEND entry (a new leader's first act, before it serves).
+    pub fn propose_extend(&mut self, ms: u64) -> raft::Result<u64> {
+        self.propose(EXTEND.to_vec(), ms.to_be_bytes().to_vec())
+    }
+
+    fn propose(&mut self, context: Vec<u8>, data: Vec<u8>) -> raft::Result<u64> {
+        if !self.is_leader() {
+            return Err(raft::Error::ProposalDropped);
+        }
+        self.node.propose(context, data)?;
+        self.proposed = self.node.raft.raft_log.last_index();
+        self.proposed_term = self.node.raft.term;
+        Ok(self.proposed)
+    }
+
+    /// After the loop threw away its speculative state and rebuilt it from the snapshot and the
+    /// log, none of the entries is applied any more.
+    pub fn forget_proposals(&mut self) {
+        self.proposed = 0;
+        self.proposed_term = 0;
+    }
+
+    pub fn proposed(&self) -> u64 {
+        self.proposed
+    }
+
+    pub fn commit(&self) -> u64 {
+        self.node.raft.raft_log.committed
+    }
+
+    /// Asks for a read barrier; reads queued before it may be answered once `read_done(seq)`.
+    /// Many calls in one round share one ReadIndex round-trip.
+    pub fn need_read(&mut self) -> u64 {
+        self.read_seq += 1;
+        self.read_seq
+    }
+
+    /// True once a quorum confirmed this node was still leader after `seq` was asked, and the
+    /// state reflects everything committed at that moment.
+    pub fn read_done(&self, seq: u64) -> bool {
+        self.read_done >= seq
+    }
+
+    /// Membership: a new node first follows as a learner (catches up without counting toward
+    /// quorum), then is promoted; `addr` is "host port peerport".
+    pub fn add_learner(&mut self, id: u64, addr: &str) -> raft::Result<()> {
+        self.change(ConfChangeType::AddLearnerNode, id, format!("{id} {addr}"))
+    }
+
+    pub fn promote(&mut self, id: u64) -> raft::Result<()> {
+        self.change(ConfChangeType::AddNode, id, String::new())
+    }
+
+    pub fn remove(&mut self, id: u64) -> raft::Result<()> {
+        self.change(ConfChangeType::RemoveNode, id, String::new())
+    }
+
+    fn change(&mut self, ty: ConfChangeType, id: u64, context: String) -> raft::Result<()> {
+        // raft-rs turns a second change proposed before the first applied into an empty entry
+        // without an error; refuse it here so the caller learns it did not happen.
+        if !self.is_leader() || self.node.raft.has_pending_conf() {
+            return Err(raft::Error::ProposalDropped);
+        }
+        let mut single = ConfChangeSingle::default();
+        single.set_change_type(ty);
+        single.node_id = id;
+        let mut cc = ConfChangeV2::default();
+        cc.set_changes(vec![single].into());
+        self.node.propose_conf_change(context.into_bytes(), cc)
+    }
+
+    /// Hands leadership to `id` (a caught-up voter); the leader stops taking proposals meanwhile.
+    pub fn transfer_leader(&mut self, id: u64) {
+        self.node.transfer_leader(id);
+    }
+
+    /// Compacts the log up to `index` (≤ applied): `data` is the state after applying it, in
+    /// AOF base format. A follower that lags behind `index` is then sent this snapshot.
+    pub fn compact(&mut self, index: u64, data: Vec<u8>) -> io::Result<()> {
+        if index > self.node.raft.raft_log.applied {
+            return Err(other(format!("compact to {index} beyond applied")));
+        }
+        self.node.mut_store().compact(index, data)
+    }
+
+    /// True when a follower needs a snapshot newer than the stored one (it joined after it was
+    /// taken): the loop answers with `compact(applied, state)` and raft sends it on its next try.
+    pub fn snapshot_wanted(&mut self) -> bool {
+        self.node.store().take_snapshot_wanted()
+    }
+
+    pub fn view(&self) -> ClusterView {
+        let store = self.node.store();
+        let cs = store.conf_state();
+        let prs = self.node.raft.prs();
+        let leader = self.is_leader();
+        let members = cs
+            .voters
+            .iter()
+            .map(|&id| (id, true))
+            .chain(cs.learners.iter().map(|&id| (id, false)))
+            .map(|(id, voter)| Member {
+                id,
+                addr: store.addrs.get(&id).cloned().unwrap_or_default(),
+                voter,
+                matched: if leader {
+                    prs.get(id).map_or(0, |p| p.matched)
+                } else {
+                    0
+                },
+            })
+            .collect();
+        ClusterView {
+            id: self.id(),
+            role: self.role,
+            leader: self.leader,
+            term: self.node.raft.term,
+            commit: self.commit(),
+            applied: self.node.raft.raft_log.applied,
+            members,
+        }
+    }
+
+    /// One round: raft-rs's documented `Ready` steps (raft-rs src/lib.rs, "Processing the Ready
+    /// State"). `out` gets every message to send; `apply` every committed entry in order. An
+    /// error is a failed write to the log or state files, or a corrupt entry: the node must stop
+    /// (going on would break the promises its acks made).
+    pub fn on_round(
+        &mut self,
+        out: &mut dyn FnMut(Message),
+        apply: &mut dyn FnMut(u64, Applied),
+    ) -> io::Result<Outcome> {
+        let mut outcome = Outcome::default();
+        if let Some(index) = self.restore.take() {
+            apply(index, Applied::Snapshot(self.node.store().snapshot_data()));
+        }
+        // raft-rs drops a ReadIndex asked before the leader committed in its term (raft.rs
+        // step_leader), so ask only then; the asks queued meanwhile wait for it.
+        if self.read_seq > self.read_asked
+            && self.is_leader()
+            && self.node.raft.commit_to_current_term()
+        {
+            self.node.read_index(self.read_seq.to_be_bytes().to_vec());
+            self.read_asked = self.read_seq;
+        }
+        if !self.node.has_ready() {
+            return Ok(outcome);
+        }
+        let mut rd = self.node.ready();
+        if let Some(ss) = rd.ss() {
+            let (role, leader) = (ss.raft_state, ss.leader_id);
+            if leader != self.leader {
+                outcome.leader_changed = Some((self.leader, leader));
+            }
+            outcome.became_leader = role == StateRole::Leader && self.role != StateRole::Leader;
+            outcome.stepped_down = self.role == StateRole::Leader && role != StateRole::Leader;
+            if outcome.stepped_down {
+                // Barriers asked as leader will never be confirmed.
+                self.reads.clear();
+            }
+            self.role = role;
+            self.leader = leader;
+        }
+        // 1. Messages a leader may send before its own write (heartbeats, appends).
+        for m in rd.take_messages() {
+            out(m);
+        }
+        // 2. A snapshot from the leader replaces the state.
+        if !rd.snapshot().is_empty() {
+            let snap = rd.snapshot().clone();
+            let index = snap.get_metadata().index;
+            self.node.mut_store().install_snapshot(&snap)?;
+            apply(index, Applied::Snapshot(self.node.store().snapshot_data()));
+        }
+        // 3. Entries committed in earlier rounds (already durable here).
+        self.apply_entries(rd.take_committed_entries(), apply)?;
+        // 4, 5. New entries and hard state, made durable by one write and one fsync.
+        self.node.mut_store().append(rd.entries())?;
+        if let Some(hs) = rd.hs() {
+            self.node.mut_store().set_hard_state(hs);
+        }
+        self.node.mut_store().sync()?;
+        // 6. Votes and append acks promise what is now on disk.
+        for m in rd.take_persisted_messages() {
+            out(m);
+        }
+        for rs in rd.take_read_states() {
+            let seq = <[u8; 8]>::try_from(rs.request_ctx.as_slice())
+                .map(u64::from_be_bytes)
+                .map_err(|_| other("read state with a foreign context"))?;
+            self.reads.push((seq, rs.index));
+        }
+        // 7. Advance, and what it released.
+        let mut light = self.node.advance(rd);
+        if let Some(commit) = light.commit_index() {
+            self.node.mut_store().set_commit(commit);
+        }
+        for m in light.take_messages() {
+            out(m);
+        }
+        self.apply_entries(light.take_committed_entries(), apply)?;
+        self.node.advance_apply();
+        let applied = self.node.raft.raft_log.applied;
+        let done = &mut self.read_done;
+        self.reads.retain(|&(seq, index)| {
+            if index <= applied {
+                *done = (*done).max(seq);
+                false
+            } else {
+                true
+            }
+        });
+        Ok(outcome)
+    }
+
+    fn apply_entries(
+        &mut self,
+        entries: Vec<Entry>,
+        apply: &mut dyn FnMut(u64, Applied),
+    ) -> io::Result<()> {
+        for e in entries {
+            match e.get_entry_type() {
+                EntryType::EntryNormal if e.context.as_ref() == EXTEND => {
+                    let ms = <[u8; 8]>::try_from(e.data.as_ref())
+                        .map(u64::from_be_bytes)
+                        .map_err(|_| other(format!("EXTEND entry {} is damaged", e.index)))?;
+                    apply(e.index, Applied::Extend(ms));
+                }
+                // A new leader's empty entry commits its term; nothing to apply.
+                EntryType::EntryNormal if e.data.is_empty() => {}
+                EntryType::EntryNormal => {
+                    let own = e.term == self.proposed_term && e.index <= self.proposed;
+                    apply(e.index, Applied::Unit { data: &e.data, own });
+                }
+                EntryType::EntryConfChangeV2 => {
+                    let cc = ConfChangeV2::parse_from_bytes(&e.data).map_err(other)?;
+                    let cs = self.node.apply_conf_change(&cc).map_err(other)?;
+                    self.apply_conf(cs, &cc.changes, &e, apply);
+                }
+                EntryType::EntryConfChange => {
+                    let cc = ConfChange::parse_from_bytes(&e.data).map_err(other)?;
+                    let mut single = ConfChangeSingle::default();
+                    single.set_change_type(cc.get_change_type());
+                    single.node_id = cc.node_id;
+                    let cs = self.node.apply_conf_change(&cc).map_err(other)?;
+                    self.apply_conf(cs, &[single], &e, apply);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Records the new membership (and the added node's address) after raft applied it.
+    fn apply_conf(
+        &mut self,
+        cs: ConfState,
+        changes: &[ConfChangeSingle],
+        e: &Entry,
+        apply: &mut dyn FnMut(u64, Applied),
+    ) {
+        // The context names the added node's address: "id host port peerport".
+        let ctx = std::str::from_utf8(&e.context).unwrap_or("");
+        let (ctx_id, ctx_addr) = ctx.split_once(' ').unwrap_or(("", ""));
+        let store = self.node.mut_store();
+        for c in changes {
+            match c.get_change_type() {
+                ConfChangeType::RemoveNode => store.set_addr(c.node_id, None),
+                _ if ctx_id.parse() == Ok(c.node_id) && !ctx_addr.is_empty() => {
+                    store.set_addr(c.node_id, Some(ctx_addr.to_string()))
+                }
+                _ => {}
+            }
+        }
+        store.set_conf_state(cs.clone());
+        apply(e.index, Applied::Conf(&cs));
+    }
+}
