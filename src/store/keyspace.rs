@@ -29,9 +29,8 @@ impl Entry {
     }
 }
 
-/// A stored key: exactly its bytes, 16 bytes in the map entry (a `Bytes` would take 32 and a
-/// shared header once cloned).
-type Key = Box<[u8]>;
+/// A stored key: inside the map entry up to `keymap::INLINE` bytes (see keymap.rs).
+type Key = super::keymap::Key;
 
 #[derive(Debug, Default)]
 pub struct Db {
@@ -70,7 +69,7 @@ impl Db {
                 self.volatile -= 1;
             }
             self.expired_total += 1;
-            self.expired.push(Bytes::from(key));
+            self.expired.push(Bytes::copy_from_slice(&key));
         }
     }
 
@@ -117,7 +116,7 @@ impl Db {
             }
             None => {
                 self.map
-                    .insert_new(h, Key::from(key), Entry { value, expires_at });
+                    .insert_new(h, Key::new(key), Entry { value, expires_at });
                 if self.record_created {
                     self.created.push(Bytes::copy_from_slice(key));
                 }
