@@ -251,6 +251,12 @@ impl Db {
         next as u64
     }
 
+    /// Starts loading what looking these keys up will read, before a batch of requests runs
+    /// (see `KeyMap::prefetch`).
+    pub fn prefetch<'a>(&self, keys: impl Iterator<Item = &'a [u8]>) {
+        self.map.prefetch(keys);
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Entry)> {
         self.map.iter().map(|(k, e)| (&k[..], e))
     }
