@@ -701,4 +701,38 @@ mod tests {
             }
         }
     }
+
+    /// `cargo test --release --lib worst_insert -- --ignored --nocapture`: the slowest single
+    /// insert while a map grows to 10 M keys (or `GROWTH_KEYS`), the index's growths included.
+    #[test]
+    #[ignore]
+    fn worst_insert_while_growing() {
+        let n: u64 = std::env::var("GROWTH_KEYS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(10_000_000);
+        let mut m = Map::default();
+        let (mut worst, mut worst_at, mut total) = (std::time::Duration::ZERO, 0, 0.0);
+        // On a shared machine most slow inserts are preemptions (a page fault is a chance to be
+        // descheduled for a 4 ms tick); compare the count with the machine quiet.
+        let mut slow = 0;
+        for i in 0..n {
+            let k = Key::new(format!("lock:{i:012}").as_bytes());
+            let t = std::time::Instant::now();
+            let h = m.hash(&k);
+            m.insert_new(h, k, i);
+            let d = t.elapsed();
+            total += d.as_secs_f64();
+            if d > worst {
+                (worst, worst_at) = (d, i);
+            }
+            if d > std::time::Duration::from_millis(1) {
+                slow += 1;
+            }
+        }
+        println!(
+            "{n} inserts: mean {:.0} ns, worst {worst:?} at key {worst_at}, {slow} over 1 ms",
+            total * 1e9 / n as f64
+        );
+    }
 }
