@@ -22,6 +22,8 @@
 //! Removal is `swap_remove`: the last entry moves into the hole (SCAN's guarantee relies on it;
 //! see keyspace.rs).
 
+use std::cell::Cell;
+
 /// Entries per chunk: 16 K entries of 72 bytes, one 1.2 MB allocation.
 const CHUNK: usize = 1 << 14;
 
@@ -242,6 +244,11 @@ pub struct KeyMap<K, V> {
     index: Table,
     growing: Option<Growing>,
     hasher: ahash::RandomState,
+    /// The entry the last lookup found or the last insert made. Commands look one key up
+    /// several times (SET: the NX/GET check, then the store; a release script: GET, then DEL),
+    /// and comparing this entry's key costs a fraction of hashing and probing again. Always
+    /// checked against the key, so an index made stale by a change is just a miss.
+    last: Cell<usize>,
 }
 
 impl<K, V> std::fmt::Debug for KeyMap<K, V> {
@@ -259,6 +266,7 @@ impl<K, V> Default for KeyMap<K, V> {
             index: Table::default(),
             growing: None,
             hasher: ahash::RandomState::new(),
+            last: Cell::new(0),
         }
     }
 }
@@ -306,9 +314,26 @@ impl<K: AsRef<[u8]>, V> KeyMap<K, V> {
         &mut self.at_mut(idx).value
     }
 
-    /// The index of `key`, hashing it.
+    /// The index of `key`.
     pub fn index_of(&self, key: &[u8]) -> Option<usize> {
-        self.find(self.hash(key), key)
+        self.lookup(key).ok()
+    }
+
+    /// The index of `key`, or its hash for `insert_new` when it is not in the map.
+    #[inline]
+    pub fn lookup(&self, key: &[u8]) -> Result<usize, Hashed> {
+        let last = self.last.get();
+        if last < self.len && same_key(self.at(last).key.as_ref(), key) {
+            return Ok(last);
+        }
+        let h = self.hash(key);
+        match self.find(h, key) {
+            Some(idx) => {
+                self.last.set(idx);
+                Ok(idx)
+            }
+            None => Err(h),
+        }
     }
 
     #[inline]
@@ -344,6 +369,7 @@ impl<K: AsRef<[u8]>, V> KeyMap<K, V> {
         self.len += 1;
         self.make_room();
         self.index.insert(slot(h.tag, idx));
+        self.last.set(idx);
         idx
     }
 
@@ -584,7 +610,11 @@ mod tests {
             let phase = (step / 50_000) % 3;
             let k = key(rng.u64(..60_000));
             let h = m.hash(&k);
-            match m.find(h, &k) {
+            let found = m.find(h, &k);
+            // The remembered entry must never answer for another key, nor miss a present one.
+            assert_eq!(m.lookup(&k).ok(), found);
+            assert_eq!(m.index_of(&k), found);
+            match found {
                 Some(idx) if phase == 2 || rng.u8(..4) == 0 => {
                     let (rk, rv) = m.swap_remove(idx).expect("found");
                     assert_eq!(&*rk, &*k);

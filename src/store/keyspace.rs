@@ -105,16 +105,15 @@ impl Db {
 
     /// Stores `value` under `key` with the given deadline (0: none), replacing any old entry.
     pub fn set(&mut self, key: &[u8], value: Value, expires_at: u64) {
-        let h = self.map.hash(key);
-        let old = match self.map.find(h, key) {
-            Some(idx) => {
+        let old = match self.map.lookup(key) {
+            Ok(idx) => {
                 let e = self.map.value_mut(idx);
                 let old = e.expires_at;
                 e.value = value;
                 e.expires_at = expires_at;
                 Some(old)
             }
-            None => {
+            Err(h) => {
                 self.map
                     .insert_new(h, Key::new(key), Entry { value, expires_at });
                 if self.record_created {
