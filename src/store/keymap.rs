@@ -244,11 +244,13 @@ pub struct KeyMap<K, V> {
     index: Table,
     growing: Option<Growing>,
     hasher: ahash::RandomState,
-    /// The entry the last lookup found or the last insert made. Commands look one key up
-    /// several times (SET: the NX/GET check, then the store; a release script: GET, then DEL),
-    /// and comparing this entry's key costs a fraction of hashing and probing again. Always
-    /// checked against the key, so an index made stale by a change is just a miss.
-    last: Cell<usize>,
+    /// The entry the last lookup found, and the address of the key bytes it was asked with.
+    /// Commands look one key up several times with the same argument (SET: the NX/GET check,
+    /// then the store), and comparing one key costs a fraction of hashing and probing again.
+    /// The address only filters (a lookup with other bytes costs two comparisons, not a key
+    /// comparison); a hit is always checked against the entry's key, so an address reused for
+    /// other bytes or an index made stale by a change is just a miss.
+    last: Cell<(usize, usize)>,
 }
 
 impl<K, V> std::fmt::Debug for KeyMap<K, V> {
@@ -266,7 +268,7 @@ impl<K, V> Default for KeyMap<K, V> {
             index: Table::default(),
             growing: None,
             hasher: ahash::RandomState::new(),
-            last: Cell::new(0),
+            last: Cell::new((usize::MAX, 0)),
         }
     }
 }
@@ -322,14 +324,17 @@ impl<K: AsRef<[u8]>, V> KeyMap<K, V> {
     /// The index of `key`, or its hash for `insert_new` when it is not in the map.
     #[inline]
     pub fn lookup(&self, key: &[u8]) -> Result<usize, Hashed> {
-        let last = self.last.get();
-        if last < self.len && same_key(self.at(last).key.as_ref(), key) {
+        let (last, addr) = self.last.get();
+        if addr == key.as_ptr() as usize
+            && last < self.len
+            && same_key(self.at(last).key.as_ref(), key)
+        {
             return Ok(last);
         }
         let h = self.hash(key);
         match self.find(h, key) {
             Some(idx) => {
-                self.last.set(idx);
+                self.last.set((idx, key.as_ptr() as usize));
                 Ok(idx)
             }
             None => Err(h),
@@ -369,7 +374,6 @@ impl<K: AsRef<[u8]>, V> KeyMap<K, V> {
         self.len += 1;
         self.make_room();
         self.index.insert(slot(h.tag, idx));
-        self.last.set(idx);
         idx
     }
 
@@ -611,9 +615,14 @@ mod tests {
             let k = key(rng.u64(..60_000));
             let h = m.hash(&k);
             let found = m.find(h, &k);
-            // The remembered entry must never answer for another key, nor miss a present one.
+            // The remembered entry must never answer for another key, nor miss a present one,
+            // even asked twice from one buffer whose bytes changed in between.
             assert_eq!(m.lookup(&k).ok(), found);
             assert_eq!(m.index_of(&k), found);
+            let mut buf = k.to_vec();
+            assert_eq!(m.index_of(&buf), found);
+            buf[0] ^= 1;
+            assert_eq!(m.index_of(&buf), m.find(m.hash(&buf), &buf));
             match found {
                 Some(idx) if phase == 2 || rng.u8(..4) == 0 => {
                     let (rk, rv) = m.swap_remove(idx).expect("found");
