@@ -351,6 +351,14 @@ impl Server {
         // Pushes queued for it earlier come before this batch's replies.
         client.flush_deferred();
         crate::script::busy::apply_busy_marks(&mut self.state, &mut client);
+        // A pipelined batch: the cache misses of all its keys overlap instead of coming one
+        // request after another (store/keymap.rs `prefetch`). argv[1] is the first key of
+        // most commands; for the others the hint is wasted, never wrong.
+        if cmds.len() > 1 {
+            if let Some(db) = self.dbs.get(client.db) {
+                db.prefetch(cmds.iter().filter_map(|argv| argv.get(1)).map(|k| &k[..]));
+            }
+        }
         client.pending.extend(cmds.drain(..));
         let out = self.out_buf();
         blocking::drive(self, client, out);

@@ -30,9 +30,8 @@ impl Entry {
     }
 }
 
-/// A stored key: exactly its bytes, 16 bytes in the map entry (a `Bytes` would take 32 and a
-/// shared header once cloned).
-type Key = Box<[u8]>;
+/// A stored key: inside the map entry up to `keymap::INLINE` bytes (see keymap.rs).
+type Key = super::keymap::Key;
 
 #[derive(Debug, Default)]
 pub struct Db {
@@ -75,7 +74,7 @@ impl Db {
             }
             self.changes.key(&key);
             self.expired_total += 1;
-            self.expired.push(Bytes::from(key));
+            self.expired.push(Bytes::copy_from_slice(&key));
         }
     }
 
@@ -114,18 +113,17 @@ impl Db {
     /// Stores `value` under `key` with the given deadline (0: none), replacing any old entry.
     pub fn set(&mut self, key: &[u8], value: Value, expires_at: u64) {
         self.changes.key(key);
-        let h = self.map.hash(key);
-        let old = match self.map.find(h, key) {
-            Some(idx) => {
+        let old = match self.map.lookup(key) {
+            Ok(idx) => {
                 let e = self.map.value_mut(idx);
                 let old = e.expires_at;
                 e.value = value;
                 e.expires_at = expires_at;
                 Some(old)
             }
-            None => {
+            Err(h) => {
                 self.map
-                    .insert_new(h, Key::from(key), Entry { value, expires_at });
+                    .insert_new(h, Key::new(key), Entry { value, expires_at });
                 if self.record_created {
                     self.created.push(Bytes::copy_from_slice(key));
                 }
@@ -263,6 +261,12 @@ impl Db {
             seen += 1;
         }
         next as u64
+    }
+
+    /// Starts loading what looking these keys up will read, before a batch of requests runs
+    /// (see `KeyMap::prefetch`).
+    pub fn prefetch<'a>(&self, keys: impl Iterator<Item = &'a [u8]>) {
+        self.map.prefetch(keys);
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Entry)> {
