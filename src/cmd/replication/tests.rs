@@ -372,3 +372,164 @@ fn a_wait_that_times_out_answers_the_acks_other_waits_null() {
     assert_eq!(acked(Some(&view(1, StateRole::Leader, 1)), 1936), 1);
     assert_eq!(acked(Some(&view(1, StateRole::Leader, 1)), 1937), 0);
 }
+
+/// A loop stand-in that reports a cluster view, for running commands through the real
+/// dispatch pipeline.
+struct Node(ClusterView);
+
+impl Host for Node {
+    fn apply_change(
+        &mut self,
+        _: &mut State,
+        _: crate::config::Apply,
+        _: &crate::config::Config,
+        _: &[&str],
+    ) -> Result<(), String> {
+        Ok(())
+    }
+    fn start_rewrite(&mut self, _: &State) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn loading(&self) -> bool {
+        false
+    }
+    fn aof(&self) -> Option<&crate::persist::aof::Aof> {
+        None
+    }
+    fn while_busy(&self) {}
+    fn cluster(&self) -> Option<&ClusterView> {
+        Some(&self.0)
+    }
+}
+
+/// Runs each command (split on spaces) on one client of a node with `view`; the raw replies.
+fn run_on(view: ClusterView, cmds: &[&str]) -> Vec<String> {
+    use crate::machine::client::Client;
+    let cfg = crate::config::Config::default();
+    let shared = std::sync::Arc::new(crate::machine::Shared::new(&cfg));
+    let mut state = State::new(cfg, shared, crate::cmd::table::table().entries.len());
+    let mut host = Node(view);
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let addr = "127.0.0.1:1".parse().unwrap();
+    let mut client = Client::new(7, addr, addr, tx, Default::default());
+    cmds.iter()
+        .map(|c| {
+            let argv: Vec<Bytes> = c
+                .split(' ')
+                .map(|a| Bytes::from(a.replace('_', " ").into_bytes()))
+                .collect();
+            let mut out = BytesMut::new();
+            let held =
+                crate::cmd::dispatch::process(&mut state, &mut host, &mut client, argv, &mut out);
+            assert!(held.is_none());
+            String::from_utf8_lossy(&out).into_owned()
+        })
+        .collect()
+}
+
+const RO: &str = "-READONLY You can't write against a read only replica.\r\n";
+
+/// Every expected reply here is what a real redis-server 7.0.15 replica (`replicaof`) sent.
+#[test]
+fn a_follower_refuses_writes_where_redis_does() {
+    let got = run_on(
+        view(2, StateRole::Follower, 1),
+        &[
+            "SET a b",
+            "GET a",
+            "MULTI",
+            "SET a b",
+            "GET a",
+            "EXEC",
+            "MULTI",
+            "GET a",
+            "EXEC",
+            // A script without a shebang fails at its first write, with the script's suffix.
+            "EVAL return_redis.call('set','a','b') 0",
+            "EVAL return_redis.call('get','a') 0",
+            // One with a shebang is a write unless it says no-writes (refused before it runs).
+            "EVAL #!lua\nreturn_1 0",
+            "EVAL #!lua_flags=no-writes\nreturn_1 0",
+            "WAIT 1 0",
+            "ROLE",
+        ],
+    );
+    let want = [
+        RO,
+        "$-1\r\n",
+        "+OK\r\n",
+        RO,
+        "+QUEUED\r\n",
+        "-EXECABORT Transaction discarded because of previous errors.\r\n",
+        "+OK\r\n",
+        "+QUEUED\r\n",
+        "*1\r\n$-1\r\n",
+        "-READONLY You can't write against a read only replica. script: 8c2ea9ffe7e7d4a5e8bc8d1ee7de0ae5bd4d8c18, on @user_script:1.\r\n",
+        "$-1\r\n",
+        RO,
+        ":1\r\n",
+        "-ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.\r\n",
+        "*5\r\n$5\r\nslave\r\n$9\r\n127.0.0.1\r\n:17391\r\n$9\r\nconnected\r\n:1936\r\n",
+    ];
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        if i == 9 {
+            // The sha is the script's; the text around it is Redis's.
+            assert!(
+                g.starts_with("-READONLY You can't write against a read only replica. script: ")
+                    && g.ends_with(", on @user_script:1.\r\n"),
+                "{g}"
+            );
+            continue;
+        }
+        assert_eq!(g, w, "command {i}: {}", got.len());
+    }
+}
+
+#[test]
+fn a_leader_writes_and_every_node_answers_sentinel() {
+    let got = run_on(
+        view(1, StateRole::Leader, 1),
+        &[
+            "SET a b",
+            "WAIT 1 0",
+            "WAIT 2 0",
+            "SENTINEL get-master-addr-by-name mymaster",
+            "sentinel GET-MASTER-ADDR-BY-NAME nosuch",
+            "SENTINEL masters x",
+            "SENTINEL monitor a b c d",
+            "SENTINEL myid",
+            "HELLO 3",
+            "SENTINEL masters",
+        ],
+    );
+    assert_eq!(got[0], "+OK\r\n");
+    // The follower holds everything committed: one replica acknowledged.
+    assert_eq!(got[1], ":1\r\n");
+    assert_eq!(got[2], "", "WAIT 2 parks the client (no reply yet)");
+    // The parked client's next commands were still run here (the loop would hold them).
+    assert_eq!(got[3], "*2\r\n$9\r\n127.0.0.1\r\n$5\r\n17391\r\n");
+    assert_eq!(got[4], "*-1\r\n");
+    assert_eq!(
+        got[5],
+        "-ERR wrong number of arguments for 'sentinel|masters' command\r\n"
+    );
+    assert_eq!(
+        got[6],
+        "-ERR unknown subcommand 'monitor'. Try SENTINEL HELP.\r\n"
+    );
+    assert_eq!(
+        got[7],
+        "$40\r\n0000000000000000000000000000000000000001\r\n"
+    );
+    assert!(
+        got[8].contains("$4\r\nrole\r\n$6\r\nmaster\r\n"),
+        "{}",
+        got[8]
+    );
+    assert!(
+        got[9].starts_with("*1\r\n%20\r\n$4\r\nname\r\n$8\r\nmymaster\r\n"),
+        "{}",
+        got[9]
+    );
+}
