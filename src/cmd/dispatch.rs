@@ -134,7 +134,11 @@ fn process_frame(
         Err(e) => {
             super::tx::flag_transaction(client);
             if let CmdError::WrongArity(_) | CmdError::UnknownSubcommand(..) = e {
-                if let Some(id) = crate::cmd::table::table().lookup(&argv[0]) {
+                let sentinel = host.cluster().is_some();
+                if let Some(id) = table
+                    .lookup(&argv[0])
+                    .or_else(|| sentinel.then(|| table.lookup_sentinel(&argv[0])).flatten())
+                {
                     srv.stats.commands[id].rejected_calls += 1;
                 }
             }

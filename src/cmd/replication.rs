@@ -73,6 +73,13 @@ pub static COMMANDS: &[CommandSpec] = &[
             spec("sentinels", 3, SENT, &[], sentinel_sentinels),
             spec("myid", 2, SENT, &[], sentinel_myid),
             spec("ckquorum", 3, SENT, &[], sentinel_ckquorum),
+            spec(
+                "help",
+                2,
+                LOADING | STALE | ONLY_SENTINEL,
+                &[],
+                sentinel_help,
+            ),
         ],
     },
 ];
@@ -471,6 +478,31 @@ fn view_of<'a>(ctx: &'a Ctx) -> Result<&'a ClusterView, CmdError> {
     ctx.host.cluster().ok_or(CmdError::err(
         "ERR This instance has cluster support disabled",
     ))
+}
+
+/// Sentinel's help, for the subcommands a cluster node answers (Redis's wording).
+fn sentinel_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    Ok(Frame::help(&[
+        "SENTINEL <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "CKQUORUM <master-name>",
+        "    Check if the current Sentinel configuration is able to reach the quorum",
+        "    needed to failover a master and the majority needed to authorize the",
+        "    failover.",
+        "GET-MASTER-ADDR-BY-NAME <master-name>",
+        "    Return the ip and port number of the master with that name.",
+        "MASTER <master-name>",
+        "    Show the state and info of the specified master.",
+        "MASTERS",
+        "    Show a list of monitored masters and their state.",
+        "MYID",
+        "    Return the ID of the Sentinel instance.",
+        "REPLICAS <master-name>",
+        "    Show a list of replicas for this master and their state.",
+        "SENTINELS <master-name>",
+        "    Show a list of Sentinel instances for this master and their state.",
+        "HELP",
+        "    Print this help.",
+    ]))
 }
 
 fn sentinel_unknown(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {

@@ -501,6 +501,8 @@ fn a_leader_writes_and_every_node_answers_sentinel() {
             "SENTINEL myid",
             "HELLO 3",
             "SENTINEL masters",
+            "SENTINEL help",
+            "INFO commandstats",
         ],
     );
     assert_eq!(got[0], "+OK\r\n");
@@ -531,5 +533,17 @@ fn a_leader_writes_and_every_node_answers_sentinel() {
         got[9].starts_with("*1\r\n%20\r\n$4\r\nname\r\n$8\r\nmymaster\r\n"),
         "{}",
         got[9]
+    );
+    assert!(
+        got[10].starts_with("*19\r\n+SENTINEL <subcommand>"),
+        "{}",
+        got[10]
+    );
+    // Refused subcommands count as rejected calls of the container, as for the other
+    // containers here.
+    assert!(
+        got[11].contains("cmdstat_sentinel:calls=0,usec=0,usec_per_call=0.00,rejected_calls=2,failed_calls=0\r\n"),
+        "{}",
+        got[11]
     );
 }
