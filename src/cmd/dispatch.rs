@@ -197,11 +197,13 @@ fn process_frame(
     }
     // A replica refuses writes (and EXEC of writes, and scripts that declare they write)
     // before it looks further, as Redis's processCommand after MISCONF and NOREPLICAS.
-    if cmd_flags & flags::WRITE != 0 || super::replication::script_declares_writes(srv, spec, argv)
+    // A lone server pays one None check.
+    if super::replication::is_replica(host.cluster())
+        && (cmd_flags & flags::WRITE != 0
+            || super::replication::script_declares_writes(srv, spec, argv))
     {
-        if let Err(e) = super::replication::refuse_write(&*host) {
-            return Some(reject(srv, client, id, e));
-        }
+        let e = CmdError::err(super::replication::READONLY);
+        return Some(reject(srv, client, id, e));
     }
     // RESP2 has no way to tell pushes from replies, so a subscribed connection only talks pub/sub.
     if client.resp == 2 && client.pubsub.subscribed() && !spec.has(flags::PUBSUB_OK) {

@@ -100,15 +100,6 @@ pub fn is_replica(view: Option<&ClusterView>) -> bool {
     view.is_some_and(|v| v.role != StateRole::Leader)
 }
 
-/// Redis's `READONLY` refusal for a write (or EXEC of writes) on a replica: checked in
-/// `processCommand`'s place, after MISCONF and before the pub/sub context and LOADING.
-pub fn refuse_write(host: &dyn Host) -> Result<(), CmdError> {
-    if is_replica(host.cluster()) {
-        return Err(CmdError::err(READONLY));
-    }
-    Ok(())
-}
-
 /// Redis's `evalGetCommandFlags` for the replica check: a script with a shebang is a write
 /// unless it declares `no-writes` (one without is refused at its first write instead, with the
 /// script suffix). EVALSHA of an unknown script keeps EVALSHA's own flags.
