@@ -182,5 +182,16 @@ fn wait_for_a_replica_blocks_until_its_timeout_like_redis() {
         drop(forever);
         wait_blocked(&mut other, 0);
         assert_eq!(other.cmd(&["PING"]), b"+PONG\r\n", "{name}");
+        // The largest timeout is a deadline too far to reach, not an overflow.
+        let mut far = server.conn();
+        far.send_raw(b"WAIT 1 9223372036854775807\r\n");
+        wait_blocked(&mut other, 1);
+        assert_eq!(other.cmd(&["PING"]), b"+PONG\r\n", "{name}");
+        assert!(
+            far.try_read_reply(Duration::from_millis(200)).is_none(),
+            "{name}"
+        );
+        drop(far);
+        wait_blocked(&mut other, 0);
     }
 }
