@@ -221,7 +221,10 @@ fn hello(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             Frame::Integer(ctx.client.id as i64),
         ),
         (Frame::bulk_static("mode"), Frame::bulk_static("standalone")),
-        (Frame::bulk_static("role"), Frame::bulk_static("master")),
+        (
+            Frame::bulk_static("role"),
+            Frame::bulk_static(super::replication::hello_role(ctx.host.cluster())),
+        ),
         (Frame::bulk_static("modules"), Frame::Array(vec![])),
     ]))
 }

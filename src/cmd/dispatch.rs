@@ -19,8 +19,21 @@ pub fn resolve(argv: &[Bytes]) -> Result<CmdId, CmdError> {
 
 /// `resolve` against any command table (the busy-script answers hold their own copy).
 pub fn resolve_in(table: &super::table::Table, argv: &[Bytes]) -> Result<CmdId, CmdError> {
+    resolve_mode(table, argv, false)
+}
+
+/// `sentinel`: the server runs in cluster mode, where SENTINEL exists (Redis's
+/// CMD_ONLY_SENTINEL commands exist only on a Sentinel).
+fn resolve_mode(
+    table: &super::table::Table,
+    argv: &[Bytes],
+    sentinel: bool,
+) -> Result<CmdId, CmdError> {
     let name = &argv[0];
-    let Some(id) = table.lookup(name) else {
+    let found = table
+        .lookup(name)
+        .or_else(|| sentinel.then(|| table.lookup_sentinel(name)).flatten());
+    let Some(id) = found else {
         return Err(CmdError::unknown_command(argv));
     };
     let entry = &table.entries[id];
@@ -69,6 +82,7 @@ fn upper(name: &'static str) -> &'static str {
         "cluster" => "CLUSTER",
         "module" => "MODULE",
         "xinfo" => "XINFO",
+        "sentinel" => "SENTINEL",
         _ => "COMMAND",
     }
 }
@@ -114,12 +128,17 @@ fn process_frame(
 ) -> Option<Frame> {
     let now = unix_ms();
     client.last_interaction_ms = now;
-    let id = match resolve(argv) {
+    let table = crate::cmd::table::table();
+    let id = match resolve_mode(table, argv, host.cluster().is_some()) {
         Ok(id) => id,
         Err(e) => {
             super::tx::flag_transaction(client);
             if let CmdError::WrongArity(_) | CmdError::UnknownSubcommand(..) = e {
-                if let Some(id) = crate::cmd::table::table().lookup(&argv[0]) {
+                let sentinel = host.cluster().is_some();
+                if let Some(id) = table
+                    .lookup(&argv[0])
+                    .or_else(|| sentinel.then(|| table.lookup_sentinel(&argv[0])).flatten())
+                {
                     srv.stats.commands[id].rejected_calls += 1;
                 }
             }
@@ -175,6 +194,16 @@ fn process_frame(
         if let Err(e) = writes_refused(srv, &*host, cmd_flags & flags::WRITE != 0) {
             return Some(reject(srv, client, id, e));
         }
+    }
+    // A replica refuses writes (and EXEC of writes, and scripts that declare they write)
+    // before it looks further, as Redis's processCommand after MISCONF and NOREPLICAS.
+    // A lone server pays one None check.
+    if super::replication::is_replica(host.cluster())
+        && (cmd_flags & flags::WRITE != 0
+            || super::replication::script_declares_writes(srv, spec, argv))
+    {
+        let e = CmdError::err(super::replication::READONLY);
+        return Some(reject(srv, client, id, e));
     }
     // RESP2 has no way to tell pushes from replies, so a subscribed connection only talks pub/sub.
     if client.resp == 2 && client.pubsub.subscribed() && !spec.has(flags::PUBSUB_OK) {
@@ -375,6 +404,11 @@ pub fn script_call(
         }
     } else if read_only && spec.flags & (flags::WRITE | flags::MAY_REPLICATE) != 0 {
         "ERR Write commands are not allowed from read-only scripts."
+    } else if spec.has(flags::WRITE) && super::replication::is_replica(ctx.host.cluster()) {
+        // Redis's scriptVerifyWriteCommandAllow (after ACL, before OOM); the script's error
+        // then carries its ` script: …` suffix. A script cannot have written before: a node's
+        // role changes only between units of work.
+        super::replication::READONLY
     } else if deny_oom && spec.has(flags::DENYOOM) {
         "OOM command not allowed when used memory > 'maxmemory'."
     } else {

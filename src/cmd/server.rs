@@ -1,6 +1,7 @@
-//! Server commands: INFO, CONFIG, COMMAND, TIME, WAIT, ROLE, DEBUG, SHUTDOWN.
+//! Server commands: INFO, CONFIG, COMMAND, TIME, LASTSAVE, DEBUG, SHUTDOWN (ROLE and WAIT:
+//! replication.rs).
 
-use super::args::{float_arg, glob_match, int_arg, is};
+use super::args::{float_arg, glob_match, is};
 use super::table::{flags, flags::*, CommandSpec, NO_KEYS};
 use super::Ctx;
 use crate::clock::unix_us;
@@ -28,21 +29,13 @@ const fn spec_acl(
     CommandSpec::leaf(name, arity, flags, NO_KEYS, acl, handler)
 }
 
-/// ROLE and LASTSAVE: in Redis's @admin and @dangerous without the `admin` flag.
+/// LASTSAVE: in Redis's @admin and @dangerous without the `admin` flag.
 const ADMIN_CATS: &[&str] = &["admin", "dangerous"];
 const CONN: &[&str] = &["connection"];
 
 pub static COMMANDS: &[CommandSpec] = &[
     spec_acl("info", -1, LOADING | STALE, &["dangerous"], info),
     spec("time", 1, LOADING | STALE | FAST, time),
-    spec_acl("wait", 3, NOSCRIPT, &["connection"], wait),
-    spec_acl(
-        "role",
-        1,
-        NOSCRIPT | LOADING | STALE | FAST,
-        ADMIN_CATS,
-        role,
-    ),
     spec_acl("lastsave", 1, LOADING | STALE | FAST, ADMIN_CATS, lastsave),
     spec("debug", -2, ADMIN | NOSCRIPT | LOADING | STALE, debug),
     spec(
@@ -98,25 +91,6 @@ fn time(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     Ok(Frame::Array(vec![
         Frame::bulk_from((us / 1_000_000).to_string()),
         Frame::bulk_from((us % 1_000_000).to_string()),
-    ]))
-}
-
-/// There are no replicas: WAIT answers 0 at once (Redisson probes it after writes).
-fn wait(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    int_arg(&argv[1])?;
-    let t = int_arg(&argv[2])
-        .map_err(|_| CmdError::err("ERR timeout is not an integer or out of range"))?;
-    if t < 0 {
-        return Err(CmdError::err("ERR timeout is negative"));
-    }
-    Ok(Frame::Integer(0))
-}
-
-fn role(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    Ok(Frame::Array(vec![
-        Frame::bulk_static("master"),
-        Frame::Integer(0),
-        Frame::Array(vec![]),
     ]))
 }
 
@@ -921,11 +895,7 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
             );
         }
         "replication" => {
-            let _ = write!(
-                out,
-                "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n",
-                srv.run_id
-            );
+            super::replication::info_section(host.cluster(), &srv.run_id, out);
         }
         "cpu" => {
             let (sys, user) = cpu_times();

@@ -38,6 +38,10 @@ pub mod flags {
     /// Refused while a replica loads its data asynchronously (printed only; deadbolt has no
     /// replication).
     pub const NO_ASYNC_LOADING: u32 = 1 << 20;
+    /// Exists only in cluster mode, where every node also answers as a Sentinel (Redis's
+    /// CMD_ONLY_SENTINEL): a lone server knows no such command, and COMMAND does not list it.
+    /// Not printed, as in Redis.
+    pub const ONLY_SENTINEL: u32 = 1 << 21;
 
     /// (flag, name COMMAND INFO prints), in Redis's order.
     pub const NAMES: &[(u32, &str)] = &[
@@ -252,6 +256,8 @@ pub fn table() -> &'static Table {
 pub struct Table {
     pub entries: Vec<TableEntry>,
     by_name: HashMap<Vec<u8>, CmdId, ahash::RandomState>,
+    /// `ONLY_SENTINEL` commands: found only through `lookup_sentinel`.
+    sentinel_only: HashMap<Vec<u8>, CmdId, ahash::RandomState>,
 }
 
 pub struct TableEntry {
@@ -289,6 +295,7 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         super::sort::COMMANDS,
         super::geo::COMMANDS,
         super::hll::COMMANDS,
+        super::replication::COMMANDS,
     ]
 }
 
@@ -332,6 +339,7 @@ impl Table {
         let mut t = Table {
             entries: Vec::new(),
             by_name: HashMap::default(),
+            sentinel_only: HashMap::default(),
         };
         let docs: HashMap<&str, &'static [KeySpecDoc]> =
             key_spec_docs().into_iter().flatten().copied().collect();
@@ -348,7 +356,11 @@ impl Table {
                     key_specs: docs.get(spec.name).copied(),
                     tips: tips.get(spec.name).copied().unwrap_or(&[]),
                 });
-                t.by_name.insert(spec.name.as_bytes().to_vec(), id);
+                if spec.has(flags::ONLY_SENTINEL) {
+                    t.sentinel_only.insert(spec.name.as_bytes().to_vec(), id);
+                } else {
+                    t.by_name.insert(spec.name.as_bytes().to_vec(), id);
+                }
                 for sub in spec.subcommands {
                     let sid = t.entries.len();
                     let full_name = format!("{}|{}", spec.name, sub.name);
@@ -380,6 +392,14 @@ impl Table {
         }
     }
 
+    /// A command that exists only in cluster mode (SENTINEL).
+    pub fn lookup_sentinel(&self, name: &[u8]) -> Option<CmdId> {
+        if name.len() > 32 {
+            return None;
+        }
+        self.sentinel_only.get(&name.to_ascii_lowercase()).copied()
+    }
+
     pub fn lookup_sub(&self, parent: CmdId, name: &[u8]) -> Option<CmdId> {
         if name.len() > 64 {
             return None;
@@ -390,12 +410,13 @@ impl Table {
             .copied()
     }
 
-    /// Top-level commands, for COMMAND and COMMAND COUNT.
+    /// Top-level commands, for COMMAND and COMMAND COUNT (a lone Redis lists no Sentinel
+    /// command).
     pub fn top_level(&self) -> impl Iterator<Item = (CmdId, &TableEntry)> {
         self.entries
             .iter()
             .enumerate()
-            .filter(|(_, e)| e.parent.is_none())
+            .filter(|(_, e)| e.parent.is_none() && !e.spec.has(flags::ONLY_SENTINEL))
     }
 }
 

@@ -389,6 +389,24 @@ pub static DIRECTIVES: &[Directive] = &[
         doc: "Ours. After a start that may have lost acknowledged writes (appendonly no, or appendfsync not always), refuse writes for this many ms. Set it to the longest lock lease clients use (Redlock's delayed restart). 0: off.",
     },
     Directive {
+        name: "sentinel-master-name",
+        aliases: &[],
+        // The name every client is configured with: renamed under running clients, all of them
+        // would stop finding the master.
+        apply: Apply::Immutable,
+        get: |c| c.sentinel_master_name.clone(),
+        set: |c, v| {
+            // It appears space separated in Sentinel events (+switch-master) and comma
+            // separated in INFO lines.
+            if v.is_empty() || v.bytes().any(|b| b <= b' ' || b == b',' || b == 0x7f) {
+                return Err("argument must be a non-empty name without spaces or commas".into());
+            }
+            c.sentinel_master_name = v.to_string();
+            Ok(())
+        },
+        doc: "Ours. The master name a cluster node answers SENTINEL commands for (SENTINEL get-master-addr-by-name <name>): the name Sentinel clients are configured with. A lone server (no cluster) answers no SENTINEL command, as a Redis that is not a Sentinel.",
+    },
+    Directive {
         name: "save",
         aliases: &[],
         // The only value accepted is the one in force (no snapshots), so no change of it ever

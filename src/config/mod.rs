@@ -93,6 +93,9 @@ pub struct Config {
     /// Ours: ms during which writes are refused after a start that may have lost acknowledged
     /// writes (persistence off or appendfsync other than always). 0 = off.
     pub lock_restart_delay: u64,
+    /// Ours: the master name a cluster answers SENTINEL commands for (clients are configured
+    /// with it).
+    pub sentinel_master_name: String,
     /// `client-output-buffer-limit`, indexed by `ObufClass`.
     pub client_output_buffer_limit: [ObufLimit; 3],
     /// `notify-keyspace-events` as Redis's NOTIFY_* bits (see `event`).
@@ -229,6 +232,7 @@ impl Default for Config {
             aof_load_truncated: true,
             busy_poll_us: 0,
             lock_restart_delay: 0,
+            sentinel_master_name: "mymaster".into(),
             client_output_buffer_limit: [
                 ObufLimit::default(),
                 ObufLimit {

@@ -11,7 +11,6 @@ use crate::clock::unix_ms;
 use crate::cmd::dispatch;
 use crate::machine::client::Client;
 use crate::protocol::encode::encode;
-use crate::protocol::Frame;
 use crate::store::waiters::WaitKind;
 use crate::store::Value;
 use bytes::BytesMut;
@@ -72,8 +71,10 @@ fn resume(srv: &mut Server, id: u64, timed_out: bool) {
         .store(subscribed, Ordering::Relaxed);
     let mut out = BytesMut::new();
     if timed_out {
-        // Redis 7.0 answers every timed-out list/zset wait with a null array (even BLMOVE).
-        encode(&Frame::NullArray, client.resp3(), &mut out);
+        // Redis 7.0 answers every timed-out list/zset wait with a null array (even BLMOVE),
+        // WAIT with the count of replicas that acknowledged.
+        let reply = crate::cmd::replication::timed_out_reply(&b.argv, &srv.io);
+        encode(&reply, client.resp3(), &mut out);
     } else {
         client.block_deadline = Some(b.deadline);
         let held = dispatch::process(&mut srv.state, &mut srv.io, &mut client, b.argv, &mut out);

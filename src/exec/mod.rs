@@ -542,6 +542,10 @@ impl Host for Io {
     fn while_busy(&self) {
         self.busy_loop.while_busy();
     }
+
+    fn cluster(&self) -> Option<&crate::replication::ClusterView> {
+        None
+    }
 }
 
 /// The whole dataset as commands (the base file of a rewrite).

@@ -57,6 +57,10 @@ pub trait Host {
     /// Called by a busy script's hook: the loop reads the other connections and answers them
     /// (-BUSY, SCRIPT KILL, SHUTDOWN NOSAVE), as Redis's `processEventsWhileBlocked`.
     fn while_busy(&self);
+    /// The consensus core's view of the cluster (ROLE, INFO replication, WAIT, SENTINEL, the
+    /// READONLY refusal); None for a lone server, which answers as a Redis master without
+    /// replicas.
+    fn cluster(&self) -> Option<&crate::replication::ClusterView>;
 }
 
 /// The state machine's data.
@@ -114,8 +118,9 @@ impl State {
             shared,
             clients: HashMap::default(),
             started: Instant::now(),
+            // 40 hex digits, as Redis's getRandomHexChars (Sentinel clients read run ids).
             run_id: (0..40)
-                .map(|_| fastrand::alphanumeric().to_ascii_lowercase())
+                .map(|_| char::from(b"0123456789abcdef"[fastrand::usize(..16)]))
                 .collect(),
             shutting_down: false,
             writes_refused_until,
