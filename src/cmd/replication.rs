@@ -16,6 +16,7 @@
 //! Sentinel / retry".
 
 use super::args::int_arg;
+use super::server::{spec_acl as spec, ADMIN_CATS};
 use super::table::{flags::*, CommandSpec, NO_KEYS};
 use super::Ctx;
 use crate::error::{CmdError, CmdResult};
@@ -27,18 +28,6 @@ use crate::store::waiters::WaitKind;
 use bytes::Bytes;
 use std::fmt::Write;
 
-const fn spec(
-    name: &'static str,
-    arity: i32,
-    flags: u32,
-    acl: &'static [&'static str],
-    handler: super::Handler,
-) -> CommandSpec {
-    CommandSpec::leaf(name, arity, flags, NO_KEYS, acl, handler)
-}
-
-/// Redis's ROLE: in @admin and @dangerous without the `admin` flag.
-const ADMIN_CATS: &[&str] = &["admin", "dangerous"];
 /// Sentinel's subcommands: admin (Redis's sentinel-*.json), found only in cluster mode.
 const SENT: u32 = ADMIN | ONLY_SENTINEL;
 

@@ -19,7 +19,7 @@ const fn spec(name: &'static str, arity: i32, flags: u32, handler: super::Handle
 }
 
 /// A row with Redis's explicit ACL categories (ADMIN adds @admin and @dangerous by itself).
-const fn spec_acl(
+pub(super) const fn spec_acl(
     name: &'static str,
     arity: i32,
     flags: u32,
@@ -29,8 +29,8 @@ const fn spec_acl(
     CommandSpec::leaf(name, arity, flags, NO_KEYS, acl, handler)
 }
 
-/// LASTSAVE: in Redis's @admin and @dangerous without the `admin` flag.
-const ADMIN_CATS: &[&str] = &["admin", "dangerous"];
+/// LASTSAVE, ROLE: in Redis's @admin and @dangerous without the `admin` flag.
+pub(super) const ADMIN_CATS: &[&str] = &["admin", "dangerous"];
 const CONN: &[&str] = &["connection"];
 
 pub static COMMANDS: &[CommandSpec] = &[
