@@ -256,32 +256,47 @@ impl Server {
         }
     }
 
+    /// Runs one unit of a log (a command, or a MULTI block's commands) as the loader's
+    /// client, at time `now`: start-up applies the append-only file this way, and a follower
+    /// applies a replicated entry this way. The first argv that names no command stops the
+    /// unit with Redis's unknown-command error text; the commands before it have run.
+    pub fn apply_commands(&mut self, cmds: Vec<Vec<Bytes>>, now: u64) -> Result<(), String> {
+        let Some(mut client) = self.loader_client.take() else {
+            return Err("the loader client is in use".to_owned());
+        };
+        let mut result = Ok(());
+        for argv in cmds {
+            let id = match dispatch::resolve(&argv) {
+                Ok(id) => id,
+                Err(e) => {
+                    result = Err(e.to_string());
+                    break;
+                }
+            };
+            let mut ctx = crate::cmd::Ctx {
+                srv: &mut self.state,
+                host: &mut self.io,
+                client: &mut client,
+                now,
+                in_script: false,
+            };
+            dispatch::run(&mut ctx, id, &argv);
+        }
+        self.loader_client = Some(client);
+        result
+    }
+
     /// Loads the log for about 20 ms; false when loading is finished.
     fn load_step(&mut self) -> bool {
         let Some(mut loader) = self.io.loader.take() else {
             return false;
         };
-        let mut client = self
-            .loader_client
-            .take()
-            .expect("loader client present while loading");
         let started = Instant::now();
         let done = loop {
             match loader.next_unit() {
                 Ok(Step::Apply(cmds)) => {
-                    for argv in cmds {
-                        let id = match dispatch::resolve(&argv) {
-                            Ok(id) => id,
-                            Err(e) => fatal(&format!("Bad command in the append only file: {e}")),
-                        };
-                        let mut ctx = crate::cmd::Ctx {
-                            srv: &mut self.state,
-                            host: &mut self.io,
-                            client: &mut client,
-                            now: unix_ms(),
-                            in_script: false,
-                        };
-                        dispatch::run(&mut ctx, id, &argv);
+                    if let Err(e) = self.apply_commands(cmds, unix_ms()) {
+                        fatal(&format!("Bad command in the append only file: {e}"));
                     }
                 }
                 Ok(Step::Done) => break true,
@@ -291,7 +306,6 @@ impl Server {
                 break false;
             }
         };
-        self.loader_client = Some(client);
         if done {
             tracing::info!(
                 "DB loaded from append only file: {:.3} seconds ({} commands)",
