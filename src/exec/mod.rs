@@ -538,7 +538,7 @@ impl Host for Io {
     }
 
     fn start_rewrite(&mut self, state: &State) -> std::io::Result<()> {
-        let snapshot = snapshot(state);
+        let snapshot = snapshot(state, unix_ms());
         match self.aof.as_mut() {
             Some(aof) => aof.start_rewrite(snapshot),
             None => Err(std::io::Error::other("appendonly is off")),
@@ -562,9 +562,10 @@ impl Host for Io {
     }
 }
 
-/// The whole dataset as commands (the base file of a rewrite).
-fn snapshot(state: &State) -> Vec<u8> {
-    let now = unix_ms();
+/// The whole dataset as commands (the base file of a rewrite), leaving out keys already dead
+/// at `now`. A replicated snapshot passes `now = 0`: no entry is dead at 0, so it keeps every
+/// key the leader has not deleted through the log, whatever this node's clock says.
+pub fn snapshot(state: &State, now: u64) -> Vec<u8> {
     let mut out = Vec::new();
     for (i, db) in state.dbs.iter().enumerate() {
         if db.is_empty() {
@@ -848,6 +849,24 @@ mod tests {
                 d.name
             );
         }
+    }
+
+    #[test]
+    fn snapshot_at_zero_keeps_keys_its_clock_calls_dead() {
+        let config = Config::default();
+        let shared = Shared::new(&config);
+        let mut state = State::new(config, shared.into(), 1);
+        let v = |s: &'static [u8]| crate::store::Value::Str(Bytes::from_static(s));
+        state.dbs[0].set(b"old", v(b"1"), 1_000);
+        state.dbs[0].set(b"new", v(b"2"), 9_000);
+        state.dbs[0].set(b"forever", v(b"3"), 0);
+        let text = |b: Vec<u8>| String::from_utf8(b).unwrap();
+        let at_5000 = text(snapshot(&state, 5_000));
+        assert!(!at_5000.contains("old"), "{at_5000}");
+        assert!(at_5000.contains("PXAT\r\n$4\r\n9000") && at_5000.contains("forever"));
+        let at_zero = text(snapshot(&state, 0));
+        assert!(at_zero.contains("$3\r\nold\r\n$1\r\n1\r\n$4\r\nPXAT\r\n$4\r\n1000"));
+        assert!(at_zero.contains("new") && at_zero.contains("forever"));
     }
 
     #[test]
