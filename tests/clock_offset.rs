@@ -2,7 +2,6 @@
 //! failover test can give one node a clock ahead of another's. Reachable only where
 //! `enable-debug-command` lets DEBUG run, with Redis's own refusal otherwise.
 
-#[allow(dead_code)]
 mod common;
 
 use common::Conn;
