@@ -260,10 +260,15 @@ impl Server {
     /// client, at time `now`: start-up applies the append-only file this way, and a follower
     /// applies a replicated entry this way. The first argv that names no command stops the
     /// unit with Redis's unknown-command error text; the commands before it have run.
+    /// The `lock-restart-delay` window does not refuse these writes (a client's are refused).
     pub fn apply_commands(&mut self, cmds: Vec<Vec<Bytes>>, now: u64) -> Result<(), String> {
         let Some(mut client) = self.loader_client.take() else {
             return Err("the loader client is in use".to_owned());
         };
+        // The log's writes were acknowledged before: lock-restart-delay refuses new client
+        // writes, never the replay of old ones (refusing them silently dropped the whole
+        // file on a start with appendfsync everysec and a delay). The window resumes after.
+        let refused_until = self.state.writes_refused_until.take();
         let mut result = Ok(());
         for argv in cmds {
             let id = match dispatch::resolve(&argv) {
@@ -283,6 +288,7 @@ impl Server {
             dispatch::run(&mut ctx, id, &argv);
         }
         self.loader_client = Some(client);
+        self.state.writes_refused_until = refused_until;
         result
     }
 
