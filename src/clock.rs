@@ -1,13 +1,42 @@
 //! Wall-clock reads. The state machine takes `now` from its caller; these are for the loop that
 //! calls it, and for the few replies that report the time itself (TIME, CLIENT LIST ages).
+//!
+//! Every read adds a process-wide offset, zero unless a test set it with `DEBUG CLOCK-OFFSET`
+//! (only reachable with `enable-debug-command`): it makes one node's clock run ahead of or
+//! behind another's, which the failover tests need to prove deadlines survive clock skew.
+//! Deadlines taken from these reads (keys, blocked clients) move with it; `Instant`-based
+//! timers (the cron period, busy-script time) do not.
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Milliseconds added to every wall-clock read. A relaxed load: nothing else is published
+/// through it, and a read racing a change may see either value, as with a clock being set.
+static OFFSET_MS: AtomicI64 = AtomicI64::new(0);
+
+/// The largest offset accepted either way (about 100 years): a clock moved that far stays
+/// far from 0 and from where `now + ttl` arithmetic could overflow.
+pub const MAX_OFFSET_MS: i64 = 100 * 366 * 24 * 3600 * 1000;
+
+/// Sets the offset; false (and unchanged) when it is beyond `MAX_OFFSET_MS`.
+pub fn set_offset_ms(ms: i64) -> bool {
+    if !(-MAX_OFFSET_MS..=MAX_OFFSET_MS).contains(&ms) {
+        return false;
+    }
+    OFFSET_MS.store(ms, Ordering::Relaxed);
+    true
+}
+
+pub fn offset_ms() -> i64 {
+    OFFSET_MS.load(Ordering::Relaxed)
+}
 
 pub fn unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+        .saturating_add_signed(offset_ms())
 }
 
 pub fn unix_us() -> u64 {
@@ -15,4 +44,24 @@ pub fn unix_us() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_micros() as u64)
         .unwrap_or(0)
+        .saturating_add_signed(offset_ms().saturating_mul(1000))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // The offset itself is exercised by tests/clock_offset.rs, in a server process of its
+    // own: setting it here would move the clock under the library's other tests, which run
+    // in this process at the same time.
+    #[test]
+    fn offsets_beyond_the_bound_are_refused_and_leave_the_clock() {
+        assert!(!set_offset_ms(MAX_OFFSET_MS + 1));
+        assert!(!set_offset_ms(-MAX_OFFSET_MS - 1));
+        assert!(!set_offset_ms(i64::MIN));
+        assert_eq!(offset_ms(), 0);
+        // The arithmetic at the bound cannot wrap either way.
+        assert_eq!(5u64.saturating_add_signed(-MAX_OFFSET_MS), 0);
+        assert!(u64::MAX.saturating_add_signed(MAX_OFFSET_MS.saturating_mul(1000)) == u64::MAX);
+    }
 }

@@ -307,6 +307,36 @@ fn lock_restart_delay_refuses_writes_after_an_amnesiac_start() {
     assert_eq!(s.conn().cmd(&["SET", "k", "v"]), b"+OK\r\n");
 }
 
+/// The delay refuses new client writes only: the log's own writes, acknowledged before the
+/// restart, are all loaded (they were once refused with TRYAGAIN and silently dropped).
+#[test]
+fn lock_restart_delay_never_refuses_the_logs_own_writes() {
+    let dir = TempDir::new("aof-delay-load");
+    {
+        let s = start(&dir.0, "everysec", &[]);
+        let mut c = s.conn();
+        assert_eq!(c.cmd(&["SET", "lock:a", "me", "PX", "600000"]), b"+OK\r\n");
+        assert_eq!(c.cmd(&["SET", "plain", "v"]), b"+OK\r\n");
+        assert_eq!(c.cmd(&["MULTI"]), b"+OK\r\n");
+        c.cmd(&["SET", "m1", "1"]);
+        c.cmd(&["SET", "m2", "2"]);
+        assert_eq!(c.cmd(&["EXEC"]), b"*2\r\n+OK\r\n+OK\r\n");
+        c.send(&["SHUTDOWN"]);
+        assert!(c.is_closed(Duration::from_secs(10)));
+    }
+    let s = start(&dir.0, "everysec", &["--lock-restart-delay", "60000"]);
+    let mut c = s.conn();
+    assert_eq!(c.cmd(&["DBSIZE"]), b":4\r\n");
+    assert_eq!(c.cmd(&["GET", "lock:a"]), b"$2\r\nme\r\n");
+    assert_eq!(
+        c.cmd(&["MGET", "plain", "m1", "m2"]),
+        b"*3\r\n$1\r\nv\r\n$1\r\n1\r\n$1\r\n2\r\n"
+    );
+    // ...while the window still refuses clients.
+    let r = c.cmd_str(&["SET", "lock:b", "me", "NX", "PX", "1000"]);
+    assert!(r.starts_with("-TRYAGAIN Writes are refused for "), "{r}");
+}
+
 #[test]
 fn crash_test_every_acknowledged_lock_survives_sigkill() {
     let dir = TempDir::new("aof-crash");

@@ -1,7 +1,7 @@
 //! Server commands: INFO, CONFIG, COMMAND, TIME, LASTSAVE, DEBUG, SHUTDOWN (ROLE and WAIT:
 //! replication.rs).
 
-use super::args::{float_arg, glob_match, is};
+use super::args::{float_arg, glob_match, int_arg, is};
 use super::table::{flags, flags::*, CommandSpec, NO_KEYS};
 use super::Ctx;
 use crate::clock::unix_us;
@@ -114,9 +114,26 @@ fn debug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         }
         return Ok(Frame::ok());
     }
+    if is(&argv[1], "clock-offset") && argv.len() == 3 {
+        // deadbolt's own, for tests: every wall-clock read (deadlines, TIME) moves by this
+        // many milliseconds from now on; 0 puts the clock back.
+        let ms = int_arg(&argv[2])?;
+        if !crate::clock::set_offset_ms(ms) {
+            return Err(CmdError::err(format!(
+                "ERR clock offset must be between -{0} and {0} milliseconds",
+                crate::clock::MAX_OFFSET_MS
+            )));
+        }
+        tracing::warn!("DEBUG CLOCK-OFFSET: the wall clock is now offset by {ms} ms");
+        return Ok(Frame::ok());
+    }
     if is(&argv[1], "help") {
         return Ok(Frame::Array(vec![
             Frame::simple("DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"),
+            Frame::simple("CLOCK-OFFSET <milliseconds>"),
+            Frame::simple(
+                "    Move this server's wall clock by <milliseconds> (deadbolt's own, for tests).",
+            ),
             Frame::simple("SLEEP <seconds>"),
             Frame::simple("    Stop the server for <seconds>. Decimals allowed."),
             Frame::simple("HELP"),

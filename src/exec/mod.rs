@@ -256,32 +256,53 @@ impl Server {
         }
     }
 
+    /// Runs one unit of a log (a command, or a MULTI block's commands) as the loader's
+    /// client, at time `now`: start-up applies the append-only file this way, and a follower
+    /// applies a replicated entry this way. The first argv that names no command stops the
+    /// unit with Redis's unknown-command error text; the commands before it have run.
+    /// The `lock-restart-delay` window does not refuse these writes (a client's are refused).
+    pub fn apply_commands(&mut self, cmds: Vec<Vec<Bytes>>, now: u64) -> Result<(), String> {
+        let Some(mut client) = self.loader_client.take() else {
+            return Err("the loader client is in use".to_owned());
+        };
+        // The log's writes were acknowledged before: lock-restart-delay refuses new client
+        // writes, never the replay of old ones (refusing them silently dropped the whole
+        // file on a start with appendfsync everysec and a delay). The window resumes after.
+        let refused_until = self.state.writes_refused_until.take();
+        let mut result = Ok(());
+        for argv in cmds {
+            let id = match dispatch::resolve(&argv) {
+                Ok(id) => id,
+                Err(e) => {
+                    result = Err(e.to_string());
+                    break;
+                }
+            };
+            let mut ctx = crate::cmd::Ctx {
+                srv: &mut self.state,
+                host: &mut self.io,
+                client: &mut client,
+                now,
+                in_script: false,
+            };
+            dispatch::run(&mut ctx, id, &argv);
+        }
+        self.loader_client = Some(client);
+        self.state.writes_refused_until = refused_until;
+        result
+    }
+
     /// Loads the log for about 20 ms; false when loading is finished.
     fn load_step(&mut self) -> bool {
         let Some(mut loader) = self.io.loader.take() else {
             return false;
         };
-        let mut client = self
-            .loader_client
-            .take()
-            .expect("loader client present while loading");
         let started = Instant::now();
         let done = loop {
             match loader.next_unit() {
                 Ok(Step::Apply(cmds)) => {
-                    for argv in cmds {
-                        let id = match dispatch::resolve(&argv) {
-                            Ok(id) => id,
-                            Err(e) => fatal(&format!("Bad command in the append only file: {e}")),
-                        };
-                        let mut ctx = crate::cmd::Ctx {
-                            srv: &mut self.state,
-                            host: &mut self.io,
-                            client: &mut client,
-                            now: unix_ms(),
-                            in_script: false,
-                        };
-                        dispatch::run(&mut ctx, id, &argv);
+                    if let Err(e) = self.apply_commands(cmds, unix_ms()) {
+                        fatal(&format!("Bad command in the append only file: {e}"));
                     }
                 }
                 Ok(Step::Done) => break true,
@@ -291,7 +312,6 @@ impl Server {
                 break false;
             }
         };
-        self.loader_client = Some(client);
         if done {
             tracing::info!(
                 "DB loaded from append only file: {:.3} seconds ({} commands)",
@@ -524,7 +544,7 @@ impl Host for Io {
     }
 
     fn start_rewrite(&mut self, state: &State) -> std::io::Result<()> {
-        let snapshot = snapshot(state);
+        let snapshot = snapshot(state, unix_ms());
         match self.aof.as_mut() {
             Some(aof) => aof.start_rewrite(snapshot),
             None => Err(std::io::Error::other("appendonly is off")),
@@ -548,9 +568,10 @@ impl Host for Io {
     }
 }
 
-/// The whole dataset as commands (the base file of a rewrite).
-fn snapshot(state: &State) -> Vec<u8> {
-    let now = unix_ms();
+/// The whole dataset as commands (the base file of a rewrite), leaving out keys already dead
+/// at `now`. A replicated snapshot passes `now = 0`: no entry is dead at 0, so it keeps every
+/// key the leader has not deleted through the log, whatever this node's clock says.
+pub fn snapshot(state: &State, now: u64) -> Vec<u8> {
     let mut out = Vec::new();
     for (i, db) in state.dbs.iter().enumerate() {
         if db.is_empty() {
@@ -834,6 +855,24 @@ mod tests {
                 d.name
             );
         }
+    }
+
+    #[test]
+    fn snapshot_at_zero_keeps_keys_its_clock_calls_dead() {
+        let config = Config::default();
+        let shared = Shared::new(&config);
+        let mut state = State::new(config, shared.into(), 1);
+        let v = |s: &'static [u8]| crate::store::Value::Str(Bytes::from_static(s));
+        state.dbs[0].set(b"old", v(b"1"), 1_000);
+        state.dbs[0].set(b"new", v(b"2"), 9_000);
+        state.dbs[0].set(b"forever", v(b"3"), 0);
+        let text = |b: Vec<u8>| String::from_utf8(b).unwrap();
+        let at_5000 = text(snapshot(&state, 5_000));
+        assert!(!at_5000.contains("old"), "{at_5000}");
+        assert!(at_5000.contains("PXAT\r\n$4\r\n9000") && at_5000.contains("forever"));
+        let at_zero = text(snapshot(&state, 0));
+        assert!(at_zero.contains("$3\r\nold\r\n$1\r\n1\r\n$4\r\nPXAT\r\n$4\r\n1000"));
+        assert!(at_zero.contains("new") && at_zero.contains("forever"));
     }
 
     #[test]

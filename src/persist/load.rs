@@ -14,6 +14,9 @@ pub enum LoadError {
 
 pub struct Loader {
     files: Vec<PathBuf>,
+    /// Reading one in-memory unit stream (a replicated entry or snapshot), not files: a torn
+    /// tail is then an error, never cut off (there is no file to truncate).
+    in_memory: bool,
     index: usize,
     opened: bool,
     buf: BytesMut,
@@ -36,6 +39,7 @@ impl Loader {
     pub fn new(files: Vec<PathBuf>, truncated_ok: bool) -> Loader {
         Loader {
             files,
+            in_memory: false,
             index: 0,
             opened: false,
             buf: BytesMut::new(),
@@ -43,6 +47,27 @@ impl Loader {
             decoder: Decoder::new(),
             multi: None,
             truncated_ok,
+            commands: 0,
+            started: Instant::now(),
+        }
+    }
+
+    /// A loader over one in-memory stream in the append-only file's format (a replicated
+    /// entry, or a snapshot being installed), grouping MULTI/EXEC blocks into units exactly
+    /// as a file is grouped, so a follower applies an entry as start-up applies a unit.
+    pub fn from_bytes(data: Bytes) -> Loader {
+        let file_len = data.len();
+        Loader {
+            files: Vec::new(),
+            in_memory: true,
+            index: 0,
+            opened: true,
+            // Bytes -> BytesMut reuses the allocation when `data` is its only handle.
+            buf: BytesMut::from(data),
+            file_len,
+            decoder: Decoder::new(),
+            multi: None,
+            truncated_ok: false,
             commands: 0,
             started: Instant::now(),
         }
@@ -142,11 +167,21 @@ impl Loader {
             .get(self.index)
             .map(|p| p.display().to_string())
             .unwrap_or_default();
+        if self.in_memory {
+            return LoadError::Fatal(format!(
+                "Bad format in a replicated entry at offset {at}: {why}"
+            ));
+        }
         LoadError::Fatal(format!("Bad file format reading the append only file {path} at offset {at}: {why}. Make a backup of your AOF file, then use redis-check-aof --fix <filename.manifest>"))
     }
 
     /// A torn tail: allowed (and cut off) only at the end of the last file with aof-load-truncated.
     fn truncated(&mut self, at: usize, why: &str) -> Result<(), LoadError> {
+        if self.in_memory {
+            return Err(LoadError::Fatal(format!(
+                "Unexpected end of a replicated entry at offset {at} ({why})"
+            )));
+        }
         let last = self.index + 1 == self.files.len();
         let path = self.files[self.index].clone();
         if !(last && self.truncated_ok) {
@@ -179,5 +214,103 @@ impl Loader {
 
     pub fn budget() -> Duration {
         Duration::from_millis(20)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::persist::emit;
+    use crate::store::{ChangeRecord, Dbs, Value};
+
+    fn s(v: &str) -> Value {
+        Value::Str(Bytes::copy_from_slice(v.as_bytes()))
+    }
+
+    /// What `Server::end_unit` would log for three units: a lone SET in db 0, a two-key unit
+    /// (MULTI/EXEC) in db 1, and a deletion with a deadline-bearing key.
+    fn three_units() -> Vec<u8> {
+        let mut dbs = Dbs::new(2);
+        dbs.record_changes(true);
+        let mut out = Vec::new();
+        let mut selected = None;
+        let mut r = ChangeRecord::default();
+        dbs[0].set(b"lock", s("tok"), 0);
+        assert!(dbs.take_changes(&mut r));
+        emit::unit(&mut out, &mut selected, &dbs, &r);
+        dbs[1].set(b"a", s("1"), 0);
+        dbs[1].set(b"b", s("2"), 5000);
+        assert!(dbs.take_changes(&mut r));
+        emit::unit(&mut out, &mut selected, &dbs, &r);
+        dbs[1].remove(b"a", 0);
+        assert!(dbs.take_changes(&mut r));
+        emit::unit(&mut out, &mut selected, &dbs, &r);
+        out
+    }
+
+    fn units(data: Vec<u8>) -> Result<Vec<Vec<Vec<String>>>, LoadError> {
+        let mut l = Loader::from_bytes(Bytes::from(data));
+        let mut got = Vec::new();
+        // Bounded: every unit consumes input.
+        for _ in 0..100 {
+            match l.next_unit()? {
+                Step::Apply(cmds) => got.push(
+                    cmds.iter()
+                        .map(|c| {
+                            c.iter()
+                                .map(|a| String::from_utf8_lossy(a).into_owned())
+                                .collect()
+                        })
+                        .collect(),
+                ),
+                Step::Done => return Ok(got),
+            }
+        }
+        panic!("the loader never finished");
+    }
+
+    fn cmd(args: &[&str]) -> Vec<String> {
+        args.iter().map(|a| a.to_string()).collect()
+    }
+
+    #[test]
+    fn in_memory_units_come_back_grouped_and_in_order() {
+        let got = units(three_units()).expect("well-formed entries load");
+        assert_eq!(
+            got,
+            vec![
+                // A SELECT is a unit of its own, as in a file.
+                vec![cmd(&["SELECT", "0"])],
+                vec![cmd(&["SET", "lock", "tok"])],
+                vec![
+                    cmd(&["SELECT", "1"]),
+                    cmd(&["SET", "a", "1"]),
+                    cmd(&["SET", "b", "2", "PXAT", "5000"]),
+                ],
+                vec![cmd(&["DEL", "a"])],
+            ]
+        );
+        assert!(units(Vec::new()).expect("empty input").is_empty());
+    }
+
+    #[test]
+    fn torn_in_memory_input_is_rejected_not_cut() {
+        let whole = three_units();
+        // Every proper prefix that ends inside a command or inside the MULTI block is an
+        // error; a prefix ending exactly between units is simply fewer units.
+        let mut errors = 0;
+        for cut in 1..whole.len() {
+            match units(whole[..cut].to_vec()) {
+                Err(LoadError::Fatal(msg)) => {
+                    assert!(msg.contains("replicated entry"), "{msg}");
+                    errors += 1;
+                }
+                Ok(got) => assert!(got.len() < 4, "cut at {cut} lost nothing?"),
+            }
+        }
+        assert!(errors > whole.len() / 2);
+        // Not RESP at all, and EXEC without MULTI.
+        assert!(units(b"hello\r\n".to_vec()).is_err());
+        assert!(units(b"*1\r\n$4\r\nEXEC\r\n".to_vec()).is_err());
     }
 }

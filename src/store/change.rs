@@ -140,6 +140,13 @@ impl Dbs {
         !out.is_empty()
     }
 
+    /// Moves every key's deadline `ms` later in every database (a new leader's EXTEND, so a
+    /// lock the old leader granted cannot expire early on a clock up to `ms` ahead of the
+    /// old one's); returns how many keys moved. Each is recorded as changed.
+    pub fn shift_deadlines(&mut self, ms: u64) -> usize {
+        self.dbs.iter_mut().map(|db| db.shift_deadlines(ms)).sum()
+    }
+
     /// Drops the record of a unit that must leave no trace (cut short by shutdown).
     pub fn discard_changes(&mut self) {
         self.swaps.clear();
@@ -228,6 +235,36 @@ mod tests {
         assert_eq!(r.flushed, vec![0]);
         // `a` was written in the database that now sits at index 2.
         assert_eq!(r.keys, vec![(2, Bytes::from_static(b"a"))]);
+    }
+
+    #[test]
+    fn shifting_deadlines_moves_each_one_and_records_it() {
+        let mut dbs = Dbs::new(2);
+        dbs[0].set(b"lock", s("a"), 1_000);
+        dbs[0].set(b"plain", s("b"), 0);
+        dbs[1].set(b"far", s("c"), u64::MAX - 10);
+        dbs[1].set(b"top", s("d"), u64::MAX);
+        dbs.record_changes(true);
+        assert_eq!(dbs.shift_deadlines(0), 0);
+        assert!(taken(&mut dbs).is_empty(), "a zero shift changes nothing");
+        assert_eq!(dbs.shift_deadlines(500), 2);
+        assert_eq!(dbs[0].peek(b"lock").map(|e| e.expires_at), Some(1_500));
+        assert_eq!(dbs[0].peek(b"plain").map(|e| e.expires_at), Some(0));
+        assert_eq!(dbs[1].peek(b"far").map(|e| e.expires_at), Some(u64::MAX));
+        assert_eq!(dbs[1].peek(b"top").map(|e| e.expires_at), Some(u64::MAX));
+        assert_eq!(dbs[0].expires_count(), 1);
+        assert_eq!(dbs[1].expires_count(), 2);
+        // The key is alive where it would have died, and dies after the new deadline.
+        assert!(dbs[0].get(b"lock", 1_200).is_some());
+        let r = taken(&mut dbs);
+        assert_eq!(
+            r.keys,
+            vec![
+                (0, Bytes::from_static(b"lock")),
+                (1, Bytes::from_static(b"far"))
+            ]
+        );
+        assert!(dbs[0].get(b"lock", 1_501).is_none());
     }
 
     #[test]

@@ -273,6 +273,29 @@ impl Db {
         self.map.iter().map(|(k, e)| (&k[..], e))
     }
 
+    /// Moves every deadline `ms` later (saturating; keys without one are untouched), and
+    /// returns how many moved. Each key that moved counts as changed (change.rs). The count of
+    /// keys with a deadline cannot change: a nonzero deadline stays nonzero.
+    pub fn shift_deadlines(&mut self, ms: u64) -> usize {
+        if ms == 0 || self.volatile == 0 {
+            return 0;
+        }
+        let mut moved = 0;
+        for idx in 0..self.map.len() {
+            let at = self.map.value(idx).expires_at;
+            let shifted = at.saturating_add(ms);
+            if at == 0 || shifted == at {
+                continue;
+            }
+            if let Some((key, _)) = self.map.get_index(idx) {
+                self.changes.key(key);
+            }
+            self.map.value_mut(idx).expires_at = shifted;
+            moved += 1;
+        }
+        moved
+    }
+
     /// Drops every expired key (before whole-keyspace listings such as KEYS, which Redis also
     /// expires as it walks them).
     pub fn purge_expired(&mut self, now: u64) {
