@@ -340,8 +340,9 @@ pub fn command_tips() -> Vec<&'static [(&'static str, &'static [&'static str])]>
 /// about a third of that. Names are stored lower case, as the specs spell them.
 #[derive(Default)]
 struct NameIndex {
-    /// `("", _)`: an empty slot (no command has an empty name).
-    slots: Vec<(&'static str, CmdId)>,
+    /// `("", _)`: an empty slot (no command has an empty name). With the name again as a
+    /// zero-padded array, compared whole (a few vector compares, no `memcmp` call).
+    slots: Vec<(&'static str, CmdId, [u8; 32])>,
     longest: usize,
     count: usize,
 }
@@ -358,9 +359,9 @@ impl NameIndex {
     fn insert(&mut self, name: &'static str, id: CmdId) {
         if (self.count + 1) * 4 > self.slots.len() {
             let old = std::mem::take(&mut self.slots);
-            self.slots = vec![("", 0); (old.len() * 2).max(64)];
+            self.slots = vec![("", 0, [0; 32]); (old.len() * 2).max(64)];
             self.count = 0;
-            for (n, i) in old.into_iter().filter(|(n, _)| !n.is_empty()) {
+            for (n, i, _) in old.into_iter().filter(|(n, ..)| !n.is_empty()) {
                 self.place(n, i);
             }
         }
@@ -374,7 +375,11 @@ impl NameIndex {
         loop {
             let slot = &mut self.slots[at];
             if slot.0.is_empty() {
-                *slot = (name, id);
+                let mut padded = [0u8; 32];
+                // Longer names are never looked up here (`get` refuses them first).
+                let n = name.len().min(32);
+                padded[..n].copy_from_slice(&name.as_bytes()[..n]);
+                *slot = (name, id, padded);
                 self.count += 1;
                 return;
             }
@@ -400,16 +405,17 @@ impl NameIndex {
             *d = l;
             h = (h ^ l as u64).wrapping_mul(0x0000_0100_0000_01b3);
         }
-        let lower = &lower[..name.len()];
         let mask = self.slots.len() - 1;
         let mut at = (h ^ (h >> 29)) as usize & mask;
         loop {
-            let (n, id) = self.slots[at];
+            let (n, id, padded) = &self.slots[at];
             if n.is_empty() {
                 return None;
             }
-            if n.as_bytes() == lower {
-                return Some(id);
+            // Equal padded arrays and lengths: equal names (a NUL in the request's name is
+            // told apart by the length).
+            if n.len() == name.len() && *padded == lower {
+                return Some(*id);
             }
             at = (at + 1) & mask;
         }

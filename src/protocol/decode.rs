@@ -331,7 +331,7 @@ enum Step {
 /// CR's position, exactly what `strchr_nul` + `parse_i64` give for such a line (a digit is
 /// neither CR nor NUL, and 18 digits cannot overflow); None for anything else, which then takes
 /// the general path with its errors.
-#[inline]
+#[inline(always)]
 fn digits_line(buf: &[u8], from: usize) -> Option<(i64, usize)> {
     let rest = buf.get(from..)?;
     let mut v: i64 = 0;
