@@ -288,9 +288,12 @@ fn execute(ctx: &mut Ctx, id: CmdId, argv: &[Bytes]) -> Frame {
     if !ctx.srv.ops.monitors.is_empty() && !spec.has(flags::SKIP_MONITOR | flags::ADMIN) {
         super::observe::feed_monitors(ctx.srv, ctx.client, ctx.in_script, argv);
     }
+    // The threshold is tested here too: most commands are fast, and the call is not free.
+    let slower_than = ctx.srv.config.slowlog_log_slower_than;
     if !ctx.in_script
         && !spec.has(flags::SKIP_SLOWLOG)
-        && ctx.srv.config.slowlog_log_slower_than >= 0
+        && slower_than >= 0
+        && usec as i64 >= slower_than
     {
         super::observe::slowlog_push(ctx.srv, ctx.client, argv, usec);
     }
