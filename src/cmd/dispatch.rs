@@ -246,7 +246,8 @@ fn process_frame(
         now,
         in_script: false,
     };
-    Some(run(&mut ctx, id, argv))
+    // The write refusals were checked above, with EXEC's flags.
+    Some(execute(&mut ctx, id, argv))
 }
 
 /// Redis's `rejectCommand`: counts the refusal and flags an open transaction (EXEC then answers
@@ -259,15 +260,23 @@ fn reject(srv: &mut State, client: &mut Client, id: CmdId, e: CmdError) -> Frame
 
 /// Executes a resolved command with the context's time, counting it in the stats.
 pub fn run(ctx: &mut Ctx, id: CmdId, argv: &[Bytes]) -> Frame {
-    let entry = &crate::cmd::table::table().entries[id];
-    let spec = entry.spec;
-    ctx.client.last_cmd = Some(entry.full_name.as_str());
-    if spec.has(flags::WRITE) {
+    if crate::cmd::table::table().entries[id]
+        .spec
+        .has(flags::WRITE)
+    {
         if let Err(e) = writes_allowed(ctx.srv, &*ctx.host) {
             ctx.srv.stats.commands[id].rejected_calls += 1;
             return error_frame(ctx.srv, e);
         }
     }
+    execute(ctx, id, argv)
+}
+
+/// `run` once the write refusals are known not to apply.
+fn execute(ctx: &mut Ctx, id: CmdId, argv: &[Bytes]) -> Frame {
+    let entry = &crate::cmd::table::table().entries[id];
+    let spec = entry.spec;
+    ctx.client.last_cmd = Some(entry.full_name.as_str());
     let started = crate::stopwatch::Stopwatch::start();
     let result = (spec.handler)(ctx, argv);
     if ctx.srv.dbs[ctx.client.db].records_created() {
@@ -279,9 +288,12 @@ pub fn run(ctx: &mut Ctx, id: CmdId, argv: &[Bytes]) -> Frame {
     if !ctx.srv.ops.monitors.is_empty() && !spec.has(flags::SKIP_MONITOR | flags::ADMIN) {
         super::observe::feed_monitors(ctx.srv, ctx.client, ctx.in_script, argv);
     }
+    // The threshold is tested here too: most commands are fast, and the call is not free.
+    let slower_than = ctx.srv.config.slowlog_log_slower_than;
     if !ctx.in_script
         && !spec.has(flags::SKIP_SLOWLOG)
-        && ctx.srv.config.slowlog_log_slower_than >= 0
+        && slower_than >= 0
+        && usec as i64 >= slower_than
     {
         super::observe::slowlog_push(ctx.srv, ctx.client, argv, usec);
     }

@@ -255,7 +255,7 @@ pub fn table() -> &'static Table {
 
 pub struct Table {
     pub entries: Vec<TableEntry>,
-    by_name: HashMap<Vec<u8>, CmdId, ahash::RandomState>,
+    by_name: NameIndex,
     /// `ONLY_SENTINEL` commands: found only through `lookup_sentinel`.
     sentinel_only: HashMap<Vec<u8>, CmdId, ahash::RandomState>,
 }
@@ -334,11 +334,99 @@ pub fn command_tips() -> Vec<&'static [(&'static str, &'static [&'static str])]>
     ]
 }
 
+/// Top-level command names → ids: open addressing over a table at most a quarter full, hashed
+/// (FNV-1a) on the lower-cased bytes as they are read. Every request looks its command up here;
+/// an ahash `HashMap` lookup after copying the name lower-cased cost ~160 instructions, this
+/// about a third of that. Names are stored lower case, as the specs spell them.
+#[derive(Default)]
+struct NameIndex {
+    /// `("", _)`: an empty slot (no command has an empty name). With the name again as a
+    /// zero-padded array, compared whole (a few vector compares, no `memcmp` call).
+    slots: Vec<(&'static str, CmdId, [u8; 32])>,
+    longest: usize,
+    count: usize,
+}
+
+impl NameIndex {
+    fn hash(name: &[u8]) -> usize {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for &b in name {
+            h = (h ^ b.to_ascii_lowercase() as u64).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        (h ^ (h >> 29)) as usize
+    }
+
+    fn insert(&mut self, name: &'static str, id: CmdId) {
+        if (self.count + 1) * 4 > self.slots.len() {
+            let old = std::mem::take(&mut self.slots);
+            self.slots = vec![("", 0, [0; 32]); (old.len() * 2).max(64)];
+            self.count = 0;
+            for (n, i, _) in old.into_iter().filter(|(n, ..)| !n.is_empty()) {
+                self.place(n, i);
+            }
+        }
+        self.place(name, id);
+        self.longest = self.longest.max(name.len());
+    }
+
+    fn place(&mut self, name: &'static str, id: CmdId) {
+        let mask = self.slots.len() - 1;
+        let mut at = Self::hash(name.as_bytes()) & mask;
+        loop {
+            let slot = &mut self.slots[at];
+            if slot.0.is_empty() {
+                let mut padded = [0u8; 32];
+                // Longer names are never looked up here (`get` refuses them first).
+                let n = name.len().min(32);
+                padded[..n].copy_from_slice(&name.as_bytes()[..n]);
+                *slot = (name, id, padded);
+                self.count += 1;
+                return;
+            }
+            if slot.0 == name {
+                // A later spec of the same name wins, as `HashMap::insert` did.
+                slot.1 = id;
+                return;
+            }
+            at = (at + 1) & mask;
+        }
+    }
+
+    #[inline]
+    fn get(&self, name: &[u8]) -> Option<CmdId> {
+        if name.is_empty() || name.len() > self.longest || name.len() > 32 {
+            return None;
+        }
+        // Lower-cased once (branch-free) and hashed as it is copied; then plain compares.
+        let mut lower = [0u8; 32];
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for (d, &b) in lower.iter_mut().zip(name) {
+            let l = b | ((b.wrapping_sub(b'A') < 26) as u8) << 5;
+            *d = l;
+            h = (h ^ l as u64).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        let mask = self.slots.len() - 1;
+        let mut at = (h ^ (h >> 29)) as usize & mask;
+        loop {
+            let (n, id, padded) = &self.slots[at];
+            if n.is_empty() {
+                return None;
+            }
+            // Equal padded arrays and lengths: equal names (a NUL in the request's name is
+            // told apart by the length).
+            if n.len() == name.len() && *padded == lower {
+                return Some(*id);
+            }
+            at = (at + 1) & mask;
+        }
+    }
+}
+
 impl Table {
     pub fn build() -> Table {
         let mut t = Table {
             entries: Vec::new(),
-            by_name: HashMap::default(),
+            by_name: NameIndex::default(),
             sentinel_only: HashMap::default(),
         };
         let docs: HashMap<&str, &'static [KeySpecDoc]> =
@@ -359,7 +447,7 @@ impl Table {
                 if spec.has(flags::ONLY_SENTINEL) {
                     t.sentinel_only.insert(spec.name.as_bytes().to_vec(), id);
                 } else {
-                    t.by_name.insert(spec.name.as_bytes().to_vec(), id);
+                    t.by_name.insert(spec.name, id);
                 }
                 for sub in spec.subcommands {
                     let sid = t.entries.len();
@@ -379,17 +467,9 @@ impl Table {
         t
     }
 
-    /// Case-insensitive lookup without allocating for names up to 32 bytes.
+    /// Case-insensitive lookup of a top-level command, once per request.
     pub fn lookup(&self, name: &[u8]) -> Option<CmdId> {
-        let mut buf = [0u8; 32];
-        if name.len() <= buf.len() {
-            for (d, s) in buf.iter_mut().zip(name) {
-                *d = s.to_ascii_lowercase();
-            }
-            self.by_name.get(&buf[..name.len()]).copied()
-        } else {
-            None
-        }
+        self.by_name.get(name)
     }
 
     /// A command that exists only in cluster mode (SENTINEL).
@@ -423,6 +503,49 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_command_is_found_in_any_case_and_nothing_else() {
+        let t = table();
+        for (id, e) in t.entries.iter().enumerate() {
+            if e.parent.is_some() || e.spec.has(flags::ONLY_SENTINEL) {
+                continue;
+            }
+            let name = e.spec.name.as_bytes();
+            assert_eq!(t.lookup(name), Some(id), "{}", e.spec.name);
+            assert_eq!(t.lookup(&name.to_ascii_uppercase()), Some(id));
+            let mixed: Vec<u8> = name
+                .iter()
+                .enumerate()
+                .map(|(i, b)| {
+                    if i % 2 == 0 {
+                        b.to_ascii_uppercase()
+                    } else {
+                        *b
+                    }
+                })
+                .collect();
+            assert_eq!(t.lookup(&mixed), Some(id));
+            let mut longer = name.to_vec();
+            longer.push(b'x');
+            assert!(t.lookup(&longer).is_none_or(|o| o != id));
+        }
+        for bad in [
+            &b""[..],
+            b"s",
+            b"se",
+            b"sett",
+            b"s\xc5t",
+            b"\xd3et",
+            b"set\0",
+            &[b'a'; 40],
+        ] {
+            assert_eq!(t.lookup(bad), None, "{bad:?}");
+        }
+        // Bytes whose bit 5 differs from a letter's but are not letters do not fold.
+        assert_eq!(t.lookup(b"G\x05T"), None);
+        assert_eq!(t.lookup(b"get@"), None);
+    }
 
     /// `get` or `client|list`.
     fn lookup_full(t: &Table, name: &str) -> CmdId {

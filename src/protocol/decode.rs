@@ -180,6 +180,18 @@ impl Decoder {
         limits: &DecodeLimits,
     ) -> Result<Step, ProtocolError> {
         if self.remaining == 0 {
+            if let Some((count, eol)) = digits_line(buf, 1) {
+                if count > 0
+                    && count <= MAX_MULTIBULK
+                    && !(count > UNAUTH_MAX_ARGS && self.auth_required)
+                {
+                    self.remaining = count as usize;
+                    self.pos = eol + 2;
+                    self.ranges.clear();
+                    self.ranges.reserve((count as usize).min(1024));
+                    return self.decode_bulks(buf, limits);
+                }
+            }
             let Some(eol) = strchr_nul(buf, 1, b'\r') else {
                 if buf.len() > INLINE_MAX {
                     return Err(ProtocolError::TooBigMbulkCount);
@@ -207,6 +219,15 @@ impl Decoder {
             // Never from the declared count alone: the table grows with arguments that arrive.
             self.ranges.reserve((count as usize).min(1024));
         }
+        self.decode_bulks(buf, limits)
+    }
+
+    /// The arguments of the multibulk request in progress, from `pos` on.
+    fn decode_bulks(
+        &mut self,
+        buf: &mut BytesMut,
+        limits: &DecodeLimits,
+    ) -> Result<Step, ProtocolError> {
         while self.remaining > 0 {
             let (start, end) = match self.bulk {
                 Some(b) => b,
@@ -231,11 +252,8 @@ impl Decoder {
             self.remaining -= 1;
         }
         let frozen = buf.split_to(self.pos).freeze();
-        let args = self
-            .ranges
-            .iter()
-            .map(|&(s, e)| frozen.slice(s..e))
-            .collect();
+        let mut args = Vec::with_capacity(self.ranges.len());
+        args.extend(self.ranges.iter().map(|&(s, e)| frozen.slice(s..e)));
         self.reset();
         Ok(Step::Done(args))
     }
@@ -250,6 +268,17 @@ impl Decoder {
         if pos >= buf.len() {
             self.need = pos + 1;
             return Ok(None);
+        }
+        if buf[pos] == b'$' {
+            if let Some((len, eol)) = digits_line(buf, pos + 1) {
+                if len <= limits.max_bulk_len && !(len > UNAUTH_MAX_BULK && self.auth_required) {
+                    let start = eol + 2;
+                    if let Some(end) = usize::try_from(len).ok().and_then(|l| start.checked_add(l))
+                    {
+                        return Ok(Some((start, end)));
+                    }
+                }
+            }
         }
         let Some(eol) = strchr_nul(buf, pos, b'\r') else {
             if buf.len() - pos > INLINE_MAX {
@@ -295,6 +324,32 @@ enum Step {
     Incomplete,
     Skip,
     Done(Decoded),
+}
+
+/// The common shape of a `*N` or `$len` line: from `from`, 1 to 18 decimal digits without a
+/// leading zero (or a lone `0`), then CR and at least one more byte. Gives the number and the
+/// CR's position, exactly what `strchr_nul` + `parse_i64` give for such a line (a digit is
+/// neither CR nor NUL, and 18 digits cannot overflow); None for anything else, which then takes
+/// the general path with its errors.
+#[inline(always)]
+fn digits_line(buf: &[u8], from: usize) -> Option<(i64, usize)> {
+    let rest = buf.get(from..)?;
+    let mut v: i64 = 0;
+    let mut i = 0;
+    while i < rest.len() {
+        let c = rest[i];
+        if c.is_ascii_digit() {
+            if i == 18 {
+                return None;
+            }
+            v = v * 10 + (c - b'0') as i64;
+            i += 1;
+            continue;
+        }
+        let shape_ok = c == b'\r' && i > 0 && (rest[0] != b'0' || i == 1);
+        return (shape_ok && i + 1 < rest.len()).then_some((v, from + i));
+    }
+    None
 }
 
 /// `strchr(buf + from, c)` on Redis's NUL-terminated query buffer: the first `c` at or after
@@ -427,6 +482,44 @@ fn hex_val(c: u8) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The fast line reader agrees with the general one wherever it answers.
+    #[test]
+    fn digits_line_agrees_with_the_general_path() {
+        let lines: &[&[u8]] = &[
+            b"*3\r\n",
+            b"*0\r\n",
+            b"*00\r\n",
+            b"*01\r\n",
+            b"*-1\r\n",
+            b"*+1\r\n",
+            b"* 1\r\n",
+            b"*1\r",
+            b"*1\n",
+            b"*\r\n",
+            b"*1\x002\r\n",
+            b"*123456789012345678\r\n",
+            b"*1234567890123456789\r\n",
+            b"*99999999999999999999\r\n",
+            b"*9223372036854775807\r\n",
+            b"$0\r\n",
+            b"$36\r\nx",
+            b"$3a\r\n",
+            b"$1\rx",
+        ];
+        for line in lines {
+            let general = strchr_nul(line, 1, b'\r')
+                .filter(|&eol| eol + 1 < line.len())
+                .map(|eol| (crate::protocol::number::parse_i64(&line[1..eol]), eol));
+            match digits_line(line, 1) {
+                Some((v, eol)) => assert_eq!(general, Some((Some(v), eol)), "{line:?}"),
+                None => assert!(
+                    !matches!(general, Some((Some(v), _)) if v >= 0 && line[1].is_ascii_digit() && line.len() < 22),
+                    "{line:?}"
+                ),
+            }
+        }
+    }
 
     fn decode_all(input: &[u8]) -> Result<Vec<Vec<Vec<u8>>>, ProtocolError> {
         let mut buf = BytesMut::from(input);

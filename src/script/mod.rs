@@ -368,7 +368,10 @@ impl Engine {
             lua.exec_raw(&vars, |l| {
                 mlua::ffi::lua_pushlightuserdata(l, st_ptr);
                 mlua::ffi::lua_insert(l, 1);
-                mlua::ffi::lua_pushcclosure(l, raw::setup, 2);
+                // The two names, interned once rather than looked up at every run.
+                mlua::ffi::lua_pushlstring(l, c"KEYS".as_ptr(), 4);
+                mlua::ffi::lua_pushlstring(l, c"ARGV".as_ptr(), 4);
+                mlua::ffi::lua_pushcclosure(l, raw::setup, 4);
             })?
         };
         rs.set("vars", vars)?;
@@ -686,6 +689,16 @@ impl Engine {
             return Frame::Null;
         }
         let frame = match result {
+            // Scalars convert here as `raw::to_frame` converts them, without a second protected
+            // call into Lua (lock scripts mostly return 0, 1 or nil).
+            Ok((true, Value::Integer(i))) => Frame::Integer(i),
+            Ok((true, Value::Number(n))) => Frame::Integer(convert::truncate(n)),
+            Ok((true, Value::Nil)) => Frame::Null,
+            Ok((true, Value::Boolean(b))) => match (self.st.resp3.get(), b) {
+                (true, b) => Frame::Boolean(b),
+                (false, true) => Frame::Integer(1),
+                (false, false) => Frame::Null,
+            },
             Ok((true, v)) => self.reply_of(v),
             Ok((false, e)) => self.error_frame(e, sha),
             Err(e) => Frame::Error(Bytes::from(format!(

@@ -252,7 +252,8 @@ unsafe fn set_unless_nil_key(l: *mut ffi::lua_State) {
 pub unsafe extern "C-unwind" fn setup(l: *mut ffi::lua_State) -> c_int {
     let st = &*(ffi::lua_touserdata(l, ffi::lua_upvalueindex(1)) as *const RunState);
     let (kp, kn, ap, an) = st.pending.get();
-    let lists: [(&[u8], *const Bytes, usize); 2] = [(b"KEYS", kp, kn), (b"ARGV", ap, an)];
+    // Upvalues 3 and 4: the strings "KEYS" and "ARGV".
+    let lists: [(c_int, *const Bytes, usize); 2] = [(3, kp, kn), (4, ap, an)];
     for (name, ptr, len) in lists {
         let list: &[Bytes] = if ptr.is_null() {
             &[]
@@ -260,7 +261,7 @@ pub unsafe extern "C-unwind" fn setup(l: *mut ffi::lua_State) -> c_int {
             // SAFETY: set by `Engine::run` from live slices for the duration of the run.
             std::slice::from_raw_parts(ptr, len)
         };
-        push_bytes(l, name);
+        ffi::lua_pushvalue(l, ffi::lua_upvalueindex(name));
         ffi::lua_createtable(l, list.len().min(1 << 24) as c_int, 0);
         for (i, k) in list.iter().enumerate() {
             push_bytes(l, k);
