@@ -23,11 +23,7 @@ const fn spec(
     CommandSpec::leaf(name, arity, flags, keys, &["geo"], handler)
 }
 
-const TWO_KEYS: KeySpec = KeySpec {
-    first: 1,
-    last: 2,
-    step: 1,
-};
+use super::table::TWO_KEYS;
 
 pub static COMMANDS: &[CommandSpec] = &[
     spec("geoadd", -5, WRITE | DENYOOM, KEY1, geoadd),

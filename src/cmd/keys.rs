@@ -36,11 +36,7 @@ const fn dangerous(
     )
 }
 
-const TWO_KEYS: KeySpec = KeySpec {
-    first: 1,
-    last: 2,
-    step: 1,
-};
+use super::table::TWO_KEYS;
 
 pub static COMMANDS: &[CommandSpec] = &[
     spec("del", -2, WRITE, ALL_KEYS, del),

@@ -25,11 +25,7 @@ const fn spec(
     CommandSpec::leaf(name, arity, flags, keys, &["list"], handler)
 }
 
-const TWO_KEYS: KeySpec = KeySpec {
-    first: 1,
-    last: 2,
-    step: 1,
-};
+use super::table::TWO_KEYS;
 const KEYS_BEFORE_TIMEOUT: KeySpec = KeySpec {
     first: 1,
     last: -2,

@@ -84,6 +84,13 @@ pub const KEY1: KeySpec = KeySpec {
     last: 1,
     step: 1,
 };
+
+/// Two keys, first and second argument (RENAME, LMOVE, SMOVE, GEODIST's source/destination…).
+pub const TWO_KEYS: KeySpec = KeySpec {
+    first: 1,
+    last: 2,
+    step: 1,
+};
 pub const ALL_KEYS: KeySpec = KeySpec {
     first: 1,
     last: -1,

@@ -31,11 +31,7 @@ const KEYS_BEFORE_TIMEOUT: KeySpec = KeySpec {
     step: 1,
 };
 
-const TWO_KEYS: KeySpec = KeySpec {
-    first: 1,
-    last: 2,
-    step: 1,
-};
+use super::table::TWO_KEYS;
 /// Keys that follow a numkeys argument: the legacy triple cannot describe them (0 0 0).
 const NUMKEYS: KeySpec = KeySpec {
     first: 0,
