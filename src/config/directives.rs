@@ -407,6 +407,67 @@ pub static DIRECTIVES: &[Directive] = &[
         doc: "Ours. The master name a cluster node answers SENTINEL commands for (SENTINEL get-master-addr-by-name <name>): the name Sentinel clients are configured with. A lone server (no cluster) answers no SENTINEL command, as a Redis that is not a Sentinel.",
     },
     Directive {
+        name: "cluster-node-id",
+        aliases: &[],
+        apply: Apply::Immutable,
+        get: |c| c.cluster_node_id.to_string(),
+        set: |c, v| {
+            c.cluster_node_id = int_in(v, 0, i64::MAX)? as u64;
+            Ok(())
+        },
+        doc: "Ours. This node's id in a replicated cluster (its entry in cluster-peers). 0, the default: a lone server, exactly as without cluster support.",
+    },
+    Directive {
+        name: "cluster-peers",
+        aliases: &[],
+        apply: Apply::Immutable,
+        get: |c| {
+            c.cluster_peers
+                .iter()
+                .map(|p| p.to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        },
+        set: |c, v| {
+            c.cluster_peers = super::parse_cluster_peers(v)?;
+            Ok(())
+        },
+        doc: "Ours. The voters a new cluster starts with, this node included: space-separated id@host:port:peerport (clients connect to port, nodes to each other on peerport). Read only when the node's directory holds no cluster state yet; later changes go through RAFT ADDLEARNER/PROMOTE/REMOVE.",
+    },
+    Directive {
+        name: "cluster-clock-drift",
+        aliases: &[],
+        apply: Apply::Immutable,
+        get: |c| c.cluster_clock_drift.to_string(),
+        set: |c, v| {
+            c.cluster_clock_drift = int_in(v, 0, 3_600_000)? as u64;
+            Ok(())
+        },
+        doc: "Ours. The most, in ms, that two nodes' wall clocks may differ (keep them in sync with NTP). A new leader extends every key's expiry by this much, so a lock never expires earlier than the leader that granted it would have expired it.",
+    },
+    Directive {
+        name: "cluster-snapshot-every",
+        aliases: &[],
+        apply: Apply::Immutable,
+        get: |c| c.cluster_snapshot_every.to_string(),
+        set: |c, v| {
+            c.cluster_snapshot_every = int_in(v, 16, i64::MAX)? as u64;
+            Ok(())
+        },
+        doc: "Ours. The replicated log is compacted into a snapshot (the AOF base format) after this many entries.",
+    },
+    Directive {
+        name: "masterauth",
+        aliases: &[],
+        apply: Apply::Immutable,
+        get: |c| c.masterauth.clone().unwrap_or_default(),
+        set: |c, v| {
+            c.masterauth = (!v.is_empty()).then(|| v.to_string());
+            Ok(())
+        },
+        doc: "The password cluster nodes prove to each other when they connect on the peer port (an HMAC of a fresh nonce; it never crosses the wire). Empty: peers are not authenticated, so bind the peer port to a private network.",
+    },
+    Directive {
         name: "save",
         aliases: &[],
         // The only value accepted is the one in force (no snapshots), so no change of it ever

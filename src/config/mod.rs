@@ -96,6 +96,17 @@ pub struct Config {
     /// Ours: the master name a cluster answers SENTINEL commands for (clients are configured
     /// with it).
     pub sentinel_master_name: String,
+    /// Ours: this node's id in a cluster; 0 runs a lone server (no consensus, no SENTINEL).
+    pub cluster_node_id: u64,
+    /// Ours: every voter of a new cluster, this node included (`cluster-peers`).
+    pub cluster_peers: Vec<ClusterPeer>,
+    /// Ours: the most two nodes' wall clocks may differ, in ms. A new leader extends every
+    /// deadline by it, so no lock expires before the leader that granted it would have expired it.
+    pub cluster_clock_drift: u64,
+    /// Ours: the log is compacted into a snapshot after this many applied entries.
+    pub cluster_snapshot_every: u64,
+    /// The password cluster peers prove to each other (Redis's replica-to-master password).
+    pub masterauth: Option<String>,
     /// `client-output-buffer-limit`, indexed by `ObufClass`.
     pub client_output_buffer_limit: [ObufLimit; 3],
     /// `notify-keyspace-events` as Redis's NOTIFY_* bits (see `event`).
@@ -233,6 +244,11 @@ impl Default for Config {
             busy_poll_us: 0,
             lock_restart_delay: 0,
             sentinel_master_name: "mymaster".into(),
+            cluster_node_id: 0,
+            cluster_peers: Vec::new(),
+            cluster_clock_drift: 500,
+            cluster_snapshot_every: 10_000,
+            masterauth: None,
             client_output_buffer_limit: [
                 ObufLimit::default(),
                 ObufLimit {
@@ -421,4 +437,62 @@ mod tests {
             assert_eq!((d.get)(&c), v, "{}", d.name);
         }
     }
+}
+
+/// One voter of `cluster-peers`: `id@host:port:peerport` (clients reach it on `port`, peers on
+/// `peerport`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterPeer {
+    pub id: u64,
+    pub host: String,
+    pub port: u16,
+    pub peer_port: u16,
+}
+
+impl ClusterPeer {
+    /// The address form the consensus core keeps: "host port peerport".
+    pub fn addr(&self) -> String {
+        format!("{} {} {}", self.host, self.port, self.peer_port)
+    }
+}
+
+impl std::fmt::Display for ClusterPeer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}@{}:{}:{}",
+            self.id, self.host, self.port, self.peer_port
+        )
+    }
+}
+
+/// Parses `cluster-peers`: space-separated `id@host:port:peerport`, ids unique and non-zero.
+pub fn parse_cluster_peers(v: &str) -> Result<Vec<ClusterPeer>, String> {
+    let mut out: Vec<ClusterPeer> = Vec::new();
+    for item in v.split_whitespace() {
+        let bad = || format!("'{item}' is not id@host:port:peerport");
+        let (id, rest) = item.split_once('@').ok_or_else(bad)?;
+        let mut parts = rest.rsplitn(3, ':');
+        let peer_port = parts.next().and_then(|p| p.parse::<u16>().ok());
+        let port = parts.next().and_then(|p| p.parse::<u16>().ok());
+        let host = parts.next().filter(|h| !h.is_empty());
+        let (Some(peer_port), Some(port), Some(host), Ok(id)) =
+            (peer_port, port, host, id.parse::<u64>())
+        else {
+            return Err(bad());
+        };
+        if id == 0 || port == 0 || peer_port == 0 {
+            return Err(format!("'{item}': ids and ports must be non-zero"));
+        }
+        if out.iter().any(|p| p.id == id) {
+            return Err(format!("node id {id} is listed twice"));
+        }
+        out.push(ClusterPeer {
+            id,
+            host: host.to_string(),
+            port,
+            peer_port,
+        });
+    }
+    Ok(out)
 }

@@ -23,8 +23,14 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 pub enum Msg {
-    Disconnect { id: u64 },
+    Disconnect {
+        id: u64,
+    },
     Shutdown,
+    /// A consensus message from a cluster peer (exec/peer.rs), for `Cluster::step`.
+    Raft(Box<crate::replication::Message>),
+    /// The transport could not deliver to this peer (`Cluster::report_unreachable`).
+    PeerUnreachable(u64),
 }
 
 pub type Inbox = mpsc::UnboundedSender<Msg>;
@@ -359,6 +365,8 @@ impl Server {
                 }
             }
             Msg::Shutdown => self.shutting_down = true,
+            // Wired to the consensus core with the cluster loop (no cluster yet: dropped).
+            Msg::Raft(_) | Msg::PeerUnreachable(_) => {}
         }
     }
 
