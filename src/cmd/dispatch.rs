@@ -83,6 +83,7 @@ fn upper(name: &'static str) -> &'static str {
         "module" => "MODULE",
         "xinfo" => "XINFO",
         "sentinel" => "SENTINEL",
+        "raft" => "RAFT",
         _ => "COMMAND",
     }
 }
@@ -126,8 +127,12 @@ fn process_frame(
     client: &mut Client,
     argv: &[Bytes],
 ) -> Option<Frame> {
-    let now = unix_ms();
+    let mut now = unix_ms();
     client.last_interaction_ms = now;
+    if super::replication::is_replica(host.cluster()) {
+        // A cluster follower expires nothing ahead of the leader (exec/cluster.rs).
+        now = now.saturating_sub(srv.config.cluster_clock_drift);
+    }
     let table = crate::cmd::table::table();
     let id = match resolve_mode(table, argv, host.cluster().is_some()) {
         Ok(id) => id,

@@ -14,6 +14,7 @@ pub mod list;
 pub mod observe;
 pub mod persistence;
 pub mod pubsub;
+pub mod raft;
 pub mod replication;
 pub mod scripting;
 pub mod server;

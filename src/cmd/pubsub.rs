@@ -145,12 +145,14 @@ fn sunsubscribe(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 fn publish(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    ctx.srv.dbs.published(false, &argv[1], &argv[2]);
     Ok(Frame::Integer(
         ctx.srv.publish(&argv[1], &argv[2], false) as i64
     ))
 }
 
 fn spublish(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    ctx.srv.dbs.published(true, &argv[1], &argv[2]);
     Ok(Frame::Integer(
         ctx.srv.publish(&argv[1], &argv[2], true) as i64
     ))

@@ -24,7 +24,7 @@ use crate::machine::{Host, State};
 use crate::protocol::Frame;
 use crate::replication::{ClusterView, Member, StateRole};
 use crate::script;
-use crate::store::waiters::WaitKind;
+use crate::store::waiters::{WaitKind, REPLICAS_KEY};
 use bytes::Bytes;
 use std::fmt::Write;
 
@@ -270,27 +270,32 @@ fn wait(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if t < 0 {
         return Err(CmdError::err("ERR timeout is negative"));
     }
-    // The client's writes are committed before their replies leave, so the commit index
-    // covers them (a per-client write index would count more precisely).
+    // The followers holding this client's last write (Redis: the replicas that acknowledged
+    // its offset).
     let view = ctx.host.cluster();
-    let have = acked(view, view.map_or(0, |v| v.commit));
+    let have = acked(view, ctx.client.repl_index);
     if have >= n || !super::blocking::may_block(ctx) {
         return Ok(Frame::Integer(have));
     }
-    // Parked on no key: only its deadline (or the client leaving) ends it, and the loop
-    // answers `timed_out_reply` then. The kind is unused without keys.
-    super::blocking::block(ctx, &[], t as u64, WaitKind::List, argv)
+    if view.is_none() {
+        // A lone server: nothing can change the count, only the deadline (or the client
+        // leaving) ends it, and the loop answers `timed_out_reply` then.
+        return super::blocking::block(ctx, &[], t as u64, WaitKind::List, argv);
+    }
+    // Woken each time the commit index moves (exec/cluster.rs), when it counts again.
+    let key = [Bytes::from_static(REPLICAS_KEY)];
+    super::blocking::block(ctx, &key, t as u64, WaitKind::Replicas, argv)
 }
 
 /// What a parked command answers when its deadline passes: WAIT the replicas that acked
 /// (Redis's replyToBlockedClientTimedOut), the list and zset waits a null array.
-pub fn timed_out_reply(argv: &[Bytes], host: &dyn Host) -> Frame {
+pub fn timed_out_reply(argv: &[Bytes], host: &dyn Host, repl_index: u64) -> Frame {
     if argv
         .first()
         .is_some_and(|a| a.eq_ignore_ascii_case(b"wait"))
     {
         let view = host.cluster();
-        return Frame::Integer(acked(view, view.map_or(0, |v| v.commit)));
+        return Frame::Integer(acked(view, repl_index));
     }
     Frame::NullArray
 }

@@ -303,6 +303,7 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         super::geo::COMMANDS,
         super::hll::COMMANDS,
         super::replication::COMMANDS,
+        super::raft::COMMANDS,
     ]
 }
 

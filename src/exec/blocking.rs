@@ -20,7 +20,7 @@ fn holds(srv: &mut Server, db: usize, key: &[u8], kind: WaitKind, now: u64) -> b
     match srv.dbs[db].get(key, now).map(|e| &e.value) {
         Some(Value::List(l)) => kind == WaitKind::List && !l.is_empty(),
         Some(Value::ZSet(z)) => kind == WaitKind::ZSet && !z.is_empty(),
-        _ => false,
+        _ => kind == WaitKind::Replicas,
     }
 }
 
@@ -73,12 +73,13 @@ fn resume(srv: &mut Server, id: u64, timed_out: bool) {
     if timed_out {
         // Redis 7.0 answers every timed-out list/zset wait with a null array (even BLMOVE),
         // WAIT with the count of replicas that acknowledged.
-        let reply = crate::cmd::replication::timed_out_reply(&b.argv, &srv.io);
+        let reply = crate::cmd::replication::timed_out_reply(&b.argv, &srv.io, client.repl_index);
         encode(&reply, client.resp3(), &mut out);
     } else {
         client.block_deadline = Some(b.deadline);
         let held = dispatch::process(&mut srv.state, &mut srv.io, &mut client, b.argv, &mut out);
         srv.end_unit();
+        srv.note_write(&mut client);
         if let Some(argv) = held {
             // Held by CLIENT PAUSE: `drive` parks it with the rest of the pipeline.
             client.pending.push_front(argv);
@@ -104,6 +105,7 @@ pub fn drive(srv: &mut Server, mut client: Box<Client>, mut out: BytesMut) {
         };
         let held = dispatch::process(&mut srv.state, &mut srv.io, &mut client, argv, &mut out);
         srv.end_unit();
+        srv.note_write(&mut client);
         // Clients blocked on keys this command wrote are served before the next command (a
         // unit of their own each, after this one's).
         if srv.waiters.has_ready() {

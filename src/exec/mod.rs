@@ -5,7 +5,9 @@
 //! and answers each batch with one buffer.
 
 pub mod blocking;
+pub mod cluster;
 pub mod net;
+pub mod peer;
 
 use crate::clock::unix_ms;
 use crate::cmd::dispatch;
@@ -68,6 +70,8 @@ pub struct Io {
     /// The event loop while it has lent itself for running commands: a busy script's hook
     /// serves the other connections through it (`net::Lent`, `Host::while_busy`).
     pub busy_loop: net::Lent,
+    /// Cluster mode (`cluster-node-id`): the consensus core, its transport and held replies.
+    pub cluster: Option<cluster::ClusterIo>,
 }
 
 impl std::ops::Deref for Server {
@@ -104,6 +108,7 @@ impl Server {
                 loader,
                 next_cron: Instant::now(),
                 busy_loop: Default::default(),
+                cluster: None,
             },
             loader_client: Some(loader_client),
             changes: ChangeRecord::default(),
@@ -121,6 +126,10 @@ impl Server {
             self.stopping = true;
             self.shutting_down = true;
             self.dbs.discard_changes();
+            return;
+        }
+        if self.io.cluster.is_some() {
+            self.propose_changes();
             return;
         }
         if !self.state.dbs.take_changes(&mut self.changes) {
@@ -177,7 +186,8 @@ impl Server {
             client.push_out(Bytes::new(), true, true);
             return;
         }
-        let hold = self.output_waits_for_fsync();
+        let hold = self.output_waits_for_fsync()
+            || self.io.cluster.as_ref().is_some_and(|c| c.holds_replies());
         if !hold {
             // The log reaches the file (write(2)) before any reply leaves, as Redis's
             // beforeSleep writes the AOF before the clients: an acknowledged write then
@@ -230,7 +240,9 @@ impl Server {
             batch_done,
             close,
         };
-        if hold {
+        if let Some(c) = self.io.cluster.as_mut().filter(|c| c.holds_replies()) {
+            c.hold(client.out.clone(), msg);
+        } else if hold {
             self.held.push((client.out.clone(), msg));
         } else {
             let _ = client.out.send(msg);
@@ -365,13 +377,32 @@ impl Server {
                 }
             }
             Msg::Shutdown => self.shutting_down = true,
-            // Wired to the consensus core with the cluster loop (no cluster yet: dropped).
-            Msg::Raft(_) | Msg::PeerUnreachable(_) => {}
+            Msg::Raft(m) => {
+                if let Some(c) = self.io.cluster.as_mut() {
+                    c.step(*m);
+                }
+            }
+            Msg::PeerUnreachable(id) => {
+                if let Some(c) = self.io.cluster.as_mut() {
+                    c.report_unreachable(id);
+                }
+            }
         }
     }
 
     /// Runs the requests in `cmds` (drained, so the caller can reuse the vector).
     pub fn run_batch(&mut self, id: u64, cmds: &mut Vec<Vec<Bytes>>) {
+        if let Some(c) = self.io.cluster.as_mut().filter(|c| c.gate_shut()) {
+            // A new leader serves nobody before its EXTEND is applied (exec/cluster.rs).
+            if let Some(client) = self.state.clients.get_mut(&id) {
+                client.pending.extend(cmds.drain(..));
+                if !c.gate_waiting.contains(&id) {
+                    c.gate_waiting.push(id);
+                }
+            }
+            cmds.clear();
+            return;
+        }
         let Some(mut client) = self.clients.remove(&id) else {
             cmds.clear();
             return;
@@ -409,7 +440,9 @@ impl Server {
         // A quarter of the period, as Redis's ACTIVE_EXPIRE_CYCLE_SLOW_TIME_PERC.
         let budget = cron_period(self.config.hz) / 4;
         let now = unix_ms();
-        for db in self.dbs.iter_mut() {
+        // In a cluster only the serving leader expires keys (its deletions are logged).
+        let expire = self.io.cluster.as_ref().is_none_or(|c| c.may_expire());
+        for db in self.dbs.iter_mut().filter(|_| expire) {
             // Redis's active expire cycle: 20 keys a step while over a quarter of them were dead.
             while db.active_expire_step(now, 20, 64) {
                 if started.elapsed() > budget {
@@ -572,7 +605,14 @@ impl Host for Io {
     }
 
     fn cluster(&self) -> Option<&crate::replication::ClusterView> {
-        None
+        self.cluster.as_ref().map(|c| &c.view)
+    }
+
+    fn cluster_admin(&mut self, op: &crate::replication::Admin) -> Result<(), String> {
+        match self.cluster.as_mut() {
+            Some(c) => c.admin(op),
+            None => Err("This instance has cluster support disabled".into()),
+        }
     }
 }
 
@@ -704,6 +744,7 @@ pub fn spawn(
     listeners: net::Listeners,
 ) -> std::io::Result<(Inbox, std::thread::JoinHandle<()>)> {
     let (tx, mut rx) = mpsc::unbounded_channel::<Msg>();
+    let inbox = tx.clone();
     let (mut net, waker) = net::Net::new(listeners, shared.clone())?;
     let handle = std::thread::Builder::new()
         .name("executor".into())
@@ -711,7 +752,19 @@ pub fn spawn(
         .stack_size(64 << 20)
         .spawn(move || {
             crate::stopwatch::calibrate();
+            let mut config = config;
+            if config.cluster_node_id != 0 && config.appendonly {
+                // The replicated log is the node's durable record; an AOF beside it would be a
+                // second truth that could disagree with the cluster after a failover.
+                tracing::warn!("appendonly is ignored in cluster mode: the cluster log in <dir>/cluster is durable (fsynced before every acknowledgement)");
+                config.appendonly = false;
+            }
+            let cluster = (config.cluster_node_id != 0).then(|| {
+                cluster::ClusterIo::open(&config, inbox.clone())
+                    .unwrap_or_else(|e| fatal(&format!("Cannot start the cluster node: {e}")))
+            });
             let mut server = Server::new(config, shared);
+            server.io.cluster = cluster;
             let waker = std::task::Waker::from(waker);
             let mut cx = std::task::Context::from_waker(&waker);
             // Load the log a slice at a time, answering clients (-LOADING) in between.
@@ -764,6 +817,9 @@ pub fn spawn(
                     // Wake at the earliest blocked client's deadline, not only at the next
                     // tick. Deadlines are in whole ms; 1 ms past one makes `now > deadline`.
                     let mut wake = server.io.next_cron;
+                    if let Some(c) = server.io.cluster.as_ref() {
+                        wake = wake.min(c.next_tick);
+                    }
                     if let Some(d) = server.waiters.next_deadline() {
                         let due = now
                             + Duration::from_millis(d.saturating_sub(unix_ms()))
@@ -795,6 +851,11 @@ pub fn spawn(
                     .is_some_and(|d| d <= unix_ms())
                 {
                     blocking::time_out(&mut server);
+                }
+                if let Some(c) = server.io.cluster.as_mut() {
+                    c.tick_until(now);
+                    // Lent: clients the opened gate releases may run a script that turns busy.
+                    net.lend(&mut server, Server::cluster_round);
                 }
                 // The log is durable before pushes leave, as before replies (Redis writes
                 // clients after flushAppendOnlyFile in beforeSleep).

@@ -199,6 +199,9 @@ pub struct Client {
     pub in_exec: bool,
     /// Set while a served waiter re-runs its command: the deadline it blocked with.
     pub block_deadline: Option<u64>,
+    /// Cluster mode: the log index of this client's last write (WAIT counts the followers
+    /// holding it, as Redis counts the replicas that acknowledged the client's offset).
+    pub repl_index: u64,
     /// Parked in a blocking command (CLIENT LIST flag `b`); the waiter itself is in
     /// `State::waiters`.
     pub blocked: bool,
@@ -243,6 +246,7 @@ impl Client {
             multi_dirty: false,
             in_exec: false,
             block_deadline: None,
+            repl_index: 0,
             blocked: false,
             pubsub: Default::default(),
             deferred: BytesMut::new(),

@@ -61,6 +61,8 @@ pub trait Host {
     /// READONLY refusal); None for a lone server, which answers as a Redis master without
     /// replicas.
     fn cluster(&self) -> Option<&crate::replication::ClusterView>;
+    /// RAFT ADDLEARNER/PROMOTE/REMOVE/TRANSFER on the consensus core; Err: the error reply.
+    fn cluster_admin(&mut self, op: &crate::replication::Admin) -> Result<(), String>;
 }
 
 /// The state machine's data.

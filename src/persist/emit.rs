@@ -57,6 +57,15 @@ pub fn unit(out: &mut Vec<u8>, selected: &mut Option<usize>, dbs: &[Db], r: &Cha
     }
 }
 
+/// The unit's PUBLISH/SPUBLISH calls, after its block: a replica delivers them to its own
+/// subscribers once the unit's effects are applied (the AOF never carries them).
+pub fn publishes(out: &mut Vec<u8>, r: &ChangeRecord) {
+    for (shard, channel, msg) in &r.published {
+        let name: &[u8] = if *shard { b"SPUBLISH" } else { b"PUBLISH" };
+        command(out, &[name, channel, msg]);
+    }
+}
+
 fn select(out: &mut Vec<u8>, selected: &mut Option<usize>, db: usize) {
     if *selected != Some(db) {
         command(out, &[b"SELECT", itoa::Buffer::new().format(db).as_bytes()]);

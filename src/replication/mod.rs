@@ -73,6 +73,20 @@ pub struct ClusterView {
     pub members: Vec<Member>,
 }
 
+/// A membership or leadership change asked by an operator (RAFT ADDLEARNER/PROMOTE/REMOVE/
+/// TRANSFER).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Admin {
+    /// `addr`: "host port peerport".
+    AddLearner {
+        id: u64,
+        addr: String,
+    },
+    Promote(u64),
+    Remove(u64),
+    Transfer(u64),
+}
+
 pub struct Cluster {
     node: RawNode<LogStore>,
     role: StateRole,
@@ -197,6 +211,48 @@ impl Cluster {
         self.proposed
     }
 
+    pub fn applied(&self) -> u64 {
+        self.node.raft.raft_log.applied
+    }
+
+    /// A deposed leader's speculative state (units it ran that never committed) must go: this
+    /// hands `apply` the stored snapshot and every applied entry after it, so the loop rebuilds
+    /// the committed state from scratch; from then on no entry counts as this node's own.
+    pub fn replay(&mut self, apply: &mut dyn FnMut(u64, Applied)) -> io::Result<()> {
+        use raft::{GetEntriesContext, Storage};
+        let store = self.node.store();
+        let snap = store.snapshot_index();
+        apply(snap, Applied::Snapshot(store.snapshot_data()));
+        let applied = self.node.raft.raft_log.applied;
+        if applied > snap {
+            let entries = store
+                .entries(snap + 1, applied + 1, None, GetEntriesContext::empty(false))
+                .map_err(other)?;
+            for e in entries {
+                if e.get_entry_type() != EntryType::EntryNormal || e.data.is_empty() {
+                    // Membership is not part of the data; it stays as applied.
+                    continue;
+                }
+                if e.context.as_ref() == EXTEND {
+                    let ms = <[u8; 8]>::try_from(e.data.as_ref())
+                        .map(u64::from_be_bytes)
+                        .map_err(|_| other(format!("EXTEND entry {} is damaged", e.index)))?;
+                    apply(e.index, Applied::Extend(ms));
+                } else {
+                    apply(
+                        e.index,
+                        Applied::Unit {
+                            data: &e.data,
+                            own: false,
+                        },
+                    );
+                }
+            }
+        }
+        self.forget_proposals();
+        Ok(())
+    }
+
     pub fn commit(&self) -> u64 {
         self.node.raft.raft_log.committed
     }
@@ -240,6 +296,40 @@ impl Cluster {
         let mut cc = ConfChangeV2::default();
         cc.set_changes(vec![single].into());
         self.node.propose_conf_change(context.into_bytes(), cc)
+    }
+
+    /// Carries out an operator's change; Err: why it was refused.
+    pub fn admin(&mut self, op: &Admin) -> Result<(), String> {
+        if !self.is_leader() {
+            return Err("this node is not the leader: send it to the leader (SENTINEL get-master-addr-by-name)".into());
+        }
+        let known = |id: u64| {
+            let cs = self.node.store().conf_state();
+            cs.voters.contains(&id) || cs.learners.contains(&id)
+        };
+        let refused = |e: raft::Error| match e {
+            raft::Error::ProposalDropped => {
+                "a membership change is already in progress: retry once it is applied".to_string()
+            }
+            e => e.to_string(),
+        };
+        match op {
+            Admin::AddLearner { id, addr } => {
+                if known(*id) {
+                    return Err(format!("node {id} is already a member"));
+                }
+                self.add_learner(*id, addr).map_err(refused)
+            }
+            Admin::Promote(id) | Admin::Remove(id) | Admin::Transfer(id) if !known(*id) => {
+                Err(format!("node {id} is not a member"))
+            }
+            Admin::Promote(id) => self.promote(*id).map_err(refused),
+            Admin::Remove(id) => self.remove(*id).map_err(refused),
+            Admin::Transfer(id) => {
+                self.transfer_leader(*id);
+                Ok(())
+            }
+        }
     }
 
     /// Hands leadership to `id` (a caught-up voter); the leader stops taking proposals meanwhile.

@@ -32,17 +32,24 @@ pub struct ChangeRecord {
     /// Keys whose final state is to be written, by database index after the swaps; each key
     /// once, in the order it was first changed.
     pub keys: Vec<(usize, Bytes)>,
+    /// PUBLISH/SPUBLISH calls (shard, channel, message), kept only for a replicated log: Redis
+    /// propagates them to replicas (so subscribers of any node hear them), never to the AOF.
+    pub published: Vec<(bool, Bytes, Bytes)>,
 }
 
 impl ChangeRecord {
     pub fn is_empty(&self) -> bool {
-        self.swaps.is_empty() && self.flushed.is_empty() && self.keys.is_empty()
+        self.swaps.is_empty()
+            && self.flushed.is_empty()
+            && self.keys.is_empty()
+            && self.published.is_empty()
     }
 
     pub fn clear(&mut self) {
         self.swaps.clear();
         self.flushed.clear();
         self.keys.clear();
+        self.published.clear();
     }
 }
 
@@ -74,6 +81,9 @@ pub struct Dbs {
     dbs: Vec<Db>,
     swaps: Vec<(usize, usize)>,
     recording: bool,
+    /// Publishes are recorded too (a replicated log; the AOF leaves them out).
+    recording_publishes: bool,
+    published: Vec<(bool, Bytes, Bytes)>,
 }
 
 impl Dbs {
@@ -88,6 +98,7 @@ impl Dbs {
     pub fn record_changes(&mut self, on: bool) {
         self.recording = on;
         self.swaps.clear();
+        self.published.clear();
         for db in &mut self.dbs {
             db.changes = DbChanges {
                 on,
@@ -98,6 +109,23 @@ impl Dbs {
 
     pub fn records_changes(&self) -> bool {
         self.recording
+    }
+
+    /// Whether PUBLISH calls join the record (while recording): a replicated log's choice.
+    pub fn record_publishes(&mut self, on: bool) {
+        self.recording_publishes = on;
+        self.published.clear();
+    }
+
+    /// A PUBLISH/SPUBLISH the unit made, for replicas' subscribers.
+    pub fn published(&mut self, shard: bool, channel: &[u8], msg: &[u8]) {
+        if self.recording && self.recording_publishes {
+            self.published.push((
+                shard,
+                Bytes::copy_from_slice(channel),
+                Bytes::copy_from_slice(msg),
+            ));
+        }
     }
 
     /// SWAPDB: the databases trade places, each with its own record.
@@ -121,6 +149,7 @@ impl Dbs {
     fn take_recorded(&mut self, out: &mut ChangeRecord) -> bool {
         out.clear();
         out.swaps.append(&mut self.swaps);
+        out.published.append(&mut self.published);
         for (i, db) in self.dbs.iter_mut().enumerate() {
             let ch = &mut db.changes;
             if ch.is_empty() {
@@ -150,6 +179,7 @@ impl Dbs {
     /// Drops the record of a unit that must leave no trace (cut short by shutdown).
     pub fn discard_changes(&mut self) {
         self.swaps.clear();
+        self.published.clear();
         for db in &mut self.dbs {
             db.changes.flushed = false;
             db.changes.keys.clear();

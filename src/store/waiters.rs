@@ -96,7 +96,14 @@ impl Watches {
 pub enum WaitKind {
     List,
     ZSet,
+    /// WAIT in cluster mode: parked on `REPLICAS_KEY`, re-checked whenever the commit index
+    /// moves.
+    Replicas,
 }
+
+/// The key WAIT parks on (a name no client command would pick by chance; one that does only
+/// makes WAIT count again).
+pub const REPLICAS_KEY: &[u8] = b"\x00deadbolt:wait-replicas";
 
 #[derive(Debug)]
 pub struct Blocked {

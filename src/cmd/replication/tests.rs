@@ -355,6 +355,9 @@ fn a_wait_that_times_out_answers_the_acks_other_waits_null() {
         fn cluster(&self) -> Option<&ClusterView> {
             None
         }
+        fn cluster_admin(&mut self, _op: &crate::replication::Admin) -> Result<(), String> {
+            Err("no cluster".into())
+        }
     }
     let argv = |a: &[&'static str]| {
         a.iter()
@@ -362,11 +365,11 @@ fn a_wait_that_times_out_answers_the_acks_other_waits_null() {
             .collect::<Vec<_>>()
     };
     assert_eq!(
-        timed_out_reply(&argv(&["WAIT", "1", "100"]), &Lone),
+        timed_out_reply(&argv(&["WAIT", "1", "100"]), &Lone, 0),
         Frame::Integer(0)
     );
     assert_eq!(
-        timed_out_reply(&argv(&["blpop", "k", "1"]), &Lone),
+        timed_out_reply(&argv(&["blpop", "k", "1"]), &Lone, 0),
         Frame::NullArray
     );
     assert_eq!(acked(Some(&view(1, StateRole::Leader, 1)), 1936), 1);
@@ -399,6 +402,9 @@ impl Host for Node {
     fn while_busy(&self) {}
     fn cluster(&self) -> Option<&ClusterView> {
         Some(&self.0)
+    }
+    fn cluster_admin(&mut self, _op: &crate::replication::Admin) -> Result<(), String> {
+        Err("a fabricated view".into())
     }
 }
 

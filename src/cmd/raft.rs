@@ -1,0 +1,167 @@
+//! RAFT: the cluster's own operations (ours; Redis has no equivalent). Like SENTINEL it exists
+//! only in cluster mode, so a lone server answers Redis's unknown-command error and COMMAND
+//! does not list it. Not named CLUSTER: cluster-aware clients would read it as Redis Cluster.
+//!
+//! - `RAFT STATUS`: this node's view (role, leader, term, commit and applied indexes, and on
+//!   the leader each member's replicated index and lag), as INFO-style lines.
+//! - `RAFT ADDLEARNER id host port peerport`, `RAFT PROMOTE id`, `RAFT REMOVE id`: membership
+//!   changes through the log (a new node catches up as a learner before it votes).
+//! - `RAFT TRANSFER id`: hands leadership to a caught-up voter (before maintenance).
+
+use super::table::{flags::*, CommandSpec, NO_KEYS};
+use super::Ctx;
+use crate::error::{CmdError, CmdResult};
+use crate::protocol::Frame;
+use crate::replication::{Admin, StateRole};
+use bytes::Bytes;
+use std::fmt::Write;
+
+const OPS: u32 = ADMIN | NOSCRIPT | ONLY_SENTINEL;
+
+const fn spec(name: &'static str, arity: i32, flags: u32, handler: super::Handler) -> CommandSpec {
+    CommandSpec::leaf(name, arity, flags, NO_KEYS, &[], handler)
+}
+
+pub static COMMANDS: &[CommandSpec] = &[CommandSpec {
+    name: "raft",
+    arity: -2,
+    flags: OPS,
+    keys: NO_KEYS,
+    acl: &[],
+    handler: unknown,
+    subcommands: &[
+        spec("status", 2, OPS | LOADING | STALE, status),
+        spec("addlearner", 6, OPS, add_learner),
+        spec("promote", 3, OPS, promote),
+        spec("remove", 3, OPS, remove),
+        spec("transfer", 3, OPS, transfer),
+        spec("help", 2, OPS | LOADING | STALE, help),
+    ],
+}];
+
+fn unknown(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    // Only reached with no subcommand, which the arity (-2) refuses first.
+    Err(CmdError::unknown_command(argv))
+}
+
+fn status(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    let Some(v) = ctx.host.cluster() else {
+        return Err(CmdError::err(
+            "ERR This instance has cluster support disabled",
+        ));
+    };
+    let role = match v.role {
+        StateRole::Leader => "leader",
+        StateRole::Follower => "follower",
+        StateRole::Candidate => "candidate",
+        StateRole::PreCandidate => "pre-candidate",
+    };
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "id:{}\r\nrole:{role}\r\nleader:{}\r\nterm:{}\r\ncommit:{}\r\napplied:{}\r\nmembers:{}\r\n",
+        v.id,
+        v.leader,
+        v.term,
+        v.commit,
+        v.applied,
+        v.members.len()
+    );
+    for (i, m) in v.members.iter().enumerate() {
+        let mut w = m.addr.split(' ');
+        let (host, port, peer) = (
+            w.next().unwrap_or(""),
+            w.next().unwrap_or("0"),
+            w.next().unwrap_or("0"),
+        );
+        let _ = write!(
+            out,
+            "member{i}:id={},ip={host},port={port},peer_port={peer},voter={},",
+            m.id,
+            u8::from(m.voter)
+        );
+        if v.role == StateRole::Leader {
+            let _ = write!(
+                out,
+                "matched={},lag={}\r\n",
+                m.matched,
+                v.commit.saturating_sub(m.matched)
+            );
+        } else {
+            out.push_str("matched=?,lag=?\r\n");
+        }
+    }
+    Ok(Frame::bulk_from(out))
+}
+
+fn help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    Ok(Frame::help(&[
+        "RAFT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "STATUS",
+        "    This node's view of the cluster: role, leader, term, commit and applied",
+        "    indexes, and each member (on the leader, with its replicated index and lag).",
+        "ADDLEARNER <id> <host> <port> <peer-port>",
+        "    Add a node as a learner: it catches up from the log without voting.",
+        "PROMOTE <id>",
+        "    Make a caught-up learner a voter.",
+        "REMOVE <id>",
+        "    Remove a node from the cluster.",
+        "TRANSFER <id>",
+        "    Hand leadership to a caught-up voter.",
+        "HELP",
+        "    Print this help.",
+    ]))
+}
+
+fn node_id(arg: &[u8]) -> Result<u64, CmdError> {
+    std::str::from_utf8(arg)
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .filter(|&id| id != 0)
+        .ok_or_else(|| CmdError::err("ERR node id must be a positive integer"))
+}
+
+fn run(ctx: &mut Ctx, op: Admin) -> CmdResult {
+    ctx.host
+        .cluster_admin(&op)
+        .map(|()| Frame::ok())
+        .map_err(CmdError::erf)
+}
+
+fn add_learner(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let id = node_id(&argv[2])?;
+    let host = std::str::from_utf8(&argv[3])
+        .ok()
+        .filter(|h| !h.is_empty() && !h.contains(|c: char| c.is_whitespace()))
+        .ok_or_else(|| CmdError::err("ERR invalid host"))?;
+    let port = |a: &[u8]| {
+        std::str::from_utf8(a)
+            .ok()
+            .and_then(|s| s.parse::<u16>().ok())
+            .filter(|&p| p != 0)
+            .ok_or_else(|| CmdError::err("ERR Invalid port"))
+    };
+    let (p, pp) = (port(&argv[4])?, port(&argv[5])?);
+    run(
+        ctx,
+        Admin::AddLearner {
+            id,
+            addr: format!("{host} {p} {pp}"),
+        },
+    )
+}
+
+fn promote(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let id = node_id(&argv[2])?;
+    run(ctx, Admin::Promote(id))
+}
+
+fn remove(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let id = node_id(&argv[2])?;
+    run(ctx, Admin::Remove(id))
+}
+
+fn transfer(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let id = node_id(&argv[2])?;
+    run(ctx, Admin::Transfer(id))
+}

@@ -1,0 +1,510 @@
+//! Cluster mode's half of the event loop: the consensus core (replication::Cluster) driven by
+//! the executor, as the design's "Raft library driven by the loop".
+//!
+//! - **The leader runs units first and logs their effects**: `end_unit` proposes the change
+//!   record (the AOF form, with absolute deadlines and the unit's publishes). Replies wait in
+//!   `held` until the entry is committed on a majority; a batch that logged nothing (a read, a
+//!   failed SET NX) waits for a read barrier asked after it ran (raft's ReadIndex), so a leader
+//!   that was deposed without knowing it answers nothing at all.
+//! - **Followers apply committed entries** through the loader's path with `now = 0`, so they
+//!   never expire a key by their own clock: they wait for the leader's DEL, as Redis replicas
+//!   do. They refuse writes (-READONLY) and serve reads as a Redis replica would (stale by the
+//!   replication lag), seeing keys expired only once their deadline plus the clock bound passed.
+//! - **A new leader first proposes EXTEND** (every deadline moves `cluster-clock-drift` later,
+//!   at the same log position on every node) and serves no client until it is applied: a lock
+//!   cannot expire earlier than under the leader that granted it, as long as no two clocks
+//!   differ by more than the bound.
+//! - **A deposed leader** drops its held replies (their outcome is unknown, as after a crash),
+//!   closes its clients so they rediscover the leader, and rebuilds its state from the log when
+//!   it had run units that never committed.
+
+use super::peer::Peers;
+use super::{fatal, Inbox, Server};
+use crate::clock::unix_ms;
+use crate::config::Config;
+use crate::machine::client::{Out, OutSender};
+use crate::persist::emit;
+use crate::persist::load::{LoadError, Loader, Step};
+use crate::replication::{Addrs, Applied, Cluster, ClusterView};
+use crate::store::waiters::REPLICAS_KEY;
+use bytes::Bytes;
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+/// Raft's clock: heartbeats every 2 ticks, elections after 10–20 ticks of silence.
+pub const TICK: Duration = Duration::from_millis(50);
+
+/// A reply that leaves once the log commits `index` and the read barrier `read` is confirmed.
+struct Held {
+    index: u64,
+    read: u64,
+    out: OutSender,
+    msg: Out,
+}
+
+pub struct ClusterIo {
+    core: Cluster,
+    /// What SENTINEL, ROLE, INFO and WAIT render (refreshed after each round that changed it).
+    pub view: ClusterView,
+    peers: Peers,
+    /// Peer addresses the transport knows (to follow membership changes).
+    dialed: Addrs,
+    pub next_tick: Instant,
+    /// A leader serves clients only once its EXTEND entry is applied.
+    gate_open: bool,
+    extend_index: u64,
+    /// Clients whose batches arrived while the gate was shut, in arrival order.
+    pub gate_waiting: Vec<u64>,
+    held: VecDeque<Held>,
+    /// Whether the last unit that ended was logged: a batch ending in a logged unit is covered
+    /// by that entry's commit, any other needs a read barrier.
+    last_unit_logged: bool,
+    /// A proposal was refused (leadership was being handed over): the state ran ahead of the
+    /// log and is rebuilt at the end of the round.
+    broken: bool,
+    /// The last leader clients were told about (for +switch-master).
+    announced_leader: u64,
+    compacted_at: u64,
+    drift: u64,
+    snapshot_every: u64,
+    buf: Vec<u8>,
+}
+
+impl ClusterIo {
+    /// Opens the node's log in `<dir>/cluster` and starts its peer transport.
+    pub fn open(config: &Config, inbox: Inbox) -> std::io::Result<ClusterIo> {
+        let me = config.cluster_node_id;
+        let Some(own) = config.cluster_peers.iter().find(|p| p.id == me) else {
+            return Err(std::io::Error::other(format!(
+                "cluster-node-id {me} is not one of cluster-peers"
+            )));
+        };
+        let listen = std::net::ToSocketAddrs::to_socket_addrs(&(own.host.as_str(), own.peer_port))?
+            .next()
+            .ok_or_else(|| std::io::Error::other("the peer address does not resolve"))?;
+        let bootstrap: Addrs = config
+            .cluster_peers
+            .iter()
+            .map(|p| (p.id, p.addr()))
+            .collect();
+        let dir = std::path::Path::new(&config.dir).join("cluster");
+        std::fs::create_dir_all(&dir)?;
+        let core = Cluster::open(&dir, me, &bootstrap)?;
+        let view = core.view();
+        let dialed: Addrs = view
+            .members
+            .iter()
+            .filter(|m| m.id != me)
+            .map(|m| (m.id, m.addr.clone()))
+            .collect();
+        let targets: Vec<(u64, String)> = dialed
+            .iter()
+            .filter_map(|(&id, a)| peer_target(a).map(|t| (id, t)))
+            .collect();
+        let peers = Peers::start(me, listen, &targets, config.masterauth.clone(), inbox)?;
+        tracing::info!(
+            "Cluster node {me}: peers on {listen}, {} members, log in {}",
+            view.members.len(),
+            dir.display()
+        );
+        Ok(ClusterIo {
+            core,
+            view,
+            peers,
+            dialed,
+            next_tick: Instant::now() + TICK,
+            gate_open: false,
+            extend_index: 0,
+            gate_waiting: Vec::new(),
+            held: VecDeque::new(),
+            last_unit_logged: false,
+            broken: false,
+            announced_leader: 0,
+            compacted_at: 0,
+            drift: config.cluster_clock_drift,
+            snapshot_every: config.cluster_snapshot_every,
+            buf: Vec::new(),
+        })
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.core.is_leader()
+    }
+
+    /// A leader whose EXTEND is not applied yet: client batches wait.
+    pub fn gate_shut(&self) -> bool {
+        self.core.is_leader() && !self.gate_open
+    }
+
+    /// Active expiry (deletions the log carries) is the serving leader's alone.
+    pub fn may_expire(&self) -> bool {
+        self.core.is_leader() && self.gate_open
+    }
+
+    /// Replies wait for the log only on a leader: a follower's are errors or replica reads.
+    pub fn holds_replies(&self) -> bool {
+        self.core.is_leader()
+    }
+
+    /// The index of the unit that just ended, when it was logged.
+    pub fn logged_index(&self) -> Option<u64> {
+        self.last_unit_logged.then(|| self.core.proposed())
+    }
+
+    pub fn admin(&mut self, op: &crate::replication::Admin) -> Result<(), String> {
+        self.core.admin(op)
+    }
+
+    pub fn step(&mut self, m: crate::replication::Message) {
+        if let Err(e) = self.core.step(m) {
+            tracing::debug!("Dropped a peer message: {e}");
+        }
+    }
+
+    pub fn report_unreachable(&mut self, id: u64) {
+        self.core.report_unreachable(id);
+    }
+
+    /// Ticks raft for every period elapsed by `now`.
+    pub fn tick_until(&mut self, now: Instant) {
+        while now >= self.next_tick {
+            self.core.tick();
+            self.next_tick += TICK;
+        }
+    }
+
+    /// Queues a batch's reply behind the log: the commit of the newest proposal, or a read
+    /// barrier when the batch's last unit logged nothing.
+    pub fn hold(&mut self, out: OutSender, msg: Out) {
+        let read = if self.last_unit_logged {
+            0
+        } else {
+            self.core.need_read()
+        };
+        let index = if self.broken {
+            u64::MAX
+        } else {
+            self.core.proposed()
+        };
+        self.held.push_back(Held {
+            index,
+            read,
+            out,
+            msg,
+        });
+    }
+}
+
+/// "host port peerport" → "host:peerport".
+fn peer_target(addr: &str) -> Option<String> {
+    let mut w = addr.split(' ');
+    let host = w.next()?;
+    let _port = w.next()?;
+    let peer = w.next()?;
+    Some(format!("{host}:{peer}"))
+}
+
+/// "host port peerport" → (host, port): where clients reach a member.
+fn client_addr(addr: &str) -> (&str, &str) {
+    let mut w = addr.split(' ');
+    (w.next().unwrap_or(""), w.next().unwrap_or("0"))
+}
+
+impl Server {
+    /// After a client's unit: remember its last logged write for WAIT.
+    #[inline]
+    pub fn note_write(&mut self, client: &mut crate::machine::client::Client) {
+        if let Some(i) = self.io.cluster.as_ref().and_then(|c| c.logged_index()) {
+            client.repl_index = i;
+        }
+    }
+
+    /// End of a unit in cluster mode: its effects become a log entry (a leader records; a
+    /// follower's apply records nothing).
+    pub(super) fn propose_changes(&mut self) {
+        let Some(c) = self.io.cluster.as_mut() else {
+            return;
+        };
+        if !self.state.dbs.take_changes(&mut self.changes) {
+            c.last_unit_logged = false;
+            return;
+        }
+        c.buf.clear();
+        // Each entry selects its own database: followers may start from any entry (after a
+        // snapshot), so none relies on an earlier one's SELECT.
+        emit::unit(&mut c.buf, &mut None, &self.state.dbs, &self.changes);
+        emit::publishes(&mut c.buf, &self.changes);
+        if c.buf.is_empty() {
+            c.last_unit_logged = false;
+            return;
+        }
+        match c.core.propose_unit(c.buf.clone()) {
+            Ok(_) => c.last_unit_logged = true,
+            Err(e) => {
+                tracing::warn!("A unit could not be logged ({e}): rebuilding from the log");
+                c.broken = true;
+                c.last_unit_logged = false;
+            }
+        }
+    }
+
+    /// One consensus round, after the round's commands: persist and send raft's output, apply
+    /// what committed, react to leadership changes, release the replies the log now covers.
+    pub(super) fn cluster_round(&mut self) {
+        let Some(mut c) = self.io.cluster.take() else {
+            return;
+        };
+        let mut extend_applied = 0u64;
+        let commit_before = c.view.commit;
+        let mut conf_changed = false;
+        let outcome = {
+            let peers = &c.peers;
+            let mut send = |m| peers.send(m);
+            let mut apply = |index: u64, a: Applied| match a {
+                Applied::Extend(ms) => {
+                    self.state.dbs.shift_deadlines(ms);
+                    self.state.dbs.discard_changes();
+                    extend_applied = index;
+                }
+                Applied::Conf(_) => conf_changed = true,
+                other => self.apply_entry(index, other),
+            };
+            match c.core.on_round(&mut send, &mut apply) {
+                Ok(o) => o,
+                Err(e) => fatal(&format!("The cluster log failed: {e}")),
+            }
+        };
+        if outcome.became_leader {
+            tracing::info!("Cluster node {}: elected leader", c.core.id());
+            c.gate_open = false;
+            self.state.dbs.record_changes(true);
+            self.state.dbs.record_publishes(true);
+            match c.core.propose_extend(c.drift) {
+                Ok(i) => c.extend_index = i,
+                Err(e) => tracing::warn!("EXTEND not proposed: {e}"),
+            }
+        }
+        if extend_applied != 0 && c.core.is_leader() && extend_applied >= c.extend_index {
+            c.gate_open = true;
+            tracing::info!(
+                "Cluster node {}: serving as leader (deadlines extended by {} ms)",
+                c.core.id(),
+                c.drift
+            );
+        }
+        if outcome.stepped_down || c.broken {
+            self.step_down(&mut c);
+        }
+        if outcome.became_leader
+            || outcome.stepped_down
+            || conf_changed
+            || c.core.commit() != c.view.commit
+            || c.core.applied() != c.view.applied
+            || outcome.leader_changed.is_some()
+        {
+            c.view = c.core.view();
+        }
+        if conf_changed {
+            self.follow_membership(&mut c);
+        }
+        let commit_moved = c.view.commit != commit_before;
+        if commit_moved && c.core.is_leader() {
+            // Parked WAITs count again.
+            for db in 0..self.state.dbs.len() {
+                self.state.waiters.signal(db, REPLICAS_KEY);
+            }
+        }
+        if c.view.leader != 0 && c.view.leader != c.announced_leader {
+            self.announce_leader(&mut c);
+        }
+        // Replies the log now covers leave (any order across clients: each client has one
+        // batch in flight).
+        let commit = c.core.commit();
+        let core = &c.core;
+        c.held.retain_mut(|h| {
+            if h.index <= commit && core.read_done(h.read) {
+                let msg = std::mem::replace(
+                    &mut h.msg,
+                    Out {
+                        data: Bytes::new(),
+                        batch_done: false,
+                        close: false,
+                    },
+                );
+                let _ = h.out.send(msg);
+                false
+            } else {
+                true
+            }
+        });
+        self.maybe_compact(&mut c);
+        let open_now = c.gate_open && !c.gate_waiting.is_empty();
+        let waiting = if open_now || !c.core.is_leader() {
+            std::mem::take(&mut c.gate_waiting)
+        } else {
+            Vec::new()
+        };
+        self.io.cluster = Some(c);
+        if self.state.waiters.has_ready() {
+            super::blocking::serve_ready(self);
+        }
+        for id in waiting {
+            self.run_batch(id, &mut Vec::new());
+        }
+    }
+
+    /// A committed entry on the state machine: a snapshot replaces the data, a unit runs as
+    /// the loader's commands at time 0 (nothing expires by this node's clock).
+    fn apply_entry(&mut self, index: u64, a: Applied) {
+        let data = match a {
+            Applied::Unit { own: true, .. } => return,
+            Applied::Unit { data, .. } => data,
+            Applied::Snapshot(data) => {
+                if let Err(e) = self.apply_commands(vec![vec![Bytes::from_static(b"FLUSHALL")]], 0)
+                {
+                    fatal(&format!("Cannot install the snapshot at {index}: {e}"));
+                }
+                data
+            }
+            Applied::Extend(_) | Applied::Conf(_) => return,
+        };
+        let mut loader = Loader::from_bytes(Bytes::copy_from_slice(data));
+        loop {
+            match loader.next_unit() {
+                Ok(Step::Apply(cmds)) => {
+                    if let Err(e) = self.apply_commands(cmds, 0) {
+                        fatal(&format!("Bad command in cluster entry {index}: {e}"));
+                    }
+                }
+                Ok(Step::Done) => break,
+                Err(LoadError::Fatal(msg)) => fatal(&format!("Cluster entry {index}: {msg}")),
+            }
+        }
+        // A leader applying an earlier leader's entries records them, but they are logged
+        // already.
+        self.state.dbs.discard_changes();
+        self.state.drain_expired();
+    }
+
+    /// No longer leader (or a proposal failed): what was held will never be confirmed, so the
+    /// connections waiting on it close (the client learns nothing, as if the node died); every
+    /// other plain client is closed too so it rediscovers the leader (Sentinel's CLIENT KILL of
+    /// a demoted master). Units that ran but never committed are undone by replaying the log.
+    fn step_down(&mut self, c: &mut ClusterIo) {
+        if !c.core.is_leader() {
+            tracing::info!("Cluster node {}: no longer leader", c.core.id());
+            self.state.dbs.record_changes(false);
+            self.state.dbs.record_publishes(false);
+            c.gate_open = false;
+        }
+        for h in c.held.drain(..) {
+            let _ = h.out.send(Out {
+                data: Bytes::new(),
+                batch_done: true,
+                close: true,
+            });
+        }
+        if !c.core.is_leader() {
+            for client in self.state.clients.values() {
+                if !client.pubsub.subscribed() {
+                    client.kill();
+                }
+            }
+        }
+        if c.core.proposed() > c.core.applied() || c.broken {
+            let recording = self.state.dbs.records_changes();
+            self.state.dbs.record_changes(false);
+            let mut apply = |index: u64, a: Applied| match a {
+                Applied::Extend(ms) => {
+                    self.state.dbs.shift_deadlines(ms);
+                }
+                other => self.apply_entry(index, other),
+            };
+            if let Err(e) = c.core.replay(&mut apply) {
+                fatal(&format!(
+                    "Cannot rebuild the state from the cluster log: {e}"
+                ));
+            }
+            self.state.dbs.record_changes(recording);
+            self.state.dbs.record_publishes(recording);
+            tracing::warn!("Cluster node {}: state rebuilt from the log", c.core.id());
+        }
+        c.broken = false;
+        c.last_unit_logged = false;
+    }
+
+    /// The transport follows the membership: new members are dialled, removed ones forgotten.
+    fn follow_membership(&mut self, c: &mut ClusterIo) {
+        let me = c.core.id();
+        let now: Addrs = c
+            .view
+            .members
+            .iter()
+            .filter(|m| m.id != me && !m.addr.is_empty())
+            .map(|m| (m.id, m.addr.clone()))
+            .collect();
+        for (id, addr) in &now {
+            if c.dialed.get(id) != Some(addr) {
+                c.peers.set_peer(*id, peer_target(addr));
+            }
+        }
+        for id in c.dialed.keys() {
+            if !now.contains_key(id) {
+                c.peers.set_peer(*id, None);
+            }
+        }
+        c.dialed = now;
+    }
+
+    /// Tells this node's Sentinel subscribers the leader moved, as redis-sentinel does on every
+    /// Sentinel: `+switch-master <name> <old ip> <old port> <new ip> <new port>`.
+    fn announce_leader(&mut self, c: &mut ClusterIo) {
+        let addr_of = |id: u64| {
+            c.view
+                .members
+                .iter()
+                .find(|m| m.id == id)
+                .map(|m| client_addr(&m.addr))
+        };
+        let new = addr_of(c.view.leader);
+        let old = addr_of(c.announced_leader);
+        if let (Some((nip, nport)), Some((oip, oport))) = (new, old) {
+            let msg = format!(
+                "{} {oip} {oport} {nip} {nport}",
+                self.state.config.sentinel_master_name
+            );
+            self.state.publish(b"+switch-master", msg.as_bytes(), false);
+        }
+        c.announced_leader = c.view.leader;
+    }
+
+    /// Compacts the log into a snapshot of the state every `cluster-snapshot-every` entries (or
+    /// when a lagging follower needs a newer one), only while the state is exactly the applied
+    /// one (a leader with units in flight waits).
+    fn maybe_compact(&mut self, c: &mut ClusterIo) {
+        let applied = c.core.applied();
+        let wanted = c.core.snapshot_wanted();
+        if !(wanted || applied >= c.compacted_at + c.snapshot_every) {
+            return;
+        }
+        if c.core.proposed() > applied || applied == 0 {
+            if wanted {
+                // Asked again next round (take_snapshot_wanted cleared it).
+                tracing::debug!("Snapshot wanted while units are in flight: deferred");
+            }
+            return;
+        }
+        let data = super::snapshot(&self.state, 0);
+        match c.core.compact(applied, data) {
+            Ok(()) => c.compacted_at = applied,
+            Err(e) => tracing::warn!("Cannot compact the cluster log: {e}"),
+        }
+    }
+}
+
+/// Follower reads see a key expired only once its deadline plus the clock bound has passed on
+/// this node's clock: by then the leader's clock passed it too, so a replica never drops a key
+/// earlier than the leader would (it may show it up to the bound longer).
+pub fn replica_now(drift: u64) -> u64 {
+    unix_ms().saturating_sub(drift)
+}

@@ -1,0 +1,1234 @@
+//! The cluster peer transport (replication/DESIGN.md §2): Raft messages between nodes over TCP.
+//!
+//! Plain std threads and blocking sockets: a cluster has 3–7 nodes, so a thread per peer is
+//! simpler to get right than a second event loop, and the executor only ever touches a queue
+//! (`Peers::send`) and its own inbox. Each node dials every peer to *send* (one thread per peer,
+//! owning that peer's queue) and accepts connections to *receive* (one thread per accepted
+//! connection, forwarding to the executor's inbox): two connections per pair, no deduplication.
+//!
+//! Wire: a frame is `u32 BE body length | u8 type | body` (the length excludes the type byte).
+//! - 3 NONCE (acceptor → dialer, first): 32 random bytes.
+//! - 1 HELLO (dialer → acceptor): node id (u64 BE) | HMAC-SHA256(masterauth, nonce | node id),
+//!   the empty key when no masterauth is set.
+//! - 4 WELCOME (acceptor → dialer, empty): the HELLO was accepted. Without it a dialer with the
+//!   wrong secret could not tell a rejection from a peer that went away, and would believe (and
+//!   log) itself connected on every retry while its messages vanish.
+//! - 2 RAFT (dialer → acceptor): an `eraftpb::Message` in protobuf.
+//!
+//! Nothing here blocks the executor: an undeliverable message is dropped and the loop is told
+//! with `Msg::PeerUnreachable`, and raft retransmits (it probes the peer again).
+
+use super::{Inbox, Msg};
+use crate::replication::Message;
+use protobuf::Message as _;
+use sha2::{Digest, Sha256};
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, BufReader, Read, Write};
+use std::net::ToSocketAddrs;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+const HELLO: u8 = 1;
+const RAFT: u8 = 2;
+const NONCE: u8 = 3;
+const WELCOME: u8 = 4;
+
+const NONCE_LEN: usize = 32;
+const HELLO_LEN: usize = 8 + 32;
+/// Snapshots travel as one RAFT frame (`cluster-max-frame`, 512mb in DESIGN.md §2).
+pub const MAX_FRAME: usize = 512 << 20;
+/// Bytes queued for one peer before messages are dropped. raft keeps up to 256 appends of 1 MiB
+/// in flight (replication/mod.rs); past this the peer is slower than we produce, and dropping
+/// puts it back in probe mode rather than growing memory. A message is always accepted into an
+/// empty queue, so a snapshot larger than the cap still goes.
+pub const DEFAULT_QUEUE_CAP: usize = 64 << 20;
+
+const BACKOFF_MIN: Duration = Duration::from_millis(50);
+const BACKOFF_MAX: Duration = Duration::from_millis(500);
+const DIAL_TIMEOUT: Duration = Duration::from_secs(1);
+/// A peer that has not finished the handshake in this long is gone (or is not a peer).
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// A write that makes no progress for this long means the peer is dead without a FIN.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Frames up to this size are copied into one buffer so a batch of heartbeats and appends
+/// leaves in one write; bigger ones (snapshots) are written from their own buffer.
+const COALESCE: usize = 256 << 10;
+/// Inbound connections held at once: peers need one each; the rest of the room is for peers
+/// that reconnected before their old connection was noticed dead.
+const MAX_INBOUND: usize = 64;
+
+/// `host:port` for a socket address, with brackets for an IPv6 literal.
+pub fn addr_of(host: &str, port: u16) -> String {
+    if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+/// The transport: owned by the executor. Dropping it stops every thread it started.
+pub struct Peers {
+    me: u64,
+    local: SocketAddr,
+    key: Arc<[u8]>,
+    inbox: Inbox,
+    cap: usize,
+    links: HashMap<u64, (Arc<Link>, JoinHandle<()>)>,
+    stop: Arc<AtomicBool>,
+    listener: Option<JoinHandle<()>>,
+    conns: Arc<Mutex<Conns>>,
+}
+
+/// One peer's outgoing side, shared by `Peers::send` and that peer's sender thread.
+struct Link {
+    id: u64,
+    q: Mutex<Queue>,
+    cv: Condvar,
+}
+
+struct Queue {
+    /// RAFT frame bodies, oldest first.
+    frames: VecDeque<Vec<u8>>,
+    bytes: usize,
+    /// The last dial failed and no connection has been made since: new messages are dropped.
+    unreachable: bool,
+    /// `PeerUnreachable` was reported since the last failed dial or successful write, so the
+    /// loop hears about a failure once, not once per message.
+    reported: bool,
+    addr: String,
+    /// The address changed: leave the current connection and dial the new one.
+    redial: bool,
+    stop: bool,
+    /// The socket being dialed or written, so `stop`/`redial` can unblock a write or handshake.
+    stream: Option<TcpStream>,
+}
+
+/// Accepted connections, so `Drop` can close them and wait for their threads.
+#[derive(Default)]
+struct Conns {
+    next: u64,
+    open: HashMap<u64, TcpStream>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Nothing panics while holding these locks; if something did, the data is still usable.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn report(inbox: &Inbox, id: u64) {
+    // The executor is gone only at shutdown, when nothing needs to hear it.
+    let _ = inbox.send(Msg::PeerUnreachable(id));
+}
+
+impl Peers {
+    /// Binds `listen` (this node's host:peer_port) and starts one sender per peer
+    /// (`peers`: id and `host:peerport`, see `addr_of`; an entry for `me` is ignored).
+    pub fn start(
+        me: u64,
+        listen: SocketAddr,
+        peers: &[(u64, String)],
+        secret: Option<String>,
+        inbox: Inbox,
+    ) -> io::Result<Peers> {
+        let listener = TcpListener::bind(listen)?;
+        // Nonblocking so the accept loop can also wake on a timeout to see the stop flag.
+        listener.set_nonblocking(true)?;
+        let local = listener.local_addr()?;
+        let key: Arc<[u8]> = secret.map(String::into_bytes).unwrap_or_default().into();
+        let stop = Arc::new(AtomicBool::new(false));
+        let conns = Arc::new(Mutex::new(Conns::default()));
+        let handle = {
+            let (key, inbox, stop, conns) =
+                (key.clone(), inbox.clone(), stop.clone(), conns.clone());
+            thread::Builder::new()
+                .name("peer-listen".into())
+                .spawn(move || run_listener(me, listener, key, inbox, stop, conns))?
+        };
+        let mut p = Peers {
+            me,
+            local,
+            key,
+            inbox,
+            cap: DEFAULT_QUEUE_CAP,
+            links: HashMap::new(),
+            stop,
+            listener: Some(handle),
+            conns,
+        };
+        for (id, addr) in peers {
+            if *id != me && !p.links.contains_key(id) {
+                p.add_link(*id, addr.clone())?;
+            }
+        }
+        Ok(p)
+    }
+
+    /// The address actually bound (the port when `listen` had port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Bytes queued per peer before messages are dropped (`DEFAULT_QUEUE_CAP`).
+    pub fn set_queue_cap(&mut self, bytes: usize) {
+        self.cap = bytes;
+    }
+
+    /// Queues a message for `m.to`; never blocks (beyond a short lock shared with that peer's
+    /// sender). Over the per-peer cap, while the peer is unreachable, or for a peer it has no
+    /// address for, it drops the message and reports `Msg::PeerUnreachable(to)`.
+    pub fn send(&self, m: Message) {
+        let to = m.to;
+        let Some((link, _)) = self.links.get(&to) else {
+            tracing::debug!("cluster: no address for peer {to}, message dropped");
+            report(&self.inbox, to);
+            return;
+        };
+        let body = match m.write_to_bytes() {
+            Ok(b) if b.len() <= MAX_FRAME => b,
+            Ok(b) => {
+                tracing::warn!(
+                    "cluster: a {} byte message for peer {to} is over the {MAX_FRAME} byte frame cap, dropped",
+                    b.len()
+                );
+                report(&self.inbox, to);
+                return;
+            }
+            Err(e) => {
+                tracing::warn!("cluster: cannot encode a message for peer {to}: {e}");
+                report(&self.inbox, to);
+                return;
+            }
+        };
+        let mut q = lock(&link.q);
+        let over = q.bytes > 0 && q.bytes + body.len() > self.cap;
+        if q.unreachable || over || q.stop {
+            if !q.reported {
+                q.reported = true;
+                drop(q);
+                report(&self.inbox, to);
+            }
+            return;
+        }
+        q.bytes += body.len();
+        q.frames.push_back(body);
+        drop(q);
+        link.cv.notify_one();
+    }
+
+    /// Membership changed at run time: add or re-address (Some) or remove (None) a peer.
+    pub fn set_peer(&mut self, id: u64, addr: Option<String>) {
+        if id == self.me {
+            return;
+        }
+        match addr {
+            Some(addr) => {
+                if let Some((link, _)) = self.links.get(&id) {
+                    let mut q = lock(&link.q);
+                    if q.addr != addr {
+                        q.addr = addr;
+                        q.redial = true;
+                        if let Some(s) = &q.stream {
+                            let _ = s.shutdown(Shutdown::Both);
+                        }
+                        drop(q);
+                        link.cv.notify_all();
+                    }
+                } else if let Err(e) = self.add_link(id, addr) {
+                    tracing::error!("cluster: cannot start the sender for peer {id}: {e}");
+                }
+            }
+            None => {
+                // Not joined: the executor must not wait for a dial in progress. The thread
+                // sees `stop` and exits on its own.
+                if let Some((link, _handle)) = self.links.remove(&id) {
+                    stop_link(&link);
+                }
+            }
+        }
+    }
+
+    fn add_link(&mut self, id: u64, addr: String) -> io::Result<()> {
+        let link = Arc::new(Link {
+            id,
+            q: Mutex::new(Queue {
+                frames: VecDeque::new(),
+                bytes: 0,
+                unreachable: false,
+                reported: false,
+                addr,
+                redial: false,
+                stop: false,
+                stream: None,
+            }),
+            cv: Condvar::new(),
+        });
+        let handle = {
+            let (me, link, key, inbox) =
+                (self.me, link.clone(), self.key.clone(), self.inbox.clone());
+            thread::Builder::new()
+                .name(format!("peer-send-{id}"))
+                .spawn(move || run_sender(me, link, key, inbox))?
+        };
+        self.links.insert(id, (link, handle));
+        Ok(())
+    }
+}
+
+fn stop_link(link: &Link) {
+    let mut q = lock(&link.q);
+    q.stop = true;
+    q.frames.clear();
+    q.bytes = 0;
+    if let Some(s) = &q.stream {
+        let _ = s.shutdown(Shutdown::Both);
+    }
+    drop(q);
+    link.cv.notify_all();
+}
+
+impl Drop for Peers {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the accept loop at once (it also wakes on its own every 200 ms).
+        let wake = match self.local.ip() {
+            IpAddr::V4(ip) if ip.is_unspecified() => {
+                SocketAddr::new(Ipv4Addr::LOCALHOST.into(), self.local.port())
+            }
+            IpAddr::V6(ip) if ip.is_unspecified() => {
+                SocketAddr::new(Ipv6Addr::LOCALHOST.into(), self.local.port())
+            }
+            _ => self.local,
+        };
+        let _ = TcpStream::connect_timeout(&wake, Duration::from_millis(200));
+        if let Some(h) = self.listener.take() {
+            let _ = h.join();
+        }
+        // The listener has ended, so no connection is added after this.
+        let threads = {
+            let mut c = lock(&self.conns);
+            for s in c.open.values() {
+                let _ = s.shutdown(Shutdown::Both);
+            }
+            std::mem::take(&mut c.threads)
+        };
+        for (_, (link, _)) in self.links.iter() {
+            stop_link(link);
+        }
+        for (_, (_, h)) in self.links.drain() {
+            let _ = h.join();
+        }
+        for h in threads {
+            let _ = h.join();
+        }
+    }
+}
+
+// ---- HMAC ----
+
+/// HMAC-SHA256 (RFC 2104) over the concatenation of `parts`.
+fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
+    let mut k = [0u8; 64];
+    if key.len() > 64 {
+        k[..32].copy_from_slice(&Sha256::digest(key));
+    } else {
+        k[..key.len()].copy_from_slice(key);
+    }
+    let mut inner = Sha256::new();
+    inner.update(k.map(|b| b ^ 0x36));
+    for p in parts {
+        inner.update(p);
+    }
+    let mut outer = Sha256::new();
+    outer.update(k.map(|b| b ^ 0x5c));
+    outer.update(inner.finalize());
+    outer.finalize().into()
+}
+
+/// Compares without an early exit, so the time taken does not say how much of a MAC matched.
+fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn hello_mac(key: &[u8], nonce: &[u8], id: u64) -> [u8; 32] {
+    hmac_sha256(key, &[nonce, &id.to_be_bytes()])
+}
+
+fn random_nonce() -> io::Result<[u8; NONCE_LEN]> {
+    let mut n = [0u8; NONCE_LEN];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut n)?;
+    Ok(n)
+}
+
+// ---- framing ----
+
+fn header(len: usize, ty: u8) -> [u8; 5] {
+    let l = (len as u32).to_be_bytes();
+    [l[0], l[1], l[2], l[3], ty]
+}
+
+fn write_frame(mut w: impl Write, ty: u8, body: &[u8]) -> io::Result<()> {
+    let mut f = Vec::with_capacity(5 + body.len());
+    f.extend_from_slice(&header(body.len(), ty));
+    f.extend_from_slice(body);
+    w.write_all(&f)
+}
+
+/// Reads a frame header. `Ok(None)` is a clean end of stream between frames.
+fn read_header(mut r: impl Read) -> io::Result<Option<(usize, u8)>> {
+    let mut h = [0u8; 5];
+    let mut got = 0;
+    while got < h.len() {
+        match r.read(&mut h[got..]) {
+            Ok(0) if got == 0 => return Ok(None),
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Some((
+        u32::from_be_bytes([h[0], h[1], h[2], h[3]]) as usize,
+        h[4],
+    )))
+}
+
+/// Reads one frame of exactly `len` bytes and type `ty` (handshake frames only: tiny).
+fn read_exact_frame<const N: usize>(mut r: impl Read, ty: u8) -> io::Result<[u8; N]> {
+    match read_header(&mut r)? {
+        Some((len, t)) if len == N && t == ty => {
+            let mut b = [0u8; N];
+            r.read_exact(&mut b)?;
+            Ok(b)
+        }
+        Some((len, t)) => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("expected a type {ty} frame of {N} bytes, got type {t} of {len}"),
+        )),
+        None => Err(io::ErrorKind::UnexpectedEof.into()),
+    }
+}
+
+// ---- sending ----
+
+#[derive(PartialEq, Clone, Copy)]
+enum LinkState {
+    New,
+    Up,
+    Unreachable,
+    Rejected,
+}
+
+enum DialError {
+    Io(io::Error),
+    /// The peer closed the connection after our HELLO: it does not share our masterauth.
+    Rejected,
+    Stopped,
+}
+
+impl From<io::Error> for DialError {
+    fn from(e: io::Error) -> Self {
+        DialError::Io(e)
+    }
+}
+
+enum PumpEnd {
+    Stop,
+    Redial,
+    /// Seen closed before writing: the batch is back in the queue.
+    Closed,
+    /// A write failed: the batch is lost.
+    Lost(io::Error),
+}
+
+fn run_sender(me: u64, link: Arc<Link>, key: Arc<[u8]>, inbox: Inbox) {
+    let id = link.id;
+    let mut state = LinkState::New;
+    let mut backoff = BACKOFF_MIN;
+    loop {
+        let addr = {
+            let mut q = lock(&link.q);
+            if q.stop {
+                return;
+            }
+            q.redial = false;
+            q.addr.clone()
+        };
+        let failure = match dial(me, &addr, &key, &link) {
+            Ok(stream) => {
+                if state != LinkState::Up {
+                    tracing::info!("cluster: connected to peer {id} at {addr}");
+                }
+                state = LinkState::Up;
+                backoff = BACKOFF_MIN;
+                lock(&link.q).unreachable = false;
+                let end = pump(&link, &stream);
+                lock(&link.q).stream = None;
+                match end {
+                    PumpEnd::Stop => return,
+                    PumpEnd::Redial => {
+                        tracing::info!("cluster: peer {id} has a new address, reconnecting");
+                        state = LinkState::New;
+                    }
+                    PumpEnd::Closed => {
+                        tracing::info!("cluster: peer {id} at {addr} closed the connection");
+                        state = LinkState::Unreachable;
+                    }
+                    PumpEnd::Lost(e) => {
+                        tracing::info!("cluster: lost the connection to peer {id} at {addr}: {e}");
+                        state = LinkState::Unreachable;
+                        lock(&link.q).reported = true;
+                        report(&inbox, id);
+                    }
+                }
+                // Redial at once: a restarted peer is usually back already.
+                continue;
+            }
+            Err(DialError::Stopped) => return,
+            Err(f) => f,
+        };
+        let next = match &failure {
+            DialError::Rejected => LinkState::Rejected,
+            _ => LinkState::Unreachable,
+        };
+        if next != state {
+            match &failure {
+                DialError::Rejected => tracing::warn!(
+                    "cluster: peer {id} at {addr} refused our HELLO (is masterauth the same on both nodes?)"
+                ),
+                DialError::Io(e) => tracing::info!("cluster: peer {id} at {addr} is unreachable: {e}"),
+                DialError::Stopped => {}
+            }
+            state = next;
+        }
+        let mut q = lock(&link.q);
+        q.stream = None;
+        q.unreachable = true;
+        let dropped = !q.frames.is_empty();
+        q.frames.clear();
+        q.bytes = 0;
+        q.reported = dropped;
+        if dropped {
+            report(&inbox, id);
+        }
+        let (q, _) = link
+            .cv
+            .wait_timeout_while(q, backoff, |q| !q.stop && !q.redial)
+            .unwrap_or_else(|e| e.into_inner());
+        if q.redial {
+            backoff = BACKOFF_MIN;
+        } else {
+            backoff = (backoff * 2).min(BACKOFF_MAX);
+        }
+    }
+}
+
+fn dial(me: u64, addr: &str, key: &[u8], link: &Link) -> Result<TcpStream, DialError> {
+    let mut last = io::Error::new(io::ErrorKind::NotFound, "the address resolves to nothing");
+    let mut stream = None;
+    for a in addr.to_socket_addrs()? {
+        match TcpStream::connect_timeout(&a, DIAL_TIMEOUT) {
+            Ok(s) => {
+                stream = Some(s);
+                break;
+            }
+            Err(e) => last = e,
+        }
+    }
+    let mut s = stream.ok_or(last)?;
+    {
+        let mut q = lock(&link.q);
+        if q.stop {
+            return Err(DialError::Stopped);
+        }
+        q.stream = Some(s.try_clone()?);
+    }
+    s.set_nodelay(true)?;
+    s.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
+    s.set_write_timeout(Some(HANDSHAKE_TIMEOUT))?;
+    let nonce: [u8; NONCE_LEN] = read_exact_frame(&mut s, NONCE)?;
+    let mut hello = [0u8; HELLO_LEN];
+    hello[..8].copy_from_slice(&me.to_be_bytes());
+    hello[8..].copy_from_slice(&hello_mac(key, &nonce, me));
+    write_frame(&mut s, HELLO, &hello)?;
+    match read_header(&mut s) {
+        Ok(Some((0, WELCOME))) => {}
+        Ok(Some((len, t))) => {
+            return Err(DialError::Io(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("expected WELCOME, got a type {t} frame of {len} bytes"),
+            )))
+        }
+        Ok(None) => return Err(DialError::Rejected),
+        Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return Err(DialError::Rejected),
+        Err(e) => return Err(e.into()),
+    }
+    s.set_read_timeout(None)?;
+    s.set_write_timeout(Some(WRITE_TIMEOUT))?;
+    Ok(s)
+}
+
+/// Whether the peer has closed (or reset) the connection. The acceptor never sends after
+/// WELCOME, so anything readable means the connection is over. Checked before each batch so a
+/// restarted peer's first messages are not written into the dead connection and lost silently.
+fn peer_closed(s: &TcpStream) -> bool {
+    let mut p = libc::pollfd {
+        fd: s.as_raw_fd(),
+        events: libc::POLLIN | libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: `p` is one valid pollfd for the duration of the call and the fd stays open
+    // (`s` is borrowed); a zero timeout makes it a check, not a wait.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n > 0 && p.revents != 0
+}
+
+fn pump(link: &Link, s: &TcpStream) -> PumpEnd {
+    let mut w = s;
+    let mut out: Vec<u8> = Vec::new();
+    loop {
+        let batch = {
+            let mut q = lock(&link.q);
+            loop {
+                if q.stop {
+                    return PumpEnd::Stop;
+                }
+                if q.redial {
+                    return PumpEnd::Redial;
+                }
+                if !q.frames.is_empty() {
+                    break;
+                }
+                q = link.cv.wait(q).unwrap_or_else(|e| e.into_inner());
+            }
+            q.bytes = 0;
+            std::mem::take(&mut q.frames)
+        };
+        if peer_closed(s) {
+            let mut q = lock(&link.q);
+            for f in batch.into_iter().rev() {
+                q.bytes += f.len();
+                q.frames.push_front(f);
+            }
+            return PumpEnd::Closed;
+        }
+        let r = write_batch(&mut w, &batch, &mut out);
+        if let Err(e) = r {
+            return PumpEnd::Lost(e);
+        }
+        if out.capacity() > 4 * COALESCE {
+            out = Vec::new();
+        }
+        lock(&link.q).reported = false;
+    }
+}
+
+/// Writes RAFT frames, coalescing small ones so a batch leaves in as few writes as possible.
+fn write_batch(w: &mut impl Write, batch: &VecDeque<Vec<u8>>, out: &mut Vec<u8>) -> io::Result<()> {
+    out.clear();
+    for f in batch {
+        if !out.is_empty() && out.len() + 5 + f.len() > COALESCE {
+            w.write_all(out)?;
+            out.clear();
+        }
+        out.extend_from_slice(&header(f.len(), RAFT));
+        if f.len() >= COALESCE {
+            w.write_all(out)?;
+            out.clear();
+            w.write_all(f)?;
+        } else {
+            out.extend_from_slice(f);
+        }
+    }
+    if !out.is_empty() {
+        w.write_all(out)?;
+    }
+    Ok(())
+}
+
+// ---- receiving ----
+
+fn run_listener(
+    me: u64,
+    listener: TcpListener,
+    key: Arc<[u8]>,
+    inbox: Inbox,
+    stop: Arc<AtomicBool>,
+    conns: Arc<Mutex<Conns>>,
+) {
+    while !stop.load(Ordering::SeqCst) {
+        let (s, from) = match listener.accept() {
+            Ok(x) => x,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                wait_readable(&listener, 200);
+                continue;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                // Out of descriptors and the like: retrying at once would spin.
+                tracing::warn!("cluster: accept on the peer port failed: {e}");
+                wait_readable(&listener, 100);
+                continue;
+            }
+        };
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let mut c = lock(&conns);
+        c.threads.retain(|h| !h.is_finished());
+        if c.open.len() >= MAX_INBOUND {
+            tracing::warn!(
+                "cluster: {MAX_INBOUND} peer connections open, refusing one from {from}"
+            );
+            continue;
+        }
+        let Ok(clone) = s.try_clone() else { continue };
+        let conn = c.next;
+        c.next += 1;
+        let (key, inbox, conns2) = (key.clone(), inbox.clone(), conns.clone());
+        let spawned = thread::Builder::new()
+            .name("peer-recv".into())
+            .spawn(move || {
+                serve(me, s, from, &key, &inbox);
+                lock(&conns2).open.remove(&conn);
+            });
+        match spawned {
+            Ok(h) => {
+                c.open.insert(conn, clone);
+                c.threads.push(h);
+            }
+            Err(e) => tracing::warn!("cluster: cannot start a reader for {from}: {e}"),
+        }
+    }
+}
+
+fn wait_readable(l: &TcpListener, ms: i32) {
+    let mut p = libc::pollfd {
+        fd: l.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: `p` is one valid pollfd for the duration of the call and the listener (borrowed)
+    // keeps the fd open.
+    unsafe { libc::poll(&mut p, 1, ms) };
+}
+
+enum ServeEnd {
+    Closed,
+    BadHello(String),
+    Failed(String),
+}
+
+fn serve(me: u64, s: TcpStream, from: SocketAddr, key: &[u8], inbox: &Inbox) {
+    let mut peer = None;
+    match (serve_inner(me, &s, key, inbox, &mut peer), peer) {
+        (ServeEnd::Closed, Some(id)) => {
+            tracing::info!("cluster: peer {id} disconnected (inbound from {from})")
+        }
+        (ServeEnd::Closed, None) => {}
+        (ServeEnd::BadHello(why), _) => {
+            tracing::warn!("cluster: rejected a peer connection from {from}: {why}")
+        }
+        (ServeEnd::Failed(why), Some(id)) => {
+            tracing::info!("cluster: closed the connection from peer {id} ({from}): {why}")
+        }
+        (ServeEnd::Failed(why), None) => {
+            tracing::debug!("cluster: peer connection from {from} ended: {why}")
+        }
+    }
+}
+
+fn serve_inner(
+    me: u64,
+    s: &TcpStream,
+    key: &[u8],
+    inbox: &Inbox,
+    peer: &mut Option<u64>,
+) -> ServeEnd {
+    let fail = |e: io::Error| ServeEnd::Failed(e.to_string());
+    // Accepted sockets can inherit the listener's nonblocking mode on some platforms.
+    if let Err(e) = s
+        .set_nonblocking(false)
+        .and_then(|_| s.set_nodelay(true))
+        .and_then(|_| s.set_read_timeout(Some(HANDSHAKE_TIMEOUT)))
+        .and_then(|_| s.set_write_timeout(Some(HANDSHAKE_TIMEOUT)))
+    {
+        return fail(e);
+    }
+    let nonce = match random_nonce() {
+        Ok(n) => n,
+        Err(e) => return ServeEnd::Failed(format!("no random nonce: {e}")),
+    };
+    if let Err(e) = write_frame(s, NONCE, &nonce) {
+        return fail(e);
+    }
+    let mut r = s;
+    // The length is checked before anything is read into memory: only a 40-byte HELLO is valid.
+    let hello: [u8; HELLO_LEN] = match read_header(&mut r) {
+        Ok(Some((HELLO_LEN, HELLO))) => {
+            let mut b = [0u8; HELLO_LEN];
+            if let Err(e) = r.read_exact(&mut b) {
+                return fail(e);
+            }
+            b
+        }
+        Ok(Some((len, t))) => {
+            return ServeEnd::BadHello(format!(
+                "expected HELLO, got a type {t} frame of {len} bytes"
+            ))
+        }
+        Ok(None) => return ServeEnd::Closed,
+        Err(e) => return fail(e),
+    };
+    let mut idb = [0u8; 8];
+    idb.copy_from_slice(&hello[..8]);
+    let id = u64::from_be_bytes(idb);
+    if !ct_eq(&hello[8..], &hello_mac(key, &nonce, id)) {
+        return ServeEnd::BadHello(format!(
+            "node {id} did not prove the shared secret (is masterauth the same on both nodes?)"
+        ));
+    }
+    if let Err(e) = write_frame(s, WELCOME, &[]).and_then(|_| s.set_read_timeout(None)) {
+        return fail(e);
+    }
+    *peer = Some(id);
+    tracing::info!("cluster: peer {id} connected (inbound)");
+    let mut r = BufReader::with_capacity(64 << 10, s);
+    loop {
+        let (len, ty) = match read_header(&mut r) {
+            Ok(Some(h)) => h,
+            Ok(None) => return ServeEnd::Closed,
+            Err(e) => return fail(e),
+        };
+        if len > MAX_FRAME {
+            return ServeEnd::Failed(format!(
+                "a {len} byte frame is over the {MAX_FRAME} byte cap"
+            ));
+        }
+        if ty != RAFT {
+            return ServeEnd::Failed(format!("unexpected frame type {ty}"));
+        }
+        // Grown as bytes arrive, so a length the peer never sends costs nothing.
+        let mut body = Vec::with_capacity(len.min(1 << 20));
+        match (&mut r).take(len as u64).read_to_end(&mut body) {
+            Ok(n) if n == len => {}
+            Ok(_) => return ServeEnd::Failed("connection closed inside a frame".into()),
+            Err(e) => return fail(e),
+        }
+        let m = match Message::parse_from_bytes(&body) {
+            Ok(m) => m,
+            Err(e) => return ServeEnd::Failed(format!("undecodable RAFT frame: {e}")),
+        };
+        if m.to != me {
+            tracing::debug!(
+                "cluster: dropped a message for node {} from peer {id}",
+                m.to
+            );
+            continue;
+        }
+        if inbox.send(Msg::Raft(Box::new(m))).is_err() {
+            return ServeEnd::Closed;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use raft::eraftpb::MessageType;
+    use std::time::Instant;
+    use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
+
+    fn msg(from: u64, to: u64, seq: u64) -> Message {
+        let mut m = Message::default();
+        m.msg_type = MessageType::MsgHeartbeat;
+        m.from = from;
+        m.to = to;
+        m.commit = seq;
+        m
+    }
+
+    /// What one node's executor would have received.
+    struct Got {
+        rx: UnboundedReceiver<Msg>,
+        /// (from, seq) of each RAFT message, in arrival order.
+        raft: Vec<(u64, u64)>,
+        unreachable: Vec<u64>,
+    }
+
+    impl Got {
+        fn pump(&mut self) {
+            while let Ok(m) = self.rx.try_recv() {
+                match m {
+                    Msg::Raft(m) => self.raft.push((m.from, m.commit)),
+                    Msg::PeerUnreachable(id) => self.unreachable.push(id),
+                    _ => {}
+                }
+            }
+        }
+
+        /// Polls until `done` holds; false if `secs` pass first.
+        fn until(&mut self, secs: u64, mut done: impl FnMut(&Got) -> bool) -> bool {
+            let deadline = Instant::now() + Duration::from_secs(secs);
+            loop {
+                self.pump();
+                if done(self) {
+                    return true;
+                }
+                if Instant::now() > deadline {
+                    return false;
+                }
+                thread::sleep(Duration::from_millis(1));
+            }
+        }
+
+        fn from(&self, id: u64) -> Vec<u64> {
+            self.raft
+                .iter()
+                .filter(|(f, _)| *f == id)
+                .map(|(_, s)| *s)
+                .collect()
+        }
+
+        fn reports(&self, id: u64) -> usize {
+            self.unreachable.iter().filter(|u| **u == id).count()
+        }
+    }
+
+    fn node_at(id: u64, listen: &str, secret: Option<&str>) -> (Peers, Got) {
+        let (tx, rx) = unbounded_channel();
+        let p = Peers::start(
+            id,
+            listen.parse().unwrap(),
+            &[],
+            secret.map(String::from),
+            tx,
+        )
+        .unwrap();
+        let g = Got {
+            rx,
+            raft: Vec::new(),
+            unreachable: Vec::new(),
+        };
+        (p, g)
+    }
+
+    fn node(id: u64, secret: Option<&str>) -> (Peers, Got) {
+        node_at(id, "127.0.0.1:0", secret)
+    }
+
+    fn at(p: &Peers) -> Option<String> {
+        Some(p.local_addr().to_string())
+    }
+
+    /// A port nothing listens on (bound and released).
+    fn dead_port() -> u16 {
+        TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    }
+
+    #[test]
+    fn hmac_matches_rfc4231() {
+        let hex = |b: [u8; 32]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        // Test case 1, with the data split to check the parts are concatenated.
+        assert_eq!(
+            hex(hmac_sha256(&[0x0b; 20], &[b"Hi ", b"There"])),
+            "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"
+        );
+        // Test case 6: a key longer than the block is hashed first.
+        assert_eq!(
+            hex(hmac_sha256(
+                &[0xaa; 131],
+                &[b"Test Using Larger Than Block-Size Key - Hash Key First"]
+            )),
+            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"
+        );
+        assert!(ct_eq(b"abc", b"abc"));
+        assert!(!ct_eq(b"abc", b"abd"));
+        assert!(!ct_eq(b"abc", b"ab"));
+        assert_eq!(addr_of("::1", 7), "[::1]:7");
+        assert_eq!(addr_of("10.0.0.1", 7), "10.0.0.1:7");
+    }
+
+    #[test]
+    fn two_nodes_exchange_10000_each_way_in_order() {
+        let (mut a, mut ga) = node(1, None);
+        let (mut b, mut gb) = node(2, None);
+        a.set_peer(2, at(&b));
+        b.set_peer(1, at(&a));
+        for i in 0..10_000 {
+            a.send(msg(1, 2, i));
+            b.send(msg(2, 1, i));
+        }
+        assert!(
+            gb.until(10, |g| g.raft.len() >= 10_000),
+            "b got {}",
+            gb.raft.len()
+        );
+        assert!(
+            ga.until(10, |g| g.raft.len() >= 10_000),
+            "a got {}",
+            ga.raft.len()
+        );
+        let want: Vec<u64> = (0..10_000).collect();
+        assert_eq!(gb.from(1), want);
+        assert_eq!(ga.from(2), want);
+        assert!(ga.unreachable.is_empty() && gb.unreachable.is_empty());
+    }
+
+    #[test]
+    fn three_nodes_exchange_10000_each_way_in_order() {
+        let mut nodes: Vec<(Peers, Got)> = (1..=3).map(|id| node(id, Some("pw"))).collect();
+        let addrs: Vec<Option<String>> = nodes.iter().map(|(p, _)| at(p)).collect();
+        for (i, (p, _)) in nodes.iter_mut().enumerate() {
+            for (j, a) in addrs.iter().enumerate() {
+                p.set_peer(j as u64 + 1, a.clone());
+            }
+            assert!(!p.links.contains_key(&(i as u64 + 1)), "no link to itself");
+        }
+        for s in 0..10_000 {
+            for from in 1..=3u64 {
+                for to in (1..=3u64).filter(|t| *t != from) {
+                    nodes[from as usize - 1].0.send(msg(from, to, s));
+                }
+            }
+        }
+        let want: Vec<u64> = (0..10_000).collect();
+        for (i, (_, g)) in nodes.iter_mut().enumerate() {
+            let me = i as u64 + 1;
+            assert!(
+                g.until(10, |g| g.raft.len() >= 20_000),
+                "node {me} got {}",
+                g.raft.len()
+            );
+            for from in (1..=3u64).filter(|f| *f != me) {
+                assert_eq!(g.from(from), want, "node {me} from {from}");
+            }
+            assert!(g.unreachable.is_empty());
+        }
+    }
+
+    /// Sends numbered messages from `a` (id 1) to node 2 every few ms until `g` has one, then
+    /// 100 more; returns the first sequence number sent in this call.
+    fn resume(a: &Peers, g: &mut Got, mut seq: u64) -> u64 {
+        let first = seq;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while g.raft.is_empty() {
+            assert!(
+                Instant::now() < deadline,
+                "nothing arrived after the peer came back"
+            );
+            a.send(msg(1, 2, seq));
+            seq += 1;
+            g.until(0, |g| !g.raft.is_empty());
+            thread::sleep(Duration::from_millis(5));
+        }
+        let end = seq + 100;
+        for s in seq..end {
+            a.send(msg(1, 2, s));
+        }
+        assert!(g.until(10, |g| g.raft.last().map(|r| r.1) == Some(end - 1)));
+        // Whatever arrived is consecutive and in order, and includes everything after the
+        // first arrival.
+        let got = g.from(1);
+        let start = got[0];
+        assert_eq!(got, (start..end).collect::<Vec<_>>());
+        first
+    }
+
+    #[test]
+    fn late_peer_gets_messages_after_redial() {
+        let port = dead_port();
+        let (mut a, mut ga) = node(1, None);
+        a.set_peer(2, Some(format!("127.0.0.1:{port}")));
+        for i in 0..10 {
+            a.send(msg(1, 2, i));
+        }
+        assert!(ga.until(5, |g| g.reports(2) > 0), "no PeerUnreachable");
+        let (_b, mut gb) = node_at(2, &format!("127.0.0.1:{port}"), None);
+        let first = resume(&a, &mut gb, 10);
+        assert_eq!(first, 10);
+        assert!(
+            gb.raft[0].1 >= 10,
+            "a message sent before the peer listened arrived"
+        );
+        ga.pump();
+        assert!(
+            ga.reports(2) < 10,
+            "reported per message: {}",
+            ga.reports(2)
+        );
+    }
+
+    #[test]
+    fn restarted_peer_receives_later_messages() {
+        let (mut a, mut ga) = node(1, None);
+        let (b, mut gb) = node(2, None);
+        let addr = b.local_addr().to_string();
+        a.set_peer(2, Some(addr.clone()));
+        for i in 0..100 {
+            a.send(msg(1, 2, i));
+        }
+        assert!(gb.until(5, |g| g.raft.len() == 100));
+        drop(b);
+        let (_b2, mut gb2) = node_at(2, &addr, None);
+        resume(&a, &mut gb2, 100);
+        ga.pump();
+        gb.pump();
+        assert_eq!(
+            gb.raft.len(),
+            100,
+            "the old node got nothing after it stopped"
+        );
+    }
+
+    #[test]
+    fn wrong_secret_delivers_nothing() {
+        let (mut a, mut ga) = node(1, Some("right"));
+        let (_b, mut gb) = node(2, Some("wrong"));
+        let (_c, mut gc) = node(3, Some("right"));
+        let (_d, mut gd) = node(4, None);
+        a.set_peer(2, at(&_b));
+        a.set_peer(3, at(&_c));
+        a.set_peer(4, at(&_d));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut seq = 0;
+        while !(gc.raft.len() >= 20 && ga.reports(2) > 0 && ga.reports(4) > 0) {
+            assert!(Instant::now() < deadline, "c got {}", gc.raft.len());
+            for to in 2..=4 {
+                a.send(msg(1, to, seq));
+            }
+            seq += 1;
+            gc.until(0, |_| true);
+            ga.until(0, |_| true);
+            thread::sleep(Duration::from_millis(5));
+        }
+        gb.pump();
+        gd.pump();
+        assert!(gb.raft.is_empty() && gd.raft.is_empty());
+        assert_eq!(ga.reports(3), 0);
+    }
+
+    /// A raw connection to `to` that has passed the handshake as node `id`.
+    fn raw_peer(to: SocketAddr, id: u64, key: &[u8]) -> TcpStream {
+        let mut s = TcpStream::connect(to).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let nonce: [u8; NONCE_LEN] = read_exact_frame(&mut s, NONCE).unwrap();
+        let mut hello = id.to_be_bytes().to_vec();
+        hello.extend_from_slice(&hello_mac(key, &nonce, id));
+        write_frame(&mut s, HELLO, &hello).unwrap();
+        let w: [u8; 0] = read_exact_frame(&mut s, WELCOME).unwrap();
+        assert_eq!(w.len(), 0);
+        s
+    }
+
+    /// The other end closes the connection (EOF or reset), within the read timeout.
+    fn assert_closed(mut s: TcpStream) {
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut buf = [0u8; 64];
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) => return,
+                Ok(_) => continue,
+                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return,
+                Err(e) => panic!("connection still open: {e}"),
+            }
+        }
+    }
+
+    #[test]
+    fn bad_frames_close_only_that_connection() {
+        let (mut a, _ga) = node(1, None);
+        let (b, mut gb) = node(2, None);
+        let baddr = b.local_addr();
+        a.set_peer(2, at(&b));
+        let raft = |m: &Message| {
+            let body = m.write_to_bytes().unwrap();
+            let mut f = header(body.len(), RAFT).to_vec();
+            f.extend_from_slice(&body);
+            f
+        };
+
+        // Before the handshake: garbage, then an oversized length.
+        let mut s = TcpStream::connect(baddr).unwrap();
+        s.write_all(b"*1\r\n$4\r\nPING\r\n").unwrap();
+        assert_closed(s);
+        let mut s = TcpStream::connect(baddr).unwrap();
+        s.write_all(&header(u32::MAX as usize, HELLO)).unwrap();
+        assert_closed(s);
+        // A HELLO with a wrong MAC.
+        let mut s = TcpStream::connect(baddr).unwrap();
+        let _: [u8; NONCE_LEN] = read_exact_frame(&mut s, NONCE).unwrap();
+        write_frame(&mut s, HELLO, &[7u8; HELLO_LEN]).unwrap();
+        assert_closed(s);
+
+        // After it: a length over the cap (nothing else is sent), an undecodable body, an
+        // unknown frame type.
+        let mut s = raw_peer(baddr, 9, b"");
+        s.write_all(&header(MAX_FRAME + 1, RAFT)).unwrap();
+        assert_closed(s);
+        let mut s = raw_peer(baddr, 9, b"");
+        write_frame(&mut s, RAFT, &[0x10, 0x80]).unwrap();
+        assert_closed(s);
+        let mut s = raw_peer(baddr, 9, b"");
+        write_frame(&mut s, NONCE, &[0; NONCE_LEN]).unwrap();
+        assert_closed(s);
+
+        // A message for another node is dropped; the connection goes on.
+        let mut s = raw_peer(baddr, 9, b"");
+        let mut f = raft(&msg(9, 99, 1));
+        f.extend(raft(&msg(9, 2, 2)));
+        s.write_all(&f).unwrap();
+        assert!(gb.until(5, |g| !g.from(9).is_empty()));
+
+        // The node still serves its peers.
+        for i in 0..100 {
+            a.send(msg(1, 2, i));
+        }
+        assert!(gb.until(5, |g| g.from(1).len() == 100));
+        assert_eq!(gb.from(9), vec![2]);
+        assert_eq!(gb.from(1), (0..100).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn over_the_cap_drops_and_never_blocks() {
+        // A peer that completes the handshake and then never reads.
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let stuck = thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            write_frame(&mut s, NONCE, &[1; NONCE_LEN]).unwrap();
+            let _: [u8; HELLO_LEN] = read_exact_frame(&mut s, HELLO).unwrap();
+            write_frame(&mut s, WELCOME, &[]).unwrap();
+            let _ = done_rx.recv_timeout(Duration::from_secs(30));
+        });
+        let (mut a, mut ga) = node(1, None);
+        let cap = 64 << 10;
+        a.set_queue_cap(cap);
+        a.set_peer(2, Some(addr.to_string()));
+        let mut m = msg(1, 2, 0);
+        m.context = vec![b'x'; 1000].into();
+        let started = Instant::now();
+        let mut sent = 0;
+        while ga.reports(2) == 0 {
+            assert!(sent < 200_000, "the cap never applied");
+            a.send(m.clone());
+            sent += 1;
+            ga.pump();
+            let q = lock(&a.links[&2].0.q);
+            assert!(q.bytes <= cap + 1100, "{} bytes queued", q.bytes);
+        }
+        assert!(started.elapsed() < Duration::from_secs(20));
+        drop(a);
+        let _ = done_tx.send(());
+        stuck.join().unwrap();
+    }
+}
