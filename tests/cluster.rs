@@ -322,3 +322,65 @@ fn expiry_after_failover_honours_the_clock_bound() {
         "without a clock bound the fast clock should expire it early, but it took {freed:?}"
     );
 }
+
+/// The leader loses both followers (SIGSTOP) with a write in flight: the write is never
+/// acknowledged, the leader steps down by itself within an election timeout (check_quorum),
+/// refuses writes and closes the connection, and once the followers resume all three nodes
+/// converge on one state. The deposed leader rebuilt its state from the committed log when it
+/// stepped down; the write's outcome is unknown to its client, as after a timeout (here its
+/// append usually sits in the frozen followers' socket buffers and commits after all; a
+/// partition that loses it is the failover harness's nemesis).
+#[test]
+fn a_leader_cut_off_acknowledges_nothing_and_converges() {
+    let cl = cluster("cluster-cut", 3, &[]);
+    let l = cl.leader(Duration::from_secs(10));
+    let mut c = cl.nodes[l].conn();
+    assert_eq!(c.cmd(&["SET", "before", "1"]), b"+OK\r\n");
+    let followers: Vec<u32> = cl
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != l)
+        .map(|(_, n)| n.child.as_ref().unwrap().id())
+        .collect();
+    signal(&followers, "-STOP");
+    c.send(&["SET", "cut", "1"]);
+    // No majority: no reply, then the deposed leader closes the connection.
+    let started = Instant::now();
+    assert!(
+        c.is_closed(Duration::from_secs(5)),
+        "the cut-off leader answered or kept the connection"
+    );
+    let stepped_down = started.elapsed();
+    let mut probe = cl.nodes[l].conn();
+    assert_eq!(
+        probe.cmd(&["SET", "other", "1"]),
+        b"-READONLY You can't write against a read only replica.\r\n"
+    );
+    signal(&followers, "-CONT");
+    let l2 = cl.leader(Duration::from_secs(10));
+    let mut c2 = cl.nodes[l2].conn();
+    assert_eq!(c2.cmd(&["SET", "after", "1"]), b"+OK\r\n");
+    let truth = c2.cmd(&["MGET", "before", "cut", "after"]);
+    for n in &cl.nodes {
+        let mut f = n.conn();
+        eventually(Duration::from_secs(5), "convergence", || {
+            f.cmd(&["MGET", "before", "cut", "after"]) == truth
+        });
+    }
+    eprintln!(
+        "stepped down after {stepped_down:?}; cut write ended as {:?}",
+        text(&truth)
+    );
+}
+
+fn signal(pids: &[u32], sig: &str) {
+    for pid in pids {
+        let ok = Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill {sig} {pid}");
+    }
+}

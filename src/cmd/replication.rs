@@ -132,6 +132,11 @@ fn replicas(view: &ClusterView) -> impl Iterator<Item = &Member> {
     view.members.iter().filter(move |m| m.id != view.leader)
 }
 
+/// Replicas this node currently hears from: what Redis lists as connected.
+fn connected(view: &ClusterView) -> impl Iterator<Item = &Member> {
+    replicas(view).filter(|m| m.active)
+}
+
 fn voters(view: &ClusterView) -> usize {
     view.members.iter().filter(|m| m.voter).count()
 }
@@ -163,7 +168,7 @@ pub fn role_frame(view: Option<&ClusterView>) -> Frame {
         ]);
     };
     if view.role == StateRole::Leader {
-        let reps = replicas(view)
+        let reps = connected(view)
             .map(|m| {
                 let (ip, port) = addr(m);
                 Frame::Array(vec![
@@ -210,8 +215,8 @@ pub fn info_section(view: Option<&ClusterView>, repl_id: &str, out: &mut String)
     };
     let offset = if view.role == StateRole::Leader {
         out.push_str("# Replication\r\nrole:master\r\n");
-        let _ = write!(out, "connected_slaves:{}\r\n", replicas(view).count());
-        for (i, m) in replicas(view).enumerate() {
+        let _ = write!(out, "connected_slaves:{}\r\n", connected(view).count());
+        for (i, m) in connected(view).enumerate() {
             let (ip, port) = addr(m);
             let _ = write!(
                 out,
@@ -371,7 +376,15 @@ pub fn replica_entry(master: &Member, m: &Member) -> Frame {
         ("ip", ip.to_string()),
         ("port", port.to_string()),
         ("runid", run_id(m.id)),
-        ("flags", "slave".into()),
+        (
+            "flags",
+            if m.active {
+                "slave"
+            } else {
+                "slave,s_down,disconnected"
+            }
+            .into(),
+        ),
         ("link-pending-commands", "0".into()),
         ("link-refcount", "1".into()),
         ("last-ping-sent", "0".into()),
@@ -382,7 +395,10 @@ pub fn replica_entry(master: &Member, m: &Member) -> Frame {
         ("role-reported", "slave".into()),
         ("role-reported-time", "0".into()),
         ("master-link-down-time", "0".into()),
-        ("master-link-status", "ok".into()),
+        (
+            "master-link-status",
+            if m.active { "ok" } else { "err" }.into(),
+        ),
         ("master-host", mip.to_string()),
         ("master-port", mport.to_string()),
         ("slave-priority", "100".into()),
@@ -399,7 +415,15 @@ pub fn sentinel_entry(m: &Member) -> Frame {
         ("ip", ip.to_string()),
         ("port", port.to_string()),
         ("runid", run_id(m.id)),
-        ("flags", "sentinel".into()),
+        (
+            "flags",
+            if m.active {
+                "sentinel"
+            } else {
+                "sentinel,s_down,disconnected"
+            }
+            .into(),
+        ),
         ("link-pending-commands", "0".into()),
         ("link-refcount", "1".into()),
         ("last-ping-sent", "0".into()),

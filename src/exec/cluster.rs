@@ -65,6 +65,10 @@ pub struct ClusterIo {
     /// The last leader clients were told about (for +switch-master).
     announced_leader: u64,
     compacted_at: u64,
+    /// When each peer was last heard from (members' `active`).
+    heard: Vec<(u64, Instant)>,
+    /// The view is refreshed at least this often (liveness changes without commits).
+    view_due: Instant,
     drift: u64,
     snapshot_every: u64,
     buf: Vec<u8>,
@@ -121,6 +125,8 @@ impl ClusterIo {
             broken: false,
             announced_leader: 0,
             compacted_at: 0,
+            heard: Vec::new(),
+            view_due: Instant::now(),
             drift: config.cluster_clock_drift,
             snapshot_every: config.cluster_snapshot_every,
             buf: Vec::new(),
@@ -156,6 +162,11 @@ impl ClusterIo {
     }
 
     pub fn step(&mut self, m: crate::replication::Message) {
+        let now = Instant::now();
+        match self.heard.iter_mut().find(|(id, _)| *id == m.from) {
+            Some(h) => h.1 = now,
+            None => self.heard.push((m.from, now)),
+        }
         if let Err(e) = self.core.step(m) {
             tracing::debug!("Dropped a peer message: {e}");
         }
@@ -192,6 +203,23 @@ impl ClusterIo {
             out,
             msg,
         });
+    }
+}
+
+impl ClusterIo {
+    fn refresh_view(&mut self, now: Instant) {
+        self.view = self.core.view();
+        let me = self.core.id();
+        // Silent for longer than the longest election timeout: down, as Sentinel's s_down.
+        let window = TICK * 20;
+        for m in &mut self.view.members {
+            m.active = m.id == me
+                || self
+                    .heard
+                    .iter()
+                    .any(|&(id, t)| id == m.id && now.duration_since(t) < window);
+        }
+        self.view_due = now + TICK;
     }
 }
 
@@ -295,14 +323,16 @@ impl Server {
         if outcome.stepped_down || c.broken {
             self.step_down(&mut c);
         }
+        let now = Instant::now();
         if outcome.became_leader
             || outcome.stepped_down
             || conf_changed
             || c.core.commit() != c.view.commit
             || c.core.applied() != c.view.applied
             || outcome.leader_changed.is_some()
+            || now >= c.view_due
         {
-            c.view = c.core.view();
+            c.refresh_view(now);
         }
         if conf_changed {
             self.follow_membership(&mut c);

@@ -38,5 +38,7 @@ impl slog::Drain for ToTracing {
 
 /// The logger a `RawNode` is built with, tagged with the node id.
 pub fn logger(id: u64) -> slog::Logger {
-    slog::Logger::root(ToTracing, slog::o!("raft_id" => id))
+    // raft-rs tags its own records with raft_id already.
+    let _ = id;
+    slog::Logger::root(ToTracing, slog::o!())
 }

@@ -58,6 +58,9 @@ pub struct Member {
     pub voter: bool,
     /// Highest index known replicated on it (on the leader; 0 elsewhere).
     pub matched: u64,
+    /// This node heard from it within the last election timeout (itself: always): Sentinel's
+    /// view of a reachable instance.
+    pub active: bool,
 }
 
 /// Plain data for SENTINEL, ROLE, INFO replication, WAIT and RAFT STATUS.
@@ -371,6 +374,8 @@ impl Cluster {
                 } else {
                     0
                 },
+                // The transport knows who it hears from (the loop fills this in).
+                active: true,
             })
             .collect();
         ClusterView {

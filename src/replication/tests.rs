@@ -477,7 +477,8 @@ fn add_learner_then_promote_then_remove() {
         id: 4,
         addr: addr(4),
         voter: false,
-        matched: 0
+        matched: 0,
+        active: true,
     }));
     // The bootstrap snapshot told it where the voters are.
     assert!(v

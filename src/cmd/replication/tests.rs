@@ -11,6 +11,7 @@ fn member(id: u64, port: u16, matched: u64) -> Member {
         addr: format!("127.0.0.1 {port} {}", port + 10000),
         voter: true,
         matched,
+        active: true,
     }
 }
 
