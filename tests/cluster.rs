@@ -384,3 +384,29 @@ fn signal(pids: &[u32], sig: &str) {
         assert!(ok, "kill {sig} {pid}");
     }
 }
+
+/// SIGTERM on the leader (a rolling restart) hands leadership over before the process exits,
+/// instead of leaving the cluster to notice its silence.
+#[test]
+fn a_leader_shut_down_hands_over_first() {
+    let mut cl = cluster("cluster-term", 3, &[]);
+    let l = cl.leader(Duration::from_secs(10));
+    let pid = cl.nodes[l].child.as_ref().unwrap().id();
+    let stopped_at = Instant::now();
+    signal(&[pid], "-TERM");
+    let exited = cl.nodes[l].child.as_mut().unwrap().wait().unwrap();
+    assert!(exited.success(), "{exited:?}");
+    cl.nodes[l].child = None;
+    let log = cl.nodes[l].log.lock().unwrap().clone();
+    assert!(
+        log.iter()
+            .any(|line| line.contains("Handing leadership to node")),
+        "{log:?}"
+    );
+    let l2 = cl.leader(Duration::from_secs(10));
+    assert_ne!(l2, l);
+    eprintln!(
+        "new leader serving {:?} after SIGTERM",
+        stopped_at.elapsed()
+    );
+}

@@ -65,6 +65,8 @@ pub struct ClusterIo {
     /// The last leader clients were told about (for +switch-master).
     announced_leader: u64,
     compacted_at: u64,
+    /// Shutting down as leader: leadership is being handed over until then.
+    handing_over: Option<Instant>,
     /// When each peer was last heard from (members' `active`).
     heard: Vec<(u64, Instant)>,
     /// The view is refreshed at least this often (liveness changes without commits).
@@ -126,6 +128,7 @@ impl ClusterIo {
             announced_leader: 0,
             compacted_at: 0,
             heard: Vec::new(),
+            handing_over: None,
             view_due: Instant::now(),
             drift: config.cluster_clock_drift,
             snapshot_every: config.cluster_snapshot_every,
@@ -150,6 +153,33 @@ impl ClusterIo {
     /// Replies wait for the log only on a leader: a follower's are errors or replica reads.
     pub fn holds_replies(&self) -> bool {
         self.core.is_leader()
+    }
+
+    /// Shutting down: true while leadership is being handed to the most caught-up voter (for
+    /// at most an election timeout); false once it is gone or there is nobody to hand it to.
+    pub fn hand_over(&mut self, now: Instant) -> bool {
+        if !self.core.is_leader() {
+            return false;
+        }
+        match self.handing_over {
+            Some(deadline) => now < deadline,
+            None => {
+                let me = self.core.id();
+                let best = self
+                    .view
+                    .members
+                    .iter()
+                    .filter(|m| m.id != me && m.voter && m.active)
+                    .max_by_key(|m| m.matched);
+                let Some(to) = best.map(|m| m.id) else {
+                    return false;
+                };
+                tracing::info!("Handing leadership to node {to} before shutting down");
+                self.core.transfer_leader(to);
+                self.handing_over = Some(now + TICK * 20);
+                true
+            }
+        }
     }
 
     /// The index of the unit that just ended, when it was logged.

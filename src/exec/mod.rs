@@ -863,6 +863,17 @@ pub fn spawn(
                 server.flush_deferred();
                 net.flush(&mut server);
                 if server.shutting_down {
+                    // A leader hands over before it goes, so its clients fail over in a
+                    // round trip instead of an election timeout.
+                    let now = Instant::now();
+                    if server
+                        .io
+                        .cluster
+                        .as_mut()
+                        .is_some_and(|c| c.hand_over(now))
+                    {
+                        continue;
+                    }
                     break;
                 }
             }
