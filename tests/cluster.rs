@@ -410,3 +410,101 @@ fn a_leader_shut_down_hands_over_first() {
         stopped_at.elapsed()
     );
 }
+
+fn raft_status(n: &Node) -> String {
+    text(&n.conn().cmd(&["RAFT", "STATUS"]))
+}
+
+/// A fourth node joins at run time: it catches up as a learner, is promoted to voter, and is
+/// removed again, all through the log; the cluster keeps serving throughout.
+#[test]
+fn a_node_joins_as_learner_is_promoted_and_removed() {
+    let mut cl = cluster("cluster-join", 3, &[]);
+    let l = cl.leader(Duration::from_secs(10));
+    let mut c = cl.nodes[l].conn();
+    for i in 0..50 {
+        assert_eq!(c.cmd(&["SET", &format!("k{i}"), "v"]), b"+OK\r\n");
+    }
+    let (port, peer_port) = (free_port(), free_port());
+    let dir = cl._dir.0.join("n4");
+    std::fs::create_dir_all(&dir).unwrap();
+    // The running members and itself: it must reach the leader to answer it.
+    let peers = cl.nodes[0]
+        .args
+        .iter()
+        .skip_while(|a| *a != "--cluster-peers")
+        .nth(1)
+        .unwrap()
+        .clone();
+    let own = format!("{peers} 4@127.0.0.1:{port}:{peer_port}");
+    let mut node = Node {
+        id: 4,
+        port,
+        child: None,
+        args: [
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            dir.to_str().unwrap(),
+            "--cluster-node-id",
+            "4",
+            "--cluster-peers",
+            &own,
+            "--cluster-join",
+            "yes",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+        log: Default::default(),
+    };
+    node.start();
+    // Not a member yet: it holds nothing and elects nobody.
+    assert_eq!(node.conn().cmd(&["DBSIZE"]), b":0\r\n");
+    let add = [
+        "RAFT",
+        "ADDLEARNER",
+        "4",
+        "127.0.0.1",
+        &port.to_string(),
+        &peer_port.to_string(),
+    ];
+    let follower = (l + 1) % 3;
+    assert_eq!(
+        text(&cl.nodes[follower].conn().cmd(&add)),
+        "-ERR this node is not the leader: send it to the leader (SENTINEL get-master-addr-by-name)\r\n"
+    );
+    assert_eq!(c.cmd(&add), b"+OK\r\n");
+    let mut n4 = node.conn();
+    eventually(Duration::from_secs(10), "the learner catches up", || {
+        n4.cmd(&["GET", "k49"]) == b"$1\r\nv\r\n"
+    });
+    assert!(raft_status(&cl.nodes[l]).contains("id=4,ip=127.0.0.1"));
+    assert!(
+        raft_status(&cl.nodes[l]).contains(&format!("port={port},peer_port={peer_port},voter=0"))
+    );
+    eventually(Duration::from_secs(5), "promotion", || {
+        c.cmd(&["RAFT", "PROMOTE", "4"]) == b"+OK\r\n"
+    });
+    eventually(Duration::from_secs(5), "4 voters", || {
+        raft_status(&cl.nodes[l]).contains("voter=1,matched")
+            && raft_status(&node).contains("members:4")
+            && raft_status(&cl.nodes[l]).matches("voter=1").count() == 4
+    });
+    assert_eq!(c.cmd(&["SET", "with-four", "1"]), b"+OK\r\n");
+    eventually(
+        Duration::from_secs(5),
+        "replicated to the new voter",
+        || n4.cmd(&["GET", "with-four"]) == b"$1\r\n1\r\n",
+    );
+    eventually(Duration::from_secs(5), "removal", || {
+        c.cmd(&["RAFT", "REMOVE", "4"]) == b"+OK\r\n"
+    });
+    eventually(Duration::from_secs(5), "3 members again", || {
+        raft_status(&cl.nodes[l]).contains("members:3")
+    });
+    assert_eq!(c.cmd(&["SET", "after-remove", "1"]), b"+OK\r\n");
+    cl.nodes.push(node);
+}

@@ -435,6 +435,17 @@ pub static DIRECTIVES: &[Directive] = &[
         doc: "Ours. The voters a new cluster starts with, this node included: space-separated id@host:port:peerport (clients connect to port, nodes to each other on peerport). Read only when the node's directory holds no cluster state yet; later changes go through RAFT ADDLEARNER/PROMOTE/REMOVE.",
     },
     Directive {
+        name: "cluster-join",
+        aliases: &[],
+        apply: Apply::Immutable,
+        get: |c| show_bool(c.cluster_join),
+        set: |c, v| {
+            c.cluster_join = yes_no(v)?;
+            Ok(())
+        },
+        doc: "Ours. yes: this node joins a running cluster instead of starting one: cluster-peers names the running members and this node, and it waits, holding no data, until the leader adds it (RAFT ADDLEARNER, then RAFT PROMOTE).",
+    },
+    Directive {
         name: "cluster-clock-drift",
         aliases: &[],
         apply: Apply::Immutable,

@@ -100,6 +100,9 @@ pub struct Config {
     pub cluster_node_id: u64,
     /// Ours: every voter of a new cluster, this node included (`cluster-peers`).
     pub cluster_peers: Vec<ClusterPeer>,
+    /// Ours: this node joins a running cluster (added by RAFT ADDLEARNER) instead of starting
+    /// one from `cluster-peers`.
+    pub cluster_join: bool,
     /// Ours: the most two nodes' wall clocks may differ, in ms. A new leader extends every
     /// deadline by it, so no lock expires before the leader that granted it would have expired it.
     pub cluster_clock_drift: u64,
@@ -246,6 +249,7 @@ impl Default for Config {
             sentinel_master_name: "mymaster".into(),
             cluster_node_id: 0,
             cluster_peers: Vec::new(),
+            cluster_join: false,
             cluster_clock_drift: 500,
             cluster_snapshot_every: 10_000,
             masterauth: None,

@@ -88,21 +88,34 @@ impl ClusterIo {
         let listen = std::net::ToSocketAddrs::to_socket_addrs(&(own.host.as_str(), own.peer_port))?
             .next()
             .ok_or_else(|| std::io::Error::other("the peer address does not resolve"))?;
-        let bootstrap: Addrs = config
-            .cluster_peers
-            .iter()
-            .map(|p| (p.id, p.addr()))
-            .collect();
+        // A joining node starts with no membership and learns it from the leader's snapshot.
+        let bootstrap: Addrs = if config.cluster_join {
+            Addrs::new()
+        } else {
+            config
+                .cluster_peers
+                .iter()
+                .map(|p| (p.id, p.addr()))
+                .collect()
+        };
         let dir = std::path::Path::new(&config.dir).join("cluster");
         std::fs::create_dir_all(&dir)?;
         let core = Cluster::open(&dir, me, &bootstrap)?;
         let view = core.view();
-        let dialed: Addrs = view
-            .members
+        // The members it knows, and (for a joining node, which knows none yet) the ones the
+        // configuration names: it must reach the leader to answer it.
+        let mut dialed: Addrs = config
+            .cluster_peers
             .iter()
-            .filter(|m| m.id != me)
-            .map(|m| (m.id, m.addr.clone()))
+            .filter(|p| p.id != me)
+            .map(|p| (p.id, p.addr()))
             .collect();
+        dialed.extend(
+            view.members
+                .iter()
+                .filter(|m| m.id != me && !m.addr.is_empty())
+                .map(|m| (m.id, m.addr.clone())),
+        );
         let targets: Vec<(u64, String)> = dialed
             .iter()
             .filter_map(|(&id, a)| peer_target(a).map(|t| (id, t)))
@@ -325,7 +338,11 @@ impl Server {
                     extend_applied = index;
                 }
                 Applied::Conf(_) => conf_changed = true,
-                other => self.apply_entry(index, other),
+                other => {
+                    // A snapshot carries the membership too.
+                    conf_changed |= matches!(other, Applied::Snapshot(_));
+                    self.apply_entry(index, other)
+                }
             };
             match c.core.on_round(&mut send, &mut apply) {
                 Ok(o) => o,
