@@ -508,3 +508,42 @@ fn a_node_joins_as_learner_is_promoted_and_removed() {
     assert_eq!(c.cmd(&["SET", "after-remove", "1"]), b"+OK\r\n");
     cl.nodes.push(node);
 }
+
+/// A follower that was down while the log was compacted catches up from a snapshot (the
+/// leader's state in the AOF base format), then from the log.
+#[test]
+fn a_follower_behind_a_compacted_log_catches_up_from_a_snapshot() {
+    let mut cl = cluster("cluster-snap", 3, &["--cluster-snapshot-every", "16"]);
+    let l = cl.leader(Duration::from_secs(10));
+    let down = (l + 1) % 3;
+    cl.nodes[down].kill9();
+    let mut c = cl.nodes[l].conn();
+    for i in 0..100 {
+        assert_eq!(
+            c.cmd(&["SET", &format!("k{i}"), "v", "PX", "600000"]),
+            b"+OK\r\n"
+        );
+    }
+    assert_eq!(c.cmd(&["HSET", "h", "a", "1", "b", "2"]), b":2\r\n");
+    cl.nodes[down].start();
+    let mut f = cl.nodes[down].conn();
+    eventually(Duration::from_secs(10), "catch-up", || {
+        f.cmd(&["DBSIZE"]) == c.cmd(&["DBSIZE"])
+    });
+    assert_eq!(f.cmd(&["HGETALL", "h"]), c.cmd(&["HGETALL", "h"]));
+    let pttl = text(&f.cmd(&["PTTL", "k7"]));
+    let ms: i64 = pttl.trim_start_matches(':').trim().parse().unwrap();
+    assert!(
+        ms > 500_000,
+        "the deadline travelled as an absolute time: {pttl}"
+    );
+    assert!(
+        cl.nodes[down]
+            .log
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("snapshot")),
+        "the follower should have installed a snapshot"
+    );
+}
