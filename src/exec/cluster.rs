@@ -561,7 +561,10 @@ impl Server {
     fn maybe_compact(&mut self, c: &mut ClusterIo) {
         let applied = c.core.applied();
         let wanted = c.core.snapshot_wanted();
-        if !(wanted || applied >= c.compacted_at + c.snapshot_every) {
+        // A snapshot is written on the loop thread: at least one entry per key since the last
+        // one keeps its cost per entry bounded however large the dataset is.
+        let keys: u64 = self.state.dbs.iter().map(|d| d.len() as u64).sum();
+        if !(wanted || applied >= c.compacted_at + c.snapshot_every.max(keys)) {
             return;
         }
         if c.core.proposed() > applied || applied == 0 {
