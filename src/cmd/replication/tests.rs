@@ -554,3 +554,28 @@ fn a_leader_writes_and_every_node_answers_sentinel() {
         got[11]
     );
 }
+
+#[test]
+fn an_unreachable_member_is_down_for_sentinel_clients() {
+    let mut v = view(1, StateRole::Leader, 1);
+    v.members.push(member(3, 17393, 0));
+    v.members[2].active = false;
+    // Redis lists connected replicas only; clients drop s_down/disconnected entries.
+    let mut info = String::new();
+    info_section(Some(&v), "x", &mut info);
+    assert!(info.contains("connected_slaves:1\r\nslave0:ip=127.0.0.1,port=17392,"));
+    assert!(!info.contains("17393"));
+    let role = bytes(&role_frame(Some(&v)), false);
+    assert!(role.contains("17392") && !role.contains("17393"), "{role}");
+    let Frame::Array(reps) = replicas_of(&v, "mymaster", b"mymaster").unwrap() else {
+        panic!("replicas")
+    };
+    assert_eq!(value(&reps[0], "flags"), "slave");
+    assert_eq!(value(&reps[1], "flags"), "slave,s_down,disconnected");
+    assert_eq!(value(&reps[1], "master-link-status"), "err");
+    assert_eq!(
+        value(&sentinel_entry(&v.members[2]), "flags"),
+        "sentinel,s_down,disconnected"
+    );
+    assert_eq!(value(&sentinel_entry(&v.members[1]), "flags"), "sentinel");
+}
