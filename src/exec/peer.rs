@@ -418,7 +418,6 @@ fn read_exact_frame<const N: usize>(mut r: impl Read, ty: u8) -> io::Result<[u8;
 #[derive(PartialEq, Clone, Copy)]
 enum LinkState {
     New,
-    Up,
     Unreachable,
     Rejected,
 }
@@ -460,10 +459,7 @@ fn run_sender(me: u64, link: Arc<Link>, key: Arc<[u8]>, inbox: Inbox) {
         };
         let failure = match dial(me, &addr, &key, &link) {
             Ok(stream) => {
-                if state != LinkState::Up {
-                    tracing::info!("cluster: connected to peer {id} at {addr}");
-                }
-                state = LinkState::Up;
+                tracing::info!("cluster: connected to peer {id} at {addr}");
                 backoff = BACKOFF_MIN;
                 lock(&link.q).unreachable = false;
                 let end = pump(&link, &stream);
@@ -844,12 +840,13 @@ mod tests {
     use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
     fn msg(from: u64, to: u64, seq: u64) -> Message {
-        let mut m = Message::default();
-        m.msg_type = MessageType::MsgHeartbeat;
-        m.from = from;
-        m.to = to;
-        m.commit = seq;
-        m
+        Message {
+            msg_type: MessageType::MsgHeartbeat,
+            from,
+            to,
+            commit: seq,
+            ..Default::default()
+        }
     }
 
     /// What one node's executor would have received.
