@@ -89,6 +89,35 @@ pub fn is_replica(view: Option<&ClusterView>) -> bool {
     view.is_some_and(|v| v.role != StateRole::Leader)
 }
 
+/// Whether a follower must confirm with the leader before running this request, so that what
+/// it reads is at least what the leader had committed when the request arrived (a
+/// linearizable read, as on the leader). Those are the commands Redis flags `readonly` (they
+/// read keys: GET, PTTL, EXISTS, KEYS, SCAN …), scripts and EXEC (their contents decide, and
+/// they may read). The rest answer from the node itself (PING, INFO, ROLE, HELLO, SUBSCRIBE,
+/// SENTINEL …), so discovery and health checks work while no leader is reachable, and writes
+/// are refused at once (READONLY) so clients look for the leader.
+pub fn replica_read_needs_leader(argv: &[Bytes], in_multi: bool) -> bool {
+    let table = super::table::table();
+    let Some(name) = argv.first() else {
+        return false;
+    };
+    let Some(mut id) = table.lookup(name) else {
+        return false;
+    };
+    if !table.entries[id].spec.subcommands.is_empty() {
+        match argv.get(1).and_then(|sub| table.lookup_sub(id, sub)) {
+            Some(sub) => id = sub,
+            None => return false,
+        }
+    }
+    let spec = table.entries[id].spec;
+    match spec.name {
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => true,
+        "exec" => in_multi,
+        _ => spec.flags & super::table::flags::READONLY != 0,
+    }
+}
+
 /// Redis's `evalGetCommandFlags` for the replica check: a script with a shebang is a write
 /// unless it declares `no-writes` (one without is refused at its first write instead, with the
 /// script suffix). EVALSHA of an unknown script keeps EVALSHA's own flags.

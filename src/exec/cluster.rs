@@ -8,8 +8,11 @@
 //!   that was deposed without knowing it answers nothing at all.
 //! - **Followers apply committed entries** through the loader's path with `now = 0`, so they
 //!   never expire a key by their own clock: they wait for the leader's DEL, as Redis replicas
-//!   do. They refuse writes (-READONLY) and serve reads as a Redis replica would (stale by the
-//!   replication lag), seeing keys expired only once their deadline plus the clock bound passed.
+//!   do. They refuse writes (-READONLY). A batch that reads keys (or runs a script) waits for a
+//!   read barrier the leader confirms (raft's ReadIndex, forwarded) and for this node to apply
+//!   up to it, so a follower's read is as linearizable as the leader's; a follower that finds
+//!   no leader for 2 s closes the connection instead of answering from stale state. Keys count
+//!   as expired there once their deadline plus the clock bound passed.
 //! - **A new leader first proposes EXTEND** (every deadline moves `cluster-clock-drift` later,
 //!   at the same log position on every node) and serves no client until it is applied: a lock
 //!   cannot expire earlier than under the leader that granted it, as long as no two clocks
@@ -34,6 +37,13 @@ use std::time::{Duration, Instant};
 /// Raft's clock: heartbeats every 2 ticks, elections after 10–20 ticks of silence.
 pub const TICK: Duration = Duration::from_millis(50);
 
+/// A follower asks its barrier again when no answer came this long (the leader dropped it:
+/// not yet committed in its term, gone, or the message was lost).
+const READ_REASK: Duration = Duration::from_millis(200);
+/// A follower that cannot confirm a read with any leader this long closes the connection (its
+/// client then looks for the leader elsewhere) rather than answer from state that may be stale.
+const READ_GIVE_UP: Duration = Duration::from_millis(2000);
+
 /// A reply that leaves once the log commits `index` and the read barrier `read` is confirmed.
 struct Held {
     index: u64,
@@ -55,6 +65,12 @@ pub struct ClusterIo {
     extend_index: u64,
     /// Clients whose batches arrived while the gate was shut, in arrival order.
     pub gate_waiting: Vec<u64>,
+    /// A follower's clients whose batches read: (barrier, client, since), in arrival order.
+    /// Each runs once the leader confirmed its barrier and this node applied up to it.
+    read_parked: Vec<(u64, u64, Instant)>,
+    /// The client whose parked batch is being run now (it does not park again).
+    pub read_cleared: u64,
+    read_reask_at: Instant,
     held: VecDeque<Held>,
     /// Whether the last unit that ended was logged: a batch ending in a logged unit is covered
     /// by that entry's commit, any other needs a read barrier.
@@ -135,6 +151,9 @@ impl ClusterIo {
             gate_open: false,
             extend_index: 0,
             gate_waiting: Vec::new(),
+            read_parked: Vec::new(),
+            read_cleared: 0,
+            read_reask_at: Instant::now(),
             held: VecDeque::new(),
             last_unit_logged: false,
             broken: false,
@@ -193,6 +212,17 @@ impl ClusterIo {
                 true
             }
         }
+    }
+
+    /// A follower's batch that reads waits for a read barrier confirmed by the leader (see
+    /// `cmd::replication::replica_read_needs_leader`).
+    pub fn park_read(&mut self, client: u64) {
+        let now = Instant::now();
+        if self.read_parked.is_empty() {
+            self.read_reask_at = now + READ_REASK;
+        }
+        let seq = self.core.need_read();
+        self.read_parked.push((seq, client, now));
     }
 
     /// The index of the unit that just ended, when it was logged.
@@ -415,6 +445,26 @@ impl Server {
             }
         });
         self.maybe_compact(&mut c);
+        let mut reads_ready = Vec::new();
+        let mut reads_given_up = Vec::new();
+        if !c.read_parked.is_empty() {
+            let core = &c.core;
+            c.read_parked.retain(|&(seq, id, since)| {
+                if core.read_done(seq) {
+                    reads_ready.push(id);
+                    false
+                } else if now.duration_since(since) >= READ_GIVE_UP {
+                    reads_given_up.push(id);
+                    false
+                } else {
+                    true
+                }
+            });
+            if !c.read_parked.is_empty() && now >= c.read_reask_at {
+                c.core.reask_reads();
+                c.read_reask_at = now + READ_REASK;
+            }
+        }
         let open_now = c.gate_open && !c.gate_waiting.is_empty();
         let waiting = if open_now || !c.core.is_leader() {
             std::mem::take(&mut c.gate_waiting)
@@ -427,6 +477,22 @@ impl Server {
         }
         for id in waiting {
             self.run_batch(id, &mut Vec::new());
+        }
+        for id in reads_given_up {
+            if let Some(client) = self.state.clients.get_mut(&id) {
+                tracing::debug!("A replica read found no leader to confirm it: closing the client");
+                client.pending.clear();
+                client.kill();
+            }
+        }
+        for id in reads_ready {
+            if let Some(c) = self.io.cluster.as_mut() {
+                c.read_cleared = id;
+            }
+            self.run_batch(id, &mut Vec::new());
+            if let Some(c) = self.io.cluster.as_mut() {
+                c.read_cleared = 0;
+            }
         }
     }
 

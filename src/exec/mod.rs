@@ -403,6 +403,21 @@ impl Server {
             cmds.clear();
             return;
         }
+        if let Some(c) = self.io.cluster.as_mut().filter(|c| !c.is_leader()) {
+            // A follower reads only what a barrier confirmed with the leader covers.
+            if c.read_cleared != id {
+                if let Some(client) = self.state.clients.get_mut(&id) {
+                    let in_multi = client.multi.is_some();
+                    if cmds.iter().chain(client.pending.iter()).any(|argv| {
+                        crate::cmd::replication::replica_read_needs_leader(argv, in_multi)
+                    }) {
+                        client.pending.extend(cmds.drain(..));
+                        c.park_read(id);
+                        return;
+                    }
+                }
+            }
+        }
         let Some(mut client) = self.clients.remove(&id) else {
             cmds.clear();
             return;

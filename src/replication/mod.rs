@@ -267,10 +267,33 @@ impl Cluster {
         self.read_seq
     }
 
-    /// True once a quorum confirmed this node was still leader after `seq` was asked, and the
-    /// state reflects everything committed at that moment.
+    /// True once a quorum confirmed this node was still leader after `seq` was asked (on a
+    /// follower: that its leader was), and the state reflects everything committed at that
+    /// moment.
     pub fn read_done(&self, seq: u64) -> bool {
         self.read_done >= seq
+    }
+
+    /// Asks the barriers not yet confirmed again at the next round: a follower's ask is
+    /// dropped without an answer when its leader has not committed in its term yet, is gone,
+    /// or the message was lost.
+    pub fn reask_reads(&mut self) {
+        self.read_asked = self.read_done;
+    }
+
+    /// A barrier's context: this node's id and its sequence number. Followers' asks reach the
+    /// leader beside its own, and raft-rs ignores an ask whose context equals a pending one.
+    fn read_ctx(&self, seq: u64) -> Vec<u8> {
+        let mut ctx = Vec::with_capacity(16);
+        ctx.extend_from_slice(&self.id().to_be_bytes());
+        ctx.extend_from_slice(&seq.to_be_bytes());
+        ctx
+    }
+
+    fn parse_read_ctx(ctx: &[u8]) -> Option<(u64, u64)> {
+        let id = u64::from_be_bytes(ctx.get(..8)?.try_into().ok()?);
+        let seq = u64::from_be_bytes(ctx.get(8..16)?.try_into().ok()?);
+        (ctx.len() == 16).then_some((id, seq))
     }
 
     /// Membership: a new node first follows as a learner (catches up without counting toward
@@ -403,12 +426,15 @@ impl Cluster {
             apply(index, Applied::Snapshot(self.node.store().snapshot_data()));
         }
         // raft-rs drops a ReadIndex asked before the leader committed in its term (raft.rs
-        // step_leader), so ask only then; the asks queued meanwhile wait for it.
-        if self.read_seq > self.read_asked
-            && self.is_leader()
-            && self.node.raft.commit_to_current_term()
-        {
-            self.node.read_index(self.read_seq.to_be_bytes().to_vec());
+        // step_leader), so ask only then; the asks queued meanwhile wait for it. A follower's
+        // goes to the leader it knows (raft-rs forwards it) and comes back as a read state.
+        let may_ask = match self.node.raft.state {
+            StateRole::Leader => self.node.raft.commit_to_current_term(),
+            StateRole::Follower => self.node.raft.leader_id != raft::INVALID_ID,
+            _ => false,
+        };
+        if self.read_seq > self.read_asked && may_ask {
+            self.node.read_index(self.read_ctx(self.read_seq));
             self.read_asked = self.read_seq;
         }
         if !self.node.has_ready() {
@@ -425,6 +451,10 @@ impl Cluster {
             if outcome.stepped_down {
                 // Barriers asked as leader will never be confirmed.
                 self.reads.clear();
+            }
+            if outcome.stepped_down || outcome.became_leader || outcome.leader_changed.is_some() {
+                // Asks in flight to (or on) the old leader are lost: ask again in the new role.
+                self.read_asked = self.read_done;
             }
             self.role = role;
             self.leader = leader;
@@ -453,10 +483,11 @@ impl Cluster {
             out(m);
         }
         for rs in rd.take_read_states() {
-            let seq = <[u8; 8]>::try_from(rs.request_ctx.as_slice())
-                .map(u64::from_be_bytes)
-                .map_err(|_| other("read state with a foreign context"))?;
-            self.reads.push((seq, rs.index));
+            let (id, seq) = Self::parse_read_ctx(&rs.request_ctx)
+                .ok_or_else(|| other("read state with a foreign context"))?;
+            if id == self.id() {
+                self.reads.push((seq, rs.index));
+            }
         }
         // 7. Advance, and what it released.
         let mut light = self.node.advance(rd);

@@ -327,6 +327,50 @@ fn read_index_completes_with_a_quorum_and_not_on_an_isolated_leader() {
 }
 
 #[test]
+fn a_followers_read_barrier_covers_what_the_leader_committed() {
+    let mut net = Net::new(3);
+    let leader = net.elect();
+    let f = (1..=3).find(|&id| id != leader).expect("follower");
+    // The follower misses an entry the other two commit.
+    net.cut.insert((leader, f));
+    let at = net.c(leader).propose_unit(unit(7)).expect("propose");
+    assert!(net.run(20, |net| net.nodes[&leader]
+        .c
+        .as_ref()
+        .is_some_and(|c| c.commit() >= at)));
+    assert!(net.c(f).applied() < at);
+    net.heal();
+    // The leader's own barrier and the follower's carry the same sequence number: contexts
+    // that did not name the node would collide on the leader and one would be dropped.
+    let own = net.c(leader).need_read();
+    let seq = net.c(f).need_read();
+    assert_eq!(own, seq);
+    assert!(net.run(20, |net| {
+        let done = |id: u64| net.nodes[&id].c.as_ref().is_some_and(|c| c.read_done(seq));
+        done(f) && done(leader)
+    }));
+    // Confirmed only once the follower applied what the leader had committed when asked.
+    assert!(net.c(f).applied() >= at);
+    // Cut off from every leader, a follower's barrier is never confirmed (asked again or not).
+    net.isolate(f);
+    let seq2 = net.c(f).need_read();
+    for _ in 0..5 {
+        net.c(f).reask_reads();
+        assert!(!net.run(10, |net| net.nodes[&f]
+            .c
+            .as_ref()
+            .is_some_and(|c| c.read_done(seq2))));
+    }
+    // Healed, an ask again is answered.
+    net.heal();
+    net.c(f).reask_reads();
+    assert!(net.run(60, |net| net.nodes[&f]
+        .c
+        .as_ref()
+        .is_some_and(|c| c.read_done(seq2))));
+}
+
+#[test]
 fn restart_from_the_files_keeps_hard_state_and_log() {
     let mut net = Net::new(3);
     let leader = net.elect();
