@@ -149,6 +149,19 @@ pub fn configure() {
 
 /// Bytes currently allocated on the Rust heap (Lua's allocations go through it too), with the
 /// calling thread's unflushed count (other threads' are within `FLUSH_AT` each).
+/// The allocator as INFO's `mem_allocator` and `deadbolt -v` name it (Redis: `jemalloc-5.3.0`).
+pub fn allocator_name() -> String {
+    // SAFETY: mi_version only returns a compile-time constant.
+    let v = unsafe { mi::mi_version() };
+    // MI_MALLOC_VERSION: major, 2 digits minor, 2 digits patch since 2.2 (20302); one digit
+    // each before (217).
+    if v >= 10000 {
+        format!("mimalloc-{}.{}.{}", v / 10000, (v / 100) % 100, v % 100)
+    } else {
+        format!("mimalloc-{}.{}.{}", v / 100, (v / 10) % 10, v % 10)
+    }
+}
+
 pub fn used_memory() -> usize {
     let own = PENDING.try_with(Cell::get).unwrap_or(0);
     let used = (ALLOCATED.load(Ordering::Relaxed) + own).max(0) as usize;

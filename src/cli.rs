@@ -6,9 +6,8 @@ use std::path::PathBuf;
 #[derive(Parser, Debug)]
 #[command(
     name = "deadbolt",
-    version,
     about = "A lock server that speaks the Redis protocol",
-    override_usage = "deadbolt [/path/to/deadbolt.conf] [--directive value ...] [--test-config] [--ping]",
+    override_usage = "deadbolt [/path/to/deadbolt.conf] [--directive value ...] [--test-config] [--ping]\n       deadbolt -v | --version",
     after_help = "Examples:\n  deadbolt --port 7000\n  deadbolt /etc/deadbolt/deadbolt.conf --loglevel verbose\n  deadbolt --ping --port 6379     (health probe: exit 0 if the server answers PONG)"
 )]
 pub struct Cli {

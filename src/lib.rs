@@ -33,6 +33,26 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 
+/// What `deadbolt -v` prints, in redis-server's shape (`Redis server v=7.0.15 sha=00000000:0
+/// malloc=jemalloc-5.3.0 bits=64 build=…`), so scripts that parse it find the same fields.
+pub fn version_line() -> String {
+    let build = sha1_smol::Sha1::from(concat!(
+        env!("CARGO_PKG_VERSION"),
+        "-",
+        env!("CARGO_PKG_NAME")
+    ))
+    .digest()
+    .to_string();
+    format!(
+        "deadbolt server v={} sha=00000000:0 malloc={} bits={} build={} redis_version={}",
+        env!("CARGO_PKG_VERSION"),
+        alloc::allocator_name(),
+        usize::BITS,
+        &build[..16],
+        machine::REDIS_VERSION
+    )
+}
+
 /// Binds every address of `cfg.bind` on `cfg.port` (Redis's `bind` semantics).
 pub async fn bind(cfg: &Config) -> std::io::Result<Vec<TcpListener>> {
     bind_port(cfg, cfg.port).await
@@ -128,15 +148,22 @@ pub async fn run(
             None => None,
         },
     };
-    let has_tls = listeners.tls.is_some();
-    let (inbox, executor) = exec::spawn(cfg, shared.clone(), listeners)?;
-    tracing::info!("Ready to accept connections tcp");
-    if has_tls {
-        for a in tls_addrs {
-            tracing::info!("Listening for TLS on {a}");
-        }
-        tracing::info!("Ready to accept connections tls");
+    for a in tls_addrs {
+        tracing::info!("Listening for TLS on {a}");
     }
+    let mode = if cfg.cluster_node_id != 0 {
+        "cluster"
+    } else {
+        "standalone"
+    };
+    let port = listeners
+        .plain
+        .first()
+        .and_then(|l| l.local_addr().ok())
+        .map_or(cfg.port, |a| a.port());
+    tracing::info!("Running mode={mode}, port={port}.");
+    // The executor says "Ready to accept connections" once the log is loaded.
+    let (inbox, executor) = exec::spawn(cfg, shared.clone(), listeners)?;
     // Tokio's part: the signals, the caller's shutdown future and the shutdown watchdog.
     let by_signal = tokio::select! {
         _ = shutdown => true,

@@ -4,6 +4,12 @@ use deadbolt::config;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // redis-server's own check, before any other parsing: `-v` or `--version` as the first
+    // argument prints the version line and exits (a config file could never be named `-v`).
+    if let Some("-v" | "--version") = std::env::args().nth(1).as_deref() {
+        println!("{}", deadbolt::version_line());
+        return ExitCode::SUCCESS;
+    }
     let inv = Cli::parse().invocation();
     let overrides = match config::file::parse_overrides(&inv.overrides) {
         Ok(o) => o,
@@ -19,6 +25,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let inv_config_file = inv.config_file.is_some();
     if inv.test_config {
         println!("Configuration OK");
         return ExitCode::SUCCESS;
@@ -45,11 +52,20 @@ fn main() -> ExitCode {
         }
     };
     let result = rt.block_on(async move {
-        tracing::info!(
-            "deadbolt {} starting, pid={}",
+        // Redis's banner lines, which operators and log pipelines look for.
+        tracing::warn!("oO0OoO0OoO0Oo deadbolt is starting oO0OoO0OoO0Oo");
+        tracing::warn!(
+            "deadbolt version={} (Redis {} protocol), bits={}, commit=00000000, modified=0, pid={}, just started",
             env!("CARGO_PKG_VERSION"),
+            deadbolt::machine::REDIS_VERSION,
+            usize::BITS,
             std::process::id()
         );
+        if inv_config_file {
+            tracing::warn!("Configuration loaded");
+        } else {
+            tracing::warn!("Warning: no config file specified, using the default config. In order to specify a config file use deadbolt /path/to/deadbolt.conf");
+        }
         let listeners = deadbolt::bind(&cfg).await?;
         if !cfg.pidfile.is_empty() {
             if let Err(e) = std::fs::write(&cfg.pidfile, format!("{}\n", std::process::id())) {
@@ -66,8 +82,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!("{e}");
-            eprintln!("deadbolt: {e}");
+            deadbolt::logging::error_once(&e.to_string());
             ExitCode::FAILURE
         }
     }

@@ -307,7 +307,12 @@ fn bad_tls_settings_stop_the_start_with_a_reason() {
             .output()
             .unwrap();
         assert!(!out.status.success());
-        String::from_utf8_lossy(&out.stderr).into_owned()
+        // Said once, in the log (standard output here), as Redis does.
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
     };
     let err = run(&[]);
     assert!(

@@ -143,7 +143,12 @@ fn torn_tail_is_truncated_and_loaded() {
         .output()
         .unwrap();
     assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    // Said once, in the log (standard output here), as Redis does.
+    let err = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(
         err.contains(&format!("at offset {good_len}")) && err.contains("aof-load-truncated"),
         "{err}"
@@ -182,7 +187,12 @@ fn corrupt_middle_stops_startup_with_the_offset() {
         .output()
         .unwrap();
     assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    // Said once, in the log (standard output here), as Redis does.
+    let err = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(err.contains(&format!("at offset {at}")), "{err}");
 }
 

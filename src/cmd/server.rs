@@ -847,7 +847,7 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
             let (lua, scripts) = crate::script::memory_and_scripts(srv);
             let _ = write!(
                 out,
-                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_peak_perc:{:.2}%\r\ntotal_system_memory:{total}\r\ntotal_system_memory_human:{}\r\nused_memory_lua:{lua}\r\nused_memory_lua_human:{}\r\nused_memory_scripts:0\r\nnumber_of_cached_scripts:{scripts}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_fragmentation_ratio:{:.2}\r\nmem_not_counted_for_evict:0\r\nmem_allocator:libc\r\n",
+                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_peak_perc:{:.2}%\r\ntotal_system_memory:{total}\r\ntotal_system_memory_human:{}\r\nused_memory_lua:{lua}\r\nused_memory_lua_human:{}\r\nused_memory_scripts:0\r\nnumber_of_cached_scripts:{scripts}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_fragmentation_ratio:{:.2}\r\nmem_not_counted_for_evict:0\r\nmem_allocator:{}\r\n",
                 human(used),
                 human(rss),
                 human(peak),
@@ -857,6 +857,7 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
                 human(max as usize),
                 srv.config.maxmemory_policy,
                 if used > 0 { rss as f64 / used as f64 } else { 0.0 },
+                crate::alloc::allocator_name(),
             );
         }
         "persistence" => {
@@ -882,6 +883,20 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
                     a.current_size,
                     a.base_size,
                     a.pending.len()
+                );
+            }
+            if let Some((start, loaded, total)) = host.loading_progress() {
+                // Redis's figures (server.c genRedisInfoString), the ETA from the rate so far.
+                let perc = loaded as f64 * 100.0 / (total + 1) as f64;
+                let elapsed = (crate::clock::unix_ms() / 1000).saturating_sub(start);
+                let eta = if elapsed == 0 {
+                    1
+                } else {
+                    elapsed * total.saturating_sub(loaded) / (loaded + 1)
+                };
+                let _ = write!(
+                    out,
+                    "loading_start_time:{start}\r\nloading_total_bytes:{total}\r\nloading_rdb_used_mem:0\r\nloading_loaded_bytes:{loaded}\r\nloading_loaded_perc:{perc:.2}\r\nloading_eta_seconds:{eta}\r\n"
                 );
             }
             if let Some(until) = srv.writes_refused_until {

@@ -117,6 +117,8 @@ impl ClusterIo {
         let dir = std::path::Path::new(&config.dir).join("cluster");
         std::fs::create_dir_all(&dir)?;
         let core = Cluster::open(&dir, me, &bootstrap)?;
+        // A node starts as a follower: its log lines say `S` until it leads.
+        crate::logging::set_replica(true);
         let view = core.view();
         // The members it knows, and (for a joining node, which knows none yet) the ones the
         // configuration names: it must reach the leader to answer it.
@@ -379,6 +381,9 @@ impl Server {
                 Err(e) => fatal(&format!("The cluster log failed: {e}")),
             }
         };
+        if outcome.became_leader || outcome.stepped_down {
+            crate::logging::set_replica(!c.core.is_leader());
+        }
         if outcome.became_leader {
             tracing::info!("Cluster node {}: elected leader", c.core.id());
             c.gate_open = false;

@@ -330,6 +330,16 @@ impl Server {
                 break false;
             }
         };
+        if !done && loader.progress_logged.elapsed() >= LOADING_PROGRESS_EVERY {
+            loader.progress_logged = Instant::now();
+            let (loaded, total) = loader.progress();
+            tracing::info!(
+                "Loading the append only file: {:.0}% ({loaded} of {total} bytes, {} commands, {:.1} seconds)",
+                loaded as f64 * 100.0 / total.max(1) as f64,
+                loader.commands,
+                loader.started.elapsed().as_secs_f64()
+            );
+        }
         if done {
             tracing::info!(
                 "DB loaded from append only file: {:.3} seconds ({} commands)",
@@ -611,6 +621,13 @@ impl Host for Io {
         self.loader.is_some()
     }
 
+    fn loading_progress(&self) -> Option<(u64, u64, u64)> {
+        self.loader.as_ref().map(|l| {
+            let (loaded, total) = l.progress();
+            (l.started_unix, loaded, total)
+        })
+    }
+
     fn aof(&self) -> Option<&Aof> {
         self.aof.as_ref()
     }
@@ -738,10 +755,12 @@ fn aof_dir(cfg: &Config) -> std::path::PathBuf {
     std::path::Path::new(&cfg.dir).join(&cfg.appenddirname)
 }
 
+/// A long load says how far it got this often (INFO persistence has the figures any time).
+const LOADING_PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
 /// Unrecoverable start-up or durability failure: log and exit like Redis.
 fn fatal(msg: &str) -> ! {
-    tracing::error!("{msg}");
-    eprintln!("{msg}");
+    crate::logging::error_once(msg);
     std::process::exit(1);
 }
 
@@ -760,6 +779,7 @@ pub fn spawn(
 ) -> std::io::Result<(Inbox, std::thread::JoinHandle<()>)> {
     let (tx, mut rx) = mpsc::unbounded_channel::<Msg>();
     let inbox = tx.clone();
+    let has_tls = listeners.tls.is_some();
     let (mut net, waker) = net::Net::new(listeners, shared.clone())?;
     let handle = std::thread::Builder::new()
         .name("executor".into())
@@ -780,6 +800,7 @@ pub fn spawn(
             });
             let mut server = Server::new(config, shared);
             server.io.cluster = cluster;
+            tracing::warn!("Server initialized");
             let waker = std::task::Waker::from(waker);
             let mut cx = std::task::Context::from_waker(&waker);
             // Load the log a slice at a time, answering clients (-LOADING) in between.
@@ -799,6 +820,12 @@ pub fn spawn(
                 server.after_round();
                 server.flush_deferred();
                 net.flush(&mut server);
+            }
+            // Only now, as Redis: a health check or an operator waiting for this line must not
+            // see it while the log is still loading.
+            tracing::info!("Ready to accept connections tcp");
+            if has_tls {
+                tracing::info!("Ready to accept connections tls");
             }
             server.io.next_cron = Instant::now();
             let mut spin = net::IdleSpin::default();

@@ -52,6 +52,10 @@ pub trait Host {
     fn start_rewrite(&mut self, state: &State) -> std::io::Result<()>;
     /// The log is still being loaded (commands get -LOADING).
     fn loading(&self) -> bool;
+    /// While loading: (start in Unix seconds, bytes loaded, bytes in all), for INFO.
+    fn loading_progress(&self) -> Option<(u64, u64, u64)> {
+        None
+    }
     /// The append-only log, None when it is off (INFO persistence, write refusals).
     fn aof(&self) -> Option<&crate::persist::aof::Aof>;
     /// Called by a busy script's hook: the loop reads the other connections and answers them

@@ -27,6 +27,13 @@ pub struct Loader {
     pub truncated_ok: bool,
     pub commands: u64,
     pub started: Instant,
+    /// Bytes of the files already read to the end, and of all of them (INFO's loading_*).
+    done_bytes: u64,
+    total_bytes: u64,
+    /// When loading started, in Unix seconds (INFO's loading_start_time).
+    pub started_unix: u64,
+    /// When progress was last logged.
+    pub progress_logged: Instant,
 }
 
 pub enum Step {
@@ -37,7 +44,16 @@ pub enum Step {
 
 impl Loader {
     pub fn new(files: Vec<PathBuf>, truncated_ok: bool) -> Loader {
+        let total_bytes = files
+            .iter()
+            .filter_map(|f| std::fs::metadata(f).ok())
+            .map(|m| m.len())
+            .sum();
         Loader {
+            done_bytes: 0,
+            total_bytes,
+            started_unix: crate::clock::unix_ms() / 1000,
+            progress_logged: Instant::now(),
             files,
             in_memory: false,
             index: 0,
@@ -58,6 +74,10 @@ impl Loader {
     pub fn from_bytes(data: Bytes) -> Loader {
         let file_len = data.len();
         Loader {
+            done_bytes: 0,
+            total_bytes: file_len as u64,
+            started_unix: 0,
+            progress_logged: Instant::now(),
             files: Vec::new(),
             in_memory: true,
             index: 0,
@@ -75,6 +95,14 @@ impl Loader {
 
     fn offset(&self) -> usize {
         self.file_len - self.buf.len()
+    }
+
+    /// (bytes read so far, bytes in all the files): Redis's loading_loaded_bytes and
+    /// loading_total_bytes.
+    pub fn progress(&self) -> (u64, u64) {
+        let current = if self.opened { self.offset() as u64 } else { 0 };
+        let loaded = self.done_bytes + current;
+        (loaded, self.total_bytes.max(loaded))
     }
 
     /// Reads files[index] into memory; false when every file is done.
@@ -102,6 +130,7 @@ impl Loader {
     }
 
     fn next_file(&mut self) {
+        self.done_bytes += self.file_len as u64;
         self.index += 1;
         self.opened = false;
         self.buf.clear();
