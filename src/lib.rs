@@ -22,6 +22,7 @@ pub mod script;
 pub mod server;
 pub mod stopwatch;
 pub mod store;
+pub mod supervise;
 
 use config::Config;
 
@@ -162,6 +163,7 @@ pub async fn run(
         .and_then(|l| l.local_addr().ok())
         .map_or(cfg.port, |a| a.port());
     tracing::info!("Running mode={mode}, port={port}.");
+    let supervisor = supervise::supervisor(&cfg);
     // The executor says "Ready to accept connections" once the log is loaded.
     let (inbox, executor) = exec::spawn(cfg, shared.clone(), listeners)?;
     // Tokio's part: the signals, the caller's shutdown future and the shutdown watchdog.
@@ -169,6 +171,9 @@ pub async fn run(
         _ = shutdown => true,
         _ = wait_shutdown_request(&shared) => false,
     };
+    if supervisor == supervise::Supervisor::Systemd {
+        supervise::stopping();
+    }
     let insist = insist_on_signals();
     // The SHUTDOWN command logged this itself; SHUTDOWN NOSAVE during a busy script is answered
     // outside the executor and a signal only logged its own line.

@@ -37,6 +37,17 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         };
     }
+    let mut cfg = cfg;
+    if deadbolt::supervise::daemonize_wanted(&cfg) {
+        // Before the logger and the runtime start their threads: only this one survives.
+        if let Err(e) = deadbolt::supervise::daemonize() {
+            eprintln!("deadbolt: cannot daemonize: {e}");
+            return ExitCode::FAILURE;
+        }
+        if cfg.pidfile.is_empty() {
+            cfg.pidfile = deadbolt::supervise::DEFAULT_PIDFILE.into();
+        }
+    }
     if let Err(e) = deadbolt::logging::init(&cfg) {
         eprintln!("deadbolt: cannot open log file '{}': {e}", cfg.logfile);
         return ExitCode::FAILURE;

@@ -5,7 +5,7 @@ use super::args::{float_arg, glob_match, int_arg, is};
 use super::table::{flags, flags::*, CommandSpec, NO_KEYS};
 use super::Ctx;
 use crate::clock::unix_us;
-use crate::config::{Apply, Config, Directive, DIRECTIVES};
+use crate::config::{all_directives, Apply, Config, Directive};
 use crate::error::{CmdError, CmdResult};
 use crate::machine::pubsub::Kind;
 use crate::machine::{Host, State, REDIS_VERSION};
@@ -184,7 +184,7 @@ fn config_get(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let mut pairs: Vec<(Frame, Frame)> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for pattern in &argv[2..] {
-        for d in DIRECTIVES {
+        for d in all_directives() {
             let names = std::iter::once(d.name).chain(d.aliases.iter().copied());
             for name in names {
                 if glob_match(pattern, name.as_bytes(), true) && seen.insert(name) {
@@ -275,7 +275,7 @@ pub fn apply_config(
 ) -> Result<(), (&'static str, String)> {
     let old = std::mem::replace(&mut srv.config, cfg);
     let mut kinds: Vec<(Apply, Vec<&'static str>)> = Vec::new();
-    for d in DIRECTIVES {
+    for d in all_directives() {
         if (d.get)(&old) == (d.get)(&srv.config) {
             continue;
         }
@@ -813,10 +813,11 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
             let port = srv.config.port;
             let _ = write!(
                 out,
-                "# Server\r\nredis_version:{REDIS_VERSION}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_build_id:0\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:64\r\nmonotonic_clock:POSIX clock_gettime\r\nmultiplexing_api:epoll\r\natomicvar_api:c11-builtin\r\ngcc_version:0.0.0\r\nprocess_id:{}\r\nprocess_supervised:no\r\nrun_id:{}\r\ntcp_port:{port}\r\nserver_time_usec:{}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nhz:{}\r\nconfigured_hz:{}\r\nlru_clock:{}\r\nexecutable:{}\r\nconfig_file:{}\r\nio_threads_active:0\r\ndeadbolt_version:{}\r\n",
+                "# Server\r\nredis_version:{REDIS_VERSION}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_build_id:0\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:64\r\nmonotonic_clock:POSIX clock_gettime\r\nmultiplexing_api:epoll\r\natomicvar_api:c11-builtin\r\ngcc_version:0.0.0\r\nprocess_id:{}\r\nprocess_supervised:{}\r\nrun_id:{}\r\ntcp_port:{port}\r\nserver_time_usec:{}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nhz:{}\r\nconfigured_hz:{}\r\nlru_clock:{}\r\nexecutable:{}\r\nconfig_file:{}\r\nio_threads_active:0\r\ndeadbolt_version:{}\r\n",
                 std::env::consts::OS,
                 std::env::consts::ARCH,
                 std::process::id(),
+                crate::supervise::info_name(&srv.config),
                 srv.run_id,
                 unix_us(),
                 uptime / 86400,

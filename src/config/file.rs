@@ -177,7 +177,6 @@ pub fn parse_overrides(args: &[String]) -> Result<Vec<(String, Vec<String>)>, St
 /// line with its current value (dropping earlier duplicates), and appends directives that differ
 /// from their defaults and were not in the file. Written to a temporary file and renamed.
 pub fn rewrite(path: &Path, cfg: &Config) -> std::io::Result<()> {
-    use super::DIRECTIVES;
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let defaults = Config::default();
     let mut lines: Vec<Option<String>> = Vec::new();
@@ -205,7 +204,7 @@ pub fn rewrite(path: &Path, cfg: &Config) -> std::io::Result<()> {
             format!("{name} {v}")
         }
     };
-    for d in DIRECTIVES {
+    for d in super::all_directives() {
         let v = (d.get)(cfg);
         match last_line_of.get(d.name) {
             Some(&idx) => lines[idx] = Some(render(d.name, v)),

@@ -4,12 +4,20 @@
 //! Nothing here imports `cmd`, `exec`, `server` or `script`: they read the configuration, and
 //! what it needs of theirs (the users, the keyspace event classes) lives here.
 
+pub mod compat;
 mod directives;
 pub mod event;
 pub mod file;
 pub mod users;
 
+pub use compat::COMPAT;
 pub use directives::{Directive, DIRECTIVES};
+
+/// Every directive a file, the command line or CONFIG GET/SET may name: deadbolt's own, then
+/// Redis's that it accepts for compatibility (`compat`).
+pub fn all_directives() -> impl Iterator<Item = &'static Directive> {
+    DIRECTIVES.iter().chain(COMPAT.iter())
+}
 pub use file::{load, ConfigError};
 
 /// How a directive changed by CONFIG SET reaches the running server. Every row of `DIRECTIVES`
@@ -72,6 +80,9 @@ pub struct Config {
     pub client_query_buffer_limit: u64,
     pub loglevel: LogLevel,
     pub logfile: String,
+    /// Values set of Redis's directives kept for compatibility (`compat`), by name; the others
+    /// read as Redis's defaults.
+    pub compat: std::collections::BTreeMap<&'static str, String>,
     pub pidfile: String,
     pub dir: String,
     pub requirepass: Option<String>,
@@ -230,6 +241,7 @@ impl Default for Config {
             client_query_buffer_limit: 1024 * 1024 * 1024,
             loglevel: LogLevel::Notice,
             logfile: String::new(),
+            compat: Default::default(),
             pidfile: String::new(),
             dir: ".".into(),
             requirepass: None,
@@ -284,7 +296,7 @@ impl Default for Config {
 
 impl Config {
     pub fn find(name: &str) -> Option<&'static Directive> {
-        DIRECTIVES.iter().find(|d| {
+        all_directives().find(|d| {
             d.name.eq_ignore_ascii_case(name)
                 || d.aliases.iter().any(|a| a.eq_ignore_ascii_case(name))
         })
@@ -327,7 +339,16 @@ impl Config {
                 ));
             }
         }
+        why.extend(compat::notices(&self.compat, &old.compat));
         why
+    }
+
+    /// A compatibility directive's value (`compat`): the one set, else Redis's default.
+    pub fn compat_value(&self, name: &str) -> &str {
+        match self.compat.get(name) {
+            Some(v) => v,
+            None => compat::default_of(name).unwrap_or(""),
+        }
     }
 
     /// Applies one directive by name; the error is the reason Redis would print.

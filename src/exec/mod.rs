@@ -827,6 +827,7 @@ pub fn spawn(
             if has_tls {
                 tracing::info!("Ready to accept connections tls");
             }
+            crate::supervise::ready(&server.config);
             server.io.next_cron = Instant::now();
             let mut spin = net::IdleSpin::default();
             loop {

@@ -80,6 +80,16 @@ pub fn deadbolt(extra: &[&str]) -> Server {
     })
 }
 
+/// Starts a prepared deadbolt command (its own environment, arguments with `--port 0`),
+/// reading the port from its log.
+pub fn start_command(cmd: Command) -> Server {
+    start(cmd, |line| {
+        line.split("Listening on 127.0.0.1:")
+            .nth(1)
+            .and_then(|p| p.trim().parse().ok())
+    })
+}
+
 /// Starts deadbolt with a config file followed by extra arguments.
 pub fn deadbolt_with_file(file: &std::path::Path, extra: &[&str]) -> Server {
     let mut cmd = Command::new(deadbolt_bin());
