@@ -124,6 +124,10 @@ pub async fn run(
     for why in cfg.without_effect(&Config::default()) {
         tracing::warn!("{why}");
     }
+    if cfg.config_file.is_some() && !cfg.appendonly && cfg.cluster_node_id == 0 {
+        // A redis.conf without save lines means RDB snapshots to Redis; deadbolt has none.
+        tracing::warn!("WARNING no persistence: appendonly is no and deadbolt writes no RDB snapshots, so a restart starts empty. Set appendonly yes to keep locks across restarts.");
+    }
     exec::adjust_open_files_limit(&mut cfg);
     let shared = Arc::new(machine::Shared::new(&cfg));
     let pidfile = cfg.pidfile.clone();

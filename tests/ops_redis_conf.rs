@@ -70,6 +70,7 @@ fn debians_stock_redis_conf_starts_a_daemon() {
     assert!(
         text.contains("Accepted without effect: ")
             && text.contains("hash-max-listpack-entries")
+            && text.contains("WARNING no persistence: appendonly is no")
             && text.contains("Ready to accept connections"),
         "{text}"
     );
