@@ -13,6 +13,7 @@ pub mod exec;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod glob;
+pub mod locks;
 pub mod logging;
 pub mod machine;
 pub mod persist;
@@ -130,6 +131,16 @@ pub async fn run(
     }
     exec::adjust_open_files_limit(&mut cfg);
     let shared = Arc::new(machine::Shared::new(&cfg));
+    if cfg.metrics_port != 0 {
+        let host = cfg
+            .bind
+            .first()
+            .map(|b| b.trim_start_matches('-'))
+            .map(|b| if b == "*" { "0.0.0.0" } else { b })
+            .unwrap_or("127.0.0.1")
+            .to_string();
+        server::metrics::start(&host, cfg.metrics_port, shared.clone())?;
+    }
     let pidfile = cfg.pidfile.clone();
     for l in &listeners {
         if let Ok(a) = l.local_addr() {

@@ -88,7 +88,11 @@ fn eval_generic(ctx: &mut Ctx, argv: &[Bytes], ro: bool) -> CmdResult {
     let (keys, args) = argv[3..].split_at(n);
     script::with_engine(ctx, |engine, ctx| {
         let sha = engine.create(&argv[1])?;
-        Ok(engine.run(ctx, &sha, keys, args, ro))
+        let reply = engine.run(ctx, &sha, keys, args, ro);
+        ctx.srv
+            .locks
+            .on_script(ctx.client.id, &sha, keys, &reply, ctx.now);
+        Ok(reply)
     })?
 }
 
@@ -103,7 +107,11 @@ fn evalsha_generic(ctx: &mut Ctx, argv: &[Bytes], ro: bool) -> CmdResult {
         if !engine.contains(&sha) {
             return Err(CmdError::err(NOSCRIPT_ERR));
         }
-        Ok(engine.run(ctx, &sha, keys, args, ro))
+        let reply = engine.run(ctx, &sha, keys, args, ro);
+        ctx.srv
+            .locks
+            .on_script(ctx.client.id, &sha, keys, &reply, ctx.now);
+        Ok(reply)
     })?
 }
 

@@ -733,6 +733,7 @@ const ALL_SECTIONS: &[&str] = &[
     "errorstats",
     "cluster",
     "keyspace",
+    "locks",
 ];
 
 fn info(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -976,6 +977,7 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
                 );
             }
         }
+        "locks" => srv.locks.info(out),
         _ => {}
     }
 }

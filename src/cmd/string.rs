@@ -241,6 +241,11 @@ fn set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if o.get {
         return Ok(Frame::opt_bulk(old));
     }
+    if o.cond == Cond::Nx && !ctx.in_script {
+        ctx.srv
+            .locks
+            .on_set_nx(ctx.client.id, &argv[1], done, ctx.now);
+    }
     Ok(if done { Frame::ok() } else { Frame::Null })
 }
 
@@ -252,6 +257,11 @@ fn setnx(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         expire_arg: None,
     };
     let (done, _) = set_generic(ctx, &argv[1], &argv[2], &o, "setnx")?;
+    if !ctx.in_script {
+        ctx.srv
+            .locks
+            .on_set_nx(ctx.client.id, &argv[1], done, ctx.now);
+    }
     Ok(Frame::Integer(done as i64))
 }
 

@@ -389,6 +389,17 @@ pub static DIRECTIVES: &[Directive] = &[
         doc: "Ours. After a start that may have lost acknowledged writes (appendonly no, or appendfsync not always), refuse writes for this many ms. Set it to the longest lock lease clients use (Redlock's delayed restart). 0: off.",
     },
     Directive {
+        name: "metrics-port",
+        aliases: &[],
+        apply: Apply::Immutable,
+        get: |c| c.metrics_port.to_string(),
+        set: |c, v| {
+            c.metrics_port = int_in(v, 0, 65535)? as u16;
+            Ok(())
+        },
+        doc: "Ours. A TCP port serving Prometheus's text format at /metrics on the first bind address: the lock insight of INFO locks (acquires, contention, late releases, hold and wait histograms by key prefix). 0, the default: off.",
+    },
+    Directive {
         name: "sentinel-master-name",
         aliases: &[],
         // The name every client is configured with: renamed under running clients, all of them

@@ -107,6 +107,8 @@ pub struct Config {
     /// Ours: the master name a cluster answers SENTINEL commands for (clients are configured
     /// with it).
     pub sentinel_master_name: String,
+    /// Ours: the port of the Prometheus text endpoint (lock insight); 0 = off.
+    pub metrics_port: u16,
     /// Ours: this node's id in a cluster; 0 runs a lone server (no consensus, no SENTINEL).
     pub cluster_node_id: u64,
     /// Ours: every voter of a new cluster, this node included (`cluster-peers`).
@@ -259,6 +261,7 @@ impl Default for Config {
             busy_poll_us: 0,
             lock_restart_delay: 0,
             sentinel_master_name: "mymaster".into(),
+            metrics_port: 0,
             cluster_node_id: 0,
             cluster_peers: Vec::new(),
             cluster_join: false,

@@ -67,6 +67,8 @@ pub struct Io {
     pub loader: Option<Loader>,
     /// When the cron runs next (every 1/`hz` s; `apply_change` re-arms it when hz changes).
     next_cron: Instant,
+    /// When lock insight last forgot stale entries and rendered the metrics (Unix ms).
+    locks_swept_at: u64,
     /// The event loop while it has lent itself for running commands: a busy script's hook
     /// serves the other connections through it (`net::Lent`, `Host::while_busy`).
     pub busy_loop: net::Lent,
@@ -107,6 +109,7 @@ impl Server {
                 aof: None,
                 loader,
                 next_cron: Instant::now(),
+                locks_swept_at: 0,
                 busy_loop: Default::default(),
                 cluster: None,
             },
@@ -479,6 +482,17 @@ impl Server {
         self.end_unit();
         self.flush_deferred();
         self.stats.sample_ops();
+        if now / 1000 != self.io.locks_swept_at / 1000 {
+            self.io.locks_swept_at = now;
+            self.state.locks.sweep(now);
+            if self.state.config.metrics_port != 0 {
+                let mut text = String::with_capacity(4096);
+                self.state.locks.prometheus(&mut text);
+                if let Ok(mut m) = self.state.shared.metrics.lock() {
+                    *m = text;
+                }
+            }
+        }
         crate::cmd::observe::tick(self, now);
         if self.ops.pause.ended {
             self.resume_paused();

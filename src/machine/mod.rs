@@ -99,6 +99,8 @@ pub struct State {
     pub dirty: Vec<u64>,
     /// MONITOR, SLOWLOG and CLIENT PAUSE state (cmd/observe.rs).
     pub ops: ops::OpsState,
+    /// What the lock operations clients sent amount to (locks.rs: INFO locks, metrics-port).
+    pub locks: crate::locks::Insight,
     /// The Lua engine and its script cache (script/mod.rs), created on first use and taken
     /// out while a script runs. `Any` because this layer sits below script/ and cannot name
     /// the type; script/ downcasts (one type-id comparison per EVAL).
@@ -138,6 +140,7 @@ impl State {
             self_pushes: Vec::new(),
             dirty: Vec::new(),
             ops: Default::default(),
+            locks: Default::default(),
             scripting: None,
         };
         state.sync_created_recording();

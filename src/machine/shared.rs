@@ -1,5 +1,6 @@
 //! What the network side reads without asking the executor thread: published limits, counters
-//! and the busy-script state. The one thing both threads touch, so every field is atomic.
+//! and the busy-script state. The one thing both threads touch, so every field is atomic (the
+//! metrics text is behind a lock held only to swap or copy it).
 
 use crate::config::Config;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
@@ -39,6 +40,8 @@ pub struct Shared {
     pub shutdown_notify: Notify,
     /// A running script past busy-reply-threshold, SCRIPT KILL and SHUTDOWN NOSAVE requests.
     pub script: super::busy::BusyState,
+    /// `metrics-port`: the Prometheus text the executor renders about once a second.
+    pub metrics: std::sync::Mutex<String>,
 }
 
 impl Shared {
@@ -60,6 +63,7 @@ impl Shared {
             shutdown_requested: AtomicBool::new(false),
             shutdown_notify: Notify::new(),
             script: Default::default(),
+            metrics: Default::default(),
         };
         s.apply(cfg);
         s

@@ -1,6 +1,7 @@
 //! What the event loop (exec/net.rs) asks of the network side: socket options, admission
 //! (maxclients, protected mode) and the TLS configuration.
 
+pub mod metrics;
 pub mod protected;
 pub mod tls;
 

@@ -1,0 +1,593 @@
+//! Lock insight, which no Redis has: deadbolt recognises the lock operations real clients send
+//! (`SET … NX`, and the byte-exact acquire and release scripts of lua/MANIFEST.tsv, by SHA1)
+//! and keeps, per key prefix: acquires, contended attempts, releases, **late releases** (a
+//! compare-and-delete or Redisson unlock that found the key gone or owned by someone else: the
+//! holder's lease ran out while it believed it held the lock — the GC-pause scenario of the
+//! Redlock debate, happening in production), hold times and wait times (histograms), and the
+//! clients currently retrying. INFO `locks` and the Prometheus endpoint (`metrics-port`) show
+//! them.
+//!
+//! Bounded and cheap: a lock key is remembered by a 64-bit hash with its acquire time (at most
+//! `MAX_HELD` of them, for at most `HOLD_HORIZON`), a waiting client by (client, key hash) (at
+//! most `MAX_WAITING`, dropped after `WAIT_HORIZON` without a retry), and at most `MAX_PREFIXES`
+//! prefixes (the rest count under `(other)`). What is past a bound is not sampled, never kept.
+
+use crate::protocol::Frame;
+use std::collections::HashMap;
+
+const MAX_HELD: usize = 100_000;
+const MAX_WAITING: usize = 10_000;
+const MAX_PREFIXES: usize = 100;
+/// A hold longer than this is not sampled (the lock most likely expired unreleased).
+const HOLD_HORIZON_MS: u64 = 10 * 60 * 1000;
+/// A client that has not retried for this long has given up waiting.
+const WAIT_HORIZON_MS: u64 = 30 * 1000;
+/// Histogram buckets: upper bounds 1, 2, 4 … 2^(BUCKETS-2) ms, then +Inf.
+const BUCKETS: usize = 22;
+
+/// How a known script reports its outcome.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Role {
+    /// Integer = number of KEYS locked; 0 = someone else holds one (redlock's lock scripts).
+    AcquireCount,
+    /// nil = acquired; an integer (the holder's PTTL) = held by someone else (Redisson).
+    AcquireNil,
+    /// +OK = acquired; an error = held by someone else (aioredlock).
+    AcquireOkOrError,
+    /// 1 = released; 0 (or redsync's -1) = not the owner any more.
+    ReleaseOne,
+    /// 0 = released; 1 = not the owner (python-redis-lock).
+    ReleaseZero,
+    /// Integer = number of KEYS released; fewer = the rest were lost (redlock's unlock).
+    ReleaseCount,
+    /// 1 = released, 0 = a reentrant hold decremented, nil = not held by the caller (Redisson).
+    ReleaseRedisson,
+    /// An integer = released; +OK = the key was gone; an error = another owner (aioredlock).
+    ReleaseAio,
+}
+
+/// The scripts of lua/MANIFEST.tsv that acquire or release a lock (SHA1 as clients send it in
+/// EVALSHA; a unit test checks each against the file and the manifest).
+const SCRIPTS: &[(&[u8; 40], Role, &str)] = &[
+    (
+        b"149c5a8bf18676fd99e9e6e24923bd64d9b62f94",
+        Role::AcquireNil,
+        "redisson/rlock_trylockinnerasync.lua",
+    ),
+    (
+        b"6866459238a13a701d42f4971f12d9f3a50e2442",
+        Role::ReleaseRedisson,
+        "redisson/rlock_unlockinnerasync.lua",
+    ),
+    (
+        b"c3f8721cbb97f72bc19e972846bd7aaf91901658",
+        Role::ReleaseOne,
+        "redis-py/lua_release_script.lua",
+    ),
+    (
+        b"90da91872223f85eb1376a17e3c4df21ace8c54b",
+        Role::ReleaseZero,
+        "python-redis-lock/unlock_script.lua",
+    ),
+    (
+        b"a4aada0b36710970eedaaaeec4a6b7d8c78c4f80",
+        Role::ReleaseOne,
+        "pottery/release_script.lua",
+    ),
+    (
+        b"c75a9bf1538efcdb1f383acc3e273c5089d57e58",
+        Role::AcquireOkOrError,
+        "aioredlock/set_lock_script.lua",
+    ),
+    (
+        b"241e4ca540a1cc4ec1f32d9eb9f879e607d7e6e5",
+        Role::ReleaseAio,
+        "aioredlock/unset_lock_script.lua",
+    ),
+    (
+        b"1b77b94aa78451d55dfa97e18819bfbfc596cb5b",
+        Role::AcquireCount,
+        "sesamecare-redlock/acquire_script.lua",
+    ),
+    (
+        b"df51f6837dcfe303d334e6abea9aeae192bab216",
+        Role::ReleaseCount,
+        "sesamecare-redlock/release_script.lua",
+    ),
+    (
+        b"96da70f7716f27d278a5218544df37fd8b0a5e4c",
+        Role::AcquireCount,
+        "redlock-npm-v5/acquire_script.lua",
+    ),
+    (
+        b"e4612211c9f8f51c257e26e056b0a654b3187242",
+        Role::ReleaseCount,
+        "redlock-npm-v5/release_script.lua",
+    ),
+    (
+        b"e5a322e2634ef59a516e8ea150cb085afafee684",
+        Role::AcquireCount,
+        "redlock-npm-v4/lockscript.lua",
+    ),
+    (
+        b"0f0f23b9048b36752b5be114f357ba083449f908",
+        Role::ReleaseCount,
+        "redlock-npm-v4/unlockscript.lua",
+    ),
+    (
+        b"7157921a7cc7cfba979acf6d63f073151df17d12",
+        Role::ReleaseOne,
+        "redis-semaphore/mutex_release.lua",
+    ),
+    (
+        b"daf86bbf8740dd3ca86733367a016364b2110627",
+        Role::ReleaseOne,
+        "rslock/unlock_script.lua",
+    ),
+    (
+        b"544c68b7ffd46e5d7ccc58a27204557efba43310",
+        Role::ReleaseOne,
+        "redlock-rs/unlock_script.lua",
+    ),
+    (
+        b"e950836ed1e694540c503ef9972b8de518044d3b",
+        Role::ReleaseOne,
+        "redsync/deletescript.lua",
+    ),
+];
+
+#[derive(Default, Clone)]
+pub struct Histogram {
+    /// Counts per bucket (see `BUCKETS`).
+    pub buckets: [u64; BUCKETS],
+    pub sum_ms: u64,
+    pub count: u64,
+}
+
+impl Histogram {
+    fn add(&mut self, ms: u64) {
+        let i = if ms <= 1 {
+            0
+        } else {
+            ((64 - (ms - 1).leading_zeros()) as usize).min(BUCKETS - 1)
+        };
+        self.buckets[i] += 1;
+        self.sum_ms += ms;
+        self.count += 1;
+    }
+
+    /// The upper bound (ms) of bucket `i`; None for the last (+Inf).
+    pub fn bound(i: usize) -> Option<u64> {
+        (i < BUCKETS - 1).then(|| 1u64 << i)
+    }
+
+    /// The bucket bound at or under which `q` of the samples fall (0 when empty).
+    pub fn quantile(&self, q: f64) -> u64 {
+        if self.count == 0 {
+            return 0;
+        }
+        let want = ((self.count as f64) * q).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (i, n) in self.buckets.iter().enumerate() {
+            seen += n;
+            if seen >= want {
+                return Self::bound(i).unwrap_or(1 << (BUCKETS - 2));
+            }
+        }
+        1 << (BUCKETS - 2)
+    }
+}
+
+#[derive(Default, Clone)]
+pub struct PrefixStats {
+    pub prefix: Box<[u8]>,
+    pub acquires: u64,
+    pub contended: u64,
+    pub releases: u64,
+    pub late_releases: u64,
+    pub waiters: u64,
+    pub hold: Histogram,
+    pub wait: Histogram,
+}
+
+#[derive(Default)]
+pub struct Insight {
+    /// Key hash → (acquire time, prefix).
+    held: HashMap<u64, (u64, u16), ahash::RandomState>,
+    /// (client, key hash) → (first contended attempt, last attempt, prefix).
+    waiting: HashMap<(u64, u64), (u64, u64, u16), ahash::RandomState>,
+    prefixes: Vec<PrefixStats>,
+    index: HashMap<Box<[u8]>, u16, ahash::RandomState>,
+    hasher: ahash::RandomState,
+}
+
+/// A lock key's prefix: up to its last ':' (`lock:orders:42` → `lock:orders`); a key without
+/// one has none.
+fn prefix_of(key: &[u8]) -> &[u8] {
+    match key.iter().rposition(|&b| b == b':') {
+        Some(i) => &key[..i],
+        None => b"",
+    }
+}
+
+impl Insight {
+    fn prefix_id(&mut self, key: &[u8]) -> u16 {
+        let p = prefix_of(key);
+        if let Some(&i) = self.index.get(p) {
+            return i;
+        }
+        if self.prefixes.len() >= MAX_PREFIXES {
+            return self.other();
+        }
+        let id = self.prefixes.len() as u16;
+        self.prefixes.push(PrefixStats {
+            prefix: p.into(),
+            ..Default::default()
+        });
+        self.index.insert(p.into(), id);
+        id
+    }
+
+    /// The `(other)` row that prefixes beyond the bound share (made once, past the bound).
+    fn other(&mut self) -> u16 {
+        const OTHER: &[u8] = b"(other)";
+        if let Some(&i) = self.index.get(OTHER) {
+            return i;
+        }
+        let id = self.prefixes.len() as u16;
+        self.prefixes.push(PrefixStats {
+            prefix: OTHER.into(),
+            ..Default::default()
+        });
+        self.index.insert(OTHER.into(), id);
+        id
+    }
+
+    fn hash(&self, key: &[u8]) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    fn acquired(&mut self, client: u64, key: &[u8], now: u64) {
+        let p = self.prefix_id(key);
+        let h = self.hash(key);
+        self.prefixes[p as usize].acquires += 1;
+        if let Some((first, _, _)) = self.waiting.remove(&(client, h)) {
+            let s = &mut self.prefixes[p as usize];
+            s.wait.add(now.saturating_sub(first));
+            s.waiters = s.waiters.saturating_sub(1);
+        }
+        if self.held.len() < MAX_HELD || self.held.contains_key(&h) {
+            self.held.insert(h, (now, p));
+        }
+    }
+
+    fn contended(&mut self, client: u64, key: &[u8], now: u64) {
+        let p = self.prefix_id(key);
+        let h = self.hash(key);
+        self.prefixes[p as usize].contended += 1;
+        if let Some(w) = self.waiting.get_mut(&(client, h)) {
+            w.1 = now;
+        } else if self.waiting.len() < MAX_WAITING {
+            self.waiting.insert((client, h), (now, now, p));
+            self.prefixes[p as usize].waiters += 1;
+        }
+    }
+
+    fn released(&mut self, key: &[u8], now: u64) {
+        let p = self.prefix_id(key);
+        let h = self.hash(key);
+        let s = &mut self.prefixes[p as usize];
+        s.releases += 1;
+        if let Some((at, _)) = self.held.remove(&h) {
+            s.hold.add(now.saturating_sub(at));
+        }
+    }
+
+    /// The key's hold entry stays: it may be another client's now (the one that took the key
+    /// after the lease ran out), whose release samples it.
+    fn late(&mut self, key: &[u8], n: u64) {
+        let p = self.prefix_id(key);
+        self.prefixes[p as usize].late_releases += n;
+    }
+
+    /// `SET key value NX …` or SETNX from a client (not from a script: the script's own
+    /// outcome counts instead).
+    pub fn on_set_nx(&mut self, client: u64, key: &[u8], acquired: bool, now: u64) {
+        if acquired {
+            self.acquired(client, key, now)
+        } else {
+            self.contended(client, key, now)
+        }
+    }
+
+    /// A script ran: if it is a known lock script, its reply says what happened.
+    pub fn on_script(
+        &mut self,
+        client: u64,
+        sha: &[u8; 40],
+        keys: &[bytes::Bytes],
+        reply: &Frame,
+        now: u64,
+    ) {
+        let Some(&(_, role, _)) = SCRIPTS.iter().find(|(s, _, _)| *s == sha) else {
+            return;
+        };
+        let Some(key) = keys.first() else {
+            return;
+        };
+        match (role, reply) {
+            (Role::AcquireCount, Frame::Integer(n)) if *n > 0 => {
+                for k in keys {
+                    self.acquired(client, k, now);
+                }
+            }
+            (Role::AcquireCount, Frame::Integer(0)) => self.contended(client, key, now),
+            (Role::AcquireNil, Frame::Null | Frame::NullArray) => self.acquired(client, key, now),
+            (Role::AcquireNil, Frame::Integer(_)) => self.contended(client, key, now),
+            (Role::AcquireOkOrError, Frame::Simple(_)) => self.acquired(client, key, now),
+            (Role::AcquireOkOrError, Frame::Error(_)) => self.contended(client, key, now),
+            (Role::ReleaseOne, Frame::Integer(1)) | (Role::ReleaseZero, Frame::Integer(0)) => {
+                self.released(key, now)
+            }
+            (Role::ReleaseOne, Frame::Integer(_)) | (Role::ReleaseZero, Frame::Integer(_)) => {
+                self.late(key, 1)
+            }
+            (Role::ReleaseCount, Frame::Integer(n)) => {
+                let released = (*n).clamp(0, keys.len() as i64) as usize;
+                // Which keys were lost is not in the reply: the first ones count as released.
+                for k in &keys[..released] {
+                    self.released(k, now);
+                }
+                if released < keys.len() {
+                    self.late(key, (keys.len() - released) as u64);
+                }
+            }
+            (Role::ReleaseRedisson, Frame::Integer(1)) => self.released(key, now),
+            (Role::ReleaseRedisson, Frame::Null | Frame::NullArray) => self.late(key, 1),
+            (Role::ReleaseAio, Frame::Integer(_)) => self.released(key, now),
+            (Role::ReleaseAio, Frame::Simple(_) | Frame::Error(_)) => self.late(key, 1),
+            _ => {}
+        }
+    }
+
+    /// Forgets waiters that stopped retrying and holds past the horizon (cron, about once a
+    /// second).
+    pub fn sweep(&mut self, now: u64) {
+        let prefixes = &mut self.prefixes;
+        self.waiting.retain(|_, (_, last, p)| {
+            let keep = now.saturating_sub(*last) < WAIT_HORIZON_MS;
+            if !keep {
+                if let Some(s) = prefixes.get_mut(*p as usize) {
+                    s.waiters = s.waiters.saturating_sub(1);
+                }
+            }
+            keep
+        });
+        self.held
+            .retain(|_, (at, _)| now.saturating_sub(*at) < HOLD_HORIZON_MS);
+    }
+
+    pub fn prefixes(&self) -> &[PrefixStats] {
+        &self.prefixes
+    }
+
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    /// INFO's `locks` section.
+    pub fn info(&self, out: &mut String) {
+        use std::fmt::Write;
+        let sum = |f: fn(&PrefixStats) -> u64| self.prefixes.iter().map(f).sum::<u64>();
+        let _ = write!(
+            out,
+            "# Locks\r\nlocks_held:{}\r\nlock_waiters:{}\r\nlock_acquires:{}\r\nlock_contended:{}\r\nlock_releases:{}\r\nlock_late_releases:{}\r\n",
+            self.held.len(),
+            self.waiting.len(),
+            sum(|s| s.acquires),
+            sum(|s| s.contended),
+            sum(|s| s.releases),
+            sum(|s| s.late_releases),
+        );
+        for (i, s) in self.prefixes.iter().enumerate() {
+            let _ = write!(
+                out,
+                "lock_prefix{i}:prefix={},acquires={},contended={},releases={},late_releases={},waiters={},hold_p50_ms={},hold_p99_ms={},wait_p50_ms={},wait_p99_ms={}\r\n",
+                label(&s.prefix),
+                s.acquires,
+                s.contended,
+                s.releases,
+                s.late_releases,
+                s.waiters,
+                s.hold.quantile(0.5),
+                s.hold.quantile(0.99),
+                s.wait.quantile(0.5),
+                s.wait.quantile(0.99),
+            );
+        }
+    }
+
+    /// The Prometheus text exposition of the same figures (`metrics-port`).
+    pub fn prometheus(&self, out: &mut String) {
+        use std::fmt::Write;
+        let _ = writeln!(out, "# HELP deadbolt_locks_held Lock keys acquired and not yet released (bounded sample).\n# TYPE deadbolt_locks_held gauge\ndeadbolt_locks_held {}", self.held.len());
+        let counters: [Series; 5] = [
+            ("deadbolt_lock_acquires_total", "Successful lock acquisitions.", |s| s.acquires),
+            ("deadbolt_lock_contended_total", "Acquire attempts that found the lock held.", |s| s.contended),
+            ("deadbolt_lock_releases_total", "Releases by the lock's owner.", |s| s.releases),
+            ("deadbolt_lock_late_releases_total", "Releases that found the lock gone or owned by someone else: the holder's lease ran out before it released (alert on any increase).", |s| s.late_releases),
+            ("deadbolt_lock_waiters", "Clients retrying to acquire a held lock (no retry for 30 s: given up).", |s| s.waiters),
+        ];
+        for (name, help, f) in counters {
+            let kind = if name.ends_with("_total") {
+                "counter"
+            } else {
+                "gauge"
+            };
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            for s in &self.prefixes {
+                let _ = writeln!(out, "{name}{{prefix=\"{}\"}} {}", escape(&s.prefix), f(s));
+            }
+        }
+        for (name, help, pick) in [
+            (
+                "deadbolt_lock_hold_seconds",
+                "How long locks were held, acquire to release by the owner.",
+                (|s: &PrefixStats| &s.hold) as fn(&PrefixStats) -> &Histogram,
+            ),
+            (
+                "deadbolt_lock_wait_seconds",
+                "How long a client retried before it acquired a held lock.",
+                |s: &PrefixStats| &s.wait,
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+            for s in &self.prefixes {
+                let h = pick(s);
+                let p = escape(&s.prefix);
+                let mut cumulative = 0;
+                for (i, n) in h.buckets.iter().enumerate() {
+                    cumulative += n;
+                    match Histogram::bound(i) {
+                        Some(ms) => {
+                            let _ = writeln!(
+                                out,
+                                "{name}_bucket{{prefix=\"{p}\",le=\"{}\"}} {cumulative}",
+                                ms as f64 / 1000.0
+                            );
+                        }
+                        None => {
+                            let _ = writeln!(
+                                out,
+                                "{name}_bucket{{prefix=\"{p}\",le=\"+Inf\"}} {cumulative}"
+                            );
+                        }
+                    }
+                }
+                let _ = writeln!(
+                    out,
+                    "{name}_sum{{prefix=\"{p}\"}} {}",
+                    h.sum_ms as f64 / 1000.0
+                );
+                let _ = writeln!(out, "{name}_count{{prefix=\"{p}\"}} {}", h.count);
+            }
+        }
+    }
+}
+
+/// A Prometheus series of one figure per prefix: name, help text, the figure.
+type Series = (&'static str, &'static str, fn(&PrefixStats) -> u64);
+
+/// A prefix as INFO shows it: `(none)` for keys without ':'; bytes that would break the
+/// `key=value,…` line become '_'.
+fn label(p: &[u8]) -> String {
+    if p.is_empty() {
+        return "(none)".into();
+    }
+    p.iter()
+        .map(|&b| match b {
+            b',' | b'=' | b'\r' | b'\n' => '_',
+            b if b.is_ascii_graphic() => b as char,
+            _ => '_',
+        })
+        .collect()
+}
+
+/// A prefix as a Prometheus label value.
+fn escape(p: &[u8]) -> String {
+    let l = label(p);
+    l.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_known_script_is_the_manifests_file() {
+        let root = env!("CARGO_MANIFEST_DIR");
+        let manifest =
+            std::fs::read_to_string(format!("{root}/lua/MANIFEST.tsv")).expect("manifest");
+        for (sha, _, file) in SCRIPTS {
+            let body = std::fs::read(format!("{root}/lua/{file}")).expect(file);
+            assert_eq!(
+                sha1_smol::Sha1::from(&body).digest().to_string().as_bytes(),
+                *sha,
+                "{file}"
+            );
+            let sha = std::str::from_utf8(*sha).unwrap();
+            assert!(
+                manifest
+                    .lines()
+                    .any(|l| l.starts_with(file) && l.contains(sha)),
+                "{file} {sha} in MANIFEST.tsv"
+            );
+        }
+    }
+
+    #[test]
+    fn a_release_after_the_lease_ran_out_is_late() {
+        let mut i = Insight::default();
+        let release = b"c3f8721cbb97f72bc19e972846bd7aaf91901658";
+        let keys = [bytes::Bytes::from_static(b"lock:orders:1")];
+        i.on_set_nx(7, b"lock:orders:1", true, 1000);
+        i.on_set_nx(8, b"lock:orders:1", false, 1001);
+        i.on_script(7, release, &keys, &Frame::Integer(1), 1250);
+        i.on_set_nx(8, b"lock:orders:1", true, 1300);
+        // Client 8's lease runs out; someone else took the key; 8's release finds it foreign.
+        i.on_script(8, release, &keys, &Frame::Integer(0), 9000);
+        let s = &i.prefixes()[0];
+        assert_eq!(&*s.prefix, b"lock:orders");
+        assert_eq!(
+            (s.acquires, s.contended, s.releases, s.late_releases),
+            (2, 1, 1, 1)
+        );
+        assert_eq!((s.hold.count, s.hold.quantile(0.5)), (1, 256));
+        assert_eq!((s.wait.count, s.wait.quantile(0.5)), (1, 512));
+        assert_eq!(s.waiters, 0);
+        // Client 8's hold is still there: the key's holder now is whoever took it.
+        assert_eq!(i.held(), 1);
+        let mut text = String::new();
+        i.info(&mut text);
+        assert!(text.contains("lock_late_releases:1\r\n"), "{text}");
+        assert!(text.contains("lock_prefix0:prefix=lock:orders,acquires=2,contended=1,releases=1,late_releases=1,waiters=0,hold_p50_ms=256"), "{text}");
+    }
+
+    #[test]
+    fn redisson_outcomes() {
+        let mut i = Insight::default();
+        let acquire = b"149c5a8bf18676fd99e9e6e24923bd64d9b62f94";
+        let unlock = b"6866459238a13a701d42f4971f12d9f3a50e2442";
+        let keys = [bytes::Bytes::from_static(b"myLock")];
+        i.on_script(1, acquire, &keys, &Frame::Null, 0);
+        i.on_script(2, acquire, &keys, &Frame::Integer(29_000), 5);
+        i.on_script(1, unlock, &keys, &Frame::Integer(0), 10);
+        i.on_script(1, unlock, &keys, &Frame::Integer(1), 20);
+        i.on_script(2, unlock, &keys, &Frame::Null, 30);
+        let s = &i.prefixes()[0];
+        assert_eq!(
+            (s.acquires, s.contended, s.releases, s.late_releases),
+            (1, 1, 1, 1)
+        );
+        assert_eq!(s.waiters, 1);
+        i.sweep(31_000);
+        assert_eq!(i.prefixes()[0].waiters, 0);
+    }
+
+    #[test]
+    fn bounded_prefixes_and_holds() {
+        let mut i = Insight::default();
+        for n in 0..(MAX_PREFIXES as u64 + 50) {
+            i.on_set_nx(1, format!("p{n}:k").as_bytes(), true, n);
+        }
+        assert_eq!(i.prefixes().len(), MAX_PREFIXES + 1);
+        assert_eq!(&*i.prefixes()[MAX_PREFIXES].prefix, b"(other)");
+        assert_eq!(i.prefixes()[MAX_PREFIXES].acquires, 50);
+        for n in 0..(MAX_HELD as u64 + 10) {
+            i.on_set_nx(1, format!("k:{n}").as_bytes(), true, 0);
+        }
+        assert_eq!(i.held(), MAX_HELD);
+        i.sweep(HOLD_HORIZON_MS + 1000);
+        assert_eq!(i.held(), 0);
+    }
+}
