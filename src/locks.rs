@@ -7,15 +7,21 @@
 //! clients currently retrying. INFO `locks` and the Prometheus endpoint (`metrics-port`) show
 //! them.
 //!
-//! Bounded and cheap: a lock key is remembered by a 64-bit hash with its acquire time (at most
-//! `MAX_HELD` of them, for at most `HOLD_HORIZON`), a waiting client by (client, key hash) (at
-//! most `MAX_WAITING`, dropped after `WAIT_HORIZON` without a retry), and at most `MAX_PREFIXES`
-//! prefixes (the rest count under `(other)`). What is past a bound is not sampled, never kept.
+//! Bounded and cheap: a lock key is remembered by a 64-bit hash with its acquire time in a
+//! fixed table (`HOLD_SLOTS`, holds up to `HOLD_HORIZON`), a waiting client by (client, key
+//! hash) (at most `MAX_WAITING`, dropped after `WAIT_HORIZON` without a retry), and at most
+//! `MAX_PREFIXES` prefixes (the rest count under `(other)`). What is past a bound is not
+//! sampled, never kept.
 
 use crate::protocol::Frame;
 use std::collections::HashMap;
 
-const MAX_HELD: usize = 100_000;
+/// Hold times come from a direct-mapped table of this many slots (16 bytes each, 1 MiB, made
+/// on the first acquire): a lock key's slot is picked by its hash and keeps (key hash, acquire
+/// time). A later acquire of another key landing there replaces it, so with more locks held at
+/// once than slots some holds go unsampled; the counters stay exact. A hash-map insert per
+/// acquire cost more than the rest of the bookkeeping together (callgrind), this costs a store.
+const HOLD_SLOTS: usize = 1 << 16;
 const MAX_WAITING: usize = 10_000;
 const MAX_PREFIXES: usize = 100;
 /// A hold longer than this is not sampled (the lock most likely expired unreleased).
@@ -190,15 +196,63 @@ pub struct PrefixStats {
     pub wait: Histogram,
 }
 
-#[derive(Default)]
+/// The maps below are keyed by hashes already: hashing them again would only cost time.
+#[derive(Default, Clone, Copy)]
+struct Identity(u64);
+
+impl std::hash::Hasher for Identity {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+type ByHash = std::hash::BuildHasherDefault<Identity>;
+
 pub struct Insight {
-    /// Key hash → (acquire time, prefix).
-    held: HashMap<u64, (u64, u16), ahash::RandomState>,
-    /// (client, key hash) → (first contended attempt, last attempt, prefix).
-    waiting: HashMap<(u64, u64), (u64, u64, u16), ahash::RandomState>,
+    /// Direct-mapped by key hash: (key hash, acquire time << 16 | prefix); hash 0 = empty.
+    holds: Vec<(u64, u64)>,
+    /// Hash of (client, key) → (first contended attempt, last attempt, prefix).
+    waiting: HashMap<u64, (u64, u64, u16), ByHash>,
     prefixes: Vec<PrefixStats>,
     index: HashMap<Box<[u8]>, u16, ahash::RandomState>,
-    hasher: ahash::RandomState,
+    /// The prefix of the last lookup: lock keys of one service share theirs, and comparing a
+    /// few bytes is cheaper than hashing them.
+    last_prefix: Option<(Box<[u8]>, u16)>,
+    /// Keys the hash of key bytes, so that clients cannot aim keys at one bucket.
+    seed: u64,
+}
+
+impl Default for Insight {
+    fn default() -> Self {
+        Insight {
+            holds: Vec::new(),
+            waiting: Default::default(),
+            prefixes: Vec::new(),
+            index: Default::default(),
+            last_prefix: None,
+            seed: fastrand::u64(..),
+        }
+    }
+}
+
+const MIX: u64 = 0x9e37_79b9_7f4a_7c15;
+
+fn slot(key_hash: u64) -> usize {
+    (key_hash >> 32) as usize & (HOLD_SLOTS - 1)
+}
+
+/// One waiting entry per (client, key): the key hash mixed with the client id (odd multiplier,
+/// so distinct clients of one key never collide).
+fn waiter(client: u64, key_hash: u64) -> u64 {
+    key_hash ^ client.wrapping_mul(MIX)
 }
 
 /// A lock key's prefix: up to its last ':' (`lock:orders:42` → `lock:orders`); a key without
@@ -212,7 +266,25 @@ fn prefix_of(key: &[u8]) -> &[u8] {
 
 impl Insight {
     fn prefix_id(&mut self, key: &[u8]) -> u16 {
+        if let Some((last, id)) = &self.last_prefix {
+            // The same prefix as last time: the key continues it with ':' and has no ':'
+            // after (`contains` on bytes is a memchr, cheaper than scanning back for ':').
+            let n = last.len();
+            if key.len() > n
+                && key[n] == b':'
+                && key[..n] == **last
+                && !key[n + 1..].contains(&b':')
+            {
+                return *id;
+            }
+        }
         let p = prefix_of(key);
+        let id = self.prefix_slow(p);
+        self.last_prefix = Some((p.into(), id));
+        id
+    }
+
+    fn prefix_slow(&mut self, p: &[u8]) -> u16 {
         if let Some(&i) = self.index.get(p) {
             return i;
         }
@@ -243,32 +315,56 @@ impl Insight {
         id
     }
 
+    /// A seeded multiply-rotate hash, 8 bytes a step: lock keys are short, and a general
+    /// purpose keyed hash cost more than the rest of the bookkeeping (callgrind).
     fn hash(&self, key: &[u8]) -> u64 {
-        self.hasher.hash_one(key)
+        let step = |h: u64, w: u64| (h ^ w).wrapping_mul(MIX).rotate_left(29);
+        let mut h = self.seed ^ key.len() as u64;
+        let mut chunks = key.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            h = step(h, u64::from_le_bytes(w));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 8];
+            w[..rest.len()].copy_from_slice(rest);
+            h = step(h, u64::from_le_bytes(w));
+        }
+        let h = (h ^ (h >> 32)).wrapping_mul(MIX);
+        h ^ (h >> 29)
     }
 
     fn acquired(&mut self, client: u64, key: &[u8], now: u64) {
         let p = self.prefix_id(key);
         let h = self.hash(key);
         self.prefixes[p as usize].acquires += 1;
-        if let Some((first, _, _)) = self.waiting.remove(&(client, h)) {
+        let waited = if self.waiting.is_empty() {
+            None
+        } else {
+            self.waiting.remove(&waiter(client, h))
+        };
+        if let Some((first, _, _)) = waited {
             let s = &mut self.prefixes[p as usize];
             s.wait.add(now.saturating_sub(first));
             s.waiters = s.waiters.saturating_sub(1);
         }
-        if self.held.len() < MAX_HELD || self.held.contains_key(&h) {
-            self.held.insert(h, (now, p));
+        if self.holds.is_empty() {
+            self.holds = vec![(0, 0); HOLD_SLOTS];
         }
+        self.holds[slot(h)] = (h | 1, (now << 16) | u64::from(p));
     }
 
     fn contended(&mut self, client: u64, key: &[u8], now: u64) {
         let p = self.prefix_id(key);
         let h = self.hash(key);
         self.prefixes[p as usize].contended += 1;
-        if let Some(w) = self.waiting.get_mut(&(client, h)) {
+        let w = waiter(client, h);
+        if let Some(w) = self.waiting.get_mut(&w) {
             w.1 = now;
         } else if self.waiting.len() < MAX_WAITING {
-            self.waiting.insert((client, h), (now, now, p));
+            self.waiting.insert(w, (now, now, p));
             self.prefixes[p as usize].waiters += 1;
         }
     }
@@ -278,8 +374,14 @@ impl Insight {
         let h = self.hash(key);
         let s = &mut self.prefixes[p as usize];
         s.releases += 1;
-        if let Some((at, _)) = self.held.remove(&h) {
-            s.hold.add(now.saturating_sub(at));
+        if let Some(entry) = self.holds.get_mut(slot(h)) {
+            if entry.0 == h | 1 {
+                let at = entry.1 >> 16;
+                if now.saturating_sub(at) < HOLD_HORIZON_MS {
+                    s.hold.add(now.saturating_sub(at));
+                }
+                *entry = (0, 0);
+            }
         }
     }
 
@@ -363,16 +465,18 @@ impl Insight {
             }
             keep
         });
-        self.held
-            .retain(|_, (at, _)| now.saturating_sub(*at) < HOLD_HORIZON_MS);
     }
 
     pub fn prefixes(&self) -> &[PrefixStats] {
         &self.prefixes
     }
 
-    pub fn held(&self) -> usize {
-        self.held.len()
+    /// Lock keys whose acquire is remembered and not released yet (within the horizon).
+    pub fn held(&self, now: u64) -> usize {
+        self.holds
+            .iter()
+            .filter(|(h, v)| *h != 0 && now.saturating_sub(v >> 16) < HOLD_HORIZON_MS)
+            .count()
     }
 
     /// INFO's `locks` section.
@@ -381,8 +485,7 @@ impl Insight {
         let sum = |f: fn(&PrefixStats) -> u64| self.prefixes.iter().map(f).sum::<u64>();
         let _ = write!(
             out,
-            "# Locks\r\nlocks_held:{}\r\nlock_waiters:{}\r\nlock_acquires:{}\r\nlock_contended:{}\r\nlock_releases:{}\r\nlock_late_releases:{}\r\n",
-            self.held.len(),
+            "# Locks\r\nlock_waiters:{}\r\nlock_acquires:{}\r\nlock_contended:{}\r\nlock_releases:{}\r\nlock_late_releases:{}\r\n",
             self.waiting.len(),
             sum(|s| s.acquires),
             sum(|s| s.contended),
@@ -410,7 +513,6 @@ impl Insight {
     /// The Prometheus text exposition of the same figures (`metrics-port`).
     pub fn prometheus(&self, out: &mut String) {
         use std::fmt::Write;
-        let _ = writeln!(out, "# HELP deadbolt_locks_held Lock keys acquired and not yet released (bounded sample).\n# TYPE deadbolt_locks_held gauge\ndeadbolt_locks_held {}", self.held.len());
         let counters: [Series; 5] = [
             ("deadbolt_lock_acquires_total", "Successful lock acquisitions.", |s| s.acquires),
             ("deadbolt_lock_contended_total", "Acquire attempts that found the lock held.", |s| s.contended),
@@ -546,7 +648,7 @@ mod tests {
         assert_eq!((s.wait.count, s.wait.quantile(0.5)), (1, 512));
         assert_eq!(s.waiters, 0);
         // Client 8's hold is still there: the key's holder now is whoever took it.
-        assert_eq!(i.held(), 1);
+        assert_eq!(i.held(9000), 1);
         let mut text = String::new();
         i.info(&mut text);
         assert!(text.contains("lock_late_releases:1\r\n"), "{text}");
@@ -583,11 +685,12 @@ mod tests {
         assert_eq!(i.prefixes().len(), MAX_PREFIXES + 1);
         assert_eq!(&*i.prefixes()[MAX_PREFIXES].prefix, b"(other)");
         assert_eq!(i.prefixes()[MAX_PREFIXES].acquires, 50);
-        for n in 0..(MAX_HELD as u64 + 10) {
-            i.on_set_nx(1, format!("k:{n}").as_bytes(), true, 0);
+        // The hold table is fixed: many more keys than slots only replace samples.
+        for n in 0..(HOLD_SLOTS as u64 * 4) {
+            i.on_set_nx(1, format!("k:{n}").as_bytes(), true, 1000);
         }
-        assert_eq!(i.held(), MAX_HELD);
-        i.sweep(HOLD_HORIZON_MS + 1000);
-        assert_eq!(i.held(), 0);
+        let held = i.held(1000);
+        assert!(held <= HOLD_SLOTS && held > HOLD_SLOTS / 2, "{held}");
+        assert_eq!(i.held(1000 + HOLD_HORIZON_MS), 0);
     }
 }
