@@ -16,12 +16,15 @@
 use crate::protocol::Frame;
 use std::collections::HashMap;
 
-/// Hold times come from a direct-mapped table of this many slots (16 bytes each, 1 MiB, made
-/// on the first acquire): a lock key's slot is picked by its hash and keeps (key hash, acquire
-/// time). A later acquire of another key landing there replaces it, so with more locks held at
-/// once than slots some holds go unsampled; the counters stay exact. A hash-map insert per
-/// acquire cost more than the rest of the bookkeeping together (callgrind), this costs a store.
+/// Hold times come from a direct-mapped table: a lock key's slot is picked by its hash and
+/// keeps (key hash, acquire time). A later acquire of another key landing there replaces it, so
+/// with more locks held at once than slots some holds go unsampled; the counters stay exact. A
+/// hash-map insert per acquire cost more than the rest of the bookkeeping together (callgrind),
+/// this costs a store. The table starts at `HOLD_SLOTS_MIN` slots (16 bytes each) and doubles
+/// while more than half are in use, up to `HOLD_SLOTS` (1 MiB), so a server holding few locks
+/// pays a few KiB.
 const HOLD_SLOTS: usize = 1 << 16;
+const HOLD_SLOTS_MIN: usize = 1 << 8;
 const MAX_WAITING: usize = 10_000;
 const MAX_PREFIXES: usize = 100;
 /// A hold longer than this is not sampled (the lock most likely expired unreleased).
@@ -219,6 +222,8 @@ type ByHash = std::hash::BuildHasherDefault<Identity>;
 pub struct Insight {
     /// Direct-mapped by key hash: (key hash, acquire time << 16 | prefix); hash 0 = empty.
     holds: Vec<(u64, u64)>,
+    /// Slots of `holds` in use.
+    holds_used: usize,
     /// Hash of (client, key) → (first contended attempt, last attempt, prefix).
     waiting: HashMap<u64, (u64, u64, u16), ByHash>,
     prefixes: Vec<PrefixStats>,
@@ -234,6 +239,7 @@ impl Default for Insight {
     fn default() -> Self {
         Insight {
             holds: Vec::new(),
+            holds_used: 0,
             waiting: Default::default(),
             prefixes: Vec::new(),
             index: Default::default(),
@@ -245,8 +251,8 @@ impl Default for Insight {
 
 const MIX: u64 = 0x9e37_79b9_7f4a_7c15;
 
-fn slot(key_hash: u64) -> usize {
-    (key_hash >> 32) as usize & (HOLD_SLOTS - 1)
+fn slot(key_hash: u64, slots: usize) -> usize {
+    (key_hash >> 32) as usize & (slots - 1)
 }
 
 /// One waiting entry per (client, key): the key hash mixed with the client id (odd multiplier,
@@ -350,10 +356,28 @@ impl Insight {
             s.wait.add(now.saturating_sub(first));
             s.waiters = s.waiters.saturating_sub(1);
         }
-        if self.holds.is_empty() {
-            self.holds = vec![(0, 0); HOLD_SLOTS];
+        if self.holds_used * 2 >= self.holds.len() && self.holds.len() < HOLD_SLOTS {
+            self.grow_holds();
         }
-        self.holds[slot(h)] = (h | 1, (now << 16) | u64::from(p));
+        let slots = self.holds.len();
+        let entry = &mut self.holds[slot(h, slots)];
+        if entry.0 == 0 {
+            self.holds_used += 1;
+        }
+        *entry = (h | 1, (now << 16) | u64::from(p));
+    }
+
+    fn grow_holds(&mut self) {
+        let slots = (self.holds.len() * 2).clamp(HOLD_SLOTS_MIN, HOLD_SLOTS);
+        let old = std::mem::replace(&mut self.holds, vec![(0, 0); slots]);
+        self.holds_used = 0;
+        for (h, v) in old.into_iter().filter(|(h, _)| *h != 0) {
+            let entry = &mut self.holds[slot(h, slots)];
+            if entry.0 == 0 {
+                self.holds_used += 1;
+            }
+            *entry = (h, v);
+        }
     }
 
     fn contended(&mut self, client: u64, key: &[u8], now: u64) {
@@ -374,13 +398,15 @@ impl Insight {
         let h = self.hash(key);
         let s = &mut self.prefixes[p as usize];
         s.releases += 1;
-        if let Some(entry) = self.holds.get_mut(slot(h)) {
+        let slots = self.holds.len();
+        if let Some(entry) = self.holds.get_mut(slot(h, slots.max(1))) {
             if entry.0 == h | 1 {
                 let at = entry.1 >> 16;
                 if now.saturating_sub(at) < HOLD_HORIZON_MS {
                     s.hold.add(now.saturating_sub(at));
                 }
                 *entry = (0, 0);
+                self.holds_used -= 1;
             }
         }
     }
@@ -465,6 +491,12 @@ impl Insight {
             }
             keep
         });
+        for entry in self.holds.iter_mut() {
+            if entry.0 != 0 && now.saturating_sub(entry.1 >> 16) >= HOLD_HORIZON_MS {
+                *entry = (0, 0);
+                self.holds_used -= 1;
+            }
+        }
     }
 
     pub fn prefixes(&self) -> &[PrefixStats] {
@@ -691,6 +723,16 @@ mod tests {
         }
         let held = i.held(1000);
         assert!(held <= HOLD_SLOTS && held > HOLD_SLOTS / 2, "{held}");
+        assert_eq!(i.holds.len(), HOLD_SLOTS);
         assert_eq!(i.held(1000 + HOLD_HORIZON_MS), 0);
+        i.sweep(1000 + HOLD_HORIZON_MS);
+        assert_eq!(i.holds_used, 0);
+        // A few locks, a small table.
+        let mut k = Insight::default();
+        for n in 0..50u64 {
+            k.on_set_nx(1, format!("k:{n}").as_bytes(), true, 0);
+        }
+        assert_eq!(k.holds.len(), HOLD_SLOTS_MIN);
+        assert_eq!(k.held(0), k.holds_used);
     }
 }
