@@ -36,6 +36,8 @@ use std::time::{Duration, Instant};
 
 /// Raft's clock: heartbeats every 2 ticks, elections after 10–20 ticks of silence.
 pub const TICK: Duration = Duration::from_millis(50);
+/// Ticks made up at once after the loop was late (see `tick_until`).
+const MAX_CATCH_UP: u32 = 2;
 
 /// A follower asks its barrier again when no answer came this long (the leader dropped it:
 /// not yet committed in its term, gone, or the message was lost).
@@ -251,10 +253,21 @@ impl ClusterIo {
         self.core.report_unreachable(id);
     }
 
-    /// Ticks raft for every period elapsed by `now`.
+    /// Ticks raft for the periods elapsed by `now`, at most `MAX_CATCH_UP` of them. After a
+    /// stall of the loop (a slow fsync, a starved CPU) replaying every missed tick at once would
+    /// let raft see a whole election timeout pass without stepping a single message that queued
+    /// meanwhile: a leader would depose itself (check_quorum finds no follower active) although
+    /// its followers are fine, and a follower would campaign against a live leader. Ticks are
+    /// raft's only clock, and losing some only lengthens its timeouts for a moment, which is
+    /// safe (reads use ReadIndex, never a lease). Seen under load in bench/run's cluster
+    /// section: a leader dropped every client after its loop stalled.
     pub fn tick_until(&mut self, now: Instant) {
+        let mut ticked = 0;
         while now >= self.next_tick {
-            self.core.tick();
+            if ticked < MAX_CATCH_UP {
+                self.core.tick();
+                ticked += 1;
+            }
             self.next_tick += TICK;
         }
     }
