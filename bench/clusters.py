@@ -16,11 +16,16 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
 
 MASTER = "mymaster"
+
+# The servers run in their own sessions (a Ctrl-C in the terminal must not kill a node mid-kill
+# test), so a SIGTERM to the script must unwind through its `finally` blocks to stop them.
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
 
 def free_port():
@@ -209,14 +214,22 @@ class DeadboltCluster:
     def node_of(self, port):
         return self.nodes[self.ports.index(port)]
 
+    def raft_status(self, port):
+        raw = resp(port, "RAFT", "STATUS")
+        return dict(l.split(":", 1) for l in raw.decode().splitlines() if ":" in l)
+
+    def save_logs(self, dest):
+        """Copies every node's log (and its cluster/ files) for a post-mortem."""
+        shutil.copytree(self.dir, dest, dirs_exist_ok=True)
+        return dest
+
     def caught_up(self, port):
         """The node answers and its applied index has reached the leader's commit index."""
         leader = sentinel_master(self.live_ports())
         if leader is None or leader == port:
             return False
-        st = lambda p: dict(l.split(":", 1) for l in resp(p, "RAFT", "STATUS").decode().splitlines() if ":" in l)
-        a, b = st(leader), st(port)
-        return int(b.get("applied", b.get("applied_index", -1))) >= int(a.get("commit", a.get("commit_index", 1 << 62)))
+        a, b = self.raft_status(leader), self.raft_status(port)
+        return int(b["applied"]) >= int(a["commit"])
 
     def stop(self):
         for n in self.nodes:

@@ -330,9 +330,15 @@ async fn resp_client(
         match (o.workload, r) {
             (Workload::SetNx, Ok(Reply::Simple(s))) if s == b"OK" => {}
             (Workload::Redisson, Ok(Reply::Bulk(None))) => {}
-            (_, other) => {
+            (_, Ok(other)) => {
                 st.error(format!("acquire: {other:?}"));
                 continue;
+            }
+            // A closed connection (e.g. a leader that stepped down) ends this client: spinning
+            // on it would only count the same failure a million times.
+            (_, Err(e)) => {
+                st.error(format!("acquire: {e}"));
+                return Ok(());
             }
         }
         st.acquire_us.push(us(t));
@@ -394,7 +400,10 @@ async fn resp_client(
                 st.release_us.push(us(t));
                 st.cycles += 1;
             }
-            Err(e) => st.error(e),
+            Err(e) => {
+                st.error(e);
+                return Ok(());
+            }
         }
     }
     Ok(())
