@@ -13,10 +13,13 @@
 //! marks the lock as held in-process: an overlap (two holders at once) or a lost counter update
 //! means the server broke mutual exclusion. Prints one JSON object on stdout.
 //!
+//! `loadgen cycle` measures replicated lock throughput (see cycle.rs).
+//!
 //! `loadgen subscribe` is a helper for bench/run's PUBLISH fan-out: it opens S subscriber
 //! connections on one channel, prints `ready`, counts deliveries, answers `count` on stdin with the
 //! running total, and exits printing the total on `quit`/EOF.
 
+mod cycle;
 mod resp;
 
 use resp::{Conn, Reply};
@@ -55,7 +58,9 @@ struct Opts {
 const USAGE: &str =
     "usage: loadgen [--addr 127.0.0.1:6379] [--workers 50] [--locks 5] [--duration 10] \
 [--protocol redisson|setnx] [--lease-ms 30000] [--work-us 0] [--threads 1]\n       \
-loadgen subscribe [--addr A] [--subscribers S] [--channel C]";
+loadgen subscribe [--addr A] [--subscribers S] [--channel C]\n       \
+loadgen cycle --target resp|etcd --addr A [--clients 50] [--duration 5] [--workload setnx|redisson] \
+[--wait-replicas 0] [--lease-ms 30000]";
 
 fn die(msg: &str) -> ! {
     eprintln!("loadgen: {msg}\n{USAGE}");
@@ -116,6 +121,14 @@ fn parse_opts(args: &[String]) -> Opts {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("cycle") {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("tokio runtime");
+        std::process::exit(rt.block_on(cycle::cycle_main(&args[1..])));
+    }
     let (sub, rest) = match args.first().map(String::as_str) {
         Some("subscribe") => (true, &args[1..]),
         _ => (false, &args[..]),
