@@ -122,11 +122,7 @@ fn a_fatal_error_is_said_once() {
         .output()
         .unwrap();
     assert!(!out.status.success());
-    let all = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let all = common::all_output(&out);
     assert_eq!(
         all.matches("Could not create server TCP listening socket")
             .count(),

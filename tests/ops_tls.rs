@@ -308,11 +308,7 @@ fn bad_tls_settings_stop_the_start_with_a_reason() {
             .unwrap();
         assert!(!out.status.success());
         // Said once, in the log (standard output here), as Redis does.
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
+        common::all_output(&out)
     };
     let err = run(&[]);
     assert!(

@@ -144,11 +144,7 @@ fn torn_tail_is_truncated_and_loaded() {
         .unwrap();
     assert!(!out.status.success());
     // Said once, in the log (standard output here), as Redis does.
-    let err = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let err = common::all_output(&out);
     assert!(
         err.contains(&format!("at offset {good_len}")) && err.contains("aof-load-truncated"),
         "{err}"
@@ -188,11 +184,7 @@ fn corrupt_middle_stops_startup_with_the_offset() {
         .unwrap();
     assert!(!out.status.success());
     // Said once, in the log (standard output here), as Redis does.
-    let err = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let err = common::all_output(&out);
     assert!(err.contains(&format!("at offset {at}")), "{err}");
 }
 

@@ -105,6 +105,13 @@ struct Queue {
     stop: bool,
     /// The socket being dialed or written, so `stop`/`redial` can unblock a write or handshake.
     stream: Option<TcpStream>,
+    /// The handshake is done and the sender is pumping this connection.
+    connected: bool,
+    /// The sender has taken a batch and is writing it outside the lock.
+    writing: bool,
+    /// The rest of a frame the executor began writing itself (`Peers::send`); the sender
+    /// writes it before anything else.
+    partial: Vec<u8>,
 }
 
 /// Accepted connections, so `Drop` can close them and wait for their threads.
@@ -214,6 +221,39 @@ impl Peers {
             }
             return;
         }
+        if q.connected && !q.writing && q.frames.is_empty() && q.partial.is_empty() {
+            // The sender is idle: write the frame from here, without waking its thread (two
+            // context switches per message were a third of a node's CPU under load). What the
+            // socket does not take now is left for the sender, in order.
+            if let Some(fd) = q.stream.as_ref().map(|s| s.as_raw_fd()) {
+                let mut frame = Vec::with_capacity(5 + body.len());
+                frame.extend_from_slice(&header(body.len(), RAFT));
+                frame.extend_from_slice(&body);
+                // SAFETY: `fd` is the open socket `q.stream` owns, kept open by the lock we
+                // hold; the buffer is valid for its length. MSG_DONTWAIT makes this one call
+                // non-blocking without changing the socket the sender writes with blocking
+                // calls; MSG_NOSIGNAL turns a closed peer into EPIPE, not SIGPIPE.
+                let n = unsafe {
+                    libc::send(
+                        fd,
+                        frame.as_ptr().cast(),
+                        frame.len(),
+                        libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+                    )
+                };
+                if n >= 0 && n as usize == frame.len() {
+                    q.reported = false;
+                    return;
+                }
+                if n > 0 {
+                    q.partial = frame.split_off(n as usize);
+                    drop(q);
+                    link.cv.notify_one();
+                    return;
+                }
+                // Nothing written (the socket is full, or broken: the sender finds out).
+            }
+        }
         q.bytes += body.len();
         q.frames.push_back(body);
         drop(q);
@@ -264,6 +304,9 @@ impl Peers {
                 redial: false,
                 stop: false,
                 stream: None,
+                connected: false,
+                writing: false,
+                partial: Vec::new(),
             }),
             cv: Condvar::new(),
         });
@@ -461,9 +504,21 @@ fn run_sender(me: u64, link: Arc<Link>, key: Arc<[u8]>, inbox: Inbox) {
             Ok(stream) => {
                 tracing::info!("cluster: connected to peer {id} at {addr}");
                 backoff = BACKOFF_MIN;
-                lock(&link.q).unreachable = false;
+                {
+                    let mut q = lock(&link.q);
+                    q.unreachable = false;
+                    q.connected = true;
+                }
                 let end = pump(&link, &stream);
-                lock(&link.q).stream = None;
+                {
+                    let mut q = lock(&link.q);
+                    q.stream = None;
+                    q.connected = false;
+                    q.writing = false;
+                    // A frame cut short on a connection that is gone cannot be finished on
+                    // the next one.
+                    q.partial.clear();
+                }
                 match end {
                     PumpEnd::Stop => return,
                     PumpEnd::Redial => {
@@ -587,8 +642,9 @@ fn pump(link: &Link, s: &TcpStream) -> PumpEnd {
     let mut w = s;
     let mut out: Vec<u8> = Vec::new();
     loop {
-        let batch = {
+        let (partial, batch) = {
             let mut q = lock(&link.q);
+            q.writing = false;
             loop {
                 if q.stop {
                     return PumpEnd::Stop;
@@ -596,14 +652,25 @@ fn pump(link: &Link, s: &TcpStream) -> PumpEnd {
                 if q.redial {
                     return PumpEnd::Redial;
                 }
-                if !q.frames.is_empty() {
+                if !q.frames.is_empty() || !q.partial.is_empty() {
                     break;
                 }
                 q = link.cv.wait(q).unwrap_or_else(|e| e.into_inner());
             }
             q.bytes = 0;
-            std::mem::take(&mut q.frames)
+            q.writing = true;
+            (
+                std::mem::take(&mut q.partial),
+                std::mem::take(&mut q.frames),
+            )
         };
+        // A frame the executor began must be finished on this connection whatever happens
+        // next: the peer would otherwise read the next frame's bytes as its rest.
+        if !partial.is_empty() {
+            if let Err(e) = w.write_all(&partial) {
+                return PumpEnd::Lost(e);
+            }
+        }
         if peer_closed(s) {
             let mut q = lock(&link.q);
             for f in batch.into_iter().rev() {

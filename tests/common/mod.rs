@@ -80,6 +80,16 @@ pub fn deadbolt(extra: &[&str]) -> Server {
     })
 }
 
+/// A finished process's standard output then standard error: where a fatal error was said
+/// (once: in the log, which is standard output unless `logfile` is set).
+pub fn all_output(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// Starts a prepared deadbolt command (its own environment, arguments with `--port 0`),
 /// reading the port from its log.
 pub fn start_command(cmd: Command) -> Server {
