@@ -376,6 +376,7 @@ impl Server {
         let outcome = {
             let peers = &c.peers;
             let mut send = |m| peers.send(m);
+            let mut sent = || peers.flush();
             let mut apply = |index: u64, a: Applied| match a {
                 Applied::Extend(ms) => {
                     self.state.dbs.shift_deadlines(ms);
@@ -389,7 +390,7 @@ impl Server {
                     self.apply_entry(index, other)
                 }
             };
-            match c.core.on_round(&mut send, &mut apply) {
+            match c.core.on_round(&mut send, &mut sent, &mut apply) {
                 Ok(o) => o,
                 Err(e) => fatal(&format!("The cluster log failed: {e}")),
             }

@@ -413,12 +413,15 @@ impl Cluster {
     }
 
     /// One round: raft-rs's documented `Ready` steps (raft-rs src/lib.rs, "Processing the Ready
-    /// State"). `out` gets every message to send; `apply` every committed entry in order. An
-    /// error is a failed write to the log or state files, or a corrupt entry: the node must stop
+    /// State"). `out` gets every message to send, and `sent` is called after each group of
+    /// them so the caller can put them on the wire (the leader's appends before its own fsync,
+    /// so that both disks work at once); `apply` gets every committed entry in order. An error
+    /// is a failed write to the log or state files, or a corrupt entry: the node must stop
     /// (going on would break the promises its acks made).
     pub fn on_round(
         &mut self,
         out: &mut dyn FnMut(Message),
+        sent: &mut dyn FnMut(),
         apply: &mut dyn FnMut(u64, Applied),
     ) -> io::Result<Outcome> {
         let mut outcome = Outcome::default();
@@ -463,6 +466,7 @@ impl Cluster {
         for m in rd.take_messages() {
             out(m);
         }
+        sent();
         // 2. A snapshot from the leader replaces the state.
         if !rd.snapshot().is_empty() {
             let snap = rd.snapshot().clone();
@@ -482,6 +486,7 @@ impl Cluster {
         for m in rd.take_persisted_messages() {
             out(m);
         }
+        sent();
         for rs in rd.take_read_states() {
             let (id, seq) = Self::parse_read_ctx(&rs.request_ctx)
                 .ok_or_else(|| other("read state with a foreign context"))?;
@@ -497,6 +502,7 @@ impl Cluster {
         for m in light.take_messages() {
             out(m);
         }
+        sent();
         self.apply_entries(light.take_committed_entries(), apply)?;
         self.node.advance_apply();
         let applied = self.node.raft.raft_log.applied;

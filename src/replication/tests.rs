@@ -130,7 +130,7 @@ impl Net {
                 let queue = &mut self.queue;
                 let applied = &mut node.applied;
                 let outcome = c
-                    .on_round(&mut |m| queue.push_back(m), &mut |i, a| {
+                    .on_round(&mut |m| queue.push_back(m), &mut || {}, &mut |i, a| {
                         applied.push((i, got(a)))
                     })
                     .expect("round");
