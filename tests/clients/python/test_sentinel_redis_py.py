@@ -60,11 +60,17 @@ def test_lock_held_across_leader_kill(cluster, name):
     token = held.local.token
 
     contended = f"{name}:contended"
-    state = {"inside": None, "overlaps": [], "grants": [], "errors": 0}
+    state = {"inside": None, "overlaps": [], "grants": [], "errors": 0, "crashed": []}
     guard = threading.Lock()
     stop = threading.Event()
 
     def worker(wid):
+        try:
+            work(wid)
+        except BaseException as e:  # a dead worker must fail the test, not just stop
+            state["crashed"].append(repr(e))
+
+    def work(wid):
         while not stop.is_set():
             lk = master.lock(contended, timeout=3, sleep=0.01)
             try:
@@ -87,8 +93,9 @@ def test_lock_held_across_leader_kill(cluster, name):
                 lk.release()
             except LockNotOwnedError:
                 # Only a release whose first attempt reached the old leader and got no reply
-                # may find its own deletion already done.
-                assert master.get(contended) != tok
+                # may find its own deletion already done; the lock must not still be ours.
+                if master.get(contended) == tok:
+                    state["crashed"].append(f"release refused while {tok} still holds the lock")
             except (ConnectionError, TimeoutError):
                 state["errors"] += 1
 
@@ -129,7 +136,8 @@ def test_lock_held_across_leader_kill(cluster, name):
         # Locking resumes: the contending workers get the lock again after the failover.
         deadline = time.monotonic() + FAILOVER_BUDGET
         while len([g for g in state["grants"] if g > killed_at]) < grants_at_first + 10:
-            assert time.monotonic() < deadline, "the workers did not get the lock back after failover"
+            assert time.monotonic() < deadline and not state["crashed"], \
+                f"the workers did not get the lock back after failover: {state['crashed']}"
             time.sleep(0.01)
     finally:
         stop.set()
@@ -139,6 +147,7 @@ def test_lock_held_across_leader_kill(cluster, name):
     held.release()
     assert master.exists(f"{name}:held") == 0
     assert state["overlaps"] == [], f"two holders at once: {state['overlaps']}"
+    assert state["crashed"] == [], state["crashed"]
     after = len([g for g in state["grants"] if g > killed_at])
     FIGURES.append(
         f"failover: redis-py {_version()} Sentinel: kill -> first acquire {first * 1000:.0f} ms "

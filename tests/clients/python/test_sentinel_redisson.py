@@ -140,8 +140,8 @@ class SentinelManager:
                 try:
                     self._check(c, addr)
                     break
-                except (ConnectionError, TimeoutError, ResponseError, AttributeError, TypeError) as e:
-                    self.errors.append(repr(e))  # "Can't update cluster state": next sentinel
+                except Exception as e:  # "Can't update cluster state": the next sentinel
+                    self.errors.append(repr(e))
 
     def _check(self, c, addr):
         m = c.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER)
