@@ -242,8 +242,16 @@ class RLock:
         self._stop_renewal = None
 
     def try_acquire(self, lease_ms=-1):
-        ttl = self.m.synced_eval(LOCK, [self.name], [lease_ms if lease_ms > 0 else WATCHDOG_MS, self.owner],
-                                 retry=False)
+        try:
+            ttl = self.m.synced_eval(LOCK, [self.name], [lease_ms if lease_ms > 0 else WATCHDOG_MS, self.owner],
+                                     retry=False)
+        except NoSyncedSlaves:
+            # handleNoSync: undo the acquire, then the caller gets the exception.
+            try:
+                self.unlock()
+            except Exception:
+                pass
+            raise
         if ttl is None and lease_ms <= 0 and self._stop_renewal is None:
             self._stop_renewal = threading.Event()
             threading.Thread(target=self._renew, args=(self._stop_renewal,), daemon=True).start()
