@@ -39,20 +39,22 @@ def cluster():
     c.stop()
 
 
-def _client(cluster):
+def _client(cluster, protocol):
     # What a redis-py user configures for fast failover: short back-off on the master, enough
     # attempts to outlast an election; a dead sentinel skipped at once (redis-py's default retry
     # would spend seconds of back-off on it before asking the next one).
     retry = Retry(ExponentialBackoff(cap=0.1, base=0.01), retries=40)
-    sentinel = Sentinel(cluster.sentinels(), socket_timeout=5, socket_connect_timeout=1,
+    sentinel = Sentinel(cluster.sentinels(), socket_timeout=5, socket_connect_timeout=1, protocol=protocol,
                         sentinel_kwargs={"socket_timeout": 1, "socket_connect_timeout": 1,
-                                         "retry": Retry(NoBackoff(), 0)})
+                                         "retry": Retry(NoBackoff(), 0), "protocol": protocol})
     return sentinel, sentinel.master_for(MASTER, socket_timeout=5, socket_connect_timeout=1, retry=retry)
 
 
-def test_lock_held_across_leader_kill(cluster, name):
+# redis-py 8 speaks RESP3 by default (SENTINEL replies are maps then); protocol=2 is the other.
+@pytest.mark.parametrize("protocol", [pytest.param(None, id="resp3"), pytest.param(2, id="resp2")])
+def test_lock_held_across_leader_kill(cluster, name, protocol):
     old = cluster.leader()
-    sentinel, master = _client(cluster)
+    sentinel, master = _client(cluster, protocol)
     assert sentinel.discover_master(MASTER) == ("127.0.0.1", cluster.client_ports()[old])
 
     held = master.lock(f"{name}:held", timeout=30)
@@ -150,7 +152,7 @@ def test_lock_held_across_leader_kill(cluster, name):
     assert state["crashed"] == [], state["crashed"]
     after = len([g for g in state["grants"] if g > killed_at])
     FIGURES.append(
-        f"failover: redis-py {_version()} Sentinel: kill -> first acquire {first * 1000:.0f} ms "
+        f"failover: redis-py {_version()} Sentinel ({'RESP2' if protocol == 2 else 'RESP3'}): kill -> first acquire {first * 1000:.0f} ms "
         f"(Retry ExponentialBackoff cap 0.1 s; contended grants {len(state['grants'])}, "
         f"{after} after the kill, client errors surfaced {state['errors']})")
     master.close()
