@@ -6,6 +6,7 @@
 // nodes) and re-sends what was in flight; its ready check demands `role:master` in INFO. Checked:
 // the held Mutex's identifier is on the new leader, a rival can't take it, it was never reported
 // lost and its release works; no two workers hold the contended Mutex at once; locking resumes.
+// The surviving nodes publish `+switch-master` (what ioredis's failoverDetector listens to).
 // Printed: the time from the kill to the first acquire the new leader acknowledged.
 // deadbolt only: a real Redis + Sentinel failover takes far longer and is measured elsewhere.
 const { describe, it, before, after } = require('node:test');
@@ -47,6 +48,18 @@ describe('ioredis sentinels failover on a deadbolt cluster', { skip: !TARGETS.in
     const r = client();
     await new Promise((resolve) => r.once('ready', resolve));
     assert.equal(r.stream.remotePort, ports[old]);
+
+    // What ioredis's failoverDetector subscribes to on every sentinel: the surviving nodes must
+    // announce the new leader there.
+    const switches = [];
+    for (const [i, port] of ports.entries()) {
+      if (i === old) continue;
+      const sub = new Redis({ port, maxRetriesPerRequest: 1 });
+      sub.on('error', () => {});
+      open.push(sub);
+      sub.on('message', (ch, msg) => { if (ch === '+switch-master') switches.push([port, msg]); });
+      await sub.subscribe('+switch-master');
+    }
 
     const k = uniq('sfo');
     let lost = null;
@@ -96,6 +109,14 @@ describe('ioredis sentinels failover on a deadbolt cluster', { skip: !TARGETS.in
       assert.notEqual(now, old);
       assert.equal(r.stream.remotePort, ports[now], 'ioredis is not connected to the new leader');
       assert.match(await r.info('replication'), /role:master/);
+      const want = `mymaster 127.0.0.1 ${ports[old]} 127.0.0.1 ${ports[now]}`;
+      for (const [i, port] of ports.entries()) {
+        if (i === old) continue;
+        for (let n = 0; !switches.some(([p, m]) => p === port && m === want); n++) {
+          assert.ok(n < 500, `no '+switch-master ${want}' from the node on ${port}: ${JSON.stringify(switches)}`);
+          await sleep(10);
+        }
+      }
 
       // The Mutex acquired before the kill is still its owner's on the new leader.
       assert.equal(await r.get(`mutex:${k}:held`), held.identifier);
