@@ -284,10 +284,13 @@ pub fn info_section(view: Option<&ClusterView>, repl_id: &str, out: &mut String)
 
 // ---- WAIT ----
 
-/// Replicas known to hold everything up to `index` (the leader's view of its followers).
+/// Connected replicas known to hold everything up to `index` (the leader's view of its
+/// followers). Redis counts only the replicas it is connected to, so WAIT never answers more than
+/// INFO's connected_slaves: Redisson compares the two after every lock script and re-reads INFO
+/// on each mismatch, and a follower that died after acknowledging must not count as a live copy.
 fn acked(view: Option<&ClusterView>, index: u64) -> i64 {
     view.map_or(0, |v| {
-        replicas(v).filter(|m| m.matched >= index).count() as i64
+        connected(v).filter(|m| m.matched >= index).count() as i64
     })
 }
 

@@ -579,3 +579,30 @@ fn an_unreachable_member_is_down_for_sentinel_clients() {
     );
     assert_eq!(value(&sentinel_entry(&v.members[1]), "flags"), "sentinel");
 }
+
+/// Redis's WAIT counts connected replicas only (replicationCountAcksByOffset walks
+/// server.slaves): a member that stopped answering is out of connected_slaves, and out of WAIT
+/// too, even though it acknowledged everything before it died (a leader killed just after the
+/// new one was elected still has matched = the old commit index on the new leader).
+#[test]
+fn wait_counts_only_connected_replicas() {
+    let mut v = view(1, StateRole::Leader, 1);
+    v.members.push(member(3, 17393, 1936));
+    v.members[2].active = false;
+    let got = run_on(v.clone(), &["WAIT 0 0", "WAIT 1 0", "INFO replication"]);
+    assert_eq!(got[0], ":1\r\n");
+    assert_eq!(got[1], ":1\r\n");
+    assert!(got[2].contains("connected_slaves:1\r\n"), "{}", got[2]);
+    assert_eq!(
+        timed_out_reply(
+            &[
+                Bytes::from_static(b"WAIT"),
+                Bytes::from_static(b"2"),
+                Bytes::from_static(b"100")
+            ],
+            &Node(v),
+            0
+        ),
+        Frame::Integer(1)
+    );
+}

@@ -74,7 +74,114 @@ class Server {
 
 async function startServer(kind) { return new Server(kind).start(); }
 
+// One command on a fresh connection; resolves to the raw reply ('' on error or timeout).
+function rawCmd(port, args, timeout = 2000) {
+  return new Promise((resolve) => {
+    const s = net.connect(port, '127.0.0.1');
+    let buf = '';
+    const done = (r) => { s.destroy(); resolve(r); };
+    s.setTimeout(timeout, () => done(''));
+    s.on('error', () => done(''));
+    s.on('connect', () => s.write(`*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(String(a))}\r\n${a}\r\n`).join('')}`));
+    // Replies asked for here are one line, or `*2 $ip $port`, or nil.
+    s.on('data', (d) => {
+      buf += d;
+      const lines = buf.split('\r\n');
+      if (!buf.startsWith('*2') ? buf.includes('\r\n') : lines.length >= 6) done(buf);
+    });
+  });
+}
+
+// A cluster of deadbolt nodes on free ports, each also a Sentinel for master `mymaster`.
+// FAILOVER_SABOTAGE=single (one node) or =nokill (kill() leaves the leader running) shows that
+// the failover tests fail without a real failover.
+class Cluster {
+  constructor(n) {
+    this.n = process.env.FAILOVER_SABOTAGE === 'single' ? 1 : n;
+    this.dir = fs.mkdtempSync(path.join(os.tmpdir(), 'clients-cluster-'));
+  }
+
+  async start() {
+    const exe = process.env.DEADBOLT_BIN || path.join(REPO, 'target', 'debug', 'deadbolt');
+    if (!fs.existsSync(exe)) throw new Error(`deadbolt binary not found at ${exe} (cargo build)`);
+    this.ports = [];
+    for (let i = 0; i < this.n; i++) this.ports.push([await freePort(), await freePort()]);
+    const peers = this.ports.map(([p, pp], i) => `${i + 1}@127.0.0.1:${p}:${pp}`).join(' ');
+    this.procs = this.ports.map(([port], i) => {
+      const dir = path.join(this.dir, `n${i + 1}`);
+      fs.mkdirSync(dir);
+      const log = fs.openSync(path.join(dir, 'server.log'), 'w');
+      const proc = spawn(exe, ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir,
+        '--cluster-node-id', String(i + 1), '--cluster-peers', peers], { cwd: dir, stdio: ['ignore', log, log] });
+      proc.exited = false;
+      proc.on('exit', () => { proc.exited = true; });
+      return proc;
+    });
+    const deadline = Date.now() + 20000;
+    for (const [port] of this.ports) {
+      while (!(await ping(port))) {
+        if (Date.now() > deadline) throw new Error(`node on ${port} never answered PING\n${this.logs()}`);
+        await sleep(20);
+      }
+    }
+    return this;
+  }
+
+  clientPorts() { return this.ports.map(([p]) => p); }
+
+  sentinels() { return this.clientPorts().map((port) => ({ host: '127.0.0.1', port })); }
+
+  async masterAddr(i) {
+    const r = await rawCmd(this.clientPorts()[i], ['SENTINEL', 'get-master-addr-by-name', 'mymaster']);
+    const parts = r.split('\r\n');
+    return r.startsWith('*2\r\n') ? `${parts[2]}:${parts[4]}` : null;
+  }
+
+  // Index of the leader every live node names through SENTINEL get-master-addr-by-name, once
+  // it accepts a write (and is not `not`).
+  async leader(timeout = 15000, not = -1) {
+    const deadline = Date.now() + timeout;
+    let seen = [];
+    while (Date.now() < deadline) {
+      const live = this.procs.map((p, i) => i).filter((i) => !this.procs[i].exited);
+      seen = await Promise.all(live.map((i) => this.masterAddr(i)));
+      if (seen[0] && seen.every((s) => s === seen[0])) {
+        const i = this.clientPorts().indexOf(Number(seen[0].split(':')[1]));
+        if (i !== not && i >= 0 && !this.procs[i].exited
+            && (await rawCmd(this.clientPorts()[i], ['SET', '__probe', '1'])) === '+OK\r\n') return i;
+      }
+      await sleep(20);
+    }
+    throw new Error(`no agreed leader within ${timeout} ms: ${seen}\n${this.logs()}`);
+  }
+
+  // SIGKILL node i, as a crash would; resolves to the time of the kill (performance.now()).
+  kill(i) {
+    const t = performance.now();
+    if (process.env.FAILOVER_SABOTAGE === 'nokill') return Promise.resolve(t);
+    const p = this.procs[i];
+    if (p.exited) return Promise.resolve(t);
+    return new Promise((resolve) => { p.once('exit', () => resolve(t)); p.kill('SIGKILL'); });
+  }
+
+  logs() {
+    return this.procs.map((p, i) => {
+      try {
+        return `--- node ${i + 1} ---\n${fs.readFileSync(path.join(this.dir, `n${i + 1}`, 'server.log'), 'utf8').slice(-1500)}`;
+      } catch { return ''; }
+    }).join('\n');
+  }
+
+  async stop() {
+    await Promise.all(this.procs.map((p) => (p.exited ? null
+      : new Promise((resolve) => { p.once('exit', resolve); p.kill('SIGKILL'); }))));
+    fs.rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+async function startCluster(n = 3) { return new Cluster(n).start(); }
+
 let seq = 0;
 function uniq(prefix = 't') { return `${prefix}:${process.pid}:${Date.now().toString(36)}:${seq++}`; }
 
-module.exports = { TARGETS, startServer, sleep, uniq };
+module.exports = { TARGETS, startServer, startCluster, sleep, uniq };

@@ -143,6 +143,15 @@ def name():
 
 
 def pytest_terminal_summary(terminalreporter):
+    import sys
+
+    # Kill-to-first-acquire times of the Sentinel failover tests (printed, not written to a file).
+    failover = [line for mod in ("test_sentinel_redis_py", "test_sentinel_redisson")
+                for line in getattr(sys.modules.get(mod), "FIGURES", [])]
+    if failover:
+        terminalreporter.section("failover figures")
+        for line in failover:
+            terminalreporter.write_line(line)
     try:
         import test_contention
     except ImportError:

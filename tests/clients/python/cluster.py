@@ -1,0 +1,153 @@
+"""A three-node deadbolt cluster on free loopback ports, for the Sentinel failover tests.
+
+Every node answers the Sentinel discovery commands for master name `mymaster`, so the clients are
+given the nodes' client ports as their sentinels. `kill_leader()` SIGKILLs the leader, as a crash
+would, and returns the monotonic time of the kill; `leader()` waits until every live node names
+the same leader through SENTINEL get-master-addr-by-name (as a Sentinel client asks) and it
+accepts a write.
+
+FAILOVER_SABOTAGE=single (one node, so nothing can take over) or =nokill (the leader is left
+running) shows that the failover tests fail when there is no real failover.
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+
+from conftest import _free_port, deadbolt_bin
+
+MASTER = "mymaster"
+
+
+def _cmd(port, *args, timeout=2.0):
+    """One command on a fresh RESP2 connection; returns the raw reply bytes (b"" on error)."""
+    req = b"*%d\r\n" % len(args) + b"".join(
+        b"$%d\r\n%s\r\n" % (len(a), a) for a in (x if isinstance(x, bytes) else str(x).encode() for x in args))
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+            s.sendall(req)
+            buf = b""
+            end = time.monotonic() + timeout
+            while time.monotonic() < end:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                buf += chunk
+                if _complete(buf):
+                    return buf
+            return buf
+    except OSError:
+        return b""
+
+
+def _complete(buf):
+    def parse(i):
+        nl = buf.find(b"\r\n", i)
+        if nl < 0:
+            return None
+        kind, line = buf[i:i + 1], buf[i + 1:nl]
+        if kind in b"+-:":
+            return nl + 2
+        if kind == b"$":
+            n = int(line)
+            return nl + 2 if n < 0 else (nl + 2 + n + 2 if len(buf) >= nl + 2 + n + 2 else None)
+        if kind == b"*":
+            j = nl + 2
+            for _ in range(max(0, int(line))):
+                j = parse(j)
+                if j is None:
+                    return None
+            return j
+        return nl + 2
+
+    try:
+        return parse(0) == len(buf)
+    except (ValueError, IndexError):
+        return False
+
+
+class Cluster:
+    def __init__(self, n=3, extra=()):
+        if os.environ.get("FAILOVER_SABOTAGE") == "single":
+            n = 1
+        self.dir = tempfile.mkdtemp(prefix="clients-cluster-")
+        self.ports = [(_free_port(), _free_port()) for _ in range(n)]
+        peers = " ".join(f"{i + 1}@127.0.0.1:{p}:{pp}" for i, (p, pp) in enumerate(self.ports))
+        self.procs = []
+        exe = deadbolt_bin()
+        assert os.path.exists(exe), f"deadbolt binary not found at {exe} (cargo build)"
+        for i, (port, _) in enumerate(self.ports):
+            d = os.path.join(self.dir, f"n{i + 1}")
+            os.makedirs(d)
+            argv = [exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", d,
+                    "--cluster-node-id", str(i + 1), "--cluster-peers", peers, *extra]
+            log = open(os.path.join(d, "server.log"), "wb")
+            self.procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                               stdin=subprocess.DEVNULL, cwd=d))
+        deadline = time.monotonic() + 20
+        for port in self.client_ports():
+            while not _cmd(port, "PING", timeout=0.3).startswith(b"+PONG"):
+                assert time.monotonic() < deadline, f"node on {port} never answered PING\n{self.logs()}"
+                time.sleep(0.02)
+
+    def client_ports(self):
+        return [p for p, _ in self.ports]
+
+    def sentinels(self):
+        return [("127.0.0.1", p) for p in self.client_ports()]
+
+    def alive(self, i):
+        return self.procs[i].poll() is None
+
+    def index_of(self, port):
+        return self.client_ports().index(int(port))
+
+    def master_addr(self, i):
+        """SENTINEL get-master-addr-by-name on node i: (ip, port) or None."""
+        r = _cmd(self.client_ports()[i], "SENTINEL", "get-master-addr-by-name", MASTER)
+        parts = r.split(b"\r\n")
+        if not r.startswith(b"*2\r\n") or len(parts) < 5:
+            return None
+        return parts[2].decode(), int(parts[4])
+
+    def leader(self, timeout=15.0, not_=None):
+        """Index of the leader every live node names, once it accepts a write."""
+        deadline = time.monotonic() + timeout
+        seen = None
+        while time.monotonic() < deadline:
+            seen = [self.master_addr(i) for i in range(len(self.procs)) if self.alive(i)]
+            if seen and seen[0] and all(s == seen[0] for s in seen):
+                i = self.index_of(seen[0][1])
+                if i != not_ and self.alive(i) and \
+                        _cmd(self.client_ports()[i], "SET", "__probe", "1", timeout=2) == b"+OK\r\n":
+                    return i
+            time.sleep(0.02)
+        raise AssertionError(f"no agreed leader within {timeout}s: {seen}\n{self.logs()}")
+
+    def kill(self, i):
+        if os.environ.get("FAILOVER_SABOTAGE") == "nokill":
+            return time.monotonic()
+        self.procs[i].kill()
+        t = time.monotonic()
+        self.procs[i].wait()
+        return t
+
+    def logs(self):
+        out = []
+        for i in range(len(self.procs)):
+            try:
+                with open(os.path.join(self.dir, f"n{i + 1}", "server.log"), "rb") as f:
+                    out.append(f"--- node {i + 1} ---\n" + f.read().decode(errors="replace")[-1500:])
+            except OSError:
+                pass
+        return "\n".join(out)
+
+    def stop(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
