@@ -14,11 +14,11 @@ use std::path::Path;
 /// the modules listed together in `PEERS`.
 const LAYERS: &[&[&str]] = &[
     &["protocol", "clock", "glob", "alloc", "stopwatch", "cli"],
-    &["store", "error"],
+    &["store", "error", "locks"],
     &["persist"],
     &["config"],
     &["replication"],
-    &["logging"],
+    &["logging", "supervise"],
     &["machine"],
     &["cmd", "script"],
     &["exec", "server"],

@@ -310,6 +310,9 @@ fn execute(ctx: &mut Ctx, id: CmdId, argv: &[Bytes]) -> Frame {
         stats.total_commands += 1;
     }
     st.nsec += nsec;
+    if stats.latency_tracking && ctx.client.block_deadline.is_none() {
+        st.latency.get_or_insert_with(Default::default).record(nsec);
+    }
     match result {
         Ok(frame) => {
             if let Frame::Error(e) = &frame {

@@ -317,6 +317,30 @@ pub static COMMANDS: &[CommandSpec] = &[
                 latency_reset,
                 &[],
             ),
+            spec(
+                "doctor",
+                2,
+                ADMIN | NOSCRIPT | LOADING | STALE,
+                &["admin", "slow", "dangerous"],
+                latency_doctor,
+                &[],
+            ),
+            spec(
+                "graph",
+                3,
+                ADMIN | NOSCRIPT | LOADING | STALE,
+                &["admin", "slow", "dangerous"],
+                latency_graph,
+                &[],
+            ),
+            spec(
+                "histogram",
+                -2,
+                ADMIN | NOSCRIPT | LOADING | STALE,
+                &["admin", "slow", "dangerous"],
+                latency_histogram,
+                &[],
+            ),
         ],
     ),
 ];
@@ -404,11 +428,17 @@ fn slowlog_reset(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     Ok(Frame::ok())
 }
 
-/// deadbolt records no latency events (Redis does not either with its default
-/// `latency-monitor-threshold 0`), so LATEST and HISTORY are empty and RESET resets nothing.
+/// LATENCY's event monitor (LATEST, HISTORY, RESET, GRAPH, DOCTOR) records nothing: Redis's
+/// does not either with its default `latency-monitor-threshold 0`, and deadbolt accepts that
+/// directive without effect (the log says so). HISTOGRAM answers from the per-command latency
+/// histograms (`latency-tracking`, machine/latency.rs).
 fn latency_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     Ok(help_frame(&[
         "LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "DOCTOR",
+        "    Return a human readable latency analysis report.",
+        "GRAPH <event>",
+        "    Return an ASCII latency graph for the <event> class.",
         "HISTORY <event>",
         "    Return time-latency samples for the <event> class.",
         "LATEST",
@@ -416,6 +446,9 @@ fn latency_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         "RESET [<event> ...]",
         "    Reset latency data of one or more <event> classes.",
         "    (default: reset all data for all event classes)",
+        "HISTOGRAM [COMMAND ...]",
+        "    Return a cumulative distribution of latencies in the format of a histogram for the specified command names.",
+        "    If no commands are specified then all histograms are replied.",
         "HELP",
         "    Prints this help.",
     ]))
@@ -431,6 +464,67 @@ fn latency_history(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 
 fn latency_reset(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     Ok(Frame::Integer(0))
+}
+
+fn latency_doctor(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    Ok(Frame::Verbatim(Bytes::from_static(
+        b"I'm sorry, Dave, I can't do that. Latency monitoring is disabled in this Redis instance. You may use \"CONFIG SET latency-monitor-threshold <milliseconds>.\" in order to enable it. If we weren't in a deep space mission I'd suggest to take a look at https://redis.io/topics/latency-monitor.\n",
+    )))
+}
+
+fn latency_graph(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    Err(CmdError::erf(format!(
+        "No samples available for event '{}'",
+        String::from_utf8_lossy(&argv[2])
+    )))
+}
+
+/// Redis's LATENCY HISTOGRAM: per command (all that have calls, or the names given, unknown
+/// ones skipped) its calls and cumulative counts at power-of-two µs bounds.
+fn latency_histogram(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let table = crate::cmd::table::table();
+    let mut ids: Vec<usize> = Vec::new();
+    if argv.len() == 2 {
+        ids.extend((0..table.entries.len()).filter(|&id| {
+            ctx.srv.stats.commands[id]
+                .latency
+                .as_ref()
+                .is_some_and(|h| h.total > 0)
+        }));
+    } else {
+        for name in &argv[2..] {
+            let lower = name.to_ascii_lowercase();
+            let found = table
+                .entries
+                .iter()
+                .position(|e| e.full_name.as_bytes() == lower.as_slice());
+            if let Some(id) = found.filter(|id| !ids.contains(id)) {
+                ids.push(id);
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        let hist = ctx.srv.stats.commands[id].latency.as_ref();
+        let calls = hist.map_or(0, |h| h.total);
+        let buckets = hist.map(|h| h.power_of_two_usec()).unwrap_or_default();
+        out.push((
+            Frame::Bulk(Bytes::from(table.entries[id].full_name.clone())),
+            Frame::Map(vec![
+                (Frame::bulk_static("calls"), Frame::Integer(calls as i64)),
+                (
+                    Frame::bulk_static("histogram_usec"),
+                    Frame::Map(
+                        buckets
+                            .into_iter()
+                            .map(|(us, n)| (Frame::Integer(us as i64), Frame::Integer(n as i64)))
+                            .collect(),
+                    ),
+                ),
+            ]),
+        ));
+    }
+    Ok(Frame::Map(out))
 }
 
 // ---- CLIENT PAUSE / UNPAUSE (rows in connection.rs) -------------------------------------------
@@ -513,6 +607,30 @@ pub static TIPS: &[(&str, &[&str])] = &[
     (
         "latency|reset",
         &["request_policy:all_nodes", "response_policy:all_succeeded"],
+    ),
+    (
+        "latency|doctor",
+        &[
+            "nondeterministic_output",
+            "request_policy:all_nodes",
+            "response_policy:special",
+        ],
+    ),
+    (
+        "latency|graph",
+        &[
+            "nondeterministic_output",
+            "request_policy:all_nodes",
+            "response_policy:special",
+        ],
+    ),
+    (
+        "latency|histogram",
+        &[
+            "nondeterministic_output",
+            "request_policy:all_nodes",
+            "response_policy:special",
+        ],
     ),
 ];
 

@@ -731,6 +731,7 @@ const ALL_SECTIONS: &[&str] = &[
     "modules",
     "commandstats",
     "errorstats",
+    "latencystats",
     "cluster",
     "keyspace",
     "locks",
@@ -978,6 +979,38 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
             }
         }
         "locks" => srv.locks.info(out),
+        "latencystats" => {
+            out.push_str("# Latencystats\r\n");
+            if !srv.stats.latency_tracking {
+                return;
+            }
+            let percentiles: Vec<f64> = srv
+                .config
+                .compat_value("latency-tracking-info-percentiles")
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect();
+            for (id, e) in crate::cmd::table::table().entries.iter().enumerate() {
+                let Some(h) = srv.stats.commands[id]
+                    .latency
+                    .as_ref()
+                    .filter(|h| h.total > 0)
+                else {
+                    continue;
+                };
+                let _ = write!(out, "latency_percentiles_usec_{}:", e.full_name);
+                for (i, p) in percentiles.iter().enumerate() {
+                    let sep = if i == 0 { "" } else { "," };
+                    let _ = write!(
+                        out,
+                        "{sep}{}={:.3}",
+                        crate::machine::latency::percentile_label(*p),
+                        h.percentile(*p) as f64 / 1000.0
+                    );
+                }
+                out.push_str("\r\n");
+            }
+        }
         _ => {}
     }
 }

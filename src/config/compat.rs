@@ -7,7 +7,8 @@
 //! - **refused with the reason**, at start-up and by CONFIG SET, for any value but Redis's
 //!   default where ignoring it would lose data or weaken security (`replicaof`, `aclfile`,
 //!   `unixsocket`, `min-replicas-to-write`, `cluster-enabled`, TLS restrictions);
-//! - `daemonize` and `supervised`, which work (`supervise.rs`).
+//! - `daemonize`, `supervised` (`supervise.rs`), `latency-tracking` and
+//!   `latency-tracking-info-percentiles` (`machine/latency.rs`), which work.
 //!
 //! Names, aliases, defaults and which are immutable or protected are Redis 7.0.15's own
 //! (`CONFIG GET *` and `CONFIG SET` of each on a real redis-server; tests/ops_redis_conf.rs
@@ -229,8 +230,8 @@ compat_table! {
     "io-threads-do-reads" [] Immutable "no" YES_NO, INTERNALS;
     "jemalloc-bg-thread" [] Live "yes" YES_NO, INTERNALS;
     "latency-monitor-threshold" [] Live "0" Kind::Int, OBSERVE;
-    "latency-tracking" [] Live "yes" YES_NO, OBSERVE;
-    "latency-tracking-info-percentiles" [] Live "50 99 99.9" Kind::Percentiles, OBSERVE;
+    "latency-tracking" [] Live "yes" YES_NO, Why::Works;
+    "latency-tracking-info-percentiles" [] Live "50 99 99.9" Kind::Percentiles, Why::Works;
     "lazyfree-lazy-eviction" [] Live "no" YES_NO, INTERNALS;
     "lazyfree-lazy-expire" [] Live "no" YES_NO, INTERNALS;
     "lazyfree-lazy-server-del" [] Live "no" YES_NO, INTERNALS;

@@ -586,6 +586,8 @@ impl Host for Io {
             // `notify-keyspace-events` decides whether created keys are recorded.
             Apply::Live => {
                 state.sync_created_recording();
+                state.stats.latency_tracking =
+                    state.config.compat_value("latency-tracking") == "yes";
                 for why in state.config.without_effect(old) {
                     tracing::warn!("{why}");
                 }

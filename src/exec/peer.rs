@@ -250,8 +250,7 @@ impl Peers {
                 continue;
             }
             let fd = q.stream.as_ref().map(|s| s.as_raw_fd());
-            let (Some(fd), true, false, true) =
-                (fd, q.connected, q.writing, q.partial.is_empty())
+            let (Some(fd), true, false, true) = (fd, q.connected, q.writing, q.partial.is_empty())
             else {
                 drop(q);
                 link.cv.notify_one();
@@ -1321,7 +1320,10 @@ mod tests {
             .expect("the sender connects and completes the handshake");
         let connected = Instant::now() + Duration::from_secs(5);
         while !lock(&a.links[&2].0.q).connected {
-            assert!(Instant::now() < connected, "the sender never started pumping");
+            assert!(
+                Instant::now() < connected,
+                "the sender never started pumping"
+            );
             thread::sleep(Duration::from_millis(1));
         }
         let mut m = msg(1, 2, 0);

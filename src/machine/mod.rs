@@ -10,6 +10,7 @@
 
 pub mod busy;
 pub mod client;
+pub mod latency;
 pub mod notify;
 pub mod ops;
 pub mod pubsub;
@@ -119,6 +120,7 @@ impl State {
                 config.lock_restart_delay
             );
         }
+        let latency_tracking = config.compat_value("latency-tracking") == "yes";
         let mut state = State {
             dbs: Dbs::new(config.databases),
             config,
@@ -144,6 +146,7 @@ impl State {
             scripting: None,
         };
         state.sync_created_recording();
+        state.stats.latency_tracking = latency_tracking;
         state
     }
 

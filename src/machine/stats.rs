@@ -11,6 +11,8 @@ pub struct CmdStat {
     pub nsec: u64,
     pub rejected_calls: u64,
     pub failed_calls: u64,
+    /// Latency of each call (`latency-tracking`), made on its first tracked call.
+    pub latency: Option<super::latency::Histogram>,
 }
 
 #[derive(Debug)]
@@ -23,6 +25,8 @@ pub struct Stats {
     pub keyspace_hits: u64,
     pub keyspace_misses: u64,
     pub last_reset: Instant,
+    /// `latency-tracking`: calls are recorded in their command's histogram.
+    pub latency_tracking: bool,
     /// Unix seconds at start-up (LASTSAVE, rdb_last_save_time).
     pub start_unix: u64,
     ops_samples: [u64; 16],
@@ -42,6 +46,7 @@ impl Stats {
             keyspace_hits: 0,
             keyspace_misses: 0,
             last_reset: now,
+            latency_tracking: true,
             start_unix: super::unix_ms() / 1000,
             ops_samples: [0; 16],
             sample_idx: 0,
