@@ -22,6 +22,7 @@ fn msg(channel: &str, payload: &str) -> String {
 fn config_get_set_renders_like_redis() {
     let s = common::deadbolt(&[]);
     let r = common::redis_server(&[]);
+    let mut transcripts = Vec::new();
     for server in [&s, &r] {
         let mut c = server.conn();
         let mut transcript = Vec::new();
@@ -65,10 +66,9 @@ fn config_get_set_renders_like_redis() {
                 "client-output-buffer-limit",
             ])));
         }
-        server.log.lock().unwrap().push(transcript.join(""));
+        transcripts.push(transcript.join(""));
     }
-    let ours = s.log.lock().unwrap().last().cloned().unwrap();
-    let redis = r.log.lock().unwrap().last().cloned().unwrap();
+    let (ours, redis) = (transcripts[0].clone(), transcripts[1].clone());
     assert_eq!(ours, redis);
     assert!(ours.contains("$3\r\nAKE\r\n"), "{ours}");
     assert!(ours.contains("pubsub 1024 2097152 3"), "{ours}");

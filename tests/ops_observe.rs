@@ -283,11 +283,10 @@ fn latency_matches_redis_where_implemented() {
         &["LATENCY", "LATEST", "x"],
         &["LATENCY", "FOO"],
         &["LATENCY"],
+        &["LATENCY", "HELP"],
     ] {
         assert_eq!(a.cmd_str(cmd), b.cmd_str(cmd), "{cmd:?}");
     }
-    let help = a.cmd_str(&["LATENCY", "HELP"]);
-    assert!(help.starts_with("*10\r\n+LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:\r\n+HISTORY <event>\r\n"), "{help}");
 }
 
 // ---- CLIENT PAUSE ----------------------------------------------------------------------------
