@@ -45,7 +45,7 @@ struct Args {
     clock_drift_ms: u64,
     /// The clock fault's largest offset either way.
     clock_max_ms: u64,
-    /// Every Nth lock is held for the lease minus 500 ms; None: the target's default.
+    /// Every Nth lock of key 0 is held for the lease minus 500 ms; None: the target's default.
     long_holds: Option<u64>,
 }
 
@@ -223,7 +223,7 @@ fn inner(args: &Args, prefix: &str) -> Result<bool, String> {
     // lease that a fast-clocked new leader ends early.
     let long_hold_every = args
         .long_holds
-        .unwrap_or(if target.moves_clocks() { 20 } else { 0 });
+        .unwrap_or(if target.moves_clocks() { 4 } else { 0 });
     if target.nodes() == 1 {
         // One node has no followers and nothing to partition it from: pause is the fault that
         // still means something (the process stops answering, then resumes with its state).
