@@ -118,12 +118,16 @@ pub fn run(target: &mut dyn Target, cfg: &NemesisCfg, seed: u64) -> (Vec<FaultEv
                 if let Err(e) = target.clock_offset(f, ms) {
                     errors.push(format!("clock offset: {e}"));
                     injected = false;
-                } else if let Err(e) = target.transfer(f) {
-                    // Still a follower whose clock is off: the fault stands, without the hand-over.
-                    detail = format!("node {f} clock {ms:+} ms, no transfer: {e}");
                 } else {
+                    // The transfer's reply can be lost when it succeeds: the old leader closes
+                    // its clients as it steps down. Who leads afterwards is what counts; a node
+                    // that stays a follower still has a clock that is off.
+                    let sent = target.transfer(f);
                     let got = poll_leader(target, Duration::from_secs(3), |l| l == f);
                     detail = format!("node {f} clock {ms:+} ms, leader {leader} -> {got:?}");
+                    if let Err(e) = sent {
+                        detail.push_str(&format!(" (transfer: {e})"));
+                    }
                 }
             }
             Fault::PauseLeader => target.pause(node),
