@@ -34,7 +34,9 @@ pub static COMMANDS: &[CommandSpec] = &[CommandSpec {
         spec("addlearner", 6, OPS, add_learner),
         spec("promote", 3, OPS, promote),
         spec("remove", 3, OPS, remove),
-        spec("transfer", 3, OPS, transfer),
+        // Never inside MULTI: its reply leaves without a read barrier (see exec/cluster.rs),
+        // so it must be a unit of its own, with no reads riding on it.
+        spec("transfer", 3, OPS | NO_MULTI, transfer),
         spec("help", 2, OPS | LOADING | STALE, help),
     ],
 }];

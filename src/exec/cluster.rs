@@ -77,6 +77,13 @@ pub struct ClusterIo {
     /// Whether the last unit that ended was logged: a batch ending in a logged unit is covered
     /// by that entry's commit, any other needs a read barrier.
     last_unit_logged: bool,
+    /// The unit running asked for a leadership transfer (RAFT TRANSFER).
+    transfer_asked: bool,
+    /// The last unit that ended did: its OK says only that the transfer was started, and a
+    /// read barrier behind it could lose the race with the transfer itself (the reply would be
+    /// dropped as the node steps down, so an operator would see the connection close on a
+    /// transfer that worked). RAFT TRANSFER is refused inside MULTI, so no read shares the unit.
+    last_unit_transfer: bool,
     /// A proposal was refused (leadership was being handed over): the state ran ahead of the
     /// log and is rebuilt at the end of the round.
     broken: bool,
@@ -160,6 +167,8 @@ impl ClusterIo {
             read_reask_at: Instant::now(),
             held: VecDeque::new(),
             last_unit_logged: false,
+            transfer_asked: false,
+            last_unit_transfer: false,
             broken: false,
             announced_leader: 0,
             compacted_at: 0,
@@ -235,7 +244,11 @@ impl ClusterIo {
     }
 
     pub fn admin(&mut self, op: &crate::replication::Admin) -> Result<(), String> {
-        self.core.admin(op)
+        self.core.admin(op)?;
+        if matches!(op, crate::replication::Admin::Transfer(_)) {
+            self.transfer_asked = true;
+        }
+        Ok(())
     }
 
     pub fn step(&mut self, m: crate::replication::Message) {
@@ -275,6 +288,15 @@ impl ClusterIo {
     /// Queues a batch's reply behind the log: the commit of the newest proposal, or a read
     /// barrier when the batch's last unit logged nothing.
     pub fn hold(&mut self, out: OutSender, msg: Out) {
+        if self.last_unit_transfer && !self.last_unit_logged && !self.broken {
+            self.held.push_back(Held {
+                index: 0,
+                read: 0,
+                out,
+                msg,
+            });
+            return;
+        }
         let read = if self.last_unit_logged {
             0
         } else {
@@ -341,6 +363,7 @@ impl Server {
         let Some(c) = self.io.cluster.as_mut() else {
             return;
         };
+        c.last_unit_transfer = std::mem::take(&mut c.transfer_asked);
         if !self.state.dbs.take_changes(&mut self.changes) {
             c.last_unit_logged = false;
             return;

@@ -363,6 +363,7 @@ mod tests {
             node: 0,
             start: 900,
             end: 2_000,
+            detail: String::new(),
         }];
         let a = availability(&ops, &faults, 10_000);
         // From the fault's start: 900 -> 1000 -> 4000 -> 4500 -> 9000 -> 10000: longest 4500 µs.

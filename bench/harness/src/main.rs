@@ -25,8 +25,10 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 use targets::Target;
 
-const USAGE: &str = "usage: harness [--target redis|redis-wait|etcd|deadbolt] [--faults none|kill|kill-follower|pause|partition|mixed]
-               [--duration SECS] [--clients N] [--keys N] [--seed N] [--out DIR] [--deadbolt-bin PATH] [--lock setnx|redisson] [--no-header]";
+const USAGE: &str = "usage: harness [--target redis|redis-wait|etcd|deadbolt|deadbolt-cluster]
+               [--faults none|kill|kill-follower|pause|partition|clock|mixed]
+               [--duration SECS] [--clients N] [--keys N] [--seed N] [--out DIR] [--deadbolt-bin PATH]
+               [--lock setnx|redisson] [--clock-drift MS] [--clock-offset-max MS] [--long-holds N] [--no-header]";
 
 struct Args {
     target: String,
@@ -39,6 +41,12 @@ struct Args {
     deadbolt_bin: PathBuf,
     header: bool,
     flavor: targets::Flavor,
+    /// deadbolt cluster: its `cluster-clock-drift`.
+    clock_drift_ms: u64,
+    /// The clock fault's largest offset either way.
+    clock_max_ms: u64,
+    /// Every Nth lock of key 0 is held for the lease minus 500 ms; None: the target's default.
+    long_holds: Option<u64>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -53,6 +61,9 @@ fn parse_args() -> Result<Args, String> {
         deadbolt_bin: PathBuf::from("../../target/release/deadbolt"),
         header: true,
         flavor: targets::Flavor::SetNx,
+        clock_drift_ms: 1000,
+        clock_max_ms: 900,
+        long_holds: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -76,6 +87,9 @@ fn parse_args() -> Result<Args, String> {
             "--seed" => a.seed = num(&v)?,
             "--out" => a.out = PathBuf::from(v),
             "--deadbolt-bin" => a.deadbolt_bin = PathBuf::from(v),
+            "--clock-drift" => a.clock_drift_ms = num(&v)?,
+            "--clock-offset-max" => a.clock_max_ms = num(&v)?.clamp(1, 3_600_000),
+            "--long-holds" => a.long_holds = Some(num(&v)?),
             "--lock" => {
                 a.flavor = match v.as_str() {
                     "setnx" => targets::Flavor::SetNx,
@@ -155,6 +169,8 @@ fn fault_label(faults: &[Fault]) -> &'static str {
         [Fault::KillFollower] => "kill follower",
         [Fault::PauseLeader] => "pause leader",
         [Fault::PartitionLeader] => "partition leader",
+        [Fault::ClockOffset] => "clock offset",
+        f if f.contains(&Fault::ClockOffset) => "mixed + clock",
         _ => "mixed",
     }
 }
@@ -184,9 +200,30 @@ fn inner(args: &Args, prefix: &str) -> Result<bool, String> {
             args.deadbolt_bin.clone(),
             args.flavor,
         )),
+        "deadbolt-cluster" => Box::new(targets::DeadboltCluster::new(
+            prefix,
+            &dir,
+            args.deadbolt_bin.clone(),
+            args.flavor,
+            args.clock_drift_ms,
+        )),
         t => return Err(format!("unknown target {t}\n{USAGE}")),
     };
     let mut faults = Fault::parse(&args.faults).unwrap_or_default();
+    if !target.moves_clocks() {
+        faults.retain(|f| *f != Fault::ClockOffset);
+        if faults.is_empty() && args.faults == "clock" {
+            return Err(format!(
+                "{} cannot move a node's clock: no clock fault",
+                target.name()
+            ));
+        }
+    }
+    // The cluster target is where the clock fault runs: long holds are what would notice a
+    // lease that a fast-clocked new leader ends early.
+    let long_hold_every = args
+        .long_holds
+        .unwrap_or(if target.moves_clocks() { 4 } else { 0 });
     if target.nodes() == 1 {
         // One node has no followers and nothing to partition it from: pause is the fault that
         // still means something (the process stops answering, then resumes with its state).
@@ -212,9 +249,11 @@ fn inner(args: &Args, prefix: &str) -> Result<bool, String> {
         ttl_ms: 3000,
         hold_ms: (5, 40),
         backoff_ms: (2, 20),
+        long_hold_every,
+        long_hold_ms: 3000 - 500,
         until,
     };
-    let (mut ops, events): (Vec<Op>, Vec<nemesis::FaultEvent>) = std::thread::scope(|s| {
+    let (mut ops, events, nemesis_errors) = std::thread::scope(|s| {
         let handles: Vec<_> = (0..args.clients)
             .map(|j| {
                 let session = target.session(netns::client_ip(j));
@@ -228,15 +267,16 @@ fn inner(args: &Args, prefix: &str) -> Result<bool, String> {
             clients: args.clients,
             minority_clients: (0..args.clients / 3).collect(),
             faults: faults.clone(),
+            clock_max_ms: args.clock_max_ms,
             quiet: Duration::from_secs(3),
             until,
         };
-        let events = nemesis::run(&mut *target, &ncfg, args.seed);
-        let ops = handles
+        let (events, errors) = nemesis::run(&mut *target, &ncfg, args.seed);
+        let ops: Vec<Op> = handles
             .into_iter()
             .flat_map(|h| h.join().unwrap_or_default())
-            .collect::<Vec<_>>();
-        (ops, events)
+            .collect();
+        (ops, events, errors)
     });
     let run_end = now_us();
     {
@@ -280,11 +320,12 @@ fn inner(args: &Args, prefix: &str) -> Result<bool, String> {
     for e in &events {
         let _ = writeln!(
             flog,
-            "{:?} node {} from {:.3} s to {:.3} s",
+            "{:?} node {} from {:.3} s to {:.3} s {}",
             e.fault,
             e.node,
             e.start as f64 / 1e6,
-            e.end as f64 / 1e6
+            e.end as f64 / 1e6,
+            e.detail
         );
     }
     let holds = check::holds(&ops, 1000);
@@ -326,7 +367,17 @@ fn inner(args: &Args, prefix: &str) -> Result<bool, String> {
         "harness: history in {}",
         dir.join("history.jsonl").display()
     );
+    for e in &nemesis_errors {
+        eprintln!("harness: nemesis error: {e}");
+    }
     let violated = dg > 0 || lost > 0 || lin_bad > 0;
+    if !nemesis_errors.is_empty() && !violated {
+        return Err(format!(
+            "the nemesis failed {} time(s): {}",
+            nemesis_errors.len(),
+            nemesis_errors.join("; ")
+        ));
+    }
     if safe && lin_unknown > 0 && !violated {
         return Err(format!(
             "{name}: the linearizability search gave no verdict within its budget"

@@ -16,6 +16,10 @@ pub enum Fault {
     PauseLeader,
     /// Cut the leader and a third of the clients off from the rest, then heal.
     PartitionLeader,
+    /// Move a follower's wall clock by up to the configured bound either way and make it the
+    /// leader (it then expires the locks the old leader granted by its own clock); afterwards
+    /// hand leadership away again and put the clock back while the node is a follower.
+    ClockOffset,
 }
 
 impl Fault {
@@ -25,12 +29,15 @@ impl Fault {
             "kill-follower" => vec![Fault::KillFollower],
             "pause" => vec![Fault::PauseLeader],
             "partition" => vec![Fault::PartitionLeader],
+            "clock" => vec![Fault::ClockOffset],
             "none" => vec![],
+            // The clock fault is dropped again for targets that cannot move a node's clock.
             "mixed" => vec![
                 Fault::KillLeader,
                 Fault::PauseLeader,
                 Fault::PartitionLeader,
                 Fault::KillFollower,
+                Fault::ClockOffset,
             ],
             _ => return None,
         })
@@ -38,7 +45,7 @@ impl Fault {
     pub fn hold(self) -> Duration {
         match self {
             Fault::KillLeader | Fault::KillFollower => Duration::from_secs(4),
-            Fault::PauseLeader => Duration::from_secs(4),
+            Fault::PauseLeader | Fault::ClockOffset => Duration::from_secs(4),
             Fault::PartitionLeader => Duration::from_secs(6),
         }
     }
@@ -49,6 +56,8 @@ pub struct FaultEvent {
     pub node: usize,
     pub start: u64,
     pub end: u64,
+    /// What else the fault log should say (the clock offset, who led).
+    pub detail: String,
 }
 
 pub struct NemesisCfg<'a> {
@@ -57,17 +66,22 @@ pub struct NemesisCfg<'a> {
     /// Clients that sit with the leader during a partition.
     pub minority_clients: Vec<usize>,
     pub faults: Vec<Fault>,
+    /// Clock offsets are drawn from ±[100, clock_max_ms].
+    pub clock_max_ms: u64,
     pub quiet: Duration,
     pub until: Instant,
 }
 
-pub fn run(target: &mut dyn Target, cfg: &NemesisCfg, seed: u64) -> Vec<FaultEvent> {
+/// The faults injected, and those that could not be (a run with any is a harness error: it
+/// would otherwise count a fault that never happened).
+pub fn run(target: &mut dyn Target, cfg: &NemesisCfg, seed: u64) -> (Vec<FaultEvent>, Vec<String>) {
     let mut rng = Rng::new(seed ^ 0xfa17);
     let mut events = Vec::new();
+    let mut errors = Vec::new();
     let nodes = target.nodes();
     if cfg.faults.is_empty() {
         std::thread::sleep(cfg.until.saturating_duration_since(Instant::now()));
-        return events;
+        return (events, errors);
     }
     std::thread::sleep(cfg.quiet);
     let mut round = 0usize;
@@ -81,15 +95,41 @@ pub fn run(target: &mut dyn Target, cfg: &NemesisCfg, seed: u64) -> Vec<FaultEve
             std::thread::sleep(Duration::from_secs(1));
             continue;
         };
-        let node = if fault == Fault::KillFollower && nodes > 1 {
+        // The clock fault also picks a follower: moving the leader's own clock would be a jump
+        // of the clock its leases run on, which no lease survives; the promise is about clocks
+        // that differ between nodes.
+        let on_follower = matches!(fault, Fault::KillFollower | Fault::ClockOffset);
+        let node = if on_follower && nodes > 1 {
             let others: Vec<usize> = (0..nodes).filter(|&n| n != leader).collect();
             others[rng.below(others.len() as u64) as usize]
         } else {
             leader
         };
         let start = now_us();
+        let mut detail = String::new();
+        let mut injected = true;
         match fault {
             Fault::KillLeader | Fault::KillFollower => target.kill(node),
+            Fault::ClockOffset => {
+                let f = node;
+                let lo = 100.min(cfg.clock_max_ms);
+                let mag = (lo + rng.below(cfg.clock_max_ms - lo + 1)) as i64;
+                let ms = if rng.below(2) == 0 { mag } else { -mag };
+                if let Err(e) = target.clock_offset(f, ms) {
+                    errors.push(format!("clock offset: {e}"));
+                    injected = false;
+                } else {
+                    // The transfer's reply can be lost when it succeeds: the old leader closes
+                    // its clients as it steps down. Who leads afterwards is what counts; a node
+                    // that stays a follower still has a clock that is off.
+                    let sent = target.transfer(f);
+                    let got = poll_leader(target, Duration::from_secs(3), |l| l == f);
+                    detail = format!("node {f} clock {ms:+} ms, leader {leader} -> {got:?}");
+                    if let Err(e) = sent {
+                        detail.push_str(&format!(" (transfer: {e})"));
+                    }
+                }
+            }
             Fault::PauseLeader => target.pause(node),
             Fault::PartitionLeader => {
                 if let Err(e) = netns::partition(
@@ -99,7 +139,8 @@ pub fn run(target: &mut dyn Target, cfg: &NemesisCfg, seed: u64) -> Vec<FaultEve
                     &[node],
                     &cfg.minority_clients,
                 ) {
-                    eprintln!("nemesis: partition failed: {e}");
+                    errors.push(format!("partition: {e}"));
+                    injected = false;
                 }
             }
         }
@@ -107,23 +148,75 @@ pub fn run(target: &mut dyn Target, cfg: &NemesisCfg, seed: u64) -> Vec<FaultEve
         match fault {
             Fault::KillLeader | Fault::KillFollower => {
                 if let Err(e) = target.restart(node) {
-                    eprintln!("nemesis: restart failed: {e}");
+                    errors.push(format!("restart of node {node}: {e}"));
                 }
             }
             Fault::PauseLeader => target.resume(node),
             Fault::PartitionLeader => netns::heal(cfg.prefix, nodes),
+            Fault::ClockOffset => {
+                if let Some(note) = heal_clock(target, node, nodes) {
+                    detail.push_str(&format!("; {note}"));
+                }
+            }
         }
-        events.push(FaultEvent {
-            fault,
-            node,
-            start,
-            end: now_us(),
-        });
         eprintln!(
-            "nemesis: {fault:?} on node {node} ({:.1} s)",
-            (now_us() - start) as f64 / 1e6
+            "nemesis: {fault:?} on node {node} ({:.1} s){}{detail}",
+            (now_us() - start) as f64 / 1e6,
+            if detail.is_empty() { "" } else { ": " },
         );
+        if injected {
+            events.push(FaultEvent {
+                fault,
+                node,
+                start,
+                end: now_us(),
+                detail,
+            });
+        }
         std::thread::sleep(cfg.quiet);
     }
-    events
+    (events, errors)
+}
+
+fn poll_leader(
+    target: &dyn Target,
+    within: Duration,
+    want: impl Fn(usize) -> bool,
+) -> Option<usize> {
+    let end = Instant::now() + within;
+    loop {
+        let l = target.leader();
+        if l.is_some_and(&want) || Instant::now() >= end {
+            return l;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Puts node `f`'s clock back. Only while it follows: resetting a leader's clock would move
+/// the clock its own leases run on (a negative offset put back is a jump forward, which ends
+/// every lease it granted early), which is outside any lease's promise. If it still leads
+/// after a transfer it is killed and restarted, which starts it with a true clock.
+fn heal_clock(target: &mut dyn Target, f: usize, nodes: usize) -> Option<String> {
+    let mut note = None;
+    if poll_leader(target, Duration::from_secs(3), |_| true) == Some(f) {
+        let to = (f + 1) % nodes;
+        let _ = target.transfer(to);
+        if poll_leader(target, Duration::from_secs(3), |l| l != f) == Some(f) {
+            target.kill(f);
+            let _ = target.restart(f);
+            return Some(format!(
+                "node {f} still led after a transfer: killed and restarted"
+            ));
+        }
+        note = Some(format!("leadership handed from node {f}"));
+    }
+    if let Err(e) = target.clock_offset(f, 0) {
+        eprintln!("nemesis: clock reset: {e}");
+        // A node we cannot reach to reset keeps its offset until it restarts.
+        target.kill(f);
+        let _ = target.restart(f);
+        return Some(format!("clock reset failed ({e}): killed and restarted"));
+    }
+    note
 }

@@ -1,8 +1,7 @@
 //! The systems under test. A target starts its servers in the node namespaces, says who leads,
 //! lets the nemesis kill/restart/pause/resume a node, and hands out client sessions.
 //!
-//! Adding the deadbolt cluster (issue 17) is a `Target` whose nodes are deadbolt processes with
-//! cluster directives and whose sessions are `SentinelSession::new(..)` with the node addresses
+//! The deadbolt cluster's sessions are the Redis ones (`SentinelSession`) with the node addresses
 //! as the Sentinel endpoints: every deadbolt node answers the Sentinel protocol itself.
 
 use crate::history::Res;
@@ -40,6 +39,19 @@ pub trait Target {
     fn pause(&mut self, node: usize);
     fn resume(&mut self, node: usize);
     fn session(&self, src: Ipv4Addr) -> Box<dyn Session>;
+    /// Does `clock_offset` work here (and so the clock fault apply)?
+    fn moves_clocks(&self) -> bool {
+        false
+    }
+    /// Moves one node's wall clock by `ms` from now on (0 puts it back). Only the deadbolt
+    /// cluster has a way to do this (its test-only `DEBUG CLOCK-OFFSET`).
+    fn clock_offset(&mut self, _node: usize, _ms: i64) -> Result<(), String> {
+        Err("this target cannot move a node's clock".into())
+    }
+    /// Asks the leader to hand leadership to `node`; the caller polls `leader()` for the result.
+    fn transfer(&mut self, _node: usize) -> Result<(), String> {
+        Err("this target cannot transfer leadership".into())
+    }
 }
 
 fn poll<T>(deadline: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
@@ -612,6 +624,209 @@ impl Target for DeadboltSingle {
     }
     fn session(&self, src: Ipv4Addr) -> Box<dyn Session> {
         Box::new(SentinelSession::direct(src, Self::addr(), self.flavor))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// deadbolt cluster: three deadbolt processes replicated by Raft, found through the Sentinel
+// protocol every node answers.
+
+const PEER_PORT: u16 = 16379;
+
+pub struct DeadboltCluster {
+    prefix: String,
+    dir: PathBuf,
+    bin: PathBuf,
+    flavor: Flavor,
+    /// `cluster-clock-drift`: the clock difference between nodes the cluster is told to absorb.
+    clock_drift_ms: u64,
+    servers: Vec<Proc>,
+}
+
+/// One node's `RAFT STATUS`: (its role is leader, the leader id it knows, its term).
+struct RaftView {
+    leader: bool,
+    leader_id: u64,
+    term: u64,
+}
+
+impl DeadboltCluster {
+    pub fn new(
+        prefix: &str,
+        dir: &Path,
+        bin: PathBuf,
+        flavor: Flavor,
+        clock_drift_ms: u64,
+    ) -> Self {
+        DeadboltCluster {
+            prefix: prefix.to_string(),
+            dir: dir.to_path_buf(),
+            bin,
+            flavor,
+            clock_drift_ms,
+            servers: vec![],
+        }
+    }
+
+    fn addr(i: usize) -> SocketAddr {
+        SocketAddr::new(node_ip(i).into(), REDIS_PORT)
+    }
+
+    fn node_addrs(&self) -> Vec<SocketAddr> {
+        (0..3).map(Self::addr).collect()
+    }
+
+    fn ask(i: usize, args: &[&[u8]]) -> Option<Reply> {
+        let mut c = Conn::connect(
+            OBSERVER,
+            Self::addr(i),
+            CONNECT_TIMEOUT,
+            Duration::from_millis(400),
+        )
+        .ok()?;
+        c.cmd(args).ok()
+    }
+
+    fn raft_status(i: usize) -> Option<RaftView> {
+        let Some(Reply::Bulk(Some(b))) = Self::ask(i, &[b"RAFT", b"STATUS"]) else {
+            return None;
+        };
+        let text = String::from_utf8_lossy(&b).into_owned();
+        let field = |name: &str| {
+            text.lines()
+                .find_map(|l| l.trim_end().strip_prefix(name)?.strip_prefix(':'))
+                .map(str::to_string)
+        };
+        Some(RaftView {
+            leader: field("role")? == "leader",
+            leader_id: field("leader")?.parse().ok()?,
+            term: field("term")?.parse().ok()?,
+        })
+    }
+}
+
+impl Target for DeadboltCluster {
+    fn name(&self) -> String {
+        let mut n = "deadbolt cluster 3 nodes".to_string();
+        if self.clock_drift_ms != 1000 {
+            n.push_str(&format!(", cluster-clock-drift {}", self.clock_drift_ms));
+        }
+        if self.flavor == Flavor::Redisson {
+            n.push_str(", Redisson scripts");
+        }
+        n
+    }
+    fn promises_safety(&self) -> bool {
+        true
+    }
+    fn nodes(&self) -> usize {
+        3
+    }
+    fn start(&mut self) -> Result<(), String> {
+        let peers = (0..3)
+            .map(|i| format!("{}@{}:{REDIS_PORT}:{PEER_PORT}", i + 1, node_ip(i)))
+            .collect::<Vec<_>>()
+            .join(" ");
+        for i in 0..3 {
+            let d = self.dir.join(format!("n{i}"));
+            std::fs::create_dir_all(&d).map_err(|e| e.to_string())?;
+            let a = vec![
+                self.bin.to_string_lossy().into_owned(),
+                "--bind".into(),
+                node_ip(i).to_string(),
+                "--port".into(),
+                REDIS_PORT.to_string(),
+                // The same --dir on every restart: a killed node rejoins from its own raft log.
+                "--dir".into(),
+                d.to_string_lossy().into_owned(),
+                "--cluster-node-id".into(),
+                (i + 1).to_string(),
+                "--cluster-peers".into(),
+                peers.clone(),
+                "--cluster-clock-drift".into(),
+                self.clock_drift_ms.to_string(),
+                "--appendfsync".into(),
+                "always".into(),
+                "--enable-debug-command".into(),
+                "yes".into(),
+                "--protected-mode".into(),
+                "no".into(),
+            ];
+            let mut p = Proc::new(
+                &format!("deadbolt{i}"),
+                &node_ns(&self.prefix, i),
+                a,
+                d.join("deadbolt.log"),
+            );
+            p.start()?;
+            self.servers.push(p);
+        }
+        // Ready when all three agree on a leader and it commits a write.
+        poll(Duration::from_secs(40), || {
+            let l = self.leader()?;
+            let st: Vec<_> = (0..3).filter_map(Self::raft_status).collect();
+            if st.len() < 3 || st.iter().any(|v| v.leader_id != l as u64 + 1) {
+                return None;
+            }
+            (Self::ask(l, &[b"SET", b"__ready", b"1"])? == Reply::Simple("OK".into())).then_some(())
+        })
+        .ok_or_else(|| "the deadbolt cluster did not elect a serving leader in 40 s".to_string())
+    }
+    /// The node that says it leads and that a majority of nodes name as leader; a deposed
+    /// leader that has not yet noticed has the lower term.
+    fn leader(&self) -> Option<usize> {
+        let st: Vec<(usize, RaftView)> = (0..3)
+            .filter_map(|i| Self::raft_status(i).map(|v| (i, v)))
+            .collect();
+        st.iter()
+            .filter(|(i, v)| {
+                v.leader
+                    && st
+                        .iter()
+                        .filter(|(_, w)| w.leader_id == *i as u64 + 1 && w.term == v.term)
+                        .count()
+                        >= 2
+            })
+            .max_by_key(|(_, v)| v.term)
+            .map(|(i, _)| *i)
+    }
+    fn kill(&mut self, node: usize) {
+        self.servers[node].kill();
+    }
+    fn restart(&mut self, node: usize) -> Result<(), String> {
+        self.servers[node].start()
+    }
+    fn pause(&mut self, node: usize) {
+        self.servers[node].pause();
+    }
+    fn resume(&mut self, node: usize) {
+        self.servers[node].resume();
+    }
+    fn session(&self, src: Ipv4Addr) -> Box<dyn Session> {
+        Box::new(SentinelSession::new(
+            src,
+            self.node_addrs(),
+            None,
+            self.flavor,
+        ))
+    }
+    fn moves_clocks(&self) -> bool {
+        true
+    }
+    fn clock_offset(&mut self, node: usize, ms: i64) -> Result<(), String> {
+        let ms = ms.to_string();
+        match Self::ask(node, &[b"DEBUG", b"CLOCK-OFFSET", ms.as_bytes()]) {
+            Some(Reply::Simple(s)) if s == "OK" => Ok(()),
+            r => Err(format!("DEBUG CLOCK-OFFSET {ms} on node {node}: {r:?}")),
+        }
+    }
+    fn transfer(&mut self, node: usize) -> Result<(), String> {
+        let l = self.leader().ok_or("no leader to transfer from")?;
+        let id = (node + 1).to_string();
+        match Self::ask(l, &[b"RAFT", b"TRANSFER", id.as_bytes()]) {
+            Some(Reply::Simple(s)) if s == "OK" => Ok(()),
+            r => Err(format!("RAFT TRANSFER {id} on node {l}: {r:?}")),
+        }
     }
 }
 

@@ -28,6 +28,12 @@ pub struct WorkCfg {
     pub ttl_ms: u64,
     pub hold_ms: (u64, u64),
     pub backoff_ms: (u64, u64),
+    /// Every Nth time a client gets key 0's lock it holds it for `long_hold_ms` (0: never).
+    /// Short holds end long before any lease could expire, so only long ones can catch a lease
+    /// that ends early (a new leader whose clock runs ahead). Only key 0: the others stay
+    /// free-flowing, so that a stretch without any successful acquire measures the faults.
+    pub long_hold_every: u64,
+    pub long_hold_ms: u64,
     pub until: Instant,
 }
 
@@ -35,6 +41,7 @@ pub fn client_loop(id: usize, mut s: Box<dyn Session>, cfg: &WorkCfg, seed: u64)
     let mut rng = Rng::new(seed);
     let mut ops = Vec::new();
     let mut seq = 0u64;
+    let mut got_key0 = 0u64;
     let sleep_in = |rng: &mut Rng, (lo, hi): (u64, u64)| {
         std::thread::sleep(Duration::from_millis(lo + rng.below(hi - lo + 1)))
     };
@@ -68,7 +75,14 @@ pub fn client_loop(id: usize, mut s: Box<dyn Session>, cfg: &WorkCfg, seed: u64)
             let w = s.write(key, v + 1);
             ops.push(op(Kind::Write, t, w, v + 1));
         }
-        sleep_in(&mut rng, cfg.hold_ms);
+        if key == 0 {
+            got_key0 += 1;
+        }
+        if key == 0 && cfg.long_hold_every > 0 && got_key0.is_multiple_of(cfg.long_hold_every) {
+            std::thread::sleep(Duration::from_millis(cfg.long_hold_ms));
+        } else {
+            sleep_in(&mut rng, cfg.hold_ms);
+        }
         let t = now_us();
         let r = s.release(key, token);
         ops.push(op(Kind::Release, t, r, 0));
