@@ -476,7 +476,7 @@ pub static DIRECTIVES: &[Directive] = &[
             c.cluster_snapshot_every = int_in(v, 16, i64::MAX)? as u64;
             Ok(())
         },
-        doc: "Ours. The replicated log is compacted into a snapshot (the AOF base format) after this many entries.",
+        doc: "Ours. The replicated log is compacted into a snapshot (the AOF base format) after this many entries (and at least one per key). Compaction writes and fsyncs on the loop thread: every 10 000 entries it put a few-ms stall into the p99 of replicated locks (bench/run --sections cluster), every 100 000 the log keeps about 20 MB in memory.",
     },
     Directive {
         name: "masterauth",

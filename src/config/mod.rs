@@ -266,7 +266,7 @@ impl Default for Config {
             cluster_peers: Vec::new(),
             cluster_join: false,
             cluster_clock_drift: 500,
-            cluster_snapshot_every: 10_000,
+            cluster_snapshot_every: 100_000,
             masterauth: None,
             client_output_buffer_limit: [
                 ObufLimit::default(),

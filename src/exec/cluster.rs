@@ -317,6 +317,29 @@ impl ClusterIo {
 }
 
 impl ClusterIo {
+    /// Replies the log now covers leave (any order across clients: each client has one batch
+    /// in flight).
+    fn release_covered(&mut self) {
+        let commit = self.core.commit();
+        let core = &self.core;
+        self.held.retain_mut(|h| {
+            if h.index <= commit && core.read_done(h.read) {
+                let msg = std::mem::replace(
+                    &mut h.msg,
+                    Out {
+                        data: Bytes::new(),
+                        batch_done: false,
+                        close: false,
+                    },
+                );
+                let _ = h.out.send(msg);
+                false
+            } else {
+                true
+            }
+        });
+    }
+
     fn refresh_view(&mut self, now: Instant) {
         self.view = self.core.view();
         let me = self.core.id();
@@ -393,6 +416,11 @@ impl Server {
         let Some(mut c) = self.io.cluster.take() else {
             return;
         };
+        // Replies whose entries the followers' acks (stepped since the last round) committed
+        // leave now, not after this round's fsync of newer entries: committed is on a
+        // majority's disk already, and the fsync would only add its own latency (and its
+        // tail, on a busy disk) to theirs.
+        c.release_covered();
         let mut extend_applied = 0u64;
         let commit_before = c.view.commit;
         let mut conf_changed = false;
@@ -466,26 +494,7 @@ impl Server {
         if c.view.leader != 0 && c.view.leader != c.announced_leader {
             self.announce_leader(&mut c);
         }
-        // Replies the log now covers leave (any order across clients: each client has one
-        // batch in flight).
-        let commit = c.core.commit();
-        let core = &c.core;
-        c.held.retain_mut(|h| {
-            if h.index <= commit && core.read_done(h.read) {
-                let msg = std::mem::replace(
-                    &mut h.msg,
-                    Out {
-                        data: Bytes::new(),
-                        batch_done: false,
-                        close: false,
-                    },
-                );
-                let _ = h.out.send(msg);
-                false
-            } else {
-                true
-            }
-        });
+        c.release_covered();
         self.maybe_compact(&mut c);
         let mut reads_ready = Vec::new();
         let mut reads_given_up = Vec::new();
