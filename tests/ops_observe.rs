@@ -72,6 +72,45 @@ fn monitor_shows_what_redis_shows() {
     assert!(ours.contains(&"[0] \"AUTH\" \"(redacted)\" \"(redacted)\"".to_string()));
 }
 
+/// Scripts: MONITOR shows the EVAL / EVALSHA / EVAL_RO line first, then the commands the script
+/// ran tagged `lua`, as Redis does; a script that never ran (NOSCRIPT, a compile error, a bad
+/// numkeys) still has its line.
+#[test]
+fn monitor_shows_scripts_as_redis_does() {
+    fn session(s: &Server) -> Vec<String> {
+        let mut m = s.conn();
+        assert_eq!(m.cmd(&["MONITOR"]), b"+OK\r\n");
+        let mut c = s.conn();
+        let body = "redis.call('set', KEYS[1], ARGV[1]); return redis.call('get', KEYS[1])";
+        c.cmd(&["EVAL", body, "1", "k", "v"]);
+        let sha =
+            String::from_utf8(c.cmd(&["SCRIPT", "LOAD", "return redis.call('get', KEYS[1])"]))
+                .unwrap();
+        let sha = sha.lines().nth(1).unwrap().to_string();
+        c.cmd(&["EVALSHA", &sha, "1", "k"]);
+        c.cmd(&["EVAL_RO", "return redis.call('get', KEYS[1])", "1", "k"]);
+        c.cmd(&["EVALSHA", "ffffffffffffffffffffffffffffffffffffffff", "0"]);
+        c.cmd(&["EVAL", "return (", "0"]);
+        c.cmd(&["EVAL", "return 1", "5"]);
+        c.cmd(&["PING"]);
+        let mut seen = Vec::new();
+        loop {
+            let line = String::from_utf8(m.read_reply()).unwrap();
+            let (_, db, addr, args) = split_monitor_line(&line);
+            let who = if addr == "lua" { "lua" } else { "client" };
+            seen.push(format!("[{db} {who}] {args}"));
+            if args == "\"PING\"" {
+                return seen;
+            }
+        }
+    }
+    let ours = session(&common::deadbolt(&[]));
+    let redis = session(&common::redis_server(&[]));
+    assert_eq!(ours, redis);
+    assert!(ours[0].starts_with("[0 client] \"EVAL\""), "{ours:?}");
+    assert_eq!(ours[1], "[0 lua] \"set\" \"k\" \"v\"", "{ours:?}");
+}
+
 #[test]
 fn a_monitor_sees_its_own_commands_after_their_replies() {
     for s in [common::deadbolt(&[]), common::redis_server(&[])] {

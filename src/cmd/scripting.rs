@@ -83,7 +83,18 @@ fn numkeys(argv: &[Bytes]) -> Result<usize, CmdError> {
     Ok(n as usize)
 }
 
+/// MONITOR shows the script's own line before anything else, so the commands it runs (tagged
+/// `lua`) come after it: Redis's evalCommand feeds it first thing, whatever follows (NOSCRIPT,
+/// a compile error, a bad numkeys). EVAL and EVALSHA carry SKIP_MONITOR so that dispatch does
+/// not show them again after they ran.
+fn feed_monitors(ctx: &mut Ctx, argv: &[Bytes]) {
+    if !ctx.srv.ops.monitors.is_empty() {
+        super::observe::feed_monitors(ctx.srv, ctx.client, false, argv);
+    }
+}
+
 fn eval_generic(ctx: &mut Ctx, argv: &[Bytes], ro: bool) -> CmdResult {
+    feed_monitors(ctx, argv);
     let n = numkeys(argv)?;
     let (keys, args) = argv[3..].split_at(n);
     script::with_engine(ctx, |engine, ctx| {
@@ -97,6 +108,7 @@ fn eval_generic(ctx: &mut Ctx, argv: &[Bytes], ro: bool) -> CmdResult {
 }
 
 fn evalsha_generic(ctx: &mut Ctx, argv: &[Bytes], ro: bool) -> CmdResult {
+    feed_monitors(ctx, argv);
     // A SHA of the wrong length is NOSCRIPT before numkeys is even looked at.
     let Some(sha) = script::sha_key(&argv[1]) else {
         return Err(CmdError::err(NOSCRIPT_ERR));
