@@ -34,10 +34,26 @@ pub trait Target {
     fn nodes(&self) -> usize;
     fn start(&mut self) -> Result<(), String>;
     fn leader(&self) -> Option<usize>;
-    fn kill(&mut self, node: usize);
-    fn restart(&mut self, node: usize) -> Result<(), String>;
-    fn pause(&mut self, node: usize);
-    fn resume(&mut self, node: usize);
+    /// The process of node `node` (None: there is none to act on).
+    fn proc(&mut self, node: usize) -> Option<&mut Proc>;
+    fn kill(&mut self, node: usize) {
+        if let Some(p) = self.proc(node) {
+            p.kill();
+        }
+    }
+    fn restart(&mut self, node: usize) -> Result<(), String> {
+        self.proc(node).map_or(Ok(()), |p| p.start())
+    }
+    fn pause(&mut self, node: usize) {
+        if let Some(p) = self.proc(node) {
+            p.pause();
+        }
+    }
+    fn resume(&mut self, node: usize) {
+        if let Some(p) = self.proc(node) {
+            p.resume();
+        }
+    }
     fn session(&self, src: Ipv4Addr) -> Box<dyn Session>;
     /// Does `clock_offset` work here (and so the clock fault apply)?
     fn moves_clocks(&self) -> bool {
@@ -503,20 +519,8 @@ impl Target for RedisSentinel {
         leader_by_sentinels(&self.sentinel_addrs(), 3)
     }
 
-    fn kill(&mut self, node: usize) {
-        self.servers[node].kill();
-    }
-
-    fn restart(&mut self, node: usize) -> Result<(), String> {
-        self.servers[node].start()
-    }
-
-    fn pause(&mut self, node: usize) {
-        self.servers[node].pause();
-    }
-
-    fn resume(&mut self, node: usize) {
-        self.servers[node].resume();
+    fn proc(&mut self, node: usize) -> Option<&mut Proc> {
+        self.servers.get_mut(node)
     }
 
     fn session(&self, src: Ipv4Addr) -> Box<dyn Session> {
@@ -604,23 +608,8 @@ impl Target for DeadboltSingle {
     fn leader(&self) -> Option<usize> {
         Some(0)
     }
-    fn kill(&mut self, _: usize) {
-        if let Some(p) = self.server.as_mut() {
-            p.kill();
-        }
-    }
-    fn restart(&mut self, _: usize) -> Result<(), String> {
-        self.server.as_mut().map_or(Ok(()), |p| p.start())
-    }
-    fn pause(&mut self, _: usize) {
-        if let Some(p) = self.server.as_mut() {
-            p.pause();
-        }
-    }
-    fn resume(&mut self, _: usize) {
-        if let Some(p) = self.server.as_mut() {
-            p.resume();
-        }
+    fn proc(&mut self, _: usize) -> Option<&mut Proc> {
+        self.server.as_mut()
     }
     fn session(&self, src: Ipv4Addr) -> Box<dyn Session> {
         Box::new(SentinelSession::direct(src, Self::addr(), self.flavor))
@@ -790,17 +779,8 @@ impl Target for DeadboltCluster {
             .max_by_key(|(_, v)| v.term)
             .map(|(i, _)| *i)
     }
-    fn kill(&mut self, node: usize) {
-        self.servers[node].kill();
-    }
-    fn restart(&mut self, node: usize) -> Result<(), String> {
-        self.servers[node].start()
-    }
-    fn pause(&mut self, node: usize) {
-        self.servers[node].pause();
-    }
-    fn resume(&mut self, node: usize) {
-        self.servers[node].resume();
+    fn proc(&mut self, node: usize) -> Option<&mut Proc> {
+        self.servers.get_mut(node)
     }
     fn session(&self, src: Ipv4Addr) -> Box<dyn Session> {
         Box::new(SentinelSession::new(
@@ -935,17 +915,8 @@ impl Target for Etcd {
         }
         best.map(|(n, _)| n)
     }
-    fn kill(&mut self, node: usize) {
-        self.servers[node].kill();
-    }
-    fn restart(&mut self, node: usize) -> Result<(), String> {
-        self.servers[node].start()
-    }
-    fn pause(&mut self, node: usize) {
-        self.servers[node].pause();
-    }
-    fn resume(&mut self, node: usize) {
-        self.servers[node].resume();
+    fn proc(&mut self, node: usize) -> Option<&mut Proc> {
+        self.servers.get_mut(node)
     }
     fn session(&self, src: Ipv4Addr) -> Box<dyn Session> {
         Box::new(EtcdSession {
