@@ -499,12 +499,14 @@ impl Insight {
         }
     }
 
-    pub fn prefixes(&self) -> &[PrefixStats] {
+    #[cfg(test)]
+    fn prefixes(&self) -> &[PrefixStats] {
         &self.prefixes
     }
 
     /// Lock keys whose acquire is remembered and not released yet (within the horizon).
-    pub fn held(&self, now: u64) -> usize {
+    #[cfg(test)]
+    fn held(&self, now: u64) -> usize {
         self.holds
             .iter()
             .filter(|(h, v)| *h != 0 && now.saturating_sub(v >> 16) < HOLD_HORIZON_MS)

@@ -124,7 +124,16 @@ fn compatibility_directives_read_and_set_as_on_redis() {
         Duration::from_secs(5),
     );
     // Values are checked as Redis checks them.
-    for (name, value) in [("activerehashing", "maybe"), ("repl-timeout", "soon")] {
+    for (name, value) in [
+        ("activerehashing", "maybe"),
+        ("repl-timeout", "soon"),
+        ("latency-tracking-info-percentiles", "abc"),
+        ("latency-tracking-info-percentiles", "101"),
+        ("oom-score-adj-values", "1 2"),
+        ("oom-score-adj-values", "1 2 x"),
+        ("oom-score-adj-values", "1 2 9999"),
+        ("repl-diskless-load", "bad"),
+    ] {
         let set = ["CONFIG", "SET", name, value];
         assert_eq!(a.cmd_str(&set), b.cmd_str(&set), "{name} {value}");
     }

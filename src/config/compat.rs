@@ -139,11 +139,11 @@ fn canonical(kind: &Kind, v: &str) -> Result<String, String> {
         Kind::Percentiles => {
             let mut out = Vec::new();
             for w in v.split_whitespace() {
-                let p: f64 = w
-                    .parse()
-                    .map_err(|_| "latency-tracking-info-percentiles parameter should be between 0.0 and 100.0".to_string())?;
+                let p: f64 = w.parse().map_err(|_| {
+                    "Invalid latency-tracking-info-percentiles parameters".to_string()
+                })?;
                 if !(0.0..=100.0).contains(&p) {
-                    return Err("latency-tracking-info-percentiles parameter should be between 0.0 and 100.0".into());
+                    return Err("latency-tracking-info-percentiles parameters should sit between [0.0,100.0]".into());
                 }
                 out.push(w.to_string());
             }
@@ -152,27 +152,22 @@ fn canonical(kind: &Kind, v: &str) -> Result<String, String> {
         Kind::OomValues => {
             let values: Vec<&str> = v.split_whitespace().collect();
             if values.len() != 3 {
-                return Err(
-                    "Invalid oom-score-adj-values, the number of arguments must be 3".into(),
-                );
+                return Err("wrong number of arguments".into());
             }
             let mut out = Vec::new();
             for w in values {
-                let n = int(w)?;
-                if !(-2000..=2000).contains(&n) {
-                    return Err(
+                match w.parse::<i64>() {
+                    Ok(n) if (-2000..=2000).contains(&n) => out.push(n.to_string()),
+                    _ => return Err(
                         "Invalid oom-score-adj-values, elements must be between -2000 and 2000."
                             .into(),
-                    );
+                    ),
                 }
-                out.push(n.to_string());
             }
             Ok(out.join(" "))
         }
     }
 }
-
-const YES_NO: Kind = Kind::Bool;
 
 compat_table! {
     "acl-pubsub-default" [] Live "resetchannels" Kind::Enum(&["allchannels", "resetchannels"]), BEHAVIOUR;
@@ -185,41 +180,41 @@ compat_table! {
     "active-defrag-threshold-lower" [] Live "10" Kind::Int, INTERNALS;
     "active-defrag-threshold-upper" [] Live "100" Kind::Int, INTERNALS;
     "active-expire-effort" [] Live "1" Kind::Int, INTERNALS;
-    "activedefrag" [] Live "no" YES_NO, INTERNALS;
-    "activerehashing" [] Live "yes" YES_NO, INTERNALS;
-    "always-show-logo" [] Immutable "no" YES_NO, OBSERVE;
-    "aof-disable-auto-gc" [] Live "no" YES_NO, INTERNALS;
-    "aof-rewrite-incremental-fsync" [] Live "yes" YES_NO, INTERNALS;
-    "aof-timestamp-enabled" [] Live "no" YES_NO, BEHAVIOUR;
-    "aof-use-rdb-preamble" [] Live "yes" YES_NO, RDB;
+    "activedefrag" [] Live "no" Kind::Bool, INTERNALS;
+    "activerehashing" [] Live "yes" Kind::Bool, INTERNALS;
+    "always-show-logo" [] Immutable "no" Kind::Bool, OBSERVE;
+    "aof-disable-auto-gc" [] Live "no" Kind::Bool, INTERNALS;
+    "aof-rewrite-incremental-fsync" [] Live "yes" Kind::Bool, INTERNALS;
+    "aof-timestamp-enabled" [] Live "no" Kind::Bool, BEHAVIOUR;
+    "aof-use-rdb-preamble" [] Live "yes" Kind::Bool, RDB;
     "aof_rewrite_cpulist" [] Immutable "" Kind::Str, INTERNALS;
     "bgsave_cpulist" [] Immutable "" Kind::Str, INTERNALS;
     "bind-source-addr" [] Live "" Kind::Str, REPL;
     "bio_cpulist" [] Immutable "" Kind::Str, INTERNALS;
-    "cluster-allow-pubsubshard-when-down" [] Live "yes" YES_NO, RCLUSTER;
-    "cluster-allow-reads-when-down" [] Live "no" YES_NO, RCLUSTER;
-    "cluster-allow-replica-migration" [] Live "yes" YES_NO, RCLUSTER;
+    "cluster-allow-pubsubshard-when-down" [] Live "yes" Kind::Bool, RCLUSTER;
+    "cluster-allow-reads-when-down" [] Live "no" Kind::Bool, RCLUSTER;
+    "cluster-allow-replica-migration" [] Live "yes" Kind::Bool, RCLUSTER;
     "cluster-announce-bus-port" [] Live "0" Kind::Int, RCLUSTER;
     "cluster-announce-hostname" [] Live "" Kind::Str, RCLUSTER;
     "cluster-announce-ip" [] Live "" Kind::Str, RCLUSTER;
     "cluster-announce-port" [] Live "0" Kind::Int, RCLUSTER;
     "cluster-announce-tls-port" [] Live "0" Kind::Int, RCLUSTER;
     "cluster-config-file" [] Immutable "nodes.conf" Kind::Str, RCLUSTER;
-    "cluster-enabled" [] Immutable "no" YES_NO, Why::Refuse("Redis Cluster (hash slots, MOVED redirections) is not implemented; deadbolt's replicated mode is its Raft cluster, found through the Sentinel protocol (README \"Cluster\")");
+    "cluster-enabled" [] Immutable "no" Kind::Bool, Why::Refuse("Redis Cluster (hash slots, MOVED redirections) is not implemented; deadbolt's replicated mode is its Raft cluster, found through the Sentinel protocol (README \"Cluster\")");
     "cluster-link-sendbuf-limit" [] Live "0" Kind::Mem, RCLUSTER;
     "cluster-migration-barrier" [] Live "1" Kind::Int, RCLUSTER;
     "cluster-node-timeout" [] Live "15000" Kind::Int, RCLUSTER;
     "cluster-port" [] Immutable "0" Kind::Int, RCLUSTER;
     "cluster-preferred-endpoint-type" [] Live "ip" Kind::Enum(&["ip", "hostname", "unknown-endpoint"]), RCLUSTER;
-    "cluster-replica-no-failover" ["cluster-slave-no-failover"] Live "no" YES_NO, RCLUSTER;
+    "cluster-replica-no-failover" ["cluster-slave-no-failover"] Live "no" Kind::Bool, RCLUSTER;
     "cluster-replica-validity-factor" ["cluster-slave-validity-factor"] Live "10" Kind::Int, RCLUSTER;
-    "cluster-require-full-coverage" [] Live "yes" YES_NO, RCLUSTER;
-    "crash-log-enabled" [] Live "yes" YES_NO, INTERNALS;
-    "crash-memcheck-enabled" [] Live "yes" YES_NO, INTERNALS;
-    "daemonize" [] Immutable "no" YES_NO, Why::Works;
+    "cluster-require-full-coverage" [] Live "yes" Kind::Bool, RCLUSTER;
+    "crash-log-enabled" [] Live "yes" Kind::Bool, INTERNALS;
+    "crash-memcheck-enabled" [] Live "yes" Kind::Bool, INTERNALS;
+    "daemonize" [] Immutable "no" Kind::Bool, Why::Works;
     "dbfilename" [] Protected "dump.rdb" Kind::Str, RDB;
-    "disable-thp" [] Immutable "yes" YES_NO, INTERNALS;
-    "dynamic-hz" [] Live "yes" YES_NO, INTERNALS;
+    "disable-thp" [] Immutable "yes" Kind::Bool, INTERNALS;
+    "dynamic-hz" [] Live "yes" Kind::Bool, INTERNALS;
     "enable-module-command" [] Immutable "no" Kind::Enum(&["no", "yes", "local"]), BEHAVIOUR;
     "enable-protected-configs" [] Immutable "no" Kind::Enum(&["no", "yes", "local"]), BEHAVIOUR;
     "hash-max-listpack-entries" ["hash-max-ziplist-entries"] Live "512" Kind::Int, INTERNALS;
@@ -227,16 +222,16 @@ compat_table! {
     "hll-sparse-max-bytes" [] Live "3000" Kind::Mem, INTERNALS;
     "ignore-warnings" [] Live "" Kind::Str, INTERNALS;
     "io-threads" [] Immutable "1" Kind::Int, INTERNALS;
-    "io-threads-do-reads" [] Immutable "no" YES_NO, INTERNALS;
-    "jemalloc-bg-thread" [] Live "yes" YES_NO, INTERNALS;
+    "io-threads-do-reads" [] Immutable "no" Kind::Bool, INTERNALS;
+    "jemalloc-bg-thread" [] Live "yes" Kind::Bool, INTERNALS;
     "latency-monitor-threshold" [] Live "0" Kind::Int, OBSERVE;
-    "latency-tracking" [] Live "yes" YES_NO, Why::Works;
+    "latency-tracking" [] Live "yes" Kind::Bool, Why::Works;
     "latency-tracking-info-percentiles" [] Live "50 99 99.9" Kind::Percentiles, Why::Works;
-    "lazyfree-lazy-eviction" [] Live "no" YES_NO, INTERNALS;
-    "lazyfree-lazy-expire" [] Live "no" YES_NO, INTERNALS;
-    "lazyfree-lazy-server-del" [] Live "no" YES_NO, INTERNALS;
-    "lazyfree-lazy-user-del" [] Live "no" YES_NO, INTERNALS;
-    "lazyfree-lazy-user-flush" [] Live "no" YES_NO, INTERNALS;
+    "lazyfree-lazy-eviction" [] Live "no" Kind::Bool, INTERNALS;
+    "lazyfree-lazy-expire" [] Live "no" Kind::Bool, INTERNALS;
+    "lazyfree-lazy-server-del" [] Live "no" Kind::Bool, INTERNALS;
+    "lazyfree-lazy-user-del" [] Live "no" Kind::Bool, INTERNALS;
+    "lazyfree-lazy-user-flush" [] Live "no" Kind::Bool, INTERNALS;
     "lfu-decay-time" [] Live "1" Kind::Int, EVICT;
     "lfu-log-factor" [] Live "10" Kind::Int, EVICT;
     "list-compress-depth" [] Live "0" Kind::Int, INTERNALS;
@@ -247,47 +242,47 @@ compat_table! {
     "maxmemory-samples" [] Live "5" Kind::Int, EVICT;
     "min-replicas-max-lag" ["min-slaves-max-lag"] Live "10" Kind::Int, REPL;
     "min-replicas-to-write" ["min-slaves-to-write"] Live "0" Kind::Int, Why::Refuse("a lone deadbolt has no replicas, so every write would have to be refused; a write in cluster mode is on a majority before it is acknowledged");
-    "no-appendfsync-on-rewrite" [] Live "no" YES_NO, BEHAVIOUR;
+    "no-appendfsync-on-rewrite" [] Live "no" Kind::Bool, BEHAVIOUR;
     "oom-score-adj" [] Live "no" Kind::Enum(&["no", "yes", "relative", "absolute"]), INTERNALS;
     "oom-score-adj-values" [] Live "0 200 800" Kind::OomValues, INTERNALS;
     "proc-title-template" [] Live "{title} {listen-addr} {server-mode}" Kind::Str, OBSERVE;
     "propagation-error-behavior" [] Live "ignore" Kind::Enum(&["ignore", "panic", "panic-on-replicas"]), REPL;
-    "rdb-del-sync-files" [] Live "no" YES_NO, RDB;
-    "rdb-save-incremental-fsync" [] Live "yes" YES_NO, RDB;
-    "rdbchecksum" [] Immutable "yes" YES_NO, RDB;
-    "rdbcompression" [] Live "yes" YES_NO, RDB;
+    "rdb-del-sync-files" [] Live "no" Kind::Bool, RDB;
+    "rdb-save-incremental-fsync" [] Live "yes" Kind::Bool, RDB;
+    "rdbchecksum" [] Immutable "yes" Kind::Bool, RDB;
+    "rdbcompression" [] Live "yes" Kind::Bool, RDB;
     "repl-backlog-size" [] Live "1048576" Kind::Mem, REPL;
     "repl-backlog-ttl" [] Live "3600" Kind::Int, REPL;
-    "repl-disable-tcp-nodelay" [] Live "no" YES_NO, REPL;
+    "repl-disable-tcp-nodelay" [] Live "no" Kind::Bool, REPL;
     "repl-diskless-load" [] Live "disabled" Kind::Enum(&["disabled", "on-empty-db", "swapdb"]), REPL;
-    "repl-diskless-sync" [] Live "yes" YES_NO, REPL;
+    "repl-diskless-sync" [] Live "yes" Kind::Bool, REPL;
     "repl-diskless-sync-delay" [] Live "5" Kind::Int, REPL;
     "repl-diskless-sync-max-replicas" [] Live "0" Kind::Int, REPL;
     "repl-ping-replica-period" ["repl-ping-slave-period"] Live "10" Kind::Int, REPL;
     "repl-timeout" [] Live "60" Kind::Int, REPL;
     "replica-announce-ip" ["slave-announce-ip"] Live "" Kind::Str, REPL;
     "replica-announce-port" ["slave-announce-port"] Live "0" Kind::Int, REPL;
-    "replica-announced" [] Live "yes" YES_NO, REPL;
-    "replica-ignore-disk-write-errors" [] Live "no" YES_NO, REPL;
-    "replica-ignore-maxmemory" ["slave-ignore-maxmemory"] Live "yes" YES_NO, REPL;
-    "replica-lazy-flush" ["slave-lazy-flush"] Live "no" YES_NO, REPL;
+    "replica-announced" [] Live "yes" Kind::Bool, REPL;
+    "replica-ignore-disk-write-errors" [] Live "no" Kind::Bool, REPL;
+    "replica-ignore-maxmemory" ["slave-ignore-maxmemory"] Live "yes" Kind::Bool, REPL;
+    "replica-lazy-flush" ["slave-lazy-flush"] Live "no" Kind::Bool, REPL;
     "replica-priority" ["slave-priority"] Live "100" Kind::Int, REPL;
-    "replica-read-only" ["slave-read-only"] Live "yes" YES_NO, REPL;
-    "replica-serve-stale-data" ["slave-serve-stale-data"] Live "yes" YES_NO, REPL;
+    "replica-read-only" ["slave-read-only"] Live "yes" Kind::Bool, REPL;
+    "replica-serve-stale-data" ["slave-serve-stale-data"] Live "yes" Kind::Bool, REPL;
     "replicaof" ["slaveof"] Immutable "" Kind::Str, Why::Refuse("deadbolt does not replicate from a Redis master (it would serve an empty keyspace as a master instead); use its Raft cluster mode (README \"Cluster\")");
     "sanitize-dump-payload" [] Live "no" Kind::Enum(&["no", "yes", "clients"]), BEHAVIOUR;
     "server_cpulist" [] Immutable "" Kind::Str, INTERNALS;
     "set-max-intset-entries" [] Live "512" Kind::Int, INTERNALS;
-    "set-proc-title" [] Immutable "yes" YES_NO, OBSERVE;
+    "set-proc-title" [] Immutable "yes" Kind::Bool, OBSERVE;
     "shutdown-on-sigint" [] Live "default" Kind::Str, BEHAVIOUR;
     "shutdown-on-sigterm" [] Live "default" Kind::Str, BEHAVIOUR;
     "shutdown-timeout" [] Live "10" Kind::Int, BEHAVIOUR;
     "socket-mark-id" [] Immutable "0" Kind::Int, INTERNALS;
-    "stop-writes-on-bgsave-error" [] Live "yes" YES_NO, RDB;
+    "stop-writes-on-bgsave-error" [] Live "yes" Kind::Bool, RDB;
     "stream-node-max-bytes" [] Live "4096" Kind::Mem, INTERNALS;
     "stream-node-max-entries" [] Live "100" Kind::Int, INTERNALS;
     "supervised" [] Immutable "no" Kind::Enum(&["upstart", "systemd", "auto", "no"]), Why::Works;
-    "syslog-enabled" [] Immutable "no" YES_NO, OBSERVE;
+    "syslog-enabled" [] Immutable "no" Kind::Bool, OBSERVE;
     "syslog-facility" [] Immutable "local0" Kind::Enum(&["user", "local0", "local1", "local2", "local3", "local4", "local5", "local6", "local7"]), OBSERVE;
     "syslog-ident" [] Immutable "redis" Kind::Str, OBSERVE;
     "tls-ca-cert-dir" [] Live "" Kind::Str, Why::Refuse("client certificates are verified against tls-ca-cert-file only; a CA directory would be ignored and clients it should admit or refuse would be judged differently");
@@ -296,15 +291,15 @@ compat_table! {
     "tls-client-cert-file" [] Live "" Kind::Str, TLS_TUNING;
     "tls-client-key-file" [] Live "" Kind::Str, TLS_TUNING;
     "tls-client-key-file-pass" [] Live "" Kind::Str, TLS_TUNING;
-    "tls-cluster" [] Live "no" YES_NO, Why::Refuse("deadbolt's cluster peers authenticate with masterauth but do not encrypt; bind the peer port to a private network");
+    "tls-cluster" [] Live "no" Kind::Bool, Why::Refuse("deadbolt's cluster peers authenticate with masterauth but do not encrypt; bind the peer port to a private network");
     "tls-dh-params-file" [] Live "" Kind::Str, TLS_TUNING;
     "tls-key-file-pass" [] Live "" Kind::Str, Why::Refuse("encrypted private keys are not supported: give tls-key-file unencrypted (readable only by deadbolt's user)");
-    "tls-prefer-server-ciphers" [] Live "no" YES_NO, TLS_TUNING;
+    "tls-prefer-server-ciphers" [] Live "no" Kind::Bool, TLS_TUNING;
     "tls-protocols" [] Live "" Kind::Str, Why::Refuse("deadbolt's TLS (rustls) always offers TLS 1.2 and 1.3; a narrower list would be silently ignored");
-    "tls-replication" [] Live "no" YES_NO, REPL;
+    "tls-replication" [] Live "no" Kind::Bool, REPL;
     "tls-session-cache-size" [] Live "20480" Kind::Int, TLS_TUNING;
     "tls-session-cache-timeout" [] Live "300" Kind::Int, TLS_TUNING;
-    "tls-session-caching" [] Live "yes" YES_NO, TLS_TUNING;
+    "tls-session-caching" [] Live "yes" Kind::Bool, TLS_TUNING;
     "tracking-table-max-keys" [] Live "1000000" Kind::Int, INTERNALS;
     "unixsocket" [] Immutable "" Kind::Str, Why::Refuse("unix sockets are not supported: clients configured for this socket could not connect; use a TCP port on 127.0.0.1");
     "unixsocketperm" [] Immutable "0" Kind::Str, INTERNALS;

@@ -81,6 +81,8 @@ pub struct Peers {
     stop: Arc<AtomicBool>,
     listener: Option<JoinHandle<()>>,
     conns: Arc<Mutex<Conns>>,
+    /// `flush`'s framing buffer, kept between rounds (the loop is its only user).
+    flush_buf: std::cell::RefCell<Vec<u8>>,
 }
 
 /// One peer's outgoing side, shared by `Peers::send` and that peer's sender thread.
@@ -166,6 +168,7 @@ impl Peers {
             stop,
             listener: Some(handle),
             conns,
+            flush_buf: Default::default(),
         };
         for (id, addr) in peers {
             if *id != me && !p.links.contains_key(id) {
@@ -243,7 +246,7 @@ impl Peers {
     /// third of a node's CPU under load), and wakes the sender only for what the socket did
     /// not take. Never blocks.
     pub fn flush(&self) {
-        let mut out = Vec::new();
+        let mut out = self.flush_buf.borrow_mut();
         for (link, _) in self.links.values() {
             let mut q = lock(&link.q);
             if q.frames.is_empty() {
@@ -290,6 +293,10 @@ impl Peers {
             q.partial = out[n..].to_vec();
             drop(q);
             link.cv.notify_one();
+        }
+        // A snapshot's frame can be megabytes: it need not stay allocated.
+        if out.capacity() > 4 * COALESCE {
+            *out = Vec::new();
         }
     }
 
