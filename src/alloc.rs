@@ -188,3 +188,36 @@ pub fn rss_bytes() -> usize {
         .map(|pages| pages * page)
         .unwrap_or(0)
 }
+
+/// `used_memory` when the server became ready (INFO's `used_memory_startup`): what the process
+/// needs with no data and no clients, which Redis counts as overhead, not dataset.
+static STARTUP: AtomicUsize = AtomicUsize::new(0);
+
+pub fn mark_startup() {
+    STARTUP.store(used_memory(), Ordering::Relaxed);
+}
+
+pub fn startup_memory() -> usize {
+    STARTUP.load(Ordering::Relaxed)
+}
+
+/// Memory mimalloc holds read/write for the process, free space in its pages included (an upper
+/// bound for INFO's `allocator_active`: on Linux it counts reserved arena memory not yet touched).
+pub fn allocator_committed() -> usize {
+    let mut commit = 0usize;
+    // SAFETY: every out-parameter but one is null, which mi_process_info allows; `commit` is a
+    // valid, writable usize for the duration of the call.
+    unsafe {
+        mi::mi_process_info(
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            &mut commit,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    };
+    commit
+}

@@ -769,11 +769,35 @@ fn info(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Frame::Verbatim(Bytes::from(out)))
 }
 
-fn cpu_times() -> (f64, f64) {
+/// `sysname release machine` from uname(2), as Redis's INFO `os` (dashboards group by kernel).
+fn os_name() -> String {
+    // SAFETY: utsname is plain C data; zeroed is a valid value for uname to fill.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a utsname.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return format!("{} {}", std::env::consts::OS, std::env::consts::ARCH);
+    }
+    let field = |f: &[libc::c_char]| {
+        let bytes: Vec<u8> = f
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    format!(
+        "{} {} {}",
+        field(&u.sysname),
+        field(&u.release),
+        field(&u.machine)
+    )
+}
+
+fn cpu_times(who: libc::c_int) -> (f64, f64) {
     // SAFETY: getrusage fills the struct we pass; zeroed is a valid initial value.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: RUSAGE_SELF with a valid pointer.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+    // SAFETY: RUSAGE_SELF or RUSAGE_THREAD with a valid pointer.
+    if unsafe { libc::getrusage(who, &mut ru) } != 0 {
         return (0.0, 0.0);
     }
     let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
@@ -815,9 +839,8 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
             let port = srv.config.port;
             let _ = write!(
                 out,
-                "# Server\r\nredis_version:{REDIS_VERSION}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_build_id:0\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:64\r\nmonotonic_clock:POSIX clock_gettime\r\nmultiplexing_api:epoll\r\natomicvar_api:c11-builtin\r\ngcc_version:0.0.0\r\nprocess_id:{}\r\nprocess_supervised:{}\r\nrun_id:{}\r\ntcp_port:{port}\r\nserver_time_usec:{}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nhz:{}\r\nconfigured_hz:{}\r\nlru_clock:{}\r\nexecutable:{}\r\nconfig_file:{}\r\nio_threads_active:0\r\ndeadbolt_version:{}\r\n",
-                std::env::consts::OS,
-                std::env::consts::ARCH,
+                "# Server\r\nredis_version:{REDIS_VERSION}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_build_id:0\r\nredis_mode:standalone\r\nos:{}\r\narch_bits:64\r\nmonotonic_clock:POSIX clock_gettime\r\nmultiplexing_api:epoll\r\natomicvar_api:c11-builtin\r\ngcc_version:0.0.0\r\nprocess_id:{}\r\nprocess_supervised:{}\r\nrun_id:{}\r\ntcp_port:{port}\r\nserver_time_usec:{}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nhz:{}\r\nconfigured_hz:{}\r\nlru_clock:{}\r\nexecutable:{}\r\nconfig_file:{}\r\nio_threads_active:0\r\ndeadbolt_version:{}\r\n",
+                os_name(),
                 std::process::id(),
                 crate::supervise::info_name(&srv.config),
                 srv.run_id,
@@ -848,18 +871,41 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
             let total = total_system_memory();
             let max = srv.config.maxmemory;
             let (lua, scripts) = crate::script::memory_and_scripts(srv);
+            // Redis's split (object.c getMemoryOverheadData): start-up memory, client buffers,
+            // the AOF buffer and the keyspace's own structures are overhead; the rest is data.
+            let startup = crate::alloc::startup_memory();
+            let clients: usize = srv
+                .clients
+                .values()
+                .map(|c| c.shared.pending_out.load(Ordering::Relaxed))
+                .sum();
+            let aof_buffer = host.aof().map_or(0, |a| a.pending.len());
+            let index: usize = srv.dbs.iter().map(|d| d.overhead_bytes()).sum();
+            let overhead = startup + clients + aof_buffer + index;
+            let dataset = used.saturating_sub(overhead);
+            let net_used = used.saturating_sub(startup);
+            // mimalloc reports what it reserved read/write (its arena, committed lazily), which
+            // can exceed what is touched; the resident set bounds it.
+            let active = crate::alloc::allocator_committed().min(rss).max(used);
+            let ratio = |a: usize, b: usize| if b > 0 { a as f64 / b as f64 } else { 0.0 };
             let _ = write!(
                 out,
-                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_peak_perc:{:.2}%\r\ntotal_system_memory:{total}\r\ntotal_system_memory_human:{}\r\nused_memory_lua:{lua}\r\nused_memory_lua_human:{}\r\nused_memory_scripts:0\r\nnumber_of_cached_scripts:{scripts}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_fragmentation_ratio:{:.2}\r\nmem_not_counted_for_evict:0\r\nmem_allocator:{}\r\n",
+                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_peak_perc:{:.2}%\r\nused_memory_overhead:{overhead}\r\nused_memory_startup:{startup}\r\nused_memory_dataset:{dataset}\r\nused_memory_dataset_perc:{:.2}%\r\nallocator_allocated:{used}\r\nallocator_active:{active}\r\nallocator_resident:{active}\r\ntotal_system_memory:{total}\r\ntotal_system_memory_human:{}\r\nused_memory_lua:{lua}\r\nused_memory_lua_human:{}\r\nused_memory_scripts:0\r\nnumber_of_cached_scripts:{scripts}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nallocator_frag_ratio:{:.2}\r\nallocator_frag_bytes:{}\r\nallocator_rss_ratio:1.00\r\nallocator_rss_bytes:0\r\nrss_overhead_ratio:{:.2}\r\nrss_overhead_bytes:{}\r\nmem_fragmentation_ratio:{:.2}\r\nmem_fragmentation_bytes:{}\r\nmem_not_counted_for_evict:0\r\nmem_replication_backlog:0\r\nmem_total_replication_buffers:0\r\nmem_clients_slaves:0\r\nmem_clients_normal:{clients}\r\nmem_cluster_links:0\r\nmem_aof_buffer:{aof_buffer}\r\nmem_allocator:{}\r\nactive_defrag_running:0\r\nlazyfree_pending_objects:0\r\nlazyfreed_objects:0\r\n",
                 human(used),
                 human(rss),
                 human(peak),
                 if peak > 0 { used as f64 * 100.0 / peak as f64 } else { 0.0 },
+                if net_used > 0 { dataset as f64 * 100.0 / net_used as f64 } else { 0.0 },
                 human(total),
                 human(lua),
                 human(max as usize),
                 srv.config.maxmemory_policy,
-                if used > 0 { rss as f64 / used as f64 } else { 0.0 },
+                ratio(active, used),
+                active - used,
+                ratio(rss, active),
+                rss as i64 - active as i64,
+                ratio(rss, used),
+                rss as i64 - used as i64,
                 crate::alloc::allocator_name(),
             );
         }
@@ -868,7 +914,7 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
             let status = |ok: bool| if ok { "ok" } else { "err" };
             let _ = write!(
                 out,
-                "# Persistence\r\nloading:{}\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\ncurrent_cow_size:0\r\ncurrent_cow_size_age:0\r\ncurrent_fork_perc:0.00\r\ncurrent_save_keys_processed:0\r\ncurrent_save_keys_total:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:ok\r\nrdb_last_bgsave_time_sec:-1\r\nrdb_current_bgsave_time_sec:-1\r\nrdb_saves:0\r\naof_enabled:{}\r\naof_rewrite_in_progress:{}\r\naof_rewrite_scheduled:0\r\naof_last_rewrite_time_sec:{}\r\naof_current_rewrite_time_sec:{}\r\naof_last_bgrewrite_status:{}\r\naof_rewrites:{}\r\naof_last_write_status:{}\r\naof_last_cow_size:0\r\nmodule_fork_in_progress:0\r\nmodule_fork_last_cow_size:0\r\n",
+                "# Persistence\r\nloading:{}\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\ncurrent_cow_size:0\r\ncurrent_cow_size_age:0\r\ncurrent_fork_perc:0.00\r\ncurrent_save_keys_processed:0\r\ncurrent_save_keys_total:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:ok\r\nrdb_last_bgsave_time_sec:-1\r\nrdb_current_bgsave_time_sec:-1\r\nrdb_saves:0\r\nrdb_last_cow_size:0\r\nrdb_last_load_keys_expired:0\r\nrdb_last_load_keys_loaded:0\r\naof_enabled:{}\r\naof_rewrite_in_progress:{}\r\naof_rewrite_scheduled:0\r\naof_last_rewrite_time_sec:{}\r\naof_current_rewrite_time_sec:{}\r\naof_last_bgrewrite_status:{}\r\naof_rewrites:{}\r\naof_rewrites_consecutive_failures:{}\r\naof_last_write_status:{}\r\naof_last_cow_size:0\r\nmodule_fork_in_progress:0\r\nmodule_fork_last_cow_size:0\r\n",
                 host.loading() as u8,
                 srv.stats.start_unix,
                 aof.is_some() as u8,
@@ -877,6 +923,7 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
                 aof.and_then(|a| a.rewrite_started).map_or(-1, |t| t.elapsed().as_secs() as i64),
                 status(aof.is_none_or(|a| a.last_rewrite_ok)),
                 aof.map_or(0, |a| a.rewrites),
+                aof.map_or(0, |a| a.rewrite_failures_in_a_row),
                 status(aof.is_none_or(|a| a.last_write_ok)),
             );
             if let Some(a) = aof {
@@ -933,8 +980,10 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
             super::replication::info_section(host.cluster(), &srv.run_id, out);
         }
         "cpu" => {
-            let (sys, user) = cpu_times();
-            let _ = write!(out, "# CPU\r\nused_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\nused_cpu_sys_children:0.000000\r\nused_cpu_user_children:0.000000\r\n");
+            let (sys, user) = cpu_times(libc::RUSAGE_SELF);
+            // INFO runs on the executor thread, which is Redis's main thread here.
+            let (main_sys, main_user) = cpu_times(libc::RUSAGE_THREAD);
+            let _ = write!(out, "# CPU\r\nused_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\nused_cpu_sys_children:0.000000\r\nused_cpu_user_children:0.000000\r\nused_cpu_sys_main_thread:{main_sys:.6}\r\nused_cpu_user_main_thread:{main_user:.6}\r\n");
         }
         "modules" => out.push_str("# Modules\r\n"),
         "commandstats" => {

@@ -128,6 +128,8 @@ pub struct Aof {
     pub rewrite_started: Option<Instant>,
     pub last_rewrite_secs: i64,
     pub last_rewrite_ok: bool,
+    /// Rewrites failed since the last one that worked (INFO `aof_rewrites_consecutive_failures`).
+    pub rewrite_failures_in_a_row: u64,
     pub rewrites: u64,
     /// The database SELECTed in the log so far.
     pub selected_db: Option<usize>,
@@ -209,6 +211,7 @@ impl Aof {
             rewrite_started: None,
             last_rewrite_secs: -1,
             last_rewrite_ok: true,
+            rewrite_failures_in_a_row: 0,
             rewrites: 0,
             selected_db: None,
         };
@@ -332,6 +335,11 @@ impl Aof {
     }
 
     /// Called from the executor's periodic work: installs a finished rewrite.
+    fn rewrite_failed(&mut self) {
+        self.last_rewrite_ok = false;
+        self.rewrite_failures_in_a_row += 1;
+    }
+
     pub fn poll_rewrite(&mut self) {
         let Some(rx) = &self.rewrite else { return };
         let done = match rx.try_recv() {
@@ -339,7 +347,7 @@ impl Aof {
             Err(mpsc::TryRecvError::Empty) => return,
             Err(mpsc::TryRecvError::Disconnected) => {
                 self.rewrite = None;
-                self.last_rewrite_ok = false;
+                self.rewrite_failed();
                 return;
             }
         };
@@ -351,7 +359,7 @@ impl Aof {
             .unwrap_or(-1);
         if let Err(e) = done.result {
             tracing::warn!("Background AOF rewrite failed: {e}");
-            self.last_rewrite_ok = false;
+            self.rewrite_failed();
             return;
         }
         // Everything older than the increment opened at the start of this rewrite is now in the base.
@@ -377,7 +385,7 @@ impl Aof {
             render_manifest(&manifest).as_bytes(),
         ) {
             tracing::warn!("Can't install the rewritten AOF manifest: {e}");
-            self.last_rewrite_ok = false;
+            self.rewrite_failed();
             return;
         }
         self.manifest = manifest;
@@ -397,6 +405,7 @@ impl Aof {
         self.base_size = done.base_size;
         self.current_size = done.base_size + incr_size;
         self.last_rewrite_ok = true;
+        self.rewrite_failures_in_a_row = 0;
         self.rewrites += 1;
         tracing::info!("Background AOF rewrite finished successfully");
     }

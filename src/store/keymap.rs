@@ -282,6 +282,16 @@ impl<K: AsRef<[u8]>, V> KeyMap<K, V> {
         self.len == 0
     }
 
+    /// Bytes the map spends beyond its entries' contents (Redis's dict overhead, which INFO
+    /// counts in `used_memory_overhead`): the index tables, and entry slots allocated but unused.
+    pub fn overhead_bytes(&self) -> usize {
+        let slots = self.index.slots.len() + self.growing.as_ref().map_or(0, |g| g.old.slots.len());
+        let capacity: usize = self.chunks.iter().map(Vec::capacity).sum::<usize>()
+            + self.spare.as_ref().map_or(0, Vec::capacity);
+        slots * std::mem::size_of::<u64>()
+            + (capacity - self.len.min(capacity)) * std::mem::size_of::<Pair<K, V>>()
+    }
+
     #[inline]
     pub fn hash(&self, key: &[u8]) -> Hashed {
         // The high half: ahash's fallback mixes its last multiply into the high bits best.

@@ -63,6 +63,11 @@ impl Db {
         self.map.is_empty()
     }
 
+    /// The database's share of INFO's `used_memory_overhead` (its index and unused slots).
+    pub fn overhead_bytes(&self) -> usize {
+        self.map.overhead_bytes()
+    }
+
     pub fn expires_count(&self) -> usize {
         self.volatile
     }
