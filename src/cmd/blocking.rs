@@ -56,6 +56,7 @@ pub fn block(
         deadline,
         kind,
         argv: argv.iter().map(own).collect(),
+        unblocked_with_error: false,
     };
     ctx.srv.waiters.block(ctx.client.id, b);
     ctx.client.blocked = true;

@@ -80,6 +80,37 @@ pub static COMMANDS: &[CommandSpec] = &[
                 ADMIN | NOSCRIPT | LOADING | STALE,
                 client_no_evict,
             ),
+            sub("reply", 3, NOSCRIPT | LOADING | STALE, client_reply),
+            sub(
+                "unblock",
+                -3,
+                ADMIN | NOSCRIPT | LOADING | STALE,
+                client_unblock,
+            ),
+            sub(
+                "tracking",
+                -3,
+                NOSCRIPT | LOADING | STALE,
+                super::tracking::client_tracking,
+            ),
+            sub(
+                "caching",
+                3,
+                NOSCRIPT | LOADING | STALE,
+                super::tracking::client_caching,
+            ),
+            sub(
+                "getredir",
+                2,
+                NOSCRIPT | LOADING | STALE,
+                super::tracking::client_getredir,
+            ),
+            sub(
+                "trackinginfo",
+                2,
+                NOSCRIPT | LOADING | STALE,
+                super::tracking::client_trackinginfo,
+            ),
         ],
     },
 ];
@@ -112,7 +143,11 @@ fn quit(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 fn reset(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     super::tx::discard_transaction(ctx);
     ctx.srv.unsubscribe_all_silently(ctx.client);
+    ctx.srv.disable_tracking(ctx.client);
     let c = &mut *ctx.client;
+    c.reply_off = false;
+    c.reply_skip = false;
+    c.reply_skip_next = false;
     c.db = 0;
     c.resp = 2;
     c.name = None;
@@ -245,8 +280,13 @@ fn select(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 fn client_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    // Redis 7.0.15's text, in its order.
     let lines = [
         "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "CACHING (YES|NO)",
+        "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+        "GETREDIR",
+        "    Return the client ID we are redirecting to when tracking is enabled.",
         "GETNAME",
         "    Return the name of the current connection.",
         "ID",
@@ -267,10 +307,6 @@ fn client_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         "      Kill connections authenticated by <username>.",
         "    * SKIPME (YES|NO)",
         "      Skip killing current connection (default: yes).",
-        "    * ID <client-id>",
-        "      Kill connections by client id.",
-        "    * MAXAGE <maxage>",
-        "      Kill connections older than the specified age.",
         "LIST [options ...]",
         "    Return information about client connections. Options:",
         "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
@@ -279,16 +315,68 @@ fn client_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         "    Stop the current client pause, resuming traffic.",
         "PAUSE <timeout> [WRITE|ALL]",
         "    Suspend all, or just write, clients for <timeout> milliseconds.",
-        "NO-EVICT (ON|OFF)",
-        "    Protect current client connection from eviction.",
+        "REPLY (ON|OFF|SKIP)",
+        "    Control the replies sent to the current connection.",
         "SETNAME <name>",
         "    Assign the name <name> to the current connection.",
-        "SETINFO <LIB-NAME|LIB-VER> <value>",
-        "    Set client library name or version.",
+        "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+        "    Unblock the specified blocked client.",
+        "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+        "         [OPTIN] [OPTOUT] [NOLOOP]",
+        "    Control server assisted client side caching.",
+        "TRACKINGINFO",
+        "    Report tracking status for the current connection.",
+        "NO-EVICT (ON|OFF)",
+        "    Protect current client connection from eviction.",
         "HELP",
-        "    Print this help.",
+        "    Prints this help.",
     ];
     Ok(Frame::help(&lines))
+}
+
+/// CLIENT REPLY ON|OFF|SKIP: OFF and SKIP answer nothing themselves.
+fn client_reply(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let c = &mut *ctx.client;
+    if is(&argv[2], "on") {
+        c.reply_off = false;
+        c.reply_skip = false;
+        return Ok(Frame::ok());
+    }
+    if is(&argv[2], "off") {
+        c.reply_off = true;
+    } else if is(&argv[2], "skip") {
+        if !c.reply_off {
+            c.reply_skip_next = true;
+        }
+    } else {
+        return Err(CmdError::Syntax);
+    }
+    c.skip_reply = true;
+    Ok(Frame::ok())
+}
+
+/// CLIENT UNBLOCK id [TIMEOUT|ERROR]: the blocked client is answered at the next turn of the
+/// loop, as if its timeout had passed (or with `-UNBLOCKED`).
+fn client_unblock(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if argv.len() > 4 {
+        return Err(CmdError::erf(format!(
+            "unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
+            String::from_utf8_lossy(&argv[1])
+        )));
+    }
+    let error = match argv.get(3) {
+        None => false,
+        Some(r) if is(r, "timeout") => false,
+        Some(r) if is(r, "error") => true,
+        Some(_) => {
+            return Err(CmdError::err(
+                "ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR",
+            ))
+        }
+    };
+    let id = int_arg(&argv[2])?;
+    let done = id > 0 && ctx.srv.waiters.unblock_now(id as u64, error);
+    Ok(Frame::Integer(done as i64))
 }
 
 fn client_id(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {

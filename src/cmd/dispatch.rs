@@ -97,6 +97,10 @@ pub fn process(
     argv: Vec<Bytes>,
     out: &mut BytesMut,
 ) -> Option<Vec<Bytes>> {
+    let tracking = srv.tracking.active();
+    if tracking {
+        srv.tracking_begin(client);
+    }
     let Some(reply) = process_frame(srv, host, client, &argv) else {
         return Some(argv);
     };
@@ -105,8 +109,21 @@ pub fn process(
         srv.drain_expired();
     }
     srv.flush_self_pushes(client.resp3(), out);
-    if !std::mem::take(&mut client.skip_reply) {
+    if tracking {
+        crate::machine::tracking::before_reply(srv, out);
+    }
+    // CLIENT REPLY OFF / SKIP silence replies, not pushes.
+    let silenced = client.reply_off || client.reply_skip;
+    if !std::mem::take(&mut client.skip_reply) && !silenced {
         encode(&reply, client.resp3(), out);
+    }
+    client.reply_skip = std::mem::take(&mut client.reply_skip_next);
+    if let Some(t) = client.tracking.as_deref_mut() {
+        // CLIENT CACHING covers the next command (or transaction) only.
+        if client.multi.is_none() && !argv[0].eq_ignore_ascii_case(b"client") {
+            t.caching = false;
+        }
+        crate::machine::tracking::after_reply(srv, client, out);
     }
     if !srv.ops.self_feed.is_empty() {
         // A monitor's own command: its MONITOR line follows its reply, as in Redis.
@@ -284,6 +301,9 @@ fn execute(ctx: &mut Ctx, id: CmdId, argv: &[Bytes]) -> Frame {
     ctx.client.last_cmd = Some(entry.full_name.as_str());
     let started = crate::stopwatch::Stopwatch::start();
     let result = (spec.handler)(ctx, argv);
+    if ctx.client.tracking.is_some() {
+        super::tracking::remember(ctx, entry, argv);
+    }
     if ctx.srv.dbs[ctx.client.db].records_created() {
         // A key created without an event of the command's own still gets its `new`.
         ctx.srv.drain_created();

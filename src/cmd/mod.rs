@@ -23,6 +23,7 @@ pub mod sort;
 pub mod string;
 pub mod string_range;
 pub mod table;
+pub mod tracking;
 pub mod tx;
 pub mod zset;
 

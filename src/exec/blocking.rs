@@ -73,8 +73,16 @@ fn resume(srv: &mut Server, id: u64, timed_out: bool) {
     if timed_out {
         // Redis 7.0 answers every timed-out list/zset wait with a null array (even BLMOVE),
         // WAIT with the count of replicas that acknowledged.
-        let reply = crate::cmd::replication::timed_out_reply(&b.argv, &srv.io, client.repl_index);
-        encode(&reply, client.resp3(), &mut out);
+        let reply = if b.unblocked_with_error {
+            crate::protocol::Frame::Error(bytes::Bytes::from_static(
+                b"UNBLOCKED client unblocked via CLIENT UNBLOCK",
+            ))
+        } else {
+            crate::cmd::replication::timed_out_reply(&b.argv, &srv.io, client.repl_index)
+        };
+        if !(client.reply_off || client.reply_skip) {
+            encode(&reply, client.resp3(), &mut out);
+        }
     } else {
         client.block_deadline = Some(b.deadline);
         let held = dispatch::process(&mut srv.state, &mut srv.io, &mut client, b.argv, &mut out);

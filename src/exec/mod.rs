@@ -368,6 +368,7 @@ impl Server {
 
     /// Hands every client's deferred pushes to its connection task.
     pub fn flush_deferred(&mut self) {
+        self.state.tracking_broadcast();
         // Held pushes leave through the channel at `net::flush`, after the fsync.
         let hold = self.output_waits_for_fsync();
         let st = &mut self.state;
@@ -494,6 +495,10 @@ impl Server {
             }
         }
         crate::cmd::observe::tick(self, now);
+        if self.state.tracking.active() {
+            let max = self.state.config.compat_value("tracking-table-max-keys");
+            self.state.tracking_limit(max.parse().unwrap_or(0));
+        }
         if self.ops.pause.ended {
             self.resume_paused();
         }

@@ -211,6 +211,13 @@ pub struct Client {
     /// messages to one subscriber leaves as one chunk (one wake-up, one write), as Redis writes
     /// a client's buffer once per event-loop turn. `exec::Server::flush_deferred` sends them.
     pub deferred: BytesMut,
+    /// CLIENT REPLY OFF: no replies (pushes still leave).
+    pub reply_off: bool,
+    /// CLIENT REPLY SKIP: the next command's reply is dropped (`reply_skip` while it runs).
+    pub reply_skip_next: bool,
+    pub reply_skip: bool,
+    /// CLIENT TRACKING's mode (None: off); the keys it read are in `State::tracking`.
+    pub tracking: Option<Box<super::tracking::ClientTracking>>,
 }
 
 impl Client {
@@ -250,6 +257,10 @@ impl Client {
             blocked: false,
             pubsub: Default::default(),
             deferred: BytesMut::new(),
+            reply_off: false,
+            reply_skip_next: false,
+            reply_skip: false,
+            tracking: None,
         }
     }
 
@@ -354,6 +365,9 @@ impl Client {
             (c.pubsub.subscribed(), 'P'),
             (c.multi.is_some(), 'x'),
             (c.blocked, 'b'),
+            (c.tracking.is_some(), 't'),
+            (c.tracking.as_ref().is_some_and(|t| t.broken_redirect), 'R'),
+            (c.tracking.as_ref().is_some_and(|t| t.bcast), 'B'),
         ] {
             if on {
                 flags.push(letter);
@@ -364,7 +378,7 @@ impl Client {
         }
         let _ = writeln!(
             out,
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir={} resp={}",
             c.id,
             c.addr,
             c.laddr,
@@ -382,6 +396,7 @@ impl Client {
             omem + 20000,
             cmd,
             c.user,
+            c.tracking.as_ref().map_or(-1, |t| t.redirect as i64),
             c.resp
         );
     }

@@ -16,6 +16,7 @@ pub mod ops;
 pub mod pubsub;
 pub mod shared;
 pub mod stats;
+pub mod tracking;
 
 pub use shared::Shared;
 
@@ -106,6 +107,8 @@ pub struct State {
     /// out while a script runs. `Any` because this layer sits below script/ and cannot name
     /// the type; script/ downcasts (one type-id comparison per EVAL).
     pub scripting: Option<Box<dyn std::any::Any>>,
+    /// CLIENT TRACKING's table of keys clients cache, and BCAST prefixes (tracking.rs).
+    pub tracking: tracking::Tracking,
 }
 
 impl State {
@@ -144,6 +147,7 @@ impl State {
             ops: Default::default(),
             locks: Default::default(),
             scripting: None,
+            tracking: Default::default(),
         };
         state.sync_created_recording();
         state.stats.latency_tracking = latency_tracking;
@@ -163,11 +167,17 @@ impl State {
     pub fn signal_modified_key(&mut self, db: usize, key: &[u8]) {
         self.watches.touch(db, key);
         self.waiters.signal(db, key);
+        if self.tracking.active() {
+            self.tracking_invalidate(key, self.running, true);
+        }
     }
 
     /// FLUSHDB (Some(db)) / FLUSHALL (None): Redis's `signalFlushedDb` (WATCH on any key of it).
     /// Called before the data is dropped: only watched keys that exist are touched, as in Redis.
     pub fn signal_flushed_db(&mut self, db: Option<usize>) {
+        if self.tracking.active() {
+            self.tracking_flush();
+        }
         if self.watches.is_empty() {
             return;
         }
@@ -214,6 +224,9 @@ impl State {
             for key in &keys {
                 // Expiry is a modification for WATCH (Redis's deleteExpiredKeyAndPropagate).
                 self.watches.touch(db, key);
+                if self.tracking.active() {
+                    self.tracking_invalidate(key, 0, true);
+                }
                 self.notify_keyspace_event(crate::config::event::EXPIRED, "expired", key, db);
             }
             keys.clear();

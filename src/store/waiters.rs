@@ -114,6 +114,8 @@ pub struct Blocked {
     pub kind: WaitKind,
     /// The command to run again when a key is served.
     pub argv: Vec<Bytes>,
+    /// CLIENT UNBLOCK ... ERROR: the timeout answers `-UNBLOCKED` instead of its null.
+    pub unblocked_with_error: bool,
 }
 
 /// Clients blocked on keys, served first-come first-served per key.
@@ -174,6 +176,22 @@ impl Waiters {
             self.deadlines.remove(&(b.deadline, client));
         }
         Some(b)
+    }
+
+    /// CLIENT UNBLOCK: the client times out at the next turn of the loop (with an error
+    /// instead of its timeout reply if `error`). False if it is not blocked.
+    pub fn unblock_now(&mut self, client: u64, error: bool) -> bool {
+        let Some(b) = self.clients.get_mut(&client) else {
+            return false;
+        };
+        if b.deadline != 0 {
+            self.deadlines.remove(&(b.deadline, client));
+        }
+        // 1, not 0 (which means "forever"): before any clock reading.
+        b.deadline = 1;
+        b.unblocked_with_error = error;
+        self.deadlines.insert((1, client));
+        true
     }
 
     /// A key was written: if anyone waits on it, queue it for serving.
@@ -258,6 +276,7 @@ mod tests {
             deadline,
             kind: WaitKind::List,
             argv: vec![],
+            unblocked_with_error: false,
         }
     }
 
