@@ -105,9 +105,68 @@ fn normalise(entry: &mut R, keep: &dyn Fn(&str) -> bool) {
     }
 }
 
+/// COMMAND LIST's top-level names (subcommands are compared through their parent's INFO).
 fn names(c: &mut Conn) -> Vec<String> {
+    all_names(c)
+        .into_iter()
+        .filter(|n| !n.contains('|'))
+        .collect()
+}
+
+/// COMMAND LIST as it is: every command, each followed by its `parent|sub` subcommands.
+fn all_names(c: &mut Conn) -> Vec<String> {
     let mut list = parse_all(&c.cmd(&["COMMAND", "LIST"]));
     items(&mut list).iter().map(text).collect()
+}
+
+#[test]
+fn command_list_names_subcommands_after_their_command_as_redis() {
+    let ours = common::deadbolt(&[]);
+    let theirs = common::redis_server(&[]);
+    let (mut a, mut b) = (ours.conn(), theirs.conn());
+    let listed = all_names(&mut a);
+    let redis: Vec<String> = all_names(&mut b);
+    let mut parent = String::new();
+    for name in &listed {
+        match name.split_once('|') {
+            Some((p, sub)) => {
+                assert_eq!(p, parent, "{name} does not follow its command");
+                let _ = sub;
+                assert!(
+                    redis.contains(name) || OURS_ONLY_SUBCOMMANDS.contains(&name.as_str()),
+                    "{name} is not a Redis 7.0 subcommand"
+                );
+            }
+            None => parent = name.clone(),
+        }
+    }
+    for filter in [
+        &["COMMAND", "LIST", "FILTERBY", "PATTERN", "client|*"][..],
+        &["COMMAND", "LIST", "FILTERBY", "PATTERN", "XA*"],
+        &["COMMAND", "LIST", "FILTERBY", "MODULE", "x"],
+        &["COMMAND", "LIST", "FILTERBY", "NOSUCH", "x"],
+        &["COMMAND", "LIST", "FILTERBY"],
+    ] {
+        let sorted = |c: &mut Conn| {
+            let reply = c.cmd(filter);
+            if reply.starts_with(b"-") {
+                return vec![String::from_utf8_lossy(&reply).into_owned()];
+            }
+            let mut r = parse_all(&reply);
+            let mut v: Vec<String> = items(&mut r)
+                .iter()
+                .map(text)
+                .filter(|n| !OURS_ONLY_SUBCOMMANDS.contains(&n.as_str()))
+                .collect();
+            v.sort();
+            v
+        };
+        let mine = sorted(&mut a);
+        let mut theirs = sorted(&mut b);
+        // Only what deadbolt implements is compared.
+        theirs.retain(|n| n.starts_with('-') || listed.contains(n));
+        assert_eq!(mine, theirs, "{filter:?}");
+    }
 }
 
 #[test]

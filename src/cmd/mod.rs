@@ -11,6 +11,7 @@ pub mod hash;
 pub mod hll;
 pub mod keys;
 pub mod list;
+pub mod module;
 pub mod observe;
 pub mod persistence;
 pub mod pubsub;

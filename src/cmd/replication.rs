@@ -34,6 +34,20 @@ const SENT: u32 = ADMIN | ONLY_SENTINEL;
 pub static COMMANDS: &[CommandSpec] = &[
     spec("wait", 3, NOSCRIPT, &["connection"], wait),
     spec(
+        "replicaof",
+        3,
+        ADMIN | NOSCRIPT | STALE | NO_ASYNC_LOADING,
+        ADMIN_CATS,
+        replicaof,
+    ),
+    spec(
+        "slaveof",
+        3,
+        ADMIN | NOSCRIPT | STALE | NO_ASYNC_LOADING,
+        ADMIN_CATS,
+        replicaof,
+    ),
+    spec(
         "role",
         1,
         NOSCRIPT | LOADING | STALE | FAST,
@@ -587,3 +601,29 @@ fn sentinel_ckquorum(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 #[cfg(test)]
 mod tests;
+
+/// REPLICAOF / SLAVEOF. `NO ONE` on a lone server is what Redis answers on a master: OK, nothing
+/// changes. Following a Redis master is not something deadbolt does (it speaks no PSYNC); its
+/// replicas are cluster members, so that is refused with the reason instead of an OK that
+/// would leave the operator believing a replica exists.
+fn replicaof(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let no_one = argv[1].eq_ignore_ascii_case(b"no") && argv[2].eq_ignore_ascii_case(b"one");
+    if ctx.host.cluster().is_some() {
+        return Err(CmdError::err(
+            "ERR REPLICAOF is not allowed in cluster mode: the cluster elects its leader (RAFT TRANSFER moves it)",
+        ));
+    }
+    if no_one {
+        tracing::info!(
+            "MASTER MODE enabled (user request from 'id={}')",
+            ctx.client.id
+        );
+        return Ok(Frame::ok());
+    }
+    if !matches!(int_arg(&argv[2]), Ok(0..=65535)) {
+        return Err(CmdError::err("ERR Invalid master port"));
+    }
+    Err(CmdError::err(
+        "ERR deadbolt does not replicate from a Redis master (no PSYNC); its replicas are deadbolt cluster members (see cluster-peers)",
+    ))
+}

@@ -309,6 +309,11 @@ fn config_resetstat(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         .rejected_connections
         .store(0, Ordering::Relaxed);
     ctx.srv.shared.total_connections.store(0, Ordering::Relaxed);
+    ctx.srv.shared.net_input_bytes.store(0, Ordering::Relaxed);
+    ctx.srv.shared.net_output_bytes.store(0, Ordering::Relaxed);
+    for db in ctx.srv.dbs.iter_mut() {
+        db.expired_total = 0;
+    }
     Ok(Frame::ok())
 }
 
@@ -668,21 +673,39 @@ fn command_docs(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     ))
 }
 
+/// COMMAND LIST [FILTERBY MODULE name | ACLCAT cat | PATTERN pattern]: every command and, after
+/// each, its subcommands (`parent|sub`), as Redis 7.0 lists them.
 fn command_list(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let mut pattern: Option<&[u8]> = None;
-    if argv.len() > 2 {
-        if argv.len() == 5 && is(&argv[2], "filterby") && is(&argv[3], "pattern") {
-            pattern = Some(&argv[4]);
-        } else {
-            return Err(CmdError::Syntax);
+    enum Filter<'a> {
+        All,
+        // No module is loaded, so no command belongs to one.
+        Module,
+        Pattern(&'a [u8]),
+    }
+    let filter = match argv.len() {
+        2 => Filter::All,
+        5 if is(&argv[2], "filterby") => match &argv[3] {
+            t if is(t, "module") => Filter::Module,
+            t if is(t, "pattern") => Filter::Pattern(&argv[4]),
+            _ => return Err(CmdError::Syntax),
+        },
+        _ => return Err(CmdError::Syntax),
+    };
+    let table = crate::cmd::table::table();
+    let mut names = Vec::new();
+    for (id, e) in table.top_level() {
+        let subs = table.entries.iter().filter(|s| s.parent == Some(id));
+        for entry in std::iter::once(e).chain(subs) {
+            let keep = match filter {
+                Filter::All => true,
+                Filter::Module => false,
+                Filter::Pattern(p) => glob_match(p, entry.full_name.as_bytes(), true),
+            };
+            if keep {
+                names.push(Frame::Bulk(Bytes::from(entry.full_name.clone())));
+            }
         }
     }
-    let names = crate::cmd::table::table()
-        .top_level()
-        .map(|(_, e)| e.full_name.clone())
-        .filter(|n| pattern.is_none_or(|p| glob_match(p, n.as_bytes(), true)))
-        .map(|n| Frame::Bulk(Bytes::from(n)))
-        .collect();
     Ok(Frame::Array(names))
 }
 

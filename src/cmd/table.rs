@@ -296,6 +296,7 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         super::pubsub::COMMANDS,
         super::scripting::COMMANDS,
         super::acl::COMMANDS,
+        super::module::COMMANDS,
         super::observe::COMMANDS,
         super::string_range::COMMANDS,
         super::bitmap::COMMANDS,
@@ -338,6 +339,7 @@ pub fn command_tips() -> Vec<&'static [(&'static str, &'static [&'static str])]>
         super::connection::TIPS,
         super::scripting::TIPS,
         super::observe::TIPS,
+        super::module::TIPS,
         super::server::TIPS,
     ]
 }

@@ -69,6 +69,8 @@ impl Stats {
     }
 
     pub fn reset(&mut self) {
+        self.total_commands = 0;
+        self.last_sample_cmds = 0;
         for c in self.commands.iter_mut() {
             *c = CmdStat::default();
         }
