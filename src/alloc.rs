@@ -188,3 +188,37 @@ pub fn rss_bytes() -> usize {
         .map(|pages| pages * page)
         .unwrap_or(0)
 }
+
+/// Returns freed pages to the system now (MEMORY PURGE, as Redis's jemalloc_purge).
+pub fn purge() {
+    // SAFETY: mi_collect only walks the allocator's own free lists; valid at any time.
+    unsafe { mi::mi_collect(true) }
+}
+
+/// Memory mimalloc has committed (read/write mapped) for the process: its "active" bytes.
+pub fn committed_bytes() -> usize {
+    let mut v = [0usize; 8];
+    let [a, b, c, d, e, f, g, h] = &mut v;
+    // SAFETY: every pointer is a distinct, writable usize that outlives the call.
+    unsafe { mi::mi_process_info(a, b, c, d, e, f, g, h) };
+    v[5]
+}
+
+/// The allocator's own statistics report (MEMORY MALLOC-STATS; Redis prints jemalloc's).
+pub fn stats_text() -> String {
+    unsafe extern "C" fn collect(msg: *const std::ffi::c_char, arg: *mut c_void) {
+        if msg.is_null() || arg.is_null() {
+            return;
+        }
+        // SAFETY: `arg` is the `String` passed below, alive and exclusively ours for the call;
+        // mimalloc passes a NUL-terminated message.
+        unsafe {
+            let out = &mut *(arg as *mut String);
+            out.push_str(&std::ffi::CStr::from_ptr(msg).to_string_lossy());
+        }
+    }
+    let mut out = String::new();
+    // SAFETY: the callback only appends to `out`, which outlives the call.
+    unsafe { mi::mi_stats_print_out(Some(collect), &mut out as *mut String as *mut c_void) };
+    out
+}

@@ -304,6 +304,9 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         super::hll::COMMANDS,
         super::replication::COMMANDS,
         super::raft::COMMANDS,
+        super::object::COMMANDS,
+        super::dump::COMMANDS,
+        super::lolwut::COMMANDS,
     ]
 }
 
@@ -324,6 +327,8 @@ pub fn key_spec_docs() -> Vec<&'static [(&'static str, &'static [KeySpecDoc])]> 
         super::tx::KEY_SPECS,
         super::geo::KEY_SPECS,
         super::hll::KEY_SPECS,
+        super::object::KEY_SPECS,
+        super::dump::KEY_SPECS,
     ]
 }
 
@@ -339,6 +344,8 @@ pub fn command_tips() -> Vec<&'static [(&'static str, &'static [&'static str])]>
         super::scripting::TIPS,
         super::observe::TIPS,
         super::server::TIPS,
+        super::object::TIPS,
+        super::dump::TIPS,
     ]
 }
 
