@@ -195,15 +195,6 @@ pub fn purge() {
     unsafe { mi::mi_collect(true) }
 }
 
-/// Memory mimalloc has committed (read/write mapped) for the process: its "active" bytes.
-pub fn committed_bytes() -> usize {
-    let mut v = [0usize; 8];
-    let [a, b, c, d, e, f, g, h] = &mut v;
-    // SAFETY: every pointer is a distinct, writable usize that outlives the call.
-    unsafe { mi::mi_process_info(a, b, c, d, e, f, g, h) };
-    v[5]
-}
-
 /// The allocator's own statistics report (MEMORY MALLOC-STATS; Redis prints jemalloc's).
 pub fn stats_text() -> String {
     unsafe extern "C" fn collect(msg: *const std::ffi::c_char, arg: *mut c_void) {

@@ -265,6 +265,7 @@ struct Overhead {
     peak: usize,
     startup: usize,
     rss: usize,
+    /// The allocator's active bytes (Redis: jemalloc's).
     committed: usize,
     clients: usize,
     aof_buffer: usize,
@@ -298,7 +299,8 @@ fn overhead(ctx: &mut Ctx) -> Overhead {
         peak: crate::alloc::peak_memory(),
         startup: ctx.srv.stats.startup_memory,
         rss: crate::alloc::rss_bytes(),
-        committed: crate::alloc::committed_bytes(),
+        // mimalloc tells no "active" figure apart from its reservations: the resident set.
+        committed: crate::alloc::rss_bytes(),
         // CLIENT LIST's tot-mem of an idle connection (its 16 KB read buffer and more).
         clients: clients * 20000,
         aof_buffer: 0,

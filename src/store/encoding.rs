@@ -162,7 +162,7 @@ pub fn memory_usage(key: &[u8], v: &Value, lim: &Limits, samples: usize) -> usiz
         },
         Value::List(l) => {
             let nodes = super::rdb::quicklist_nodes(l.iter().map(|b| &b[..]), lim.list_fill);
-            let taken: Vec<usize> = nodes.iter().take(samples).copied().collect();
+            let taken: Vec<usize> = nodes.iter().take(samples).map(|n| n.1).collect();
             let sum: usize = taken
                 .iter()
                 .map(|&b| QUICKLIST_NODE + jemalloc_size(b))

@@ -447,43 +447,42 @@ pub fn intset_bytes(s: &SetValue) -> Vec<u8> {
     out
 }
 
-/// The byte limit of one quicklist node for a negative `list-max-listpack-size`.
-fn node_bytes(fill: i64) -> usize {
-    match fill {
-        -1 => 4096,
-        -3 => 16384,
-        -4 => 32768,
-        f if f <= -5 => 65536,
-        _ => 8192,
-    }
-}
-
-/// Splits a list into quicklist nodes as Redis's pushes at the tail would
-/// (_quicklistNodeAllowInsert): by entry count for a positive fill, else by listpack size.
-/// Returns each node's listpack size in bytes.
-pub fn quicklist_nodes<'a>(items: impl Iterator<Item = &'a [u8]>, fill: i64) -> Vec<usize> {
+/// Splits a list into quicklist nodes as Redis's pushes at the tail do
+/// (_quicklistNodeAllowInsert: the node's listpack bytes plus the element's length plus 8 within
+/// the size level of a negative fill, else within 8 KB and under a positive fill's count).
+/// Returns each node's (entries, listpack bytes).
+pub fn quicklist_nodes<'a>(
+    items: impl Iterator<Item = &'a [u8]>,
+    fill: i64,
+) -> Vec<(usize, usize)> {
+    const LEVELS: [usize; 5] = [4096, 8192, 16384, 32768, 65536];
+    const SAFETY: usize = 8192;
     let mut nodes = Vec::new();
     let (mut bytes, mut count) = (0usize, 0usize);
     for it in items {
-        let add = Lp::entry_size(it);
-        let fits = count > 0
-            && if fill > 0 {
-                count < fill as usize && bytes + add <= 8192
+        let allowed = count > 0 && {
+            let new_sz = bytes + it.len() + 8;
+            let level = usize::try_from(-fill - 1).ok().and_then(|i| LEVELS.get(i));
+            if level.is_some_and(|&l| new_sz <= l) {
+                true
+            } else if new_sz > SAFETY {
+                false
             } else {
-                bytes + add <= node_bytes(fill)
-            };
-        if !fits && count > 0 {
-            nodes.push(bytes);
+                (count as i64) < fill
+            }
+        };
+        if !allowed {
+            if count > 0 {
+                nodes.push((count, bytes));
+            }
             bytes = 7;
             count = 0;
-        } else if count == 0 {
-            bytes = 7;
         }
-        bytes += add;
+        bytes += Lp::entry_size(it);
         count += 1;
     }
     if count > 0 {
-        nodes.push(bytes);
+        nodes.push((count, bytes));
     }
     nodes
 }
@@ -499,16 +498,13 @@ pub fn dump(v: &Value, lim: &super::encoding::Limits) -> Vec<u8> {
         }
         Value::List(l) => {
             out.push(T_LIST_QUICKLIST_2);
-            let sizes = quicklist_nodes(l.iter().map(|b| &b[..]), lim.list_fill);
-            put_len(&mut out, sizes.len() as u64);
+            let nodes = quicklist_nodes(l.iter().map(|b| &b[..]), lim.list_fill);
+            put_len(&mut out, nodes.len() as u64);
             let mut items = l.iter();
-            for size in sizes {
+            for (count, _) in nodes {
                 let mut lp = Lp::new();
-                while lp.buf.len() + 1 < size {
-                    match items.next() {
-                        Some(it) => lp.push(it),
-                        None => break,
-                    }
+                for it in items.by_ref().take(count) {
+                    lp.push(it);
                 }
                 put_len(&mut out, NODE_PACKED);
                 put_string(&mut out, &lp.finish(), lim.compress);
