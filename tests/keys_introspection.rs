@@ -7,10 +7,17 @@ mod common;
 
 use common::{deadbolt, deadbolt_and_redis, redis_server, transcripts_on_both, Conn, TempDir};
 
-/// A command of byte-string arguments of any kind.
+/// A command of byte-string arguments of any kind, to keep.
 macro_rules! cmd {
     ($($a:expr),* $(,)?) => {
         vec![$(AsRef::<[u8]>::as_ref($a).to_vec()),*]
+    };
+}
+
+/// The same, to send at once.
+macro_rules! args {
+    ($($a:expr),* $(,)?) => {
+        [$(AsRef::<[u8]>::as_ref($a).to_vec()),*]
     };
 }
 
@@ -182,10 +189,10 @@ fn keyspace_events_match_redis() {
         let p = bulk(&c.cmd(&["DUMP", "src"]));
         let mut sub = server.conn();
         sub.cmd(&["PSUBSCRIBE", "__keyevent@0__:*"]);
-        c.cmd(&cmd!(b"RESTORE", b"dst", b"0", &p));
+        c.cmd(&args!(b"RESTORE", b"dst", b"0", &p));
         let m = String::from_utf8_lossy(&sub.read_reply()).into_owned();
         assert!(m.contains("__keyevent@0__:restore\r\n$3\r\ndst"), "{m}");
-        c.cmd(&cmd!(b"RESTORE", b"dst", b"1", &p, b"REPLACE", b"ABSTTL"));
+        c.cmd(&args!(b"RESTORE", b"dst", b"1", &p, b"REPLACE", b"ABSTTL"));
         let m = String::from_utf8_lossy(&sub.read_reply()).into_owned();
         assert!(m.contains("__keyevent@0__:del\r\n$3\r\ndst"), "{m}");
     }
@@ -319,7 +326,7 @@ fn dump_payloads_are_redis_bytes_and_restore_both_ways() {
             assert_eq!(ours, theirs, "{name}: DUMP bytes");
         }
         for (c, p) in [(&mut d, &theirs), (&mut r, &ours)] {
-            let reply = c.cmd(&cmd!(b"RESTORE", b"copy", b"0", p));
+            let reply = c.cmd(&args!(b"RESTORE", b"copy", b"0", p));
             assert_eq!(reply, b"+OK\r\n", "{name}: RESTORE");
             assert_eq!(
                 value_of(c, "copy"),
@@ -351,7 +358,7 @@ fn redis_only_payload_shapes_restore() {
     rc.cmd(&["HSET", "h", "f", "small", "g", "1"]);
     for key in ["k", "h"] {
         let p = bulk(&rc.cmd(&["DUMP", key]));
-        assert_eq!(dc.cmd(&cmd!(b"RESTORE", key, b"0", &p)), b"+OK\r\n");
+        assert_eq!(dc.cmd(&args!(b"RESTORE", key, b"0", &p)), b"+OK\r\n");
         assert_eq!(value_of(&mut dc, key), value_of(&mut rc, key), "{key}");
     }
 }
@@ -504,7 +511,7 @@ fn hostile_payloads_are_refused_safely() {
     }
     let used_before = c.cmd_str(&["INFO", "memory"]);
     for b in &bodies {
-        let reply = c.cmd(&cmd!(b"RESTORE", b"t", b"0", &payload(b), b"REPLACE"));
+        let reply = c.cmd(&args!(b"RESTORE", b"t", b"0", &payload(b), b"REPLACE"));
         assert!(
             reply == b"+OK\r\n" || reply == b"-ERR Bad data format\r\n",
             "{b:?}: {:?}",
