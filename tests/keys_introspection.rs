@@ -293,6 +293,20 @@ fn dump_payloads_are_redis_bytes_and_restore_both_ways() {
             ],
         ),
         (
+            "hash shrunk after a long value",
+            vec![
+                vec!["HSET", "k", "a", "1", "b", &long],
+                vec!["HDEL", "k", "b"],
+            ],
+        ),
+        (
+            "zset shrunk after a long member",
+            vec![
+                vec!["ZADD", "k", "1", "a", "2", &long],
+                vec!["ZREM", "k", &long],
+            ],
+        ),
+        (
             "uncompressed",
             vec![
                 vec!["CONFIG", "SET", "rdbcompression", "no"],
@@ -579,6 +593,13 @@ fn object_encodings_follow_the_thresholds_like_redis() {
         &["OBJECT", "ENCODING", "h"],
         &["HSET", "h", "g", &long],
         &["OBJECT", "ENCODING", "h"],
+        // Redis never converts back: deleting what made it big changes nothing.
+        &["HDEL", "h", "g"],
+        &["OBJECT", "ENCODING", "h"],
+        &["ZREM", "z", &long],
+        &["OBJECT", "ENCODING", "z"],
+        &["ZREM", "z2", "c"],
+        &["OBJECT", "ENCODING", "z2"],
         &["CONFIG", "SET", "hash-max-listpack-value", "100"],
         &["HSET", "h2", "g", &long],
         &["OBJECT", "ENCODING", "h2"],

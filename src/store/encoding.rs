@@ -2,9 +2,11 @@
 //!
 //! deadbolt keeps its own layouts (store/hash.rs, zset.rs), so the encoding is derived from the
 //! content and the live thresholds (`hash-max-listpack-entries` etc.), as Redis would have
-//! chosen it for the same data built by plain inserts. Redis never converts back (a hash that
-//! once held a long value stays a hashtable after the value is deleted); that history is not
-//! kept, so such a value reports the compact encoding again.
+//! chosen it for the same data. Redis never converts back (a hash that once held a long value
+//! stays a hashtable after the value is deleted): hashes and sorted sets keep the most entries
+//! and the longest element they have held for that (a small hash's history is its content);
+//! sets are judged by what they hold now (an intset that once held a string reports intset
+//! again once only integers are left, where Redis says hashtable).
 
 use super::hash::HashValue;
 use super::value::{SetValue, Value};
@@ -88,16 +90,17 @@ pub fn set_is_intset(s: &SetValue, lim: &Limits) -> bool {
     s.len() as u64 <= lim.set_intset_entries && s.iter().all(|m| parse_i64(m).is_some())
 }
 
+/// Judged by the most members and the longest member the set has held (Redis never converts
+/// a skiplist back).
 pub fn zset_is_listpack(z: &ZSet, lim: &Limits) -> bool {
-    z.len() as u64 <= lim.zset_entries
-        && z.iter_from(0)
-            .all(|(m, _)| m.len() as u64 <= lim.zset_value)
+    let (peak, longest) = z.history();
+    peak as u64 <= lim.zset_entries && longest as u64 <= lim.zset_value
 }
 
+/// Judged by the hash's history, as sorted sets are.
 pub fn hash_is_listpack(h: &HashValue, lim: &Limits) -> bool {
-    h.len() as u64 <= lim.hash_entries
-        && h.iter()
-            .all(|(f, v)| f.len() as u64 <= lim.hash_value && v.len() as u64 <= lim.hash_value)
+    let hist = h.history();
+    hist.peak_len as u64 <= lim.hash_entries && hist.longest as u64 <= lim.hash_value
 }
 
 /// The size jemalloc (Redis's allocator) gives a request of `n` bytes: its size classes, four
