@@ -704,6 +704,12 @@ fn lolwut_matches_redis() {
         &["LOLWUT", "VERSION", "6", "1", "x"],
         &["LOLWUT", "10", "20"],
         &["LOLWUT", "VERSION"],
+        // Schotter's first two rows are not randomised: the art itself must be Redis's.
+        &["LOLWUT", "VERSION", "5", "66", "8", "2"],
+        &["LOLWUT", "VERSION", "5", "20", "3", "1"],
+        &["LOLWUT", "VERSION", "5", "300", "37", "2"],
+        &["LOLWUT", "VERSION", "5", "-5", "0", "0"],
+        &["LOLWUT", "VERSION", "4294967301", "7", "1", "1"],
     ]);
     // The art is random in both; its frame is not: the same lines of the same widths and the
     // same closing text.
