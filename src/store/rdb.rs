@@ -1116,6 +1116,50 @@ mod tests {
         );
     }
 
+    /// The types a 7.0 server no longer writes but still loads: a ziplist hash, a plain list, a
+    /// zset with text scores, a ziplist quicklist.
+    #[test]
+    fn older_types_restore() {
+        let zl: Vec<u8> = [
+            &[24, 0, 0, 0, 19, 0, 0, 0, 4, 0][..],
+            &[0x00, 0x01, b'a'],
+            &[0x03, 0xf2],
+            &[0x02, 0x02, b'b', b'b'],
+            &[0x04, 0xc0, 0x78, 0xec],
+            &[0xff],
+        ]
+        .concat();
+        let mut body = vec![T_HASH_ZIPLIST, zl.len() as u8];
+        body.extend_from_slice(&zl);
+        let Value::Hash(h) = restore(&body).unwrap() else {
+            panic!()
+        };
+        assert_eq!(h.get(b"a"), Some(&b"1"[..]));
+        assert_eq!(h.get(b"bb"), Some(&b"-5000"[..]));
+        let mut ql = vec![T_LIST_QUICKLIST, 1, zl.len() as u8];
+        ql.extend_from_slice(&zl);
+        let Value::List(l) = restore(&ql).unwrap() else {
+            panic!()
+        };
+        assert_eq!(l, ["a", "1", "bb", "-5000"].map(Bytes::from));
+        // A ziplist whose prevlen lies is refused.
+        let mut bad = body.clone();
+        bad[2 + 13] = 0x07;
+        assert!(restore(&bad).is_err());
+        let Value::List(l) = restore(&[T_LIST, 2, 1, b'x', 0xc0, 7]).unwrap() else {
+            panic!()
+        };
+        assert_eq!(l, ["x", "7"].map(Bytes::from));
+        let Value::ZSet(z) =
+            restore(&[T_ZSET, 2, 1, b'm', 3, b'1', b'.', b'5', 1, b'n', 254]).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(z.score(b"m"), Some(1.5));
+        assert_eq!(z.score(b"n"), Some(f64::INFINITY));
+        assert!(restore(&[T_ZSET, 1, 1, b'm', 253]).is_err(), "NaN score");
+    }
+
     #[test]
     fn lzf_round_trip_of_a_backreference() {
         // "aaaaaaaaaa": a literal 'a' then a back-reference of 9 bytes at distance 1.
