@@ -661,6 +661,44 @@ fn memory_usage_matches_redis() {
     same_on_both(&script);
 }
 
+/// Big collections: hash tables and quicklists to the byte; a skiplist, whose node heights
+/// are random in Redis, within 3 %.
+#[test]
+fn memory_usage_of_big_collections_is_close_to_redis() {
+    let servers = deadbolt_and_redis(&[]);
+    let mut conns: Vec<Conn> = servers.iter().map(|(_, s)| s.conn()).collect();
+    let fields: Vec<String> = (0..1000).map(|i| format!("f{i}")).collect();
+    for c in conns.iter_mut() {
+        let mut h = vec!["HSET".to_string(), "h".into()];
+        let mut z = vec!["ZADD".to_string(), "z".into()];
+        let mut l = vec!["RPUSH".to_string(), "l".into()];
+        for (i, f) in fields.iter().enumerate() {
+            h.extend([f.clone(), format!("v{i}")]);
+            z.extend([i.to_string(), f.clone()]);
+        }
+        for i in 0..10000 {
+            l.push(format!("e{i}"));
+        }
+        for cmd in [h, z, l] {
+            assert!(!c.cmd(&cmd).starts_with(b"-"));
+        }
+    }
+    let usage = |c: &mut Conn, key: &str, samples: &str| -> f64 {
+        let r = c.cmd_str(&["MEMORY", "USAGE", key, "SAMPLES", samples]);
+        r.trim().trim_start_matches(':').parse().unwrap()
+    };
+    for (key, tolerance) in [("h", 0.0), ("l", 0.0), ("z", 0.03)] {
+        for samples in ["5", "0"] {
+            let ours = usage(&mut conns[0], key, samples);
+            let theirs = usage(&mut conns[1], key, samples);
+            assert!(
+                (ours - theirs).abs() <= theirs * tolerance,
+                "{key} SAMPLES {samples}: deadbolt {ours}, redis {theirs}"
+            );
+        }
+    }
+}
+
 #[test]
 fn memory_stats_doctor_and_malloc_stats_have_redis_shapes() {
     let servers = deadbolt_and_redis(&[]);
