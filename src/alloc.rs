@@ -221,3 +221,28 @@ pub fn allocator_committed() -> usize {
     };
     commit
 }
+
+/// Returns freed pages to the system now (MEMORY PURGE, as Redis's jemalloc_purge).
+pub fn purge() {
+    // SAFETY: mi_collect only walks the allocator's own free lists; valid at any time.
+    unsafe { mi::mi_collect(true) }
+}
+
+/// The allocator's own statistics report (MEMORY MALLOC-STATS; Redis prints jemalloc's).
+pub fn stats_text() -> String {
+    unsafe extern "C" fn collect(msg: *const std::ffi::c_char, arg: *mut c_void) {
+        if msg.is_null() || arg.is_null() {
+            return;
+        }
+        // SAFETY: `arg` is the `String` passed below, alive and exclusively ours for the call;
+        // mimalloc passes a NUL-terminated message.
+        unsafe {
+            let out = &mut *(arg as *mut String);
+            out.push_str(&std::ffi::CStr::from_ptr(msg).to_string_lossy());
+        }
+    }
+    let mut out = String::new();
+    // SAFETY: the callback only appends to `out`, which outlives the call.
+    unsafe { mi::mi_stats_print_out(Some(collect), &mut out as *mut String as *mut c_void) };
+    out
+}

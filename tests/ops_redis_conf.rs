@@ -69,7 +69,7 @@ fn debians_stock_redis_conf_starts_a_daemon() {
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(
         text.contains("Accepted without effect: ")
-            && text.contains("hash-max-listpack-entries")
+            && text.contains("activerehashing")
             && text.contains("WARNING no persistence: appendonly is no")
             && text.contains("Ready to accept connections"),
         "{text}"
@@ -119,8 +119,12 @@ fn compatibility_directives_read_and_set_as_on_redis() {
         a.cmd_str(&["CONFIG", "GET", "hash-max-ziplist-entries"]),
         "*2\r\n$24\r\nhash-max-ziplist-entries\r\n$2\r\n64\r\n"
     );
+    assert_eq!(
+        a.cmd(&["CONFIG", "SET", "activerehashing", "no"]),
+        b"+OK\r\n"
+    );
     ours.wait_log(
-        "Accepted without effect: hash-max-listpack-entries. Why: they tune Redis internals",
+        "Accepted without effect: activerehashing. Why: they tune Redis internals",
         Duration::from_secs(5),
     );
     // Values are checked as Redis checks them.

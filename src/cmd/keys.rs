@@ -62,6 +62,22 @@ pub static COMMANDS: &[CommandSpec] = &[
     dangerous("flushdb", -1, WRITE, flushdb),
     dangerous("flushall", -1, WRITE, flushall),
     dangerous("swapdb", 3, WRITE | FAST, swapdb),
+    CommandSpec::leaf(
+        "copy",
+        -3,
+        WRITE | DENYOOM,
+        TWO_KEYS,
+        &["keyspace", "write", "slow"],
+        copy,
+    ),
+    CommandSpec::leaf(
+        "move",
+        3,
+        WRITE | FAST,
+        KEY1,
+        &["keyspace", "write", "fast"],
+        move_cmd,
+    ),
 ];
 
 fn del(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -430,9 +446,103 @@ fn swapdb(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Frame::ok())
 }
 
+/// A database index argument as Redis reads it (getIntFromObjectOrReply, then selectDb).
+pub(super) fn db_index(ctx: &Ctx, arg: &[u8]) -> CmdResult<usize> {
+    let id = int_arg(arg)?;
+    if i32::try_from(id).is_err() {
+        return Err(CmdError::err(
+            "ERR value is out of range, value must between -2147483648 and 2147483647",
+        ));
+    }
+    if id < 0 || id as usize >= ctx.srv.dbs.len() {
+        return Err(CmdError::err("ERR DB index is out of range"));
+    }
+    Ok(id as usize)
+}
+
+const SAME_OBJECT: &str = "ERR source and destination objects are the same";
+
+/// COPY source destination [DB db] [REPLACE], as Redis's copyCommand: options first, then
+/// the same-object check, then the source, then the destination.
+fn copy(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let src = ctx.client.db;
+    let mut dst = src;
+    let mut replace = false;
+    let mut i = 3;
+    while i < argv.len() {
+        if is(&argv[i], "replace") {
+            replace = true;
+        } else if is(&argv[i], "db") && i + 1 < argv.len() {
+            dst = db_index(ctx, &argv[i + 1])?;
+            i += 1;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 1;
+    }
+    let (key, newkey) = (&argv[1], &argv[2]);
+    if src == dst && key == newkey {
+        return Err(CmdError::err(SAME_OBJECT));
+    }
+    let now = ctx.now;
+    let Some(e) = ctx.srv.dbs[src].get(key, now) else {
+        return Ok(Frame::Integer(0));
+    };
+    let (value, expires_at) = (e.value.clone(), e.expires_at);
+    let target = &mut ctx.srv.dbs[dst];
+    if target.contains(newkey, now) {
+        if !replace {
+            return Ok(Frame::Integer(0));
+        }
+        // dbDelete + dbAdd: `new` fires for the replaced key too.
+        target.remove(newkey, now);
+    }
+    target.set(newkey, value, expires_at);
+    ctx.srv.signal_modified_key(dst, newkey);
+    ctx.srv
+        .notify_keyspace_event(event::GENERIC, "copy_to", newkey, dst);
+    Ok(Frame::Integer(1))
+}
+
+/// MOVE key db: the index is checked before the key, as in Redis's moveCommand.
+fn move_cmd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let src = ctx.client.db;
+    let dst = db_index(ctx, &argv[2])?;
+    if src == dst {
+        return Err(CmdError::err(SAME_OBJECT));
+    }
+    let key = &argv[1];
+    let now = ctx.now;
+    if !ctx.srv.dbs[src].contains(key, now) || ctx.srv.dbs[dst].contains(key, now) {
+        return Ok(Frame::Integer(0));
+    }
+    let Some(e) = ctx.srv.dbs[src].remove(key, now) else {
+        return Ok(Frame::Integer(0));
+    };
+    ctx.srv.dbs[dst].set(key, e.value, e.expires_at);
+    ctx.srv.signal_modified_key(src, key);
+    ctx.srv.signal_modified_key(dst, key);
+    ctx.srv
+        .notify_keyspace_event(event::GENERIC, "move_from", key, src);
+    ctx.srv
+        .notify_keyspace_event(event::GENERIC, "move_to", key, dst);
+    Ok(Frame::Integer(1))
+}
+
 /// Redis 7.0's key specifications of the family (its commands.c), as COMMAND INFO prints them;
 /// subcommands by their `parent|sub` name.
 pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
+    (
+        "copy",
+        &[
+            KeySpecDoc::range(&["RO", "access"], 1, 0),
+            KeySpecDoc::range(&["OW", "update"], 2, 0),
+        ],
+    ),
+    (
+        "move",
+        &[KeySpecDoc::range(&["RW", "access", "update"], 1, 0)],
+    ),
     ("del", &[KeySpecDoc::range(&["RM", "delete"], 1, -1)]),
     ("unlink", &[KeySpecDoc::range(&["RM", "delete"], 1, -1)]),
     ("exists", &[KeySpecDoc::range(&["RO"], 1, -1)]),

@@ -305,6 +305,9 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         super::hll::COMMANDS,
         super::replication::COMMANDS,
         super::raft::COMMANDS,
+        super::object::COMMANDS,
+        super::dump::COMMANDS,
+        super::lolwut::COMMANDS,
     ]
 }
 
@@ -325,6 +328,8 @@ pub fn key_spec_docs() -> Vec<&'static [(&'static str, &'static [KeySpecDoc])]> 
         super::tx::KEY_SPECS,
         super::geo::KEY_SPECS,
         super::hll::KEY_SPECS,
+        super::object::KEY_SPECS,
+        super::dump::KEY_SPECS,
     ]
 }
 
@@ -341,6 +346,8 @@ pub fn command_tips() -> Vec<&'static [(&'static str, &'static [&'static str])]>
         super::observe::TIPS,
         super::module::TIPS,
         super::server::TIPS,
+        super::object::TIPS,
+        super::dump::TIPS,
     ]
 }
 

@@ -8,7 +8,9 @@
 //!   default where ignoring it would lose data or weaken security (`replicaof`, `aclfile`,
 //!   `unixsocket`, `min-replicas-to-write`, `cluster-enabled`, TLS restrictions);
 //! - `daemonize`, `supervised` (`supervise.rs`), `latency-tracking` and
-//!   `latency-tracking-info-percentiles` (`machine/latency.rs`), which work.
+//!   `latency-tracking-info-percentiles` (`machine/latency.rs`), which work; and the encoding
+//!   thresholds (`hash-max-listpack-entries` ..., `list-max-listpack-size`) and `rdbcompression`,
+//!   which decide what OBJECT ENCODING, MEMORY USAGE and DUMP answer (`store/encoding.rs`).
 //!
 //! Names, aliases, defaults and which are immutable or protected are Redis 7.0.15's own
 //! (`CONFIG GET *` and `CONFIG SET` of each on a real redis-server; tests/ops_redis_conf.rs
@@ -217,8 +219,8 @@ compat_table! {
     "dynamic-hz" [] Live "yes" Kind::Bool, INTERNALS;
     "enable-module-command" [] Immutable "no" Kind::Enum(&["no", "yes", "local"]), BEHAVIOUR;
     "enable-protected-configs" [] Immutable "no" Kind::Enum(&["no", "yes", "local"]), BEHAVIOUR;
-    "hash-max-listpack-entries" ["hash-max-ziplist-entries"] Live "512" Kind::Int, INTERNALS;
-    "hash-max-listpack-value" ["hash-max-ziplist-value"] Live "64" Kind::Int, INTERNALS;
+    "hash-max-listpack-entries" ["hash-max-ziplist-entries"] Live "512" Kind::Int, Why::Works;
+    "hash-max-listpack-value" ["hash-max-ziplist-value"] Live "64" Kind::Int, Why::Works;
     "hll-sparse-max-bytes" [] Live "3000" Kind::Mem, INTERNALS;
     "ignore-warnings" [] Live "" Kind::Str, INTERNALS;
     "io-threads" [] Immutable "1" Kind::Int, INTERNALS;
@@ -235,7 +237,7 @@ compat_table! {
     "lfu-decay-time" [] Live "1" Kind::Int, EVICT;
     "lfu-log-factor" [] Live "10" Kind::Int, EVICT;
     "list-compress-depth" [] Live "0" Kind::Int, INTERNALS;
-    "list-max-listpack-size" ["list-max-ziplist-size"] Live "-2" Kind::Int, INTERNALS;
+    "list-max-listpack-size" ["list-max-ziplist-size"] Live "-2" Kind::Int, Why::Works;
     "masteruser" [] Live "" Kind::Str, REPL;
     "maxmemory-clients" [] Live "0" Kind::Str, EVICT;
     "maxmemory-eviction-tenacity" [] Live "10" Kind::Int, EVICT;
@@ -250,7 +252,7 @@ compat_table! {
     "rdb-del-sync-files" [] Live "no" Kind::Bool, RDB;
     "rdb-save-incremental-fsync" [] Live "yes" Kind::Bool, RDB;
     "rdbchecksum" [] Immutable "yes" Kind::Bool, RDB;
-    "rdbcompression" [] Live "yes" Kind::Bool, RDB;
+    "rdbcompression" [] Live "yes" Kind::Bool, Why::Works;
     "repl-backlog-size" [] Live "1048576" Kind::Mem, REPL;
     "repl-backlog-ttl" [] Live "3600" Kind::Int, REPL;
     "repl-disable-tcp-nodelay" [] Live "no" Kind::Bool, REPL;
@@ -272,7 +274,7 @@ compat_table! {
     "replicaof" ["slaveof"] Immutable "" Kind::Str, Why::Refuse("deadbolt does not replicate from a Redis master (it would serve an empty keyspace as a master instead); use its Raft cluster mode (README \"Cluster\")");
     "sanitize-dump-payload" [] Live "no" Kind::Enum(&["no", "yes", "clients"]), BEHAVIOUR;
     "server_cpulist" [] Immutable "" Kind::Str, INTERNALS;
-    "set-max-intset-entries" [] Live "512" Kind::Int, INTERNALS;
+    "set-max-intset-entries" [] Live "512" Kind::Int, Why::Works;
     "set-proc-title" [] Immutable "yes" Kind::Bool, OBSERVE;
     "shutdown-on-sigint" [] Live "default" Kind::Str, BEHAVIOUR;
     "shutdown-on-sigterm" [] Live "default" Kind::Str, BEHAVIOUR;
@@ -303,8 +305,8 @@ compat_table! {
     "tracking-table-max-keys" [] Live "1000000" Kind::Int, INTERNALS;
     "unixsocket" [] Immutable "" Kind::Str, Why::Refuse("unix sockets are not supported: clients configured for this socket could not connect; use a TCP port on 127.0.0.1");
     "unixsocketperm" [] Immutable "0" Kind::Str, INTERNALS;
-    "zset-max-listpack-entries" ["zset-max-ziplist-entries"] Live "128" Kind::Int, INTERNALS;
-    "zset-max-listpack-value" ["zset-max-ziplist-value"] Live "64" Kind::Int, INTERNALS;
+    "zset-max-listpack-entries" ["zset-max-ziplist-entries"] Live "128" Kind::Int, Why::Works;
+    "zset-max-listpack-value" ["zset-max-ziplist-value"] Live "64" Kind::Int, Why::Works;
 }
 
 /// The notices a change of these directives asks for (start-up: every one the configuration

@@ -29,6 +29,9 @@ pub struct Stats {
     pub latency_tracking: bool,
     /// Unix seconds at start-up (LASTSAVE, rdb_last_save_time).
     pub start_unix: u64,
+    /// Heap in use once the server was set up, before any data (MEMORY STATS
+    /// `startup.allocated`, Redis's initial_memory_usage).
+    pub startup_memory: usize,
     ops_samples: [u64; 16],
     sample_idx: usize,
     last_sample_cmds: u64,
@@ -48,6 +51,7 @@ impl Stats {
             last_reset: now,
             latency_tracking: true,
             start_unix: super::unix_ms() / 1000,
+            startup_memory: crate::alloc::used_memory(),
             ops_samples: [0; 16],
             sample_idx: 0,
             last_sample_cmds: 0,

@@ -18,7 +18,36 @@ type Table = IndexMap<Bytes, Bytes, ahash::RandomState>;
 #[derive(Debug, Clone)]
 pub enum HashValue {
     Small(Packed),
-    Large(Box<Table>),
+    Large(Box<Big>),
+}
+
+/// What a hash has held at its largest: Redis converts a listpack to a hash table once the
+/// entries or a field's or value's length pass the limits, and never converts back, so OBJECT
+/// ENCODING and DUMP judge a hash by this (store/encoding.rs), not by what is left in it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct History {
+    pub peak_len: u32,
+    pub longest: u32,
+}
+
+/// The table, with its history (8 bytes a big hash; a small hash's history is its content).
+#[derive(Debug, Clone)]
+pub struct Big {
+    map: Table,
+    history: History,
+}
+
+impl std::ops::Deref for Big {
+    type Target = Table;
+    fn deref(&self) -> &Table {
+        &self.map
+    }
+}
+
+impl std::ops::DerefMut for Big {
+    fn deref_mut(&mut self) -> &mut Table {
+        &mut self.map
+    }
 }
 
 impl Default for HashValue {
@@ -169,17 +198,40 @@ impl HashValue {
         let HashValue::Large(m) = self else {
             return false; // converted just above
         };
-        m.insert(Bytes::copy_from_slice(field), Bytes::copy_from_slice(value))
-            .is_none()
+        let new = m
+            .map
+            .insert(Bytes::copy_from_slice(field), Bytes::copy_from_slice(value))
+            .is_none();
+        let h = &mut m.history;
+        h.peak_len = h.peak_len.max(m.map.len().min(u32::MAX as usize) as u32);
+        let longest = field.len().max(value.len()).min(u32::MAX as usize) as u32;
+        h.longest = h.longest.max(longest);
+        new
+    }
+
+    /// The most entries and the longest field or value this hash has held.
+    pub fn history(&self) -> History {
+        match self {
+            HashValue::Small(p) => History {
+                peak_len: p.iter().count() as u32,
+                longest: p
+                    .iter()
+                    .map(|(f, v)| f.len().max(v.len()))
+                    .max()
+                    .unwrap_or(0) as u32,
+            },
+            HashValue::Large(m) => m.history,
+        }
     }
 
     fn convert(&mut self) {
+        let history = self.history();
         if let HashValue::Small(p) = self {
-            let table: Table = p
+            let map: Table = p
                 .iter()
                 .map(|(k, v)| (Bytes::copy_from_slice(k), Bytes::copy_from_slice(v)))
                 .collect();
-            *self = HashValue::Large(Box::new(table));
+            *self = HashValue::Large(Box::new(Big { map, history }));
         }
     }
 

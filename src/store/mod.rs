@@ -1,9 +1,11 @@
 //! The data the executor owns. Plain Rust: no tokio, no I/O, time passed in by the caller.
 
 pub mod change;
+pub mod encoding;
 pub mod hash;
 pub mod keymap;
 pub mod keyspace;
+pub mod rdb;
 pub mod value;
 pub mod waiters;
 pub mod zset;

@@ -34,6 +34,10 @@ pub struct ZSet {
     nodes: Vec<Node>,
     free: Vec<u32>,
     root: u32,
+    /// The most members and the longest member this set has held: Redis converts a listpack to
+    /// a skiplist past its limits and never back (store/encoding.rs).
+    peak_len: u32,
+    longest: u32,
 }
 
 impl std::fmt::Debug for ZSet {
@@ -251,8 +255,16 @@ impl ZSet {
         let (nodes, hasher) = (&self.nodes, &self.hasher);
         self.index
             .insert_unique(h, n, |&i| hasher.hash_one(&nodes[i as usize].member[..]));
+        let len = self.nodes[n as usize].member.len().min(u32::MAX as usize) as u32;
+        self.longest = self.longest.max(len);
         self.attach(n);
+        self.peak_len = self.peak_len.max(self.len().min(u32::MAX as usize) as u32);
         None
+    }
+
+    /// (most members, longest member) this set has held.
+    pub fn history(&self) -> (u32, u32) {
+        (self.peak_len, self.longest)
     }
 
     pub fn remove(&mut self, member: &[u8]) -> Option<f64> {
