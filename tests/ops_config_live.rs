@@ -965,21 +965,38 @@ fn aof_load_truncated() {
 }
 
 fn save() {
+    let dir = common::TempDir::new("save-live");
+    let d = dir.0.to_str().unwrap();
     let mut got = Vec::new();
-    for (_, s) in common::deadbolt_and_redis(&[]) {
+    for (who, s) in common::deadbolt_and_redis(&["--dir", d, "--dbfilename", "live.rdb"]) {
         let mut c = s.conn();
         got.push((
+            c.cmd_str(&["CONFIG", "SET", "save", "x"]),
+            c.cmd_str(&["CONFIG", "SET", "save", "0 1"]),
+            c.cmd_str(&["CONFIG", "SET", "save", "100 1 1"]),
             c.cmd_str(&["CONFIG", "SET", "save", ""]),
             c.cmd_str(&["CONFIG", "GET", "save"]),
+            c.cmd_str(&["CONFIG", "SET", "save", "1 1 3600 1000"]),
+            c.cmd_str(&["CONFIG", "GET", "save"]),
         ));
+        // The point takes effect: a change is snapshotted within about a second.
+        c.cmd(&["SET", "k", "v"]);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let info = c.cmd_str(&["INFO", "persistence"]);
+            if info.contains("rdb_changes_since_last_save:0\r\n")
+                && !info.contains("rdb_saves:0\r\n")
+            {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "{who}: {info}");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(dir.0.join("live.rdb").exists(), "{who}");
+        c.cmd(&["CONFIG", "SET", "save", ""]);
+        std::fs::remove_file(dir.0.join("live.rdb")).unwrap();
     }
     assert_eq!(got[0], got[1]);
-    // Snapshots are not supported: a schedule is refused, never accepted and ignored.
-    let s = common::deadbolt(&[]);
-    assert!(s
-        .conn()
-        .cmd_str(&["CONFIG", "SET", "save", "900 1"])
-        .starts_with("-ERR CONFIG SET failed (possibly related to argument 'save')"));
 }
 
 fn client_output_buffer_limit() {

@@ -376,6 +376,14 @@ fn writes_refused(srv: &mut State, host: &dyn Host, write: bool) -> Result<(), C
             );
         }
     }
+    // Redis's writeCommandsDeniedByDiskError, RDB side: save points are set and the last
+    // background save failed.
+    if !srv.config.save_points.is_empty()
+        && host.rdb().is_some_and(|r| !r.last_ok)
+        && srv.config.compat_value("stop-writes-on-bgsave-error") == "yes"
+    {
+        return Err(CmdError::err("MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error."));
+    }
     if !write {
         return Ok(());
     }

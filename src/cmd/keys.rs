@@ -414,6 +414,7 @@ fn flushdb(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     flush_mode_ok(argv)?;
     let db = ctx.client.db;
     ctx.srv.signal_flushed_db(Some(db));
+    ctx.srv.changes_since_save += ctx.db().len() as u64;
     ctx.db().clear();
     Ok(Frame::ok())
 }
@@ -422,7 +423,16 @@ fn flushall(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     flush_mode_ok(argv)?;
     ctx.srv.signal_flushed_db(None);
     for db in ctx.srv.dbs.iter_mut() {
+        ctx.srv.changes_since_save += db.len() as u64;
         db.clear();
+    }
+    // As Redis's flushallCommand: with save points, the emptied dataset is saved at once, so a
+    // restart cannot bring the keys back from an older snapshot.
+    if !ctx.srv.config.save_points.is_empty()
+        && !ctx.in_script
+        && ctx.host.rdb_save(ctx.srv, false).is_ok()
+    {
+        ctx.srv.changes_since_save = 0;
     }
     Ok(Frame::ok())
 }

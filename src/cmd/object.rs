@@ -128,19 +128,7 @@ pub static TIPS: &[(&str, &[&str])] = &[
 
 /// The encoding thresholds as configured now (CONFIG SET takes effect at once).
 pub(super) fn limits(ctx: &Ctx) -> Limits {
-    let c = &ctx.srv.config;
-    let num = |name: &str, default: i64| c.compat_value(name).parse::<i64>().unwrap_or(default);
-    let unsigned = |name: &str, default: i64| num(name, default).max(0) as u64;
-    let d = Limits::default();
-    Limits {
-        hash_entries: unsigned("hash-max-listpack-entries", d.hash_entries as i64),
-        hash_value: unsigned("hash-max-listpack-value", d.hash_value as i64),
-        zset_entries: unsigned("zset-max-listpack-entries", d.zset_entries as i64),
-        zset_value: unsigned("zset-max-listpack-value", d.zset_value as i64),
-        set_intset_entries: unsigned("set-max-intset-entries", d.set_intset_entries as i64),
-        list_fill: num("list-max-listpack-size", d.list_fill),
-        compress: c.compat_value("rdbcompression") != "no",
-    }
+    ctx.srv.config.encoding_limits()
 }
 
 fn help(lines: &[&'static str]) -> Frame {

@@ -1,5 +1,5 @@
-//! Persistence commands. The append-only file is the only persistence: SAVE and BGSAVE (RDB
-//! snapshots) are not offered and answer `ERR unknown command`, never a fake OK.
+//! Persistence commands: BGREWRITEAOF for the append-only file, SAVE and BGSAVE for RDB
+//! snapshots (persist/rdb_file.rs; the loop writes them, `Host::rdb_save`).
 
 use super::table::{flags::*, CommandSpec, NO_KEYS};
 use super::Ctx;
@@ -7,15 +7,61 @@ use crate::error::{CmdError, CmdResult};
 use crate::protocol::Frame;
 use bytes::Bytes;
 
-pub static COMMANDS: &[CommandSpec] = &[CommandSpec {
-    name: "bgrewriteaof",
-    arity: 1,
-    flags: ADMIN | NOSCRIPT | NO_ASYNC_LOADING,
-    keys: NO_KEYS,
-    acl: &[],
-    handler: bgrewriteaof,
-    subcommands: &[],
-}];
+pub static COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        name: "bgrewriteaof",
+        arity: 1,
+        flags: ADMIN | NOSCRIPT | NO_ASYNC_LOADING,
+        keys: NO_KEYS,
+        acl: &[],
+        handler: bgrewriteaof,
+        subcommands: &[],
+    },
+    CommandSpec::leaf(
+        "save",
+        1,
+        ADMIN | NOSCRIPT | NO_ASYNC_LOADING | NO_MULTI,
+        NO_KEYS,
+        &[],
+        save,
+    ),
+    CommandSpec::leaf(
+        "bgsave",
+        -1,
+        ADMIN | NOSCRIPT | NO_ASYNC_LOADING,
+        NO_KEYS,
+        &[],
+        bgsave,
+    ),
+];
+
+/// SAVE: the snapshot is written before the reply (Redis blocks every client meanwhile too).
+fn save(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    if ctx.host.rdb().is_some_and(|r| r.in_progress()) {
+        return Err(CmdError::err("ERR Background save already in progress"));
+    }
+    let reply = ctx
+        .host
+        .rdb_save(ctx.srv, false)
+        .map_err(|e| CmdError::Other(std::borrow::Cow::Owned(e)))?;
+    ctx.srv.changes_since_save = 0;
+    Ok(Frame::simple(reply))
+}
+
+/// BGSAVE [SCHEDULE]: written by another thread from a snapshot taken now.
+fn bgsave(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if argv.len() > 2 || (argv.len() == 2 && !super::args::is(&argv[1], "schedule")) {
+        return Err(CmdError::Syntax);
+    }
+    if ctx.host.rdb().is_some_and(|r| r.in_progress()) {
+        return Err(CmdError::err("ERR Background save already in progress"));
+    }
+    let reply = ctx
+        .host
+        .rdb_save(ctx.srv, true)
+        .map_err(|e| CmdError::Other(std::borrow::Cow::Owned(e)))?;
+    Ok(Frame::simple(reply))
+}
 
 fn bgrewriteaof(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     let Some(aof) = ctx.host.aof() else {

@@ -95,7 +95,11 @@ fn time(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 }
 
 fn lastsave(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    Ok(Frame::Integer(ctx.srv.stats.start_unix as i64))
+    Ok(Frame::Integer(
+        ctx.host
+            .rdb()
+            .map_or(ctx.srv.stats.start_unix, |r| r.last_save_unix) as i64,
+    ))
 }
 
 fn debug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -153,6 +157,17 @@ fn shutdown(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Err(CmdError::err("ERR No shutdown in progress."));
     }
     tracing::warn!("User requested shutdown...");
+    // As Redis's prepareForShutdown: a snapshot when save points are set or SAVE is asked,
+    // unless NOSAVE; if it fails the server stays up (FORCE shuts down anyway).
+    let nosave = argv[1..].iter().any(|a| is(a, "nosave"));
+    let wants_save = argv[1..].iter().any(|a| is(a, "save"));
+    if !nosave && (wants_save || !ctx.srv.config.save_points.is_empty()) {
+        tracing::info!("Saving the final RDB snapshot before exiting.");
+        if ctx.host.rdb_save(ctx.srv, false).is_err() && !argv[1..].iter().any(|a| is(a, "force")) {
+            tracing::warn!("Error trying to save the DB, can't exit.");
+            return Err(CmdError::err("ERR Errors trying to SHUTDOWN. Check logs."));
+        }
+    }
     ctx.srv.shutting_down = true;
     ctx.client.close_after_reply = true;
     ctx.srv.shared.request_shutdown();
@@ -935,12 +950,22 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
         }
         "persistence" => {
             let aof = host.aof();
+            let rdb = host.rdb();
             let status = |ok: bool| if ok { "ok" } else { "err" };
             let _ = write!(
                 out,
-                "# Persistence\r\nloading:{}\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\ncurrent_cow_size:0\r\ncurrent_cow_size_age:0\r\ncurrent_fork_perc:0.00\r\ncurrent_save_keys_processed:0\r\ncurrent_save_keys_total:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:ok\r\nrdb_last_bgsave_time_sec:-1\r\nrdb_current_bgsave_time_sec:-1\r\nrdb_saves:0\r\nrdb_last_cow_size:0\r\nrdb_last_load_keys_expired:0\r\nrdb_last_load_keys_loaded:0\r\naof_enabled:{}\r\naof_rewrite_in_progress:{}\r\naof_rewrite_scheduled:0\r\naof_last_rewrite_time_sec:{}\r\naof_current_rewrite_time_sec:{}\r\naof_last_bgrewrite_status:{}\r\naof_rewrites:{}\r\naof_rewrites_consecutive_failures:{}\r\naof_last_write_status:{}\r\naof_last_cow_size:0\r\nmodule_fork_in_progress:0\r\nmodule_fork_last_cow_size:0\r\n",
+                "# Persistence\r\nloading:{}\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\ncurrent_cow_size:0\r\ncurrent_cow_size_age:0\r\ncurrent_fork_perc:0.00\r\ncurrent_save_keys_processed:0\r\ncurrent_save_keys_total:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\nrdb_current_bgsave_time_sec:{}\r\nrdb_saves:{}\r\nrdb_last_cow_size:0\r\nrdb_last_load_keys_expired:{}\r\nrdb_last_load_keys_loaded:{}\r\naof_enabled:{}\r\naof_rewrite_in_progress:{}\r\naof_rewrite_scheduled:0\r\naof_last_rewrite_time_sec:{}\r\naof_current_rewrite_time_sec:{}\r\naof_last_bgrewrite_status:{}\r\naof_rewrites:{}\r\naof_rewrites_consecutive_failures:{}\r\naof_last_write_status:{}\r\naof_last_cow_size:0\r\nmodule_fork_in_progress:0\r\nmodule_fork_last_cow_size:0\r\n",
                 host.loading() as u8,
-                srv.stats.start_unix,
+                srv.changes_since_save,
+                rdb.is_some_and(|r| r.in_progress()) as u8,
+                rdb.map_or(srv.stats.start_unix, |r| r.last_save_unix),
+                status(rdb.is_none_or(|r| r.last_ok)),
+                rdb.map_or(-1, |r| r.last_secs),
+                rdb.and_then(|r| r.writing.as_ref())
+                    .map_or(-1, |w| w.1.elapsed().as_secs() as i64),
+                rdb.map_or(0, |r| r.saves),
+                rdb.map_or(0, |r| r.loaded.1),
+                rdb.map_or(0, |r| r.loaded.0),
                 aof.is_some() as u8,
                 aof.is_some_and(|a| a.rewrite_in_progress()) as u8,
                 aof.map_or(-1, |a| a.last_rewrite_secs),

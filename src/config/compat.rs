@@ -10,7 +10,9 @@
 //! - `daemonize`, `supervised` (`supervise.rs`), `latency-tracking` and
 //!   `latency-tracking-info-percentiles` (`machine/latency.rs`), which work; and the encoding
 //!   thresholds (`hash-max-listpack-entries` ..., `list-max-listpack-size`) and `rdbcompression`,
-//!   which decide what OBJECT ENCODING, MEMORY USAGE and DUMP answer (`store/encoding.rs`).
+//!   which decide what OBJECT ENCODING, MEMORY USAGE and DUMP answer (`store/encoding.rs`);
+//!   `dbfilename`, `rdbchecksum` and `stop-writes-on-bgsave-error`, which RDB snapshots
+//!   follow (`persist/rdb_file.rs`).
 //!
 //! Names, aliases, defaults and which are immutable or protected are Redis 7.0.15's own
 //! (`CONFIG GET *` and `CONFIG SET` of each on a real redis-server; tests/ops_redis_conf.rs
@@ -46,7 +48,7 @@ const INTERNALS: Why = Why::Notice(
     "they tune Redis internals that deadbolt does not have (encodings, rehashing, defragmentation, lazy freeing, I/O threads, allocator threads, CPU affinity, crash reports)",
 );
 const RDB: Why = Why::Notice(
-    "deadbolt writes no RDB files: its persistence is the append-only file (appendonly yes)",
+    "no effect in deadbolt: its append-only file has no RDB preamble, there are no replication sync files, and an RDB snapshot is written by one thread and fsynced once",
 );
 const REPL: Why = Why::Notice(
     "deadbolt has no Redis master-replica replication: replicas come from its Raft cluster mode (README \"Cluster\")",
@@ -214,7 +216,7 @@ compat_table! {
     "crash-log-enabled" [] Live "yes" Kind::Bool, INTERNALS;
     "crash-memcheck-enabled" [] Live "yes" Kind::Bool, INTERNALS;
     "daemonize" [] Immutable "no" Kind::Bool, Why::Works;
-    "dbfilename" [] Protected "dump.rdb" Kind::Str, RDB;
+    "dbfilename" [] Protected "dump.rdb" Kind::Str, Why::Works;
     "disable-thp" [] Immutable "yes" Kind::Bool, INTERNALS;
     "dynamic-hz" [] Live "yes" Kind::Bool, INTERNALS;
     "enable-module-command" [] Immutable "no" Kind::Enum(&["no", "yes", "local"]), BEHAVIOUR;
@@ -251,7 +253,7 @@ compat_table! {
     "propagation-error-behavior" [] Live "ignore" Kind::Enum(&["ignore", "panic", "panic-on-replicas"]), REPL;
     "rdb-del-sync-files" [] Live "no" Kind::Bool, RDB;
     "rdb-save-incremental-fsync" [] Live "yes" Kind::Bool, RDB;
-    "rdbchecksum" [] Immutable "yes" Kind::Bool, RDB;
+    "rdbchecksum" [] Immutable "yes" Kind::Bool, Why::Works;
     "rdbcompression" [] Live "yes" Kind::Bool, Why::Works;
     "repl-backlog-size" [] Live "1048576" Kind::Mem, REPL;
     "repl-backlog-ttl" [] Live "3600" Kind::Int, REPL;
@@ -280,7 +282,7 @@ compat_table! {
     "shutdown-on-sigterm" [] Live "default" Kind::Str, BEHAVIOUR;
     "shutdown-timeout" [] Live "10" Kind::Int, BEHAVIOUR;
     "socket-mark-id" [] Immutable "0" Kind::Int, INTERNALS;
-    "stop-writes-on-bgsave-error" [] Live "yes" Kind::Bool, RDB;
+    "stop-writes-on-bgsave-error" [] Live "yes" Kind::Bool, Why::Works;
     "stream-node-max-bytes" [] Live "4096" Kind::Mem, INTERNALS;
     "stream-node-max-entries" [] Live "100" Kind::Int, INTERNALS;
     "supervised" [] Immutable "no" Kind::Enum(&["upstart", "systemd", "auto", "no"]), Why::Works;

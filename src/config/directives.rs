@@ -492,18 +492,20 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "save",
         aliases: &[],
-        // The only value accepted is the one in force (no snapshots), so no change of it ever
-        // reaches `apply_change`.
+        // The cron reads the points each time it looks.
         apply: Apply::Live,
-        get: |_| String::new(),
-        set: |_, v| {
-            if v.trim().is_empty() || v.trim() == "\"\"" {
-                Ok(())
-            } else {
-                Err("RDB snapshots are not supported: use appendonly; only save \"\" is accepted".into())
-            }
+        get: |c| {
+            c.save_points
+                .iter()
+                .map(|(s, n)| format!("{s} {n}"))
+                .collect::<Vec<_>>()
+                .join(" ")
         },
-        doc: "RDB snapshots are not supported; only `save \"\"` is accepted (persistence is the append-only file).",
+        set: |c, v| {
+            c.save_points = crate::persist::rdb_file::parse_save_points(v)?;
+            Ok(())
+        },
+        doc: "RDB snapshot points: `<seconds> <changes>` pairs; a background save runs when at least <changes> keys changed and <seconds> passed since the last save. \"\" (the default) takes no snapshots; SAVE and BGSAVE still work, and the file is loaded at start when appendonly is off.",
     },
     Directive {
         name: "client-output-buffer-limit",

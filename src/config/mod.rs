@@ -95,6 +95,8 @@ pub struct Config {
     pub busy_reply_threshold: u64,
     pub enable_debug_command: DebugCommand,
     pub appendonly: bool,
+    /// `save`: RDB snapshot points (seconds, changes).
+    pub save_points: Vec<(u64, u64)>,
     pub appendfilename: String,
     pub appenddirname: String,
     pub appendfsync: crate::persist::Fsync,
@@ -252,6 +254,7 @@ impl Default for Config {
             busy_reply_threshold: 5000,
             enable_debug_command: DebugCommand::No,
             appendonly: false,
+            save_points: Vec::new(),
             appendfilename: "appendonly.aof".into(),
             appenddirname: "appendonlydir".into(),
             appendfsync: crate::persist::Fsync::EverySec,
@@ -347,6 +350,24 @@ impl Config {
     }
 
     /// A compatibility directive's value (`compat`): the one set, else Redis's default.
+    /// The encoding thresholds and `rdbcompression`, as OBJECT ENCODING, MEMORY USAGE, DUMP
+    /// and RDB snapshots apply them (`store/encoding.rs`).
+    pub fn encoding_limits(&self) -> crate::store::encoding::Limits {
+        let num =
+            |name: &str, default: i64| self.compat_value(name).parse::<i64>().unwrap_or(default);
+        let unsigned = |name: &str, default: i64| num(name, default).max(0) as u64;
+        let d = crate::store::encoding::Limits::default();
+        crate::store::encoding::Limits {
+            hash_entries: unsigned("hash-max-listpack-entries", d.hash_entries as i64),
+            hash_value: unsigned("hash-max-listpack-value", d.hash_value as i64),
+            zset_entries: unsigned("zset-max-listpack-entries", d.zset_entries as i64),
+            zset_value: unsigned("zset-max-listpack-value", d.zset_value as i64),
+            set_intset_entries: unsigned("set-max-intset-entries", d.set_intset_entries as i64),
+            list_fill: num("list-max-listpack-size", d.list_fill),
+            compress: self.compat_value("rdbcompression") != "no",
+        }
+    }
+
     pub fn compat_value(&self, name: &str) -> &str {
         match self.compat.get(name) {
             Some(v) => v,

@@ -16,7 +16,7 @@ use crate::machine::client::{Client, Out, OutSender};
 use crate::machine::{Host, Shared, State};
 use crate::persist::aof::Aof;
 use crate::persist::load::{LoadError, Loader, Step};
-use crate::persist::{emit, Fsync};
+use crate::persist::{emit, rdb_file, Fsync};
 use crate::store::ChangeRecord;
 use bytes::{Bytes, BytesMut};
 use std::sync::atomic::Ordering;
@@ -74,6 +74,10 @@ pub struct Io {
     pub busy_loop: net::Lent,
     /// Cluster mode (`cluster-node-id`): the consensus core, its transport and held replies.
     pub cluster: Option<cluster::ClusterIo>,
+    /// RDB snapshots: the background save in progress and the last one's outcome.
+    pub rdb: crate::persist::rdb_file::RdbState,
+    /// The change count the background save in progress covers (subtracted when it succeeds).
+    rdb_covered: u64,
 }
 
 impl std::ops::Deref for Server {
@@ -102,7 +106,7 @@ impl Server {
         let (tx, _) = tokio::sync::mpsc::unbounded_channel();
         let nowhere: std::net::SocketAddr = ([127, 0, 0, 1], 0).into();
         let loader_client = Box::new(Client::new(0, nowhere, nowhere, tx, Default::default()));
-        Server {
+        let mut server = Server {
             state: State::new(config, shared, crate::cmd::table::table().entries.len()),
             stopping: false,
             io: Io {
@@ -112,13 +116,59 @@ impl Server {
                 locks_swept_at: 0,
                 busy_loop: Default::default(),
                 cluster: None,
+                rdb: crate::persist::rdb_file::RdbState::new(unix_ms() / 1000),
+                rdb_covered: 0,
             },
             loader_client: Some(loader_client),
             changes: ChangeRecord::default(),
             held: Vec::new(),
             spare_out: None,
             next_idle_check: Instant::now(),
+        };
+        if !server.config.appendonly && server.config.cluster_node_id == 0 {
+            server.load_rdb();
         }
+        server
+    }
+
+    /// Start-up without the append-only file: the RDB snapshot, if there is one, as Redis's
+    /// loadDataFromDisk (a file that cannot be read whole stops the start, as in Redis).
+    fn load_rdb(&mut self) {
+        let path = rdb_file::path(&self.config.dir, self.config.compat_value("dbfilename"));
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+            Err(e) => fatal(&format!("Fatal error loading the DB: {e}. Exiting.")),
+        };
+        let started = Instant::now();
+        let now = unix_ms();
+        let databases = self.dbs.len();
+        let dbs = &mut self.state.dbs;
+        let loaded = rdb_file::decode(&bytes, now, databases, |db, key, value, at| {
+            dbs[db].set(&key, value, at);
+        })
+        .unwrap_or_else(|e| fatal(&format!("Fatal error loading the DB: {e} Exiting.")));
+        self.dbs.discard_changes();
+        tracing::info!("Loading RDB produced by version {}", loaded.version);
+        if let Some(ctime) = loaded.ctime {
+            tracing::info!("RDB age {} seconds", (now / 1000).saturating_sub(ctime));
+        }
+        if let Some(mem) = loaded.used_mem {
+            tracing::info!(
+                "RDB memory usage when created {:.2} Mb",
+                mem as f64 / (1024.0 * 1024.0)
+            );
+        }
+        tracing::info!(
+            "Done loading RDB, keys loaded: {}, keys expired: {}.",
+            loaded.keys,
+            loaded.expired
+        );
+        tracing::info!(
+            "DB loaded from disk: {:.3} seconds",
+            started.elapsed().as_secs_f64()
+        );
+        self.io.rdb.loaded = (loaded.keys, loaded.expired);
     }
 
     /// Ends a unit of work (a command, an EXEC, a script, an expiry sweep): the store's record
@@ -463,6 +513,57 @@ impl Server {
         }
     }
 
+    /// RDB snapshots in the cron (Redis's serverCron): a finished background save is recorded,
+    /// a scheduled one starts, and a save point that is due starts one (after a failure, not
+    /// before 5 s have passed, as Redis's CONFIG_BGSAVE_RETRY_DELAY).
+    fn rdb_cron(&mut self, now_ms: u64) {
+        let now = now_ms / 1000;
+        if let Some(done) = self.io.rdb.poll() {
+            match done {
+                Ok(_) => {
+                    tracing::info!("Background saving terminated with success");
+                    self.state.changes_since_save = self
+                        .state
+                        .changes_since_save
+                        .saturating_sub(self.io.rdb_covered);
+                }
+                Err(e) => tracing::warn!("Background saving error: {e}"),
+            }
+        }
+        if self.io.rdb.in_progress()
+            || self
+                .io
+                .aof
+                .as_ref()
+                .is_some_and(|a| a.rewrite_in_progress())
+        {
+            return;
+        }
+        let rdb = &self.io.rdb;
+        let due = rdb.scheduled
+            || self
+                .state
+                .config
+                .save_points
+                .iter()
+                .any(|&(secs, changes)| {
+                    self.state.changes_since_save >= changes
+                        && now.saturating_sub(rdb.last_save_unix) >= secs
+                        && (rdb.last_ok || now.saturating_sub(rdb.last_try_unix) > 5)
+                });
+        if due {
+            if !self.io.rdb.scheduled {
+                tracing::info!(
+                    "{} changes in the last save interval. Saving...",
+                    self.state.changes_since_save
+                );
+            }
+            self.io.rdb.scheduled = false;
+            let (io, state) = (&mut self.io, &self.state);
+            let _ = io.rdb_save(state, true);
+        }
+    }
+
     /// Periodic work (Redis's serverCron): active expiry within a time budget.
     fn cron(&mut self) {
         let started = Instant::now();
@@ -502,6 +603,7 @@ impl Server {
         if self.ops.pause.ended {
             self.resume_paused();
         }
+        self.rdb_cron(now);
         let (io, st) = (&mut self.io, &self.state);
         if let Some(aof) = io.aof.as_mut() {
             aof.poll_rewrite();
@@ -630,6 +732,39 @@ impl Host for Io {
         Ok(())
     }
 
+    fn rdb(&self) -> Option<&crate::persist::rdb_file::RdbState> {
+        Some(&self.rdb)
+    }
+
+    fn rdb_save(&mut self, state: &State, background: bool) -> Result<&'static str, String> {
+        if background && self.rdb.in_progress() {
+            return Err("ERR Background save already in progress".into());
+        }
+        let path = rdb_file::path(&state.config.dir, state.config.compat_value("dbfilename"));
+        let data = rdb_snapshot(state);
+        let now = unix_ms() / 1000;
+        if background {
+            self.rdb_covered = state.changes_since_save;
+            self.rdb.start(path, data, now);
+            tracing::info!("Background saving started");
+            return Ok("Background saving started");
+        }
+        match self.rdb.save_now(&path, &data, now) {
+            Ok(()) => {
+                tracing::info!("DB saved on disk");
+                Ok("OK")
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "Failed saving the RDB file {} (in server root dir {}): {e}",
+                    path.display(),
+                    state.config.dir
+                );
+                Err("ERR".into())
+            }
+        }
+    }
+
     fn start_rewrite(&mut self, state: &State) -> std::io::Result<()> {
         let snapshot = snapshot(state, unix_ms());
         match self.aof.as_mut() {
@@ -667,6 +802,17 @@ impl Host for Io {
             None => Err("This instance has cluster support disabled".into()),
         }
     }
+}
+
+/// The whole dataset as an RDB file, as SAVE and BGSAVE write it.
+fn rdb_snapshot(state: &State) -> Vec<u8> {
+    rdb_file::encode(
+        &state.dbs,
+        unix_ms(),
+        &state.config.encoding_limits(),
+        state.config.compat_value("rdbchecksum") != "no",
+        (crate::machine::REDIS_VERSION, crate::alloc::used_memory()),
+    )
 }
 
 /// The whole dataset as commands (the base file of a rewrite), leaving out keys already dead

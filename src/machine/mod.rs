@@ -60,6 +60,14 @@ pub trait Host {
     }
     /// The append-only log, None when it is off (INFO persistence, write refusals).
     fn aof(&self) -> Option<&crate::persist::aof::Aof>;
+    /// RDB snapshots' state (INFO persistence, LASTSAVE, the MISCONF refusal).
+    fn rdb(&self) -> Option<&crate::persist::rdb_file::RdbState> {
+        None
+    }
+    /// SAVE (`background` false) or BGSAVE: Ok with the status reply, Err with the error text.
+    fn rdb_save(&mut self, _state: &State, _background: bool) -> Result<&'static str, String> {
+        Err("ERR RDB snapshots are not available here".into())
+    }
     /// Called by a busy script's hook: the loop reads the other connections and answers them
     /// (-BUSY, SCRIPT KILL, SHUTDOWN NOSAVE), as Redis's `processEventsWhileBlocked`.
     fn while_busy(&self);
@@ -109,6 +117,9 @@ pub struct State {
     pub scripting: Option<Box<dyn std::any::Any>>,
     /// CLIENT TRACKING's table of keys clients cache, and BCAST prefixes (tracking.rs).
     pub tracking: tracking::Tracking,
+    /// Keys changed since the last RDB save (Redis's `server.dirty`; INFO
+    /// rdb_changes_since_last_save, the save points).
+    pub changes_since_save: u64,
 }
 
 impl State {
@@ -148,6 +159,7 @@ impl State {
             locks: Default::default(),
             scripting: None,
             tracking: Default::default(),
+            changes_since_save: 0,
         };
         state.sync_created_recording();
         state.stats.latency_tracking = latency_tracking;
@@ -167,6 +179,7 @@ impl State {
     pub fn signal_modified_key(&mut self, db: usize, key: &[u8]) {
         self.watches.touch(db, key);
         self.waiters.signal(db, key);
+        self.changes_since_save += 1;
         if self.tracking.active() {
             self.tracking_invalidate(key, self.running, true);
         }

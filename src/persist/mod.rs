@@ -11,6 +11,7 @@
 pub mod aof;
 pub mod emit;
 pub mod load;
+pub mod rdb_file;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fsync {

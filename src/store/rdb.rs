@@ -489,50 +489,79 @@ pub fn quicklist_nodes<'a>(
 
 /// The DUMP payload of `v` (createDumpPayload).
 pub fn dump(v: &Value, lim: &super::encoding::Limits) -> Vec<u8> {
-    use super::encoding::{hash_is_listpack, set_is_intset, zset_is_listpack};
     let mut out = Vec::new();
+    let t = put_value(&mut out, v, lim);
+    out.insert(0, t);
+    out.extend_from_slice(&RDB_VERSION.to_le_bytes());
+    let crc = crc64(0, &out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// One key of an RDB file (rdbSaveKeyValuePair, without its expiry): type, key, value.
+pub fn put_entry(out: &mut Vec<u8>, key: &[u8], v: &Value, lim: &super::encoding::Limits) {
+    let at = out.len();
+    out.push(0);
+    put_string(out, key, lim.compress);
+    out[at] = put_value(out, v, lim);
+}
+
+/// An RDB string (length-prefixed, an integer encoding or LZF where Redis would use one).
+pub fn put_rdb_string(out: &mut Vec<u8>, s: &[u8], compress: bool) {
+    put_string(out, s, compress);
+}
+
+/// An RDB length.
+pub fn put_rdb_len(out: &mut Vec<u8>, n: u64) {
+    put_len(out, n);
+}
+
+/// Appends `v` in RDB form (rdbSaveObject) and returns its type byte (rdbSaveObjectType).
+fn put_value(out: &mut Vec<u8>, v: &Value, lim: &super::encoding::Limits) -> u8 {
+    use super::encoding::{hash_is_listpack, set_is_intset, zset_is_listpack};
+    let t;
     match v {
         Value::Str(s) => {
-            out.push(T_STRING);
-            put_string(&mut out, s, lim.compress);
+            t = T_STRING;
+            put_string(out, s, lim.compress);
         }
         Value::List(l) => {
-            out.push(T_LIST_QUICKLIST_2);
+            t = T_LIST_QUICKLIST_2;
             let nodes = quicklist_nodes(l.iter().map(|b| &b[..]), lim.list_fill);
-            put_len(&mut out, nodes.len() as u64);
+            put_len(out, nodes.len() as u64);
             let mut items = l.iter();
             for (count, _) in nodes {
                 let mut lp = Lp::new();
                 for it in items.by_ref().take(count) {
                     lp.push(it);
                 }
-                put_len(&mut out, NODE_PACKED);
-                put_string(&mut out, &lp.finish(), lim.compress);
+                put_len(out, NODE_PACKED);
+                put_string(out, &lp.finish(), lim.compress);
             }
         }
         Value::Set(s) => {
             if set_is_intset(s, lim) {
-                out.push(T_SET_INTSET);
-                put_string(&mut out, &intset_bytes(s), lim.compress);
+                t = T_SET_INTSET;
+                put_string(out, &intset_bytes(s), lim.compress);
             } else {
-                out.push(T_SET);
-                put_len(&mut out, s.len() as u64);
+                t = T_SET;
+                put_len(out, s.len() as u64);
                 for m in s.iter() {
-                    put_string(&mut out, m, lim.compress);
+                    put_string(out, m, lim.compress);
                 }
             }
         }
         Value::ZSet(z) => {
             if zset_is_listpack(z, lim) {
-                out.push(T_ZSET_LISTPACK);
-                put_string(&mut out, &zset_listpack(z), lim.compress);
+                t = T_ZSET_LISTPACK;
+                put_string(out, &zset_listpack(z), lim.compress);
             } else {
                 // rdbSaveObject walks the skiplist from the tail.
-                out.push(T_ZSET_2);
-                put_len(&mut out, z.len() as u64);
+                t = T_ZSET_2;
+                put_len(out, z.len() as u64);
                 if !z.is_empty() {
                     for (m, s) in z.iter_rev_from(z.len() - 1) {
-                        put_string(&mut out, m, lim.compress);
+                        put_string(out, m, lim.compress);
                         out.extend_from_slice(&s.to_le_bytes());
                     }
                 }
@@ -540,22 +569,19 @@ pub fn dump(v: &Value, lim: &super::encoding::Limits) -> Vec<u8> {
         }
         Value::Hash(h) => {
             if hash_is_listpack(h, lim) {
-                out.push(T_HASH_LISTPACK);
-                put_string(&mut out, &hash_listpack(h), lim.compress);
+                t = T_HASH_LISTPACK;
+                put_string(out, &hash_listpack(h), lim.compress);
             } else {
-                out.push(T_HASH);
-                put_len(&mut out, h.len() as u64);
+                t = T_HASH;
+                put_len(out, h.len() as u64);
                 for (f, v) in h.iter() {
-                    put_string(&mut out, f, lim.compress);
-                    put_string(&mut out, v, lim.compress);
+                    put_string(out, f, lim.compress);
+                    put_string(out, v, lim.compress);
                 }
             }
         }
     }
-    out.extend_from_slice(&RDB_VERSION.to_le_bytes());
-    let crc = crc64(0, &out);
-    out.extend_from_slice(&crc.to_le_bytes());
-    out
+    t
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -998,6 +1024,51 @@ pub fn restore(body: &[u8]) -> Res<Value> {
         inflated: 0,
     };
     let t = r.byte()?;
+    value_of(&mut r, t)
+}
+
+/// An RDB file being read (persist/rdb_file.rs): the checks of a DUMP payload, and the
+/// opcodes between values are the caller's.
+pub struct Reader<'a>(Rd<'a>);
+
+impl<'a> Reader<'a> {
+    pub fn new(b: &'a [u8]) -> Reader<'a> {
+        Reader(Rd {
+            b,
+            at: 0,
+            inflated: 0,
+        })
+    }
+
+    pub fn position(&self) -> usize {
+        self.0.at
+    }
+
+    pub fn byte(&mut self) -> Result<u8, Bad> {
+        self.0.byte()
+    }
+
+    pub fn take(&mut self, n: u64) -> Result<&'a [u8], Bad> {
+        self.0.take(n)
+    }
+
+    pub fn length(&mut self) -> Result<u64, Bad> {
+        self.0.len()
+    }
+
+    pub fn string(&mut self) -> Result<Bytes, Bad> {
+        self.0.string()
+    }
+
+    /// The value of type `t` (each value has the LZF budget of one payload).
+    pub fn value(&mut self, t: u8) -> Result<Value, Bad> {
+        self.0.inflated = 0;
+        value_of(&mut self.0, t)
+    }
+}
+
+/// rdbLoadObject for type `t`.
+fn value_of(r: &mut Rd, t: u8) -> Res<Value> {
     let v = match t {
         T_STRING => Value::Str(r.string()?),
         T_LIST => {
