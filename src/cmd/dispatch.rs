@@ -187,7 +187,8 @@ fn process_frame(
             client.multi.is_some() && !matches!(spec.name, "exec" | "discard" | "quit" | "reset");
         if (queuing
             || cmd_flags & flags::DENYOOM != 0
-            || super::scripting::denies_oom(srv, spec, argv))
+            || super::scripting::denies_oom(srv, spec, argv)
+            || super::functions::denies_oom(srv, spec, argv))
             && crate::alloc::used_memory() as u64 > srv.config.maxmemory
         {
             let e = CmdError::err("OOM command not allowed when used memory > 'maxmemory'.");
@@ -205,7 +206,8 @@ fn process_frame(
     // A lone server pays one None check.
     if super::replication::is_replica(host.cluster())
         && (cmd_flags & flags::WRITE != 0
-            || super::replication::script_declares_writes(srv, spec, argv))
+            || super::replication::script_declares_writes(srv, spec, argv)
+            || super::functions::declares_writes(srv, spec, argv))
     {
         let e = CmdError::err(super::replication::READONLY);
         return Some(reject(srv, client, id, e));

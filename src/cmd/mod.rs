@@ -6,6 +6,7 @@ pub mod bitmap;
 pub mod blocking;
 pub mod connection;
 pub mod dispatch;
+pub mod functions;
 pub mod geo;
 pub mod hash;
 pub mod hll;

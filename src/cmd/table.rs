@@ -295,6 +295,7 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         super::persistence::COMMANDS,
         super::pubsub::COMMANDS,
         super::scripting::COMMANDS,
+        super::functions::COMMANDS,
         super::acl::COMMANDS,
         super::observe::COMMANDS,
         super::string_range::COMMANDS,
@@ -321,6 +322,7 @@ pub fn key_spec_docs() -> Vec<&'static [(&'static str, &'static [KeySpecDoc])]> 
         super::list::KEY_SPECS,
         super::pubsub::KEY_SPECS,
         super::scripting::KEY_SPECS,
+        super::functions::KEY_SPECS,
         super::tx::KEY_SPECS,
         super::geo::KEY_SPECS,
         super::hll::KEY_SPECS,
@@ -337,6 +339,7 @@ pub fn command_tips() -> Vec<&'static [(&'static str, &'static [&'static str])]>
         super::keys::TIPS,
         super::connection::TIPS,
         super::scripting::TIPS,
+        super::functions::TIPS,
         super::observe::TIPS,
         super::server::TIPS,
     ]

@@ -106,6 +106,9 @@ pub struct State {
     /// out while a script runs. `Any` because this layer sits below script/ and cannot name
     /// the type; script/ downcasts (one type-id comparison per EVAL).
     pub scripting: Option<Box<dyn std::any::Any>>,
+    /// The functions engine and its libraries (`script::functions::Functions`), created by the
+    /// first FUNCTION/FCALL command; FUNCTION FLUSH empties it, SCRIPT FLUSH leaves it alone.
+    pub functions: Option<Box<dyn std::any::Any>>,
 }
 
 impl State {
@@ -144,6 +147,7 @@ impl State {
             ops: Default::default(),
             locks: Default::default(),
             scripting: None,
+            functions: None,
         };
         state.sync_created_recording();
         state.stats.latency_tracking = latency_tracking;
