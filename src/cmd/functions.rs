@@ -153,7 +153,7 @@ fn function_delete(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 /// FUNCTION FLUSH [ASYNC|SYNC].
 fn function_flush(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if argv.len() > 3 {
-        return Err(CmdError::UnknownSubcommand(argv[1].to_vec(), "FUNCTION"));
+        return Err(syntax_error(argv));
     }
     if argv.len() == 3 && !is(&argv[2], "sync") && !is(&argv[2], "async") {
         return Err(CmdError::err(
@@ -261,7 +261,7 @@ fn function_dump(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 /// FUNCTION RESTORE <payload> [FLUSH|APPEND|REPLACE].
 fn function_restore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if argv.len() > 4 {
-        return Err(CmdError::UnknownSubcommand(argv[1].to_vec(), "FUNCTION"));
+        return Err(syntax_error(argv));
     }
     #[derive(PartialEq)]
     enum Policy {
@@ -285,15 +285,13 @@ fn function_restore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             "ERR DUMP payload version or checksum are wrong",
         ));
     }
-    let codes = payload::parse(data).map_err(CmdError::erf)?;
     let r = with(ctx, |f, _| -> Result<(), String> {
         // The payload's libraries load into their own set first (no timeout, no REPLACE
         // among themselves: rdbFunctionLoad), then join the current ones by the policy.
         let mut fresh = Libraries::default();
-        for code in codes {
-            let code = Bytes::from(code);
-            lib::create(&mut f.engine, &mut fresh, &code, false, None)?;
-        }
+        payload::parse(data, |code| {
+            lib::create(&mut f.engine, &mut fresh, &Bytes::from(code), false, None).map(|_| ())
+        })?;
         if policy == Policy::Flush {
             f.libs = fresh;
             Ok(())
@@ -351,6 +349,15 @@ pub fn stats_frame(running: Option<(Bytes, Vec<Bytes>, u64)>, libs: usize, funcs
 /// answered by the connections (see `script::busy`).
 fn function_kill(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     Err(CmdError::err("NOTBUSY No scripts in execution right now."))
+}
+
+/// Redis's addReplySubcommandSyntaxError.
+fn syntax_error(argv: &[Bytes]) -> CmdError {
+    let sub = cstr(&argv[1]);
+    CmdError::erf(format!(
+        "unknown subcommand or wrong number of arguments for '{}'. Try FUNCTION HELP.",
+        String::from_utf8_lossy(&sub[..sub.len().min(128)]).replace(['\r', '\n'], " ")
+    ))
 }
 
 /// Redis prints some arguments with `%s`: up to the first NUL.

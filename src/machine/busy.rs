@@ -11,6 +11,8 @@ use std::time::Instant;
 pub struct BusyState {
     /// Run number of the script being run; 0 between scripts.
     pub running: AtomicU64,
+    /// Runs started so far (the last run number handed out).
+    pub runs: AtomicU64,
     /// Run number of the script that passed busy-reply-threshold; 0 while none has.
     pub busy: AtomicU64,
     /// Run number SCRIPT KILL asked to stop (the hook compares it with its own).

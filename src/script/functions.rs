@@ -147,6 +147,25 @@ pub fn stats(state: &State) -> (usize, usize, usize) {
     })
 }
 
+/// Memory the libraries take outside the Lua heap (Redis's `used_memory_functions`: its
+/// structures; here their names, codes and descriptions).
+pub fn overhead(state: &State) -> usize {
+    functions_of(state).map_or(0, |f| {
+        f.libs
+            .libs
+            .values()
+            .map(|l| {
+                l.name.len()
+                    + l.code.len()
+                    + l.functions
+                        .iter()
+                        .map(|x| x.name.len() + x.desc.as_ref().map_or(0, |d| d.len()))
+                        .sum::<usize>()
+            })
+            .sum()
+    })
+}
+
 /// Every library's code, for a rewrite or a snapshot (`FUNCTION LOAD` of each).
 pub fn library_codes(state: &State) -> Vec<Bytes> {
     functions_of(state).map_or_else(Vec::new, |f| {

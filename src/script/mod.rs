@@ -761,7 +761,10 @@ impl Engine {
         st.killed.set(false);
         st.unwinding.set(false);
         st.busy.set(false);
-        st.run_id.set(st.run_id.get() + 1);
+        // Numbered across both engines (EVAL's and the functions'), so a kill meant for one
+        // run never matches a later run of the other.
+        st.run_id
+            .set(st.shared.script.runs.fetch_add(1, Ordering::AcqRel) + 1);
         match name {
             RunName::Eval(sha) => st.sha.set(*sha),
             RunName::Function(n) => *st.fname.borrow_mut() = Some(n.clone()),

@@ -224,22 +224,22 @@ impl Reader<'_> {
     }
 }
 
-/// The library codes of a verified payload, in order; the error is Redis's text (without
-/// `ERR `) for the first record it cannot read.
-pub fn parse(p: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+/// Hands each library code of a verified payload to `each`, in order, as Redis reads and
+/// loads one record after the other (so a library that fails to load is reported before a
+/// later record that cannot be read); the error is Redis's text (without `ERR `).
+pub fn parse(p: &[u8], mut each: impl FnMut(Vec<u8>) -> Result<(), String>) -> Result<(), String> {
     let end = p.len() - 10;
     let mut r = Reader {
         p: &p[..end],
         pos: 0,
     };
-    let mut out = Vec::new();
     while end - r.pos > 0 {
         let Some(t) = r.byte() else {
             return Err("can not read data type".into());
         };
         match t {
             OPCODE_FUNCTION2 => match r.string() {
-                Some(code) => out.push(code),
+                Some(code) => each(code)?,
                 None => return Err("Failed loading library payload".into()),
             },
             OPCODE_FUNCTION => {
@@ -261,12 +261,12 @@ pub fn parse(p: &[u8]) -> Result<Vec<Vec<u8>>, String> {
                 code.extend_from_slice(&name);
                 code.push(b'\n');
                 code.extend_from_slice(&blob);
-                out.push(code);
+                each(code)?;
             }
             _ => return Err("given type is not a function".into()),
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -284,10 +284,13 @@ mod tests {
         let codes = [&b"#!lua name=x\n"[..], &long[..], b"12"];
         let p = dump(codes.iter().copied());
         assert!(verify(&p));
-        assert_eq!(
-            parse(&p).unwrap(),
-            codes.iter().map(|c| c.to_vec()).collect::<Vec<_>>()
-        );
+        let mut got = Vec::new();
+        parse(&p, |c| {
+            got.push(c);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(got, codes.iter().map(|c| c.to_vec()).collect::<Vec<_>>());
         let mut bad = p.clone();
         bad[3] ^= 1;
         assert!(!verify(&bad));
@@ -303,6 +306,9 @@ mod tests {
         let crc = crc64(&p);
         p.extend_from_slice(&crc.to_le_bytes());
         assert!(verify(&p));
-        assert_eq!(parse(&p), Err("Failed loading library payload".to_string()));
+        assert_eq!(
+            parse(&p, |_| Ok(())),
+            Err("Failed loading library payload".to_string())
+        );
     }
 }
