@@ -289,6 +289,29 @@ fn fcall_in_multi_and_collisions() {
     same_on_both(&[], &script);
 }
 
+/// Over maxmemory: FUNCTION LOAD / RESTORE and functions that may write are refused; a
+/// no-writes or allow-oom function runs.
+#[test]
+fn maxmemory_rules() {
+    let f1 = "#!lua name=test\nredis.register_function('f1', function() return 1 end)";
+    let script = vec![
+        load(f1),
+        load(&code("w", "w", "return redis.call('set', 'x', '1')")),
+        load("#!lua name=oom\nredis.register_function{function_name='oomf', callback=function() return redis.call('set', 'x', '2') end, flags={'allow-oom'}}"),
+        load(&ro_code("ro", "ro", "return 'hello'")),
+        cmd(&["CONFIG", "SET", "maxmemory", "1"]),
+        load_replace(f1),
+        cmd(&["FCALL", "w", "1", "x"]),
+        cmd(&["FCALL", "oomf", "1", "x"]),
+        cmd(&["GET", "x"]),
+        cmd(&["FCALL", "ro", "1", "k"]),
+        cmd(&["FCALL_RO", "ro", "1", "k"]),
+        cmd(&["FCALL", "nosuch", "0"]),
+        cmd(&["CONFIG", "SET", "maxmemory", "0"]),
+    ];
+    same_on_both(&[], &script);
+}
+
 #[test]
 fn load_timeout() {
     let script = vec![
@@ -713,4 +736,73 @@ fn info_memory_reports_functions() {
             .collect::<Vec<_>>()
     };
     assert_eq!(names(&info), names(&theirs));
+}
+
+/// INFO commandstats counts FCALL and the commands its function runs as Redis does (calls,
+/// rejected and failed calls), and errorstats the errors.
+#[test]
+fn commandstats_count_functions_and_their_calls() {
+    let mut seen = Vec::new();
+    for (_, srv) in common::deadbolt_and_redis(&[]) {
+        let mut c = srv.conn();
+        c.cmd(&["CONFIG", "RESETSTAT"]);
+        for cmd in [
+            load(&code(
+                "s",
+                "s",
+                "return redis.call('set', KEYS[1], ARGV[1])",
+            )),
+            load(&code("s", "s", "return 1")),
+            load(&code("e", "e", "return redis.call('incr', KEYS[1])")),
+            load(&code("p", "p", "return redis.pcall('get', 'a', 'b')")),
+            cmd(&["FCALL", "s", "1", "k", "v"]),
+            cmd(&["FCALL", "e", "1", "k"]),
+            cmd(&["FCALL", "p", "0"]),
+            cmd(&["FCALL_RO", "s", "1", "k", "v"]),
+            cmd(&["FCALL", "nosuch", "0"]),
+            cmd(&["FCALL", "s", "x"]),
+            cmd(&["FUNCTION", "DELETE", "nosuch"]),
+            // The same rules hold for EVAL (one engine's rules) and for EXEC.
+            cmd(&["EVAL", "return redis.call('incr', KEYS[1])", "1", "k"]),
+            cmd(&["EVAL", "return redis.pcall('get', 'a', 'b')", "0"]),
+            cmd(&["EVAL", "return redis.call('nosuch')", "0"]),
+            cmd(&["EVAL", "return redis.error_reply('MINE x')", "0"]),
+            cmd(&["EVAL_RO", "#!lua\nreturn redis.call('set', 'a', 'b')", "0"]),
+            cmd(&["EVAL", "return 1", "x"]),
+            cmd(&["MULTI"]),
+            cmd(&["INCR", "k"]),
+            cmd(&["SET", "k2", "1"]),
+            cmd(&["EXEC"]),
+        ] {
+            c.cmd(&cmd);
+        }
+        let stats = c.cmd_str(&["INFO", "commandstats"]);
+        let errors = c.cmd_str(&["INFO", "errorstats"]);
+        let mut lines: Vec<String> = stats
+            .lines()
+            .filter(|l| l.starts_with("cmdstat_"))
+            .filter(|l| !l.contains("config") && !l.contains("info"))
+            .map(|l| {
+                // Times differ; the counts must not.
+                let (name, rest) = l.split_once(':').unwrap();
+                let counts: Vec<&str> =
+                    rest.split(',').filter(|f| !f.starts_with("usec")).collect();
+                format!("{name}:{}", counts.join(","))
+            })
+            .chain(
+                errors
+                    .lines()
+                    .filter(|l| l.starts_with("errorstat_"))
+                    .map(str::to_string),
+            )
+            .collect();
+        lines.sort();
+        seen.push(lines);
+    }
+    assert_eq!(seen[0], seen[1]);
+    assert!(
+        seen[0].iter().any(|l| l.starts_with("cmdstat_fcall:")),
+        "{:?}",
+        seen[0]
+    );
 }

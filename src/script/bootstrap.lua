@@ -225,15 +225,17 @@ end)
 -- The redis table.
 local redis = {}
 local rcall = rs.call
+-- The error of a failed call was counted in errorstats already (Redis's
+-- ignore_error_stats_update): the script's error reply built from it is not counted again.
 redis.call = cwrap(function(...)
   local ok, v = rcall(...)
   if ok then return v end
-  error({err = v}, 0)
+  error({err = v, ignore_error_stats_update = true}, 0)
 end)
 redis.pcall = function(...)
   local ok, v = rcall(...)
   if ok then return v end
-  return {err = v}
+  return {err = v, ignore_error_stats_update = true}
 end
 
 local function trim_crlf(s)

@@ -250,6 +250,19 @@ impl RunState {
     }
 }
 
+/// An error table made from a failed `redis.call` / `redis.pcall`, whose error was counted in
+/// errorstats when the call failed (Redis's `ignore_error_stats_update`).
+fn counted_error(v: &Value) -> bool {
+    match v {
+        Value::Table(t) => {
+            t.raw_get::<bool>("ignore_error_stats_update")
+                .unwrap_or(false)
+                && matches!(t.raw_get::<Value>("err"), Ok(Value::String(_)))
+        }
+        _ => false,
+    }
+}
+
 /// What is being run: a cached script (by its SHA) or a library's function (by its name).
 #[derive(Clone, Copy)]
 enum RunName<'a> {
@@ -841,8 +854,18 @@ impl Engine {
                 (false, true) => Frame::Integer(1),
                 (false, false) => Frame::Null,
             },
-            Ok((true, v)) => self.reply_of(v),
-            Ok((false, e)) => self.error_frame(e, label),
+            Ok((true, v)) => {
+                if counted_error(&v) {
+                    ctx.srv.stats.error_already_counted = true;
+                }
+                self.reply_of(v)
+            }
+            Ok((false, e)) => {
+                if !self.st.killed.get() && counted_error(&e) {
+                    ctx.srv.stats.error_already_counted = true;
+                }
+                self.error_frame(e, label)
+            }
             Err(e) => Frame::Error(Bytes::from(format!(
                 "ERR Error running script {}, {:.100}",
                 String::from_utf8_lossy(label),
