@@ -132,7 +132,9 @@ fn function_load(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     // The log's own commands load without a timeout (Redis's mustObeyClient).
     let timeout = (ctx.client.id != 0).then_some(LOAD_TIMEOUT);
-    let code = argv[at].clone();
+    // A copy: the argument may be a slice of the connection's read buffer, which a library
+    // kept for good must not pin.
+    let code = Bytes::copy_from_slice(&argv[at]);
     let name = with(ctx, |f, _| {
         lib::create(&mut f.engine, &mut f.libs, &code, replace, timeout)
     })?
