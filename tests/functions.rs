@@ -150,7 +150,20 @@ fn load_call_list_delete_flush() {
         cmd(&["FUNCTION", "NOSUCH"]),
         cmd(&["FUNCTION"]),
         cmd(&["FUNCTION", "DELETE"]),
+        cmd(&["FUNCTION", "DELETE", "a", "b"]),
+        cmd(&["FUNCTION", "HELP", "x"]),
+        cmd(&["FUNCTION", "KILL", "x"]),
+        cmd(&["FUNCTION", "STATS", "x"]),
+        cmd(&["FUNCTION", "DUMP", "x"]),
+        cmd(&["FUNCTION", "LOAD"]),
+        cmd(&["FUNCTION", "LOAD", "REPLACE"]),
+        cmd(&["FUNCTION", "LOAD", "replace", "replace"]),
+        cmd(&["FUNCTION", "RESTORE"]),
         cmd(&["FCALL", "test"]),
+        cmd(&["FCALL_RO"]),
+        cmd(&["FCALL", "test", "99999999999999999999"]),
+        cmd(&["FCALL", "test", "1.5", "a"]),
+        cmd(&["FCALL", "test", " 1", "a"]),
         cmd(&["HELLO", "3"]),
         load(&ro_code("ro", "ro", "return redis.call('get', KEYS[1])")),
         cmd(&["FUNCTION", "LIST", "WITHCODE"]),
@@ -285,6 +298,9 @@ fn fcall_in_multi_and_collisions() {
         cmd(&["FUNCTION", "DELETE", "lib2"]),
         cmd(&["FCALL", "f2", "0"]),
         cmd(&["EXEC"]),
+        // FLUSHALL empties the databases, not the libraries.
+        cmd(&["FLUSHALL"]),
+        cmd(&["FCALL", "f3", "0"]),
     ];
     same_on_both(&[], &script);
 }
@@ -520,6 +536,19 @@ fn function_kill_and_script_kill() {
         assert!(
             stats3.starts_with("%2\r\n$14\r\nrunning_script\r\n%3\r\n"),
             "{name}: {stats3:?}"
+        );
+        assert_eq!(
+            b.cmd_str(&["FUNCTION", "DELETE", "test"]),
+            BUSY_FUNCTION,
+            "{name}"
+        );
+        let mut m = srv.conn();
+        assert_eq!(m.cmd_str(&["MULTI"]), "+OK\r\n", "{name}");
+        assert_eq!(m.cmd_str(&["PING"]), BUSY_FUNCTION, "{name}");
+        assert_eq!(
+            m.cmd_str(&["EXEC"]),
+            "-EXECABORT Transaction discarded because of: BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.\r\n",
+            "{name}"
         );
         assert_eq!(b.cmd_str(&["FUNCTION", "KILL"]), "+OK\r\n", "{name}");
         assert_eq!(
@@ -805,4 +834,26 @@ fn commandstats_count_functions_and_their_calls() {
         "{:?}",
         seen[0]
     );
+}
+
+/// A library's load code cannot take the server's memory: the Lua heap limit
+/// (`lua-memory-limit`) stops it, the error names it, and the engine keeps working.
+#[test]
+fn load_that_allocates_without_bound_is_stopped() {
+    let db = common::deadbolt(&["--lua-memory-limit", "16mb"]);
+    let mut c = db.conn();
+    let r = c.cmd_str(&[
+        "FUNCTION",
+        "LOAD",
+        "#!lua name=big\nlocal s = 'x'\nwhile true do s = s .. s end",
+    ]);
+    assert!(
+        r.starts_with("-ERR Error registering functions: ERR not enough memory"),
+        "{r}"
+    );
+    assert_eq!(
+        c.cmd_str(&["FUNCTION", "LOAD", &code("ok", "ok", "return 'fine'")]),
+        "$2\r\nok\r\n"
+    );
+    assert_eq!(c.cmd_str(&["FCALL", "ok", "0"]), "$4\r\nfine\r\n");
 }

@@ -124,6 +124,7 @@ pub fn with_functions<R>(
             libs: Libraries::default(),
         }),
     };
+    funcs.engine.adopt_memory_limit(ctx);
     let r = f(&mut funcs, ctx);
     ctx.srv.functions = Some(funcs);
     Ok(r)
@@ -387,6 +388,11 @@ impl Engine {
         let r = self.load_library.call::<Option<mlua::LuaString>>(chunk);
         self.st.load_deadline.set(None);
         let registered = self.st.registered.borrow_mut().take().unwrap_or_default();
+        // What a failed load allocated is garbage now; Lua 5.1 would leave it at the limit
+        // (see `Engine::run_with`).
+        if self.memory_limit != 0 && self.lua.used_memory() > self.memory_limit / 2 {
+            self.collect_garbage();
+        }
         match r {
             Ok(None) => Ok(registered),
             Ok(Some(e)) => Err(format!(
