@@ -857,3 +857,56 @@ fn load_that_allocates_without_bound_is_stopped() {
     );
     assert_eq!(c.cmd_str(&["FCALL", "ok", "0"]), "$4\r\nfine\r\n");
 }
+
+/// Payloads damaged at random (bytes flipped, cut short, the checksum made right again) get
+/// the same reply from deadbolt as from redis-server, and neither server is hurt.
+#[test]
+fn damaged_payloads_answer_like_redis() {
+    // Two libraries, one compressed by LZF.
+    let mut body = Vec::new();
+    for code in [
+        code(
+            "one",
+            "one",
+            "return 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa'",
+        ),
+        ro_code("two", "two", "return 2"),
+    ] {
+        let p = common::deadbolt(&[]);
+        let mut c = p.conn();
+        c.cmd(&["FUNCTION", "LOAD", &code]);
+        let d = bulk(&c.cmd(&["FUNCTION", "DUMP"]));
+        body.extend_from_slice(&d[..d.len() - 10]);
+    }
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n as u64) as usize
+    };
+    let mut script: Vec<Vec<Vec<u8>>> = Vec::new();
+    for i in 0..1000 {
+        let mut b = body.clone();
+        if i % 3 == 0 {
+            b.truncate(next(b.len()));
+        } else {
+            for _ in 0..1 + next(3) {
+                let at = next(b.len());
+                b[at] ^= 1 << next(8);
+            }
+        }
+        script.push(vec![b"FUNCTION".to_vec(), b"RESTORE".to_vec(), framed(&b)]);
+        script.push(vec![b"FUNCTION".to_vec(), b"FLUSH".to_vec()]);
+    }
+    script.push(vec![b"PING".to_vec()]);
+    let [ours, theirs] = common::transcripts_on_both(&script);
+    for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
+        assert_eq!(
+            String::from_utf8_lossy(a),
+            String::from_utf8_lossy(b),
+            "variant {}",
+            i / 2
+        );
+    }
+}

@@ -135,12 +135,15 @@ fn function_load(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     // A copy: the argument may be a slice of the connection's read buffer, which a library
     // kept for good must not pin.
     let code = Bytes::copy_from_slice(&argv[at]);
-    let name = with(ctx, |f, _| {
+    match with(ctx, |f, _| {
         lib::create(&mut f.engine, &mut f.libs, &code, replace, timeout)
-    })?
-    .map_err(CmdError::erf)?;
-    changed(ctx, argv);
-    Ok(Frame::Bulk(name))
+    })? {
+        Ok(name) => {
+            changed(ctx, argv);
+            Ok(Frame::Bulk(name))
+        }
+        Err(e) => Ok(error_reply(&e)),
+    }
 }
 
 /// FUNCTION DELETE <library>.
@@ -281,27 +284,39 @@ fn function_restore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 "ERR Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE.",
             )),
         };
+    // Redis restores without a load timeout; a payload is client input (its code could loop
+    // forever), so only the log's own RESTOREs go without one here.
+    let timeout = (ctx.client.id != 0).then_some(LOAD_TIMEOUT);
     let data = &argv[2];
     if !payload::verify(data) {
         return Err(CmdError::err(
             "ERR DUMP payload version or checksum are wrong",
         ));
     }
-    let r = with(ctx, |f, _| -> Result<(), String> {
+    let r = with(ctx, |f, _| -> Result<(), Vec<u8>> {
         // The payload's libraries load into their own set first (no timeout, no REPLACE
         // among themselves: rdbFunctionLoad), then join the current ones by the policy.
         let mut fresh = Libraries::default();
         payload::parse(data, |code| {
-            lib::create(&mut f.engine, &mut fresh, &Bytes::from(code), false, None).map(|_| ())
+            lib::create(
+                &mut f.engine,
+                &mut fresh,
+                &Bytes::from(code),
+                false,
+                timeout,
+            )
+            .map(|_| ())
         })?;
         if policy == Policy::Flush {
             f.libs = fresh;
             Ok(())
         } else {
-            lib::join(&mut f.libs, fresh, policy == Policy::Replace)
+            lib::join(&mut f.libs, fresh, policy == Policy::Replace).map_err(String::into_bytes)
         }
     })?;
-    r.map_err(CmdError::erf)?;
+    if let Err(e) = r {
+        return Ok(error_reply(&e));
+    }
     changed(ctx, argv);
     Ok(Frame::ok())
 }
@@ -351,6 +366,18 @@ pub fn stats_frame(running: Option<(Bytes, Vec<Bytes>, u64)>, libs: usize, funcs
 /// answered by the connections (see `script::busy`).
 fn function_kill(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     Err(CmdError::err("NOTBUSY No scripts in execution right now."))
+}
+
+/// An `ERR` reply with the library's own bytes in it (names, code, Lua's messages), as
+/// Redis's addReplyErrorSds; CR and LF become spaces so the reply stays one line.
+fn error_reply(text: &[u8]) -> Frame {
+    let mut out = Vec::with_capacity(text.len() + 4);
+    out.extend_from_slice(b"ERR ");
+    out.extend(
+        text.iter()
+            .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
+    );
+    Frame::Error(Bytes::from(out))
 }
 
 /// Redis's addReplySubcommandSyntaxError.

@@ -519,6 +519,7 @@ setmetatable(libredis, {__index = no_global})
 local libapi = setmetatable({redis = proxy(libredis)}, {__index = no_global})
 protected[libapi] = true
 local strict_pcall = pcall
+rs.compile = loadstring
 -- Runs a compiled library; nil, or the error as luaExtractErrorInformation renders it.
 rs.load_library = function(f)
   gmt.__index = libapi

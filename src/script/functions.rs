@@ -7,7 +7,7 @@ use crate::cmd::Ctx;
 use crate::error::CmdError;
 use crate::machine::State;
 use bytes::Bytes;
-use mlua::{chunk::ChunkMode, Function, Lua, MultiValue, Value};
+use mlua::{Function, Lua, MultiValue, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
@@ -319,7 +319,7 @@ fn read_flags(lua: &Lua, t: &mlua::Table) -> Option<u32> {
 
 /// functionExtractLibMetaData: (engine, library name, where the code after the shebang line
 /// starts — at its newline, so line numbers stay the user's).
-fn metadata(code: &[u8]) -> Result<(Vec<u8>, Vec<u8>, usize), String> {
+fn metadata(code: &[u8]) -> Result<(Vec<u8>, Vec<u8>, usize), Vec<u8>> {
     if !code.starts_with(b"#!") {
         return Err("Missing library metadata".into());
     }
@@ -344,15 +344,18 @@ fn metadata(code: &[u8]) -> Result<(Vec<u8>, Vec<u8>, usize), String> {
             name = Some(part[5..].to_vec());
             continue;
         }
-        return Err(format!(
-            "Invalid metadata value given: {}",
-            String::from_utf8_lossy(cstr_of(part))
-        ));
+        return Err(cat(&[b"Invalid metadata value given: ", cstr_of(part)]));
     }
     let Some(name) = name else {
         return Err("Library name was not given".into());
     };
     Ok((engine, name, end))
+}
+
+/// Error texts are bytes: they echo the client's code and names (and Lua's messages about
+/// them) as Redis does, whatever those bytes are.
+fn cat(parts: &[&[u8]]) -> Vec<u8> {
+    parts.concat()
 }
 
 fn cstr_of(b: &[u8]) -> &[u8] {
@@ -366,21 +369,21 @@ impl Engine {
         &mut self,
         body: &[u8],
         timeout: Option<Duration>,
-    ) -> Result<Vec<Registered>, String> {
-        let chunk = self
-            .lua
-            .load(body)
-            .set_name("@user_function")
-            .set_mode(ChunkMode::Text)
-            .into_function()
-            .map_err(|e| {
-                let msg = match e {
-                    mlua::Error::SyntaxError { message, .. } => message,
-                    mlua::Error::MemoryError(m) => m,
-                    other => other.to_string(),
-                };
-                format!("Error compiling function: {msg}")
-            })?;
+    ) -> Result<Vec<Registered>, Vec<u8>> {
+        // Lua's own loadstring (the body starts at the shebang's newline, so it is never a
+        // binary chunk): its message comes back as the bytes Lua made, unlike mlua's errors.
+        let compiled = self.lua.create_string(body).and_then(|s| {
+            self.compile
+                .call::<(Option<Function>, Option<mlua::LuaString>)>((s, "@user_function"))
+        });
+        let chunk = match compiled {
+            Ok((Some(f), _)) => f,
+            Ok((None, msg)) => {
+                let msg = msg.map(|m| m.as_bytes().to_vec()).unwrap_or_default();
+                return Err(cat(&[b"Error compiling function: ", &msg]));
+            }
+            Err(e) => return Err(format!("Error compiling function: {e}").into_bytes()),
+        };
         *self.st.registered.borrow_mut() = Some(Vec::new());
         self.st
             .load_deadline
@@ -395,11 +398,8 @@ impl Engine {
         }
         match r {
             Ok(None) => Ok(registered),
-            Ok(Some(e)) => Err(format!(
-                "Error registering functions: {}",
-                String::from_utf8_lossy(&e.as_bytes())
-            )),
-            Err(e) => Err(format!("Error registering functions: ERR {e}")),
+            Ok(Some(e)) => Err(cat(&[b"Error registering functions: ", &e.as_bytes()])),
+            Err(e) => Err(format!("Error registering functions: ERR {e}").into_bytes()),
         }
     }
 }
@@ -412,33 +412,24 @@ pub fn create(
     code: &Bytes,
     replace: bool,
     timeout: Option<Duration>,
-) -> Result<Bytes, String> {
+) -> Result<Bytes, Vec<u8>> {
     let (engine_name, name, body_at) = metadata(code)?;
     if !valid_name(&name) {
         return Err(NAME_ERR.into());
     }
     if !engine_name.eq_ignore_ascii_case(b"lua") {
-        return Err(format!(
-            "Engine '{}' not found",
-            String::from_utf8_lossy(&engine_name)
-        ));
+        return Err(cat(&[b"Engine '", &engine_name, b"' not found"]));
     }
     if libs.libs.contains_key(&name[..]) && !replace {
-        return Err(format!(
-            "Library '{}' already exists",
-            String::from_utf8_lossy(&name)
-        ));
+        return Err(cat(&[b"Library '", &name, b"' already exists"]));
     }
     let old = libs.unlink(&name);
     let result = engine.load_code(&code[body_at..], timeout).and_then(|fs| {
         if fs.is_empty() {
-            return Err("No functions registered".to_string());
+            return Err(b"No functions registered".to_vec());
         }
         if let Some(f) = fs.iter().find(|f| libs.has_function(&f.name)) {
-            return Err(format!(
-                "Function {} already exists",
-                String::from_utf8_lossy(&f.name)
-            ));
+            return Err(cat(&[b"Function ", &f.name, b" already exists"]));
         }
         Ok(fs)
     });
@@ -516,23 +507,27 @@ mod tests {
         );
         assert_eq!(
             metadata(b"return 1"),
-            Err("Missing library metadata".to_string())
+            Err("Missing library metadata".as_bytes().to_vec())
         );
         assert_eq!(
             metadata(b"#!lua name=x"),
-            Err("Invalid library metadata".to_string())
+            Err("Invalid library metadata".as_bytes().to_vec())
         );
         assert_eq!(
             metadata(b"#!lua\n"),
-            Err("Library name was not given".to_string())
+            Err("Library name was not given".as_bytes().to_vec())
         );
         assert_eq!(
             metadata(b"#!lua name=a NAME=b\n"),
-            Err("Invalid metadata value, name argument was given multiple times".to_string())
+            Err(
+                "Invalid metadata value, name argument was given multiple times"
+                    .as_bytes()
+                    .to_vec()
+            )
         );
         assert_eq!(
             metadata(b"#!lua foo=bar name=a\n"),
-            Err("Invalid metadata value given: foo=bar".to_string())
+            Err("Invalid metadata value given: foo=bar".as_bytes().to_vec())
         );
     }
 

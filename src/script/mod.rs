@@ -280,6 +280,8 @@ pub struct Engine {
     /// The bootstrap's `load_library(chunk)`: runs a library's code with only the library API
     /// as globals; nil or the error text.
     load_library: Function,
+    /// Lua's own `loadstring`, for compiling a library (see `functions`).
+    compile: Function,
     /// `raw::FIELDS` as a Lua table (keys for reading returned tables without allocating).
     fields: mlua::Table,
     st: Rc<RunState>,
@@ -596,6 +598,7 @@ impl Engine {
             .set_mode(ChunkMode::Text)
             .call(rs.clone())?;
         let load_library: Function = rs.get("load_library")?;
+        let compile: Function = rs.get("compile")?;
         // SAFETY: one C closure over the RunState pointer, `setup` and the bootstrap's handler.
         let runner: Function = unsafe {
             lua.exec_raw((&setup, &handler), |l| {
@@ -636,6 +639,7 @@ impl Engine {
             runner,
             frunner,
             load_library,
+            compile,
             fields,
             st,
             memory_limit,

@@ -193,19 +193,20 @@ impl Reader<'_> {
             ENC_INT16 => int(i16::from_le_bytes(self.take(2)?.try_into().ok()?) as i64),
             ENC_INT32 => int(i32::from_le_bytes(self.take(4)?.try_into().ok()?) as i64),
             ENC_LZF => {
-                let (clen, e1) = self.len()?;
-                let (ulen, e2) = self.len()?;
-                if e1 || e2 {
-                    return None;
-                }
-                let clen = usize::try_from(clen).ok()?;
-                let ulen = usize::try_from(ulen).ok()?;
-                // An LZF back reference yields at most 264 bytes from 2 or 3: a length past
-                // that ratio is a lie, refused before allocating for it.
-                if ulen == 0 || ulen > MAX_STRING || ulen > clen.saturating_mul(132) {
-                    return None;
-                }
+                // rdbLoadLen(rdb, NULL): an "encoded" length byte reads as its low 6 bits.
+                let clen = usize::try_from(self.len()?.0).ok()?;
+                let ulen = usize::try_from(self.len()?.0).ok()?;
                 let c = self.take(clen)?;
+                if ulen == 0 {
+                    // lzf_decompress into nothing returns 0: the expected length.
+                    return Some(Vec::new());
+                }
+                // An LZF back reference yields at most 264 bytes from 3: a length past that
+                // ratio is a lie (Redis would allocate it and then fail), refused before
+                // allocating for it.
+                if ulen > MAX_STRING || ulen > clen.saturating_mul(132) {
+                    return None;
+                }
                 let mut out = vec![0u8; ulen];
                 // SAFETY: input and output buffers are live with the lengths passed;
                 // lzf_decompress (CHECK_INPUT) never reads or writes past them.
@@ -227,13 +228,14 @@ impl Reader<'_> {
 /// Hands each library code of a verified payload to `each`, in order, as Redis reads and
 /// loads one record after the other (so a library that fails to load is reported before a
 /// later record that cannot be read); the error is Redis's text (without `ERR `).
-pub fn parse(p: &[u8], mut each: impl FnMut(Vec<u8>) -> Result<(), String>) -> Result<(), String> {
-    let end = p.len() - 10;
-    let mut r = Reader {
-        p: &p[..end],
-        pos: 0,
-    };
-    while end - r.pos > 0 {
+pub fn parse(
+    p: &[u8],
+    mut each: impl FnMut(Vec<u8>) -> Result<(), Vec<u8>>,
+) -> Result<(), Vec<u8>> {
+    // As Redis's rio over the whole payload: a record is read while more than the footer's 10
+    // bytes are left, and a damaged length may read into the footer.
+    let mut r = Reader { p, pos: 0 };
+    while p.len() - r.pos > 10 {
         let Some(t) = r.byte() else {
             return Err("can not read data type".into());
         };
@@ -245,12 +247,9 @@ pub fn parse(p: &[u8], mut each: impl FnMut(Vec<u8>) -> Result<(), String>) -> R
             OPCODE_FUNCTION => {
                 let name = r.string().ok_or("Failed loading library name")?;
                 let engine = r.string().ok_or("Failed loading engine name")?;
-                let (has_desc, enc) = r
+                let (has_desc, _) = r
                     .len()
                     .ok_or("Failed loading library description indicator")?;
-                if enc {
-                    return Err("Failed loading library description indicator".into());
-                }
                 if has_desc != 0 {
                     r.string().ok_or("Failed loading library description")?;
                 }
@@ -308,7 +307,7 @@ mod tests {
         assert!(verify(&p));
         assert_eq!(
             parse(&p, |_| Ok(())),
-            Err("Failed loading library payload".to_string())
+            Err(b"Failed loading library payload".to_vec())
         );
     }
 }
