@@ -273,6 +273,10 @@ fn runtime_rules() {
         cmd(&["SCRIPT", "FLUSH"]),
         cmd(&["FUNCTION", "LIST", "LIBRARYNAME", "rol"]),
         cmd(&["FCALL_RO", "rof", "1", "x"]),
+        load_replace(&code("kv", "kv", "return redis.call('function', 'help')")),
+        cmd(&["FCALL", "kv", "0"]),
+        load_replace(&code("kv", "kv", "return redis.call('function', 'stats')")),
+        cmd(&["FCALL", "kv", "0"]),
         // A library's globals are read-only, and its functions share nothing through them.
         load("#!lua name=glob\nlocal n = 0\nredis.register_function('count', function() n = n + 1 return n end)"),
         cmd(&["FCALL", "count", "0"]),
@@ -639,6 +643,11 @@ fn libraries_survive_restart_and_rewrite() {
         );
     };
     check(&mut c);
+    // RESTORE is logged too (its payload is binary): dump, flush, restore.
+    let dump = bulk(&c.cmd(&["FUNCTION", "DUMP"]));
+    assert_eq!(c.cmd_str(&["FUNCTION", "FLUSH"]), "+OK\r\n");
+    assert_eq!(c.cmd(&[&b"FUNCTION"[..], b"RESTORE", &dump]), b"+OK\r\n");
+    check(&mut c);
     s.kill9();
     let mut s = common::deadbolt_with_aof(&dir.0, "always", &[]);
     let mut c = s.conn();
@@ -909,4 +918,22 @@ fn damaged_payloads_answer_like_redis() {
             i / 2
         );
     }
+}
+
+/// A payload is client input: its code runs under the load timeout (Redis restores without
+/// one, so such a payload would hang it).
+#[test]
+fn restore_of_a_looping_library_times_out() {
+    let code = b"#!lua name=loop\nwhile true do end";
+    let mut body = vec![0xf5, code.len() as u8];
+    body.extend_from_slice(code);
+    let db = common::deadbolt(&[]);
+    let mut c = db.conn();
+    let started = Instant::now();
+    assert_eq!(
+        c.cmd_str(&[&b"FUNCTION"[..], b"RESTORE", &framed(&body)]),
+        "-ERR Error registering functions: ERR FUNCTION LOAD timeout\r\n"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(c.cmd_str(&["FUNCTION", "LIST"]), "*0\r\n");
 }
