@@ -104,6 +104,8 @@ fn load_call_list_delete_flush() {
             "#!LUA NAME=upper\nredis.register_function('up', function() return 1 end)",
         ]),
         cmd(&["FUNCTION", "LOAD", "bad_option", "x"]),
+        cmd(&["FUNCTION", "LOAD", "b\u{e9}d\0tail", "x"]),
+        cmd(&["FUNCTION", "LIST", "b\u{e9}d"]),
         cmd(&[
             "FUNCTION",
             "LOAD",

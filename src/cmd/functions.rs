@@ -122,10 +122,9 @@ fn function_load(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             at += 1;
             continue;
         }
-        return Err(CmdError::erf(format!(
-            "Unknown option given: {}",
-            String::from_utf8_lossy(cstr(&argv[at]))
-        )));
+        return Ok(error_reply(
+            &[&b"Unknown option given: "[..], cstr(&argv[at])].concat(),
+        ));
     }
     if at >= argv.len() {
         return Err(CmdError::err("ERR Function code is missing"));
@@ -196,10 +195,7 @@ fn function_list(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             i += 2;
             continue;
         }
-        return Err(CmdError::erf(format!(
-            "Unknown argument {}",
-            String::from_utf8_lossy(cstr(a))
-        )));
+        return Ok(error_reply(&[&b"Unknown argument "[..], cstr(a)].concat()));
     }
     with(ctx, |f, _| {
         let libs = f
