@@ -208,7 +208,9 @@ fn large_bitmaps_are_edited_in_place() {
         assert!(r.starts_with(b":") || r.starts_with(b"*1"), "{r:?}");
     }
     let elapsed = started.elapsed();
-    assert!(elapsed < Duration::from_secs(3), "{elapsed:?}");
+    // Copying the 64 MB value per command would take tens of seconds; 15 s leaves room for a
+    // loaded CI machine without letting that through.
+    assert!(elapsed < Duration::from_secs(15), "{elapsed:?}");
     assert_eq!(c.cmd_str(&["STRLEN", "huge"]), format!(":{}\r\n", 64 << 20));
     assert_eq!(
         c.cmd_str(&["GETBIT", "huge", &last_bit.to_string()]),
@@ -230,7 +232,7 @@ fn large_bitmaps_are_edited_in_place() {
         );
     }
     assert!(
-        started.elapsed() < Duration::from_secs(3),
+        started.elapsed() < Duration::from_secs(15),
         "{:?}",
         started.elapsed()
     );

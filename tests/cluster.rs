@@ -642,3 +642,72 @@ fn a_follower_behind_a_compacted_log_catches_up_from_a_snapshot() {
         "the follower should have installed a snapshot"
     );
 }
+
+/// Function libraries are replicated state: FUNCTION LOAD / DELETE on the leader reach every
+/// follower through the log (and a follower restarted behind a compacted log through the
+/// snapshot); a follower runs a no-writes function and refuses a writing one, as a read-only
+/// Redis replica refuses it.
+#[test]
+fn function_libraries_replicate_and_travel_in_snapshots() {
+    let mut cl = cluster("cluster-functions", 3, &["--cluster-snapshot-every", "16"]);
+    let l = cl.leader(Duration::from_secs(10));
+    let mut c = cl.nodes[l].conn();
+    let lib = "#!lua name=locks\nredis.register_function('acquire', function(k, a) return redis.call('set', k[1], a[1], 'NX', 'PX', a[2]) end)\nredis.register_function{function_name='owner', callback=function(k) return redis.call('get', k[1]) end, flags={'no-writes'}}";
+    assert_eq!(c.cmd(&["FUNCTION", "LOAD", lib]), b"$5\r\nlocks\r\n");
+    assert_eq!(
+        c.cmd(&["FCALL", "acquire", "1", "lock", "me", "600000"]),
+        b"+OK\r\n"
+    );
+    let follower = (l + 1) % 3;
+    let mut f = cl.nodes[follower].conn();
+    eventually(
+        Duration::from_secs(5),
+        "the library reaches the follower",
+        || f.cmd(&["FCALL_RO", "owner", "1", "lock"]) == b"$2\r\nme\r\n",
+    );
+    assert_eq!(
+        f.cmd(&["FCALL", "acquire", "1", "lock2", "me", "600000"]),
+        b"-READONLY You can't write against a read only replica.\r\n"
+    );
+    assert_eq!(
+        f.cmd(&["FUNCTION", "DELETE", "locks"]),
+        b"-READONLY You can't write against a read only replica.\r\n"
+    );
+    // A follower that misses a DELETE and a LOAD behind a compacted log.
+    let down = (l + 2) % 3;
+    cl.nodes[down].kill9();
+    assert_eq!(c.cmd(&["FUNCTION", "DELETE", "locks"]), b"+OK\r\n");
+    let other = "#!lua name=other\nredis.register_function('hello', function() return 'hi' end)";
+    assert_eq!(c.cmd(&["FUNCTION", "LOAD", other]), b"$5\r\nother\r\n");
+    for i in 0..300 {
+        let key = format!("k{}", i % 100);
+        assert_eq!(c.cmd(&["SET", &key, "v"]), b"+OK\r\n");
+    }
+    cl.nodes[down].start();
+    let mut d = cl.nodes[down].conn();
+    eventually(Duration::from_secs(10), "catch-up", || {
+        d.cmd(&["DBSIZE"]) == c.cmd(&["DBSIZE"])
+    });
+    assert_eq!(
+        d.cmd(&["FUNCTION", "LIST", "WITHCODE"]),
+        c.cmd(&["FUNCTION", "LIST", "WITHCODE"])
+    );
+    assert_eq!(
+        d.cmd(&["FCALL_RO", "owner", "1", "lock"]),
+        b"-ERR Function not found\r\n"
+    );
+    assert!(
+        cl.nodes[down]
+            .log
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("snapshot")),
+        "the follower should have installed a snapshot"
+    );
+    eventually(
+        Duration::from_secs(5),
+        "the delete reaches the follower",
+        || f.cmd(&["FUNCTION", "LIST", "LIBRARYNAME", "locks"]) == b"*0\r\n",
+    );
+}

@@ -8,6 +8,7 @@ use crate::machine::client::Client;
 use crate::machine::REDIS_VERSION;
 use crate::protocol::Frame;
 use bytes::Bytes;
+use std::sync::atomic::Ordering;
 
 const fn spec(name: &'static str, arity: i32, flags: u32, handler: super::Handler) -> CommandSpec {
     CommandSpec::leaf(name, arity, flags, NO_KEYS, &["connection"], handler)
@@ -150,6 +151,7 @@ fn reset(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     c.reply_skip_next = false;
     c.db = 0;
     c.resp = 2;
+    c.shared.resp3.store(false, Ordering::Relaxed);
     c.name = None;
     c.authenticated = !ctx.srv.config.auth_required();
     c.user = "default".into();
@@ -240,6 +242,7 @@ fn hello(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     if let Some(v) = ver {
         ctx.client.resp = v;
+        ctx.client.shared.resp3.store(v == 3, Ordering::Relaxed);
     }
     Ok(Frame::Map(vec![
         (Frame::bulk_static("server"), Frame::bulk_static("redis")),

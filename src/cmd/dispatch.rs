@@ -204,7 +204,8 @@ fn process_frame(
             client.multi.is_some() && !matches!(spec.name, "exec" | "discard" | "quit" | "reset");
         if (queuing
             || cmd_flags & flags::DENYOOM != 0
-            || super::scripting::denies_oom(srv, spec, argv))
+            || super::scripting::denies_oom(srv, spec, argv)
+            || super::functions::denies_oom(srv, spec, argv))
             && crate::alloc::used_memory() as u64 > srv.config.maxmemory
         {
             let e = CmdError::err("OOM command not allowed when used memory > 'maxmemory'.");
@@ -222,7 +223,8 @@ fn process_frame(
     // A lone server pays one None check.
     if super::replication::is_replica(host.cluster())
         && (cmd_flags & flags::WRITE != 0
-            || super::replication::script_declares_writes(srv, spec, argv))
+            || super::replication::script_declares_writes(srv, spec, argv)
+            || super::functions::declares_writes(srv, spec, argv))
     {
         let e = CmdError::err(super::replication::READONLY);
         return Some(reject(srv, client, id, e));
@@ -299,6 +301,7 @@ fn execute(ctx: &mut Ctx, id: CmdId, argv: &[Bytes]) -> Frame {
     let entry = &crate::cmd::table::table().entries[id];
     let spec = entry.spec;
     ctx.client.last_cmd = Some(entry.full_name.as_str());
+    ctx.srv.stats.error_mark = ctx.srv.stats.total_error_replies;
     let started = crate::stopwatch::Stopwatch::start();
     let result = (spec.handler)(ctx, argv);
     if ctx.client.tracking.is_some() {
@@ -333,22 +336,34 @@ fn execute(ctx: &mut Ctx, id: CmdId, argv: &[Bytes]) -> Frame {
     if stats.latency_tracking && ctx.client.block_deadline.is_none() {
         st.latency.get_or_insert_with(Default::default).record(nsec);
     }
-    match result {
+    let frame = match result {
         Ok(frame) => {
             if let Frame::Error(e) = &frame {
-                // Handlers that build their own error frames (EXEC, EVAL) count as failed too.
-                let code =
-                    String::from_utf8_lossy(e.split(|&b| b == b' ').next().unwrap_or(b"ERR"))
-                        .into_owned();
-                ctx.srv.stats.count_error(&code);
+                if std::mem::take(&mut ctx.srv.stats.error_already_counted) {
+                    // A script's error that was counted where it happened (Redis's
+                    // afterErrorReply with ERR_REPLY_FLAG_NO_STATS_UPDATE): the script
+                    // still failed.
+                    ctx.srv.stats.commands[id].failed_calls += 1;
+                } else {
+                    // Handlers that build their own error frames (EXEC, EVAL).
+                    let code =
+                        String::from_utf8_lossy(e.split(|&b| b == b' ').next().unwrap_or(b"ERR"))
+                            .into_owned();
+                    ctx.srv.stats.count_error(&code);
+                }
             }
             frame
         }
-        Err(e) => {
-            ctx.srv.stats.commands[id].failed_calls += 1;
-            error_frame(ctx.srv, e)
-        }
+        Err(e) => error_frame(ctx.srv, e),
+    };
+    // Failed: an error was replied since the last command (this one's own or a nested
+    // one's) ended, as Redis's incrCommandStatsOnError counts it.
+    let stats = &mut ctx.srv.stats;
+    if stats.total_error_replies > stats.error_mark {
+        stats.commands[id].failed_calls += 1;
     }
+    stats.error_mark = stats.total_error_replies;
+    frame
 }
 
 pub fn error_frame(srv: &mut State, e: CmdError) -> Frame {
@@ -417,14 +432,14 @@ pub fn script_call(
     let table = &crate::cmd::table::table();
     let Some(mut id) = table.lookup(&argv[0]) else {
         let e = CmdError::err("ERR Unknown Redis command called from script");
-        return (error_frame(ctx.srv, e), false);
+        return (rejected_in_script(ctx.srv, e), false);
     };
     if !table.entries[id].spec.subcommands.is_empty() && argv.len() >= 2 {
         match table.lookup_sub(id, &argv[1]) {
             Some(sid) => id = sid,
             None => {
                 let e = CmdError::err("ERR Unknown Redis command called from script");
-                return (error_frame(ctx.srv, e), false);
+                return (rejected_in_script(ctx.srv, e), false);
             }
         }
     }
@@ -464,5 +479,14 @@ pub fn script_call(
         return (run(ctx, id, argv), write);
     };
     ctx.srv.stats.commands[id].rejected_calls += 1;
-    (error_frame(ctx.srv, CmdError::err(e)), false)
+    (rejected_in_script(ctx.srv, CmdError::err(e)), false)
+}
+
+/// A call refused by `script_call`: its error is counted as the call's rejection, not as the
+/// script's failure (Redis's incrCommandStatsOnError with ERROR_COMMAND_REJECTED moves its
+/// mark too).
+fn rejected_in_script(srv: &mut State, e: CmdError) -> Frame {
+    let frame = error_frame(srv, e);
+    srv.stats.error_mark = srv.stats.total_error_replies;
+    frame
 }

@@ -7,6 +7,7 @@ pub mod blocking;
 pub mod connection;
 pub mod dispatch;
 pub mod dump;
+pub mod functions;
 pub mod geo;
 pub mod hash;
 pub mod hll;

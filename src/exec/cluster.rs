@@ -554,8 +554,15 @@ impl Server {
             Applied::Unit { own: true, .. } => return,
             Applied::Unit { data, .. } => data,
             Applied::Snapshot(data) => {
-                if let Err(e) = self.apply_commands(vec![vec![Bytes::from_static(b"FLUSHALL")]], 0)
-                {
+                // A snapshot holds the leader's libraries too (exec::snapshot).
+                let clear = vec![
+                    vec![Bytes::from_static(b"FLUSHALL")],
+                    vec![
+                        Bytes::from_static(b"FUNCTION"),
+                        Bytes::from_static(b"FLUSH"),
+                    ],
+                ];
+                if let Err(e) = self.apply_commands(clear, 0) {
                     fatal(&format!("Cannot install the snapshot at {index}: {e}"));
                 }
                 data

@@ -820,6 +820,10 @@ fn rdb_snapshot(state: &State) -> Vec<u8> {
 /// key the leader has not deleted through the log, whatever this node's clock says.
 pub fn snapshot(state: &State, now: u64) -> Vec<u8> {
     let mut out = Vec::new();
+    // The function libraries first, as Redis's rewriteFunctions.
+    for code in crate::script::functions::library_codes(state) {
+        emit::command(&mut out, &[b"FUNCTION", b"LOAD", &code]);
+    }
     for (i, db) in state.dbs.iter().enumerate() {
         if db.is_empty() {
             continue;

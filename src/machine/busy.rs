@@ -4,12 +4,15 @@
 use crate::config::users::Users;
 use bytes::Bytes;
 use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
 
 #[derive(Debug, Default)]
 pub struct BusyState {
     /// Run number of the script being run; 0 between scripts.
     pub running: AtomicU64,
+    /// Runs started so far (the last run number handed out).
+    pub runs: AtomicU64,
     /// Run number of the script that passed busy-reply-threshold; 0 while none has.
     pub busy: AtomicU64,
     /// Run number SCRIPT KILL asked to stop (the hook compares it with its own).
@@ -18,8 +21,39 @@ pub struct BusyState {
     pub dirty: AtomicBool,
     /// SHUTDOWN NOSAVE arrived during a busy script: the hook aborts it whatever it wrote.
     pub shutdown: AtomicBool,
+    /// The busy script is a library function (FCALL): the -BUSY text names FUNCTION KILL,
+    /// and SCRIPT KILL / FUNCTION KILL each refuse the other's kind, as Redis's scriptKill.
+    pub function: AtomicBool,
+    /// The busy function, for FUNCTION STATS (set when it turns busy).
+    pub running_function: Mutex<Option<RunningFunction>>,
+    /// Libraries (high 32 bits) and functions (low) loaded, for FUNCTION STATS while busy.
+    pub function_counts: AtomicU64,
     /// The configured users (published with the config), for AUTH while a script is busy.
     pub(crate) users: RwLock<Option<Arc<Users>>>,
+}
+
+/// FUNCTION STATS's `running_script`.
+#[derive(Debug, Clone)]
+pub struct RunningFunction {
+    pub name: Bytes,
+    pub argv: Vec<Bytes>,
+    pub started: Instant,
+}
+
+impl BusyState {
+    pub fn set_running_function(&self, f: Option<RunningFunction>) {
+        match self.running_function.lock() {
+            Ok(mut g) => *g = f,
+            Err(poisoned) => *poisoned.into_inner() = f,
+        }
+    }
+
+    pub fn running_function(&self) -> Option<RunningFunction> {
+        match self.running_function.lock() {
+            Ok(g) => g.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
 }
 
 /// What a busy answer did to the client's transaction state, for the executor to apply before

@@ -133,6 +133,8 @@ pub struct ClientShared {
     pub busy_marks: std::sync::Mutex<super::busy::BusyMarks>,
     /// `busy_marks` is not empty: the executor's check per batch is one load, not a lock.
     pub busy_marked: AtomicBool,
+    /// The connection speaks RESP3 (HELLO 3), for replies given while a script is busy.
+    pub resp3: AtomicBool,
 }
 
 impl ClientShared {

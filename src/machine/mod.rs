@@ -120,6 +120,9 @@ pub struct State {
     /// Keys changed since the last RDB save (Redis's `server.dirty`; INFO
     /// rdb_changes_since_last_save, the save points).
     pub changes_since_save: u64,
+    /// The functions engine and its libraries (`script::functions::Functions`), created by the
+    /// first FUNCTION/FCALL command; FUNCTION FLUSH empties it, SCRIPT FLUSH leaves it alone.
+    pub functions: Option<Box<dyn std::any::Any>>,
 }
 
 impl State {
@@ -160,6 +163,7 @@ impl State {
             scripting: None,
             tracking: Default::default(),
             changes_since_save: 0,
+            functions: None,
         };
         state.sync_created_recording();
         state.stats.latency_tracking = latency_tracking;

@@ -21,6 +21,13 @@ pub struct Stats {
     /// Error code → count (INFO errorstats).
     pub errors: BTreeMap<String, u64>,
     pub total_error_replies: u64,
+    /// `total_error_replies` when the last command (nested ones included) ended, or when the
+    /// running one started: a command that ends above it failed (Redis's
+    /// incrCommandStatsOnError and its `prev_err_count`).
+    pub error_mark: u64,
+    /// The script about to reply with an error whose error was already counted where it
+    /// happened (a `redis.call` that failed): Redis's ERR_REPLY_FLAG_NO_STATS_UPDATE.
+    pub error_already_counted: bool,
     pub total_commands: u64,
     pub keyspace_hits: u64,
     pub keyspace_misses: u64,
@@ -45,6 +52,8 @@ impl Stats {
             commands: vec![CmdStat::default(); ncommands],
             errors: BTreeMap::new(),
             total_error_replies: 0,
+            error_mark: 0,
+            error_already_counted: false,
             total_commands: 0,
             keyspace_hits: 0,
             keyspace_misses: 0,

@@ -28,9 +28,14 @@ pub fn command(out: &mut Vec<u8>, args: &[&[u8]]) {
 /// emptied databases, then each changed key's final state, wrapped in MULTI/EXEC when there is
 /// more than one command's worth. `selected` is the database the log's reader has selected.
 pub fn unit(out: &mut Vec<u8>, selected: &mut Option<usize>, dbs: &[Db], r: &ChangeRecord) {
-    let wrapped = r.swaps.len() + r.flushed.len() + r.keys.len() > 1;
+    let wrapped = r.functions.len() + r.swaps.len() + r.flushed.len() + r.keys.len() > 1;
     if wrapped {
         command(out, &[b"MULTI"]);
+    }
+    // Libraries are independent of the databases: their commands may come first.
+    for argv in &r.functions {
+        let args: Vec<&[u8]> = argv.iter().map(|a| &a[..]).collect();
+        command(out, &args);
     }
     let mut x = itoa::Buffer::new();
     let mut y = itoa::Buffer::new();

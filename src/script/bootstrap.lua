@@ -225,15 +225,17 @@ end)
 -- The redis table.
 local redis = {}
 local rcall = rs.call
+-- The error of a failed call was counted in errorstats already (Redis's
+-- ignore_error_stats_update): the script's error reply built from it is not counted again.
 redis.call = cwrap(function(...)
   local ok, v = rcall(...)
   if ok then return v end
-  error({err = v}, 0)
+  error({err = v, ignore_error_stats_update = true}, 0)
 end)
 redis.pcall = function(...)
   local ok, v = rcall(...)
   if ok then return v end
-  return {err = v}
+  return {err = v, ignore_error_stats_update = true}
 end
 
 local function trim_crlf(s)
@@ -496,7 +498,41 @@ setmetatable(real, {__index = no_global})
 protected[G] = true
 -- getmetatable(_G) gives a read-only view, like Redis's (read-only) error metatable; the real
 -- one must stay unreachable, since its __index leads to the writable `real`.
-setmetatable(G, {__index = real, __newindex = ro_newindex, __metatable = proxy({__index = no_global})})
+local gmt = {__index = real, __newindex = ro_newindex, __metatable = proxy({__index = no_global})}
+setmetatable(G, gmt)
+
+-- FUNCTION LOAD (function_lua.c): while a library's code runs, the globals are only `redis`
+-- with register_function, log and the version; anything else is a nonexistent global, also
+-- inside that `redis` (redis.call). The library's functions see the usual globals when they
+-- run, since only _G's __index is switched, and only for the load.
+local register = rs.register
+local libredis = {
+  register_function = cwrap(function(...)
+    local e = register(...)
+    if e then error({err = 'ERR ' .. e}, 0) end
+  end),
+  log = redis.log,
+  LOG_DEBUG = 0, LOG_VERBOSE = 1, LOG_NOTICE = 2, LOG_WARNING = 3,
+  REDIS_VERSION = rs.version, REDIS_VERSION_NUM = rs.version_num,
+}
+setmetatable(libredis, {__index = no_global})
+local libapi = setmetatable({redis = proxy(libredis)}, {__index = no_global})
+protected[libapi] = true
+local strict_pcall = pcall
+rs.compile = loadstring
+-- Runs a compiled library; nil, or the error as luaExtractErrorInformation renders it.
+rs.load_library = function(f)
+  gmt.__index = libapi
+  local ok, e = strict_pcall(f)
+  gmt.__index = real
+  if ok then return nil end
+  if type(e) == 'string' or type(e) == 'number' then return 'ERR ' .. e end
+  if type(e) == 'table' then
+    local m = rawget(e, 'err')
+    if type(m) == 'string' or type(m) == 'number' then return tostring(m) end
+  end
+  return '(null)'
+end
 
 -- The runner (raw::run, made by the engine) calls this handler: it marks the run as unwinding
 -- (the busy hook then lets the handler finish instead of raising again); the global

@@ -15,6 +15,10 @@ pub const BUSY: &[u8] =
     b"-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n";
 /// EXEC refused by a busy script: Redis's `execCommandAbort` with the -BUSY text.
 pub const EXECABORT_BUSY: &[u8] = b"-EXECABORT Transaction discarded because of: BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n";
+/// The same while a library function (FCALL) is busy: Redis's `shared.slowscripterr`.
+pub const BUSY_FUNCTION: &[u8] =
+    b"-BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.\r\n";
+pub const EXECABORT_BUSY_FUNCTION: &[u8] = b"-EXECABORT Transaction discarded because of: BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.\r\n";
 pub const UNKILLABLE: &[u8] = b"-UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.\r\n";
 
 /// What a connection does with a batch while a script is busy.
@@ -41,7 +45,25 @@ fn error_line(out: &mut BytesMut, text: &[u8]) {
     out.extend_from_slice(b"\r\n");
 }
 
+fn is_kill(argv: &[Bytes]) -> bool {
+    argv.get(1).is_some_and(|a| a.eq_ignore_ascii_case(b"kill"))
+}
+
 impl BusyState {
+    /// FUNCTION STATS while a function is busy: its name, command and running time.
+    fn stats_reply(&self, out: &mut BytesMut, resp3: bool) {
+        let running = self
+            .running_function()
+            .map(|f| (f.name, f.argv, f.started.elapsed().as_millis() as u64));
+        let counts = self.function_counts.load(Ordering::Acquire);
+        let frame = crate::cmd::functions::stats_frame(
+            running,
+            (counts >> 32) as usize,
+            (counts & 0xffff_ffff) as usize,
+        );
+        crate::protocol::encode::encode(&frame, resp3, out);
+    }
+
     /// Called with every configuration the server adopts (`Shared::apply`).
     pub fn set_users(&self, users: &Users) {
         let mut u = match self.users.write() {
@@ -90,6 +112,12 @@ impl BusyState {
             Err(poisoned) => poisoned.into_inner(),
         };
         let mut close = false;
+        let function = self.function.load(Ordering::Acquire);
+        let (busy, execabort) = if function {
+            (BUSY_FUNCTION, EXECABORT_BUSY_FUNCTION)
+        } else {
+            (BUSY, EXECABORT_BUSY)
+        };
         for argv in batch {
             if argv.is_empty() {
                 continue;
@@ -115,11 +143,11 @@ impl BusyState {
             let first = &argv[0];
             if !spec.has(flags::ALLOW_BUSY) {
                 if first.eq_ignore_ascii_case(b"exec") {
-                    replies.extend_from_slice(EXECABORT_BUSY);
+                    replies.extend_from_slice(execabort);
                     marks.discard_transaction();
                     in_multi = false;
                 } else {
-                    replies.extend_from_slice(BUSY);
+                    replies.extend_from_slice(busy);
                     marks.dirty |= in_multi;
                 }
                 continue;
@@ -156,7 +184,7 @@ impl BusyState {
             }
             if first.eq_ignore_ascii_case(b"reset") {
                 // Runs outside any transaction in Redis, but needs the executor.
-                replies.extend_from_slice(BUSY);
+                replies.extend_from_slice(busy);
                 marks.dirty |= in_multi;
                 continue;
             }
@@ -194,13 +222,28 @@ impl BusyState {
             } else if first.eq_ignore_ascii_case(b"unwatch") {
                 replies.extend_from_slice(b"+OK\r\n");
                 marks.unwatch = true;
-            } else if first.eq_ignore_ascii_case(b"script") {
-                // SCRIPT KILL (the only SCRIPT subcommand allowed while busy).
+            } else if first.eq_ignore_ascii_case(b"script")
+                || (first.eq_ignore_ascii_case(b"function") && is_kill(argv))
+            {
+                // SCRIPT KILL / FUNCTION KILL (Redis's scriptKill): each stops only its own
+                // kind, and neither a script that wrote.
+                let eval_kill = first.eq_ignore_ascii_case(b"script");
                 if self.dirty.load(Ordering::Acquire) {
                     replies.extend_from_slice(UNKILLABLE);
+                } else if eval_kill && function {
+                    replies.extend_from_slice(BUSY_FUNCTION);
+                } else if !eval_kill && !function {
+                    replies.extend_from_slice(BUSY);
                 } else {
                     self.kill.store(run, Ordering::Release);
                     replies.extend_from_slice(b"+OK\r\n");
+                }
+            } else if first.eq_ignore_ascii_case(b"function") {
+                // FUNCTION STATS: refused while EVAL is busy, as Redis.
+                if function {
+                    self.stats_reply(&mut replies, client.resp3.load(Ordering::Relaxed));
+                } else {
+                    replies.extend_from_slice(BUSY);
                 }
             } else if first.eq_ignore_ascii_case(b"shutdown")
                 && argv[1..].iter().any(|a| a.eq_ignore_ascii_case(b"nosave"))
@@ -218,7 +261,7 @@ impl BusyState {
             } else {
                 // SHUTDOWN without NOSAVE answers -BUSY itself; HELLO and WATCH need the
                 // executor (see above).
-                replies.extend_from_slice(BUSY);
+                replies.extend_from_slice(busy);
             }
         }
         client.in_multi.store(in_multi, Ordering::Relaxed);

@@ -7,6 +7,8 @@ pub mod busy;
 pub mod cjson;
 pub mod cmsgpack;
 pub mod convert;
+pub mod functions;
+pub mod payload;
 mod raw;
 pub mod structlib;
 
@@ -16,7 +18,7 @@ use crate::machine::{Shared, State, REDIS_VERSION};
 use crate::protocol::Frame;
 use bytes::Bytes;
 use mlua::{chunk::ChunkMode, Function, Lua, LuaOptions, StdLib, Value, VmState};
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::os::raw::c_int;
 use std::rc::Rc;
@@ -140,6 +142,14 @@ struct RunState {
     threshold_ms: Cell<u64>,
     busy: Cell<bool>,
     sha: Cell<Sha>,
+    /// The function being run (FCALL); None for EVAL, named by `sha` then.
+    fname: RefCell<Option<Bytes>>,
+    /// The running FCALL's whole argv (pointer, length), for FUNCTION STATS once it is busy.
+    argv: Cell<(*const Bytes, usize)>,
+    /// FUNCTION LOAD's deadline while a library's code runs (Redis's 500 ms load timeout).
+    load_deadline: Cell<Option<Instant>>,
+    /// What `redis.register_function` registered; Some only while a library loads.
+    registered: RefCell<Option<Vec<functions::Registered>>>,
     /// KEYS and ARGV of the run about to start (pointer, length each), read by `raw::setup`.
     pending: Cell<(*const Bytes, usize, *const Bytes, usize)>,
     /// Redis's rand48 state (`redisLrand48`), shared by all scripts and not reset per run.
@@ -169,15 +179,42 @@ impl RunState {
             }
             self.busy.set(true);
             first = true;
+            let fname = self.fname.borrow().clone();
+            let is_function = fname.is_some();
+            if let Some(name) = &fname {
+                let (p, n) = self.argv.get();
+                // SAFETY: set by `Engine::run_with` from the FCALL's live argv for the
+                // duration of the run; this hook runs inside that run.
+                let argv = if p.is_null() {
+                    Vec::new()
+                } else {
+                    unsafe { std::slice::from_raw_parts(p, n) }.to_vec()
+                };
+                self.shared.script.set_running_function(Some(
+                    crate::machine::busy::RunningFunction {
+                        name: name.clone(),
+                        argv,
+                        started: self.started.get(),
+                    },
+                ));
+            }
+            self.shared
+                .script
+                .function
+                .store(is_function, Ordering::Release);
             // Other clients get -BUSY from here on; the log line comes after, so whoever sees
             // it can rely on the flag.
             self.shared
                 .script
                 .busy
                 .store(self.run_id.get(), Ordering::Release);
+            let name = match &fname {
+                Some(n) => String::from_utf8_lossy(n).into_owned(),
+                None => String::from_utf8_lossy(&self.sha.get()).into_owned(),
+            };
             tracing::warn!(
-                "Slow script detected: still in execution after {elapsed} milliseconds. You can try killing the script using the SCRIPT KILL command. Script name is: {}.",
-                String::from_utf8_lossy(&self.sha.get())
+                "Slow script detected: still in execution after {elapsed} milliseconds. You can try killing the script using the {} KILL command. Script name is: {name}.",
+                if is_function { "FUNCTION" } else { "SCRIPT" }
             );
         }
         // Other connections are read and answered from here, as Redis's
@@ -213,11 +250,38 @@ impl RunState {
     }
 }
 
+/// An error table made from a failed `redis.call` / `redis.pcall`, whose error was counted in
+/// errorstats when the call failed (Redis's `ignore_error_stats_update`).
+fn counted_error(v: &Value) -> bool {
+    match v {
+        Value::Table(t) => {
+            t.raw_get::<bool>("ignore_error_stats_update")
+                .unwrap_or(false)
+                && matches!(t.raw_get::<Value>("err"), Ok(Value::String(_)))
+        }
+        _ => false,
+    }
+}
+
+/// What is being run: a cached script (by its SHA) or a library's function (by its name).
+#[derive(Clone, Copy)]
+enum RunName<'a> {
+    Eval(&'a Sha),
+    Function(&'a Bytes),
+}
+
 pub struct Engine {
     lua: Lua,
     scripts: HashMap<Sha, Script, ahash::RandomState>,
     /// The bootstrap's `function(f) return xpcall(f, handler) end`.
     runner: Function,
+    /// The same for a function: `f(keys, args)` under the handler, no KEYS/ARGV globals.
+    frunner: Function,
+    /// The bootstrap's `load_library(chunk)`: runs a library's code with only the library API
+    /// as globals; nil or the error text.
+    load_library: Function,
+    /// Lua's own `loadstring`, for compiling a library (see `functions`).
+    compile: Function,
     /// `raw::FIELDS` as a Lua table (keys for reading returned tables without allocating).
     fields: mlua::Table,
     st: Rc<RunState>,
@@ -335,6 +399,10 @@ impl Engine {
             threshold_ms: Cell::new(5000),
             busy: Cell::new(false),
             sha: Cell::new([b'0'; 40]),
+            fname: RefCell::new(None),
+            argv: Cell::new((std::ptr::null(), 0)),
+            load_deadline: Cell::new(None),
+            registered: RefCell::new(None),
             pending: Cell::new((std::ptr::null(), 0, std::ptr::null(), 0)),
             rand: Cell::new(0x1234_ABCD_330E),
             shared,
@@ -517,17 +585,34 @@ impl Engine {
                 }
             })?,
         )?;
+        let reg = st.clone();
+        rs.set(
+            "register",
+            lua.create_function(move |lua, args: mlua::MultiValue| {
+                Ok(functions::register(lua, &reg, args).err())
+            })?,
+        )?;
         let handler: Function = lua
             .load(BOOTSTRAP)
             .set_name("=deadbolt")
             .set_mode(ChunkMode::Text)
-            .call(rs)?;
+            .call(rs.clone())?;
+        let load_library: Function = rs.get("load_library")?;
+        let compile: Function = rs.get("compile")?;
         // SAFETY: one C closure over the RunState pointer, `setup` and the bootstrap's handler.
         let runner: Function = unsafe {
             lua.exec_raw((&setup, &handler), |l| {
                 mlua::ffi::lua_pushlightuserdata(l, st_ptr);
                 mlua::ffi::lua_insert(l, 1);
                 mlua::ffi::lua_pushcclosure(l, raw::run, 3);
+            })?
+        };
+        // SAFETY: one C closure over the RunState pointer and the bootstrap's handler.
+        let frunner: Function = unsafe {
+            lua.exec_raw(&handler, |l| {
+                mlua::ffi::lua_pushlightuserdata(l, st_ptr);
+                mlua::ffi::lua_insert(l, 1);
+                mlua::ffi::lua_pushcclosure(l, raw::frun, 2);
             })?
         };
         // SAFETY: the RunState's address goes to the registry under raw::HOOK_KEY (the engine
@@ -552,6 +637,9 @@ impl Engine {
             lua,
             scripts: HashMap::default(),
             runner,
+            frunner,
+            load_library,
+            compile,
             fields,
             st,
             memory_limit,
@@ -604,17 +692,67 @@ impl Engine {
         args: &[Bytes],
         ro: bool,
     ) -> Frame {
-        let limit = ctx.srv.config.lua_memory_limit as usize;
-        if limit != self.memory_limit && self.lua.set_memory_limit(limit).is_ok() {
-            self.memory_limit = limit;
-        }
+        self.adopt_memory_limit(ctx);
         let Some(script) = self.scripts.get(sha) else {
             return Frame::Error(Bytes::from_static(
                 b"NOSCRIPT No matching script. Please use EVAL.",
             ));
         };
-        let compat = script.flags & shebang::COMPAT != 0;
-        let no_writes = script.flags & shebang::NO_WRITES != 0;
+        self.run_with(
+            ctx,
+            &script.func,
+            script.flags,
+            RunName::Eval(sha),
+            (keys, args, &[]),
+            ro,
+        )
+    }
+
+    fn adopt_memory_limit(&mut self, ctx: &Ctx) {
+        let limit = ctx.srv.config.lua_memory_limit as usize;
+        if limit != self.memory_limit && self.lua.set_memory_limit(limit).is_ok() {
+            self.memory_limit = limit;
+        }
+    }
+
+    /// Runs a library's function (FCALL / FCALL_RO): `f(keys, args)`; `argv` is the whole
+    /// command, for FUNCTION STATS.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_function(
+        &mut self,
+        ctx: &mut Ctx,
+        func: &Function,
+        flags: u32,
+        name: &Bytes,
+        keys: &[Bytes],
+        args: &[Bytes],
+        argv: &[Bytes],
+        ro: bool,
+    ) -> Frame {
+        self.adopt_memory_limit(ctx);
+        self.run_with(
+            ctx,
+            func,
+            flags,
+            RunName::Function(name),
+            (keys, args, argv),
+            ro,
+        )
+    }
+
+    /// Redis's scriptPrepareForRun + luaCallFunction + scriptResetRun for one script or
+    /// function.
+    fn run_with(
+        &self,
+        ctx: &mut Ctx,
+        func: &Function,
+        flags: u32,
+        name: RunName,
+        (keys, args, argv): (&[Bytes], &[Bytes], &[Bytes]),
+        ro: bool,
+    ) -> Frame {
+        let compat = flags & shebang::COMPAT != 0;
+        let no_writes = flags & shebang::NO_WRITES != 0;
         if !compat && !no_writes && ro {
             return Frame::Error(Bytes::from_static(
                 b"ERR Can not execute a script with write flag using *_ro command.",
@@ -625,7 +763,7 @@ impl Engine {
         // command's deny-oom check; this covers the rest, e.g. a script queued in MULTI).
         let max = ctx.srv.config.maxmemory;
         let oom = max != 0 && crate::alloc::used_memory() as u64 > max;
-        let allow_oom = !compat && script.flags & shebang::ALLOW_OOM != 0;
+        let allow_oom = !compat && flags & shebang::ALLOW_OOM != 0;
         if oom && !compat && !allow_oom && !no_writes {
             return Frame::Error(Bytes::from_static(
                 b"OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'",
@@ -640,8 +778,15 @@ impl Engine {
         st.killed.set(false);
         st.unwinding.set(false);
         st.busy.set(false);
-        st.run_id.set(st.run_id.get() + 1);
-        st.sha.set(*sha);
+        // Numbered across both engines (EVAL's and the functions'), so a kill meant for one
+        // run never matches a later run of the other.
+        st.run_id
+            .set(st.shared.script.runs.fetch_add(1, Ordering::AcqRel) + 1);
+        match name {
+            RunName::Eval(sha) => st.sha.set(*sha),
+            RunName::Function(n) => *st.fname.borrow_mut() = Some(n.clone()),
+        }
+        st.argv.set((argv.as_ptr(), argv.len()));
         st.threshold_ms.set(ctx.srv.config.busy_reply_threshold);
         st.started.set(Instant::now());
         st.shared
@@ -668,7 +813,11 @@ impl Engine {
             st.ctx.set(&mut sctx as *mut Ctx as *mut ());
             st.pending
                 .set((keys.as_ptr(), keys.len(), args.as_ptr(), args.len()));
-            let r = self.runner.call::<(bool, Value)>(&script.func);
+            let runner = match name {
+                RunName::Eval(_) => &self.runner,
+                RunName::Function(_) => &self.frunner,
+            };
+            let r = runner.call::<(bool, Value)>(func);
             st.pending.set((std::ptr::null(), 0, std::ptr::null(), 0));
             st.ctx.set(std::ptr::null_mut());
             r
@@ -678,7 +827,17 @@ impl Engine {
         shared.running.store(0, Ordering::Release);
         if st.busy.get() {
             shared.busy.store(0, Ordering::Release);
+            shared.function.store(false, Ordering::Release);
+            shared.set_running_function(None);
         }
+        st.argv.set((std::ptr::null(), 0));
+        if matches!(name, RunName::Function(_)) {
+            *st.fname.borrow_mut() = None;
+        }
+        let label: &[u8] = match name {
+            RunName::Eval(sha) => sha,
+            RunName::Function(n) => n,
+        };
         if st.dirty.get() {
             shared.dirty.store(false, Ordering::Release);
         }
@@ -699,11 +858,21 @@ impl Engine {
                 (false, true) => Frame::Integer(1),
                 (false, false) => Frame::Null,
             },
-            Ok((true, v)) => self.reply_of(v),
-            Ok((false, e)) => self.error_frame(e, sha),
+            Ok((true, v)) => {
+                if counted_error(&v) {
+                    ctx.srv.stats.error_already_counted = true;
+                }
+                self.reply_of(v)
+            }
+            Ok((false, e)) => {
+                if !self.st.killed.get() && counted_error(&e) {
+                    ctx.srv.stats.error_already_counted = true;
+                }
+                self.error_frame(e, label)
+            }
             Err(e) => Frame::Error(Bytes::from(format!(
                 "ERR Error running script {}, {:.100}",
-                String::from_utf8_lossy(sha),
+                String::from_utf8_lossy(label),
                 e.to_string().replace(['\r', '\n'], " ")
             ))),
         };
@@ -746,7 +915,7 @@ impl Engine {
     }
 
     /// The reply for a script that raised: Redis's `-<err> script: <sha>, on <source>:<line>.`
-    fn error_frame(&self, e: Value, sha: &Sha) -> Frame {
+    fn error_frame(&self, e: Value, sha: &[u8]) -> Frame {
         let sha = String::from_utf8_lossy(sha);
         let text = match e {
             Value::Table(t) => {

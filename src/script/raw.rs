@@ -476,10 +476,19 @@ pub unsafe extern "C-unwind" fn xpcall(l: *mut ffi::lua_State) -> c_int {
 /// and returns `ok, results... | ok, error`. With a RunState, a killed script's error is
 /// raised again instead.
 unsafe fn call_under_handler(l: *mut ffi::lua_State, st: Option<&RunState>) -> c_int {
-    // [h, f] -> [true, h, f]
+    call_under_handler_n(l, st, 0)
+}
+
+/// `call_under_handler` with `nargs` arguments above `f` (`[handler, f, args...]`).
+unsafe fn call_under_handler_n(
+    l: *mut ffi::lua_State,
+    st: Option<&RunState>,
+    nargs: c_int,
+) -> c_int {
+    // [h, f, args...] -> [true, h, f, args...]
     ffi::lua_pushboolean(l, 1);
     ffi::lua_insert(l, 1);
-    if ffi::lua_pcall(l, 0, ffi::LUA_MULTRET, 2) != 0 {
+    if ffi::lua_pcall(l, nargs, ffi::LUA_MULTRET, 2) != 0 {
         if st.is_some_and(|st| st.killed.get()) {
             ffi::lua_error(l);
         }
@@ -501,6 +510,32 @@ pub unsafe extern "C-unwind" fn run(l: *mut ffi::lua_State) -> c_int {
     ffi::lua_pushvalue(l, ffi::lua_upvalueindex(3));
     ffi::lua_insert(l, 1);
     call_under_handler(l, None)
+}
+
+/// Runs one library function (FCALL): `f(keys, args)` under the handler (upvalue 2), the two
+/// tables made from `RunState::pending`, as Redis's luaCallFunction in function mode (no KEYS
+/// or ARGV globals). Upvalue 1: the RunState.
+pub unsafe extern "C-unwind" fn frun(l: *mut ffi::lua_State) -> c_int {
+    let st = &*(ffi::lua_touserdata(l, ffi::lua_upvalueindex(1)) as *const RunState);
+    ffi::lua_settop(l, 1);
+    // [f] -> [handler, f]
+    ffi::lua_pushvalue(l, ffi::lua_upvalueindex(2));
+    ffi::lua_insert(l, 1);
+    let (kp, kn, ap, an) = st.pending.get();
+    for (ptr, len) in [(kp, kn), (ap, an)] {
+        let list: &[Bytes] = if ptr.is_null() {
+            &[]
+        } else {
+            // SAFETY: set by `Engine::run_with` from live slices for the duration of the run.
+            std::slice::from_raw_parts(ptr, len)
+        };
+        ffi::lua_createtable(l, list.len().min(1 << 24) as c_int, 0);
+        for (i, k) in list.iter().enumerate() {
+            push_bytes(l, k);
+            ffi::lua_rawseti(l, -2, (i + 1) as ffi::lua_Integer);
+        }
+    }
+    call_under_handler_n(l, None, 2)
 }
 
 /// `coroutine.resume`: Lua's own (upvalue 2, a C function) called directly as a C function,
@@ -597,6 +632,16 @@ pub unsafe extern "C-unwind" fn count_hook(l: *mut ffi::lua_State, _ar: *mut ffi
         return;
     }
     let st = &*st;
+    if let Some(deadline) = st.load_deadline.get() {
+        // A library's code is running (FUNCTION LOAD): Redis's luaEngineLoadHook.
+        if std::time::Instant::now() > deadline {
+            ffi::lua_createtable(l, 0, 1);
+            ffi::lua_pushstring(l, c"ERR FUNCTION LOAD timeout".as_ptr());
+            ffi::lua_setfield(l, -2, c"err".as_ptr());
+            ffi::lua_error(l);
+        }
+        return;
+    }
     // No Rust unwinding through Lua's C frames: a panic in the hook stops the script.
     let stop = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| st.hook().is_err()))
         .unwrap_or(true);

@@ -35,11 +35,17 @@ pub struct ChangeRecord {
     /// PUBLISH/SPUBLISH calls (shard, channel, message), kept only for a replicated log: Redis
     /// propagates them to replicas (so subscribers of any node hear them), never to the AOF.
     pub published: Vec<(bool, Bytes, Bytes)>,
+    /// FUNCTION LOAD / DELETE / FLUSH / RESTORE commands that changed the function libraries,
+    /// in the order they ran. Libraries are not keys: running the same commands again from
+    /// the same libraries gives the same libraries, so the commands are their record (as
+    /// Redis propagates them); a rewrite starts from one FUNCTION LOAD per library.
+    pub functions: Vec<Vec<Bytes>>,
 }
 
 impl ChangeRecord {
     pub fn is_empty(&self) -> bool {
-        self.swaps.is_empty()
+        self.functions.is_empty()
+            && self.swaps.is_empty()
             && self.flushed.is_empty()
             && self.keys.is_empty()
             && self.published.is_empty()
@@ -50,6 +56,7 @@ impl ChangeRecord {
         self.flushed.clear();
         self.keys.clear();
         self.published.clear();
+        self.functions.clear();
     }
 }
 
@@ -84,6 +91,7 @@ pub struct Dbs {
     /// Publishes are recorded too (a replicated log; the AOF leaves them out).
     recording_publishes: bool,
     published: Vec<(bool, Bytes, Bytes)>,
+    functions: Vec<Vec<Bytes>>,
 }
 
 impl Dbs {
@@ -99,6 +107,7 @@ impl Dbs {
         self.recording = on;
         self.swaps.clear();
         self.published.clear();
+        self.functions.clear();
         for db in &mut self.dbs {
             db.changes = DbChanges {
                 on,
@@ -128,6 +137,13 @@ impl Dbs {
         }
     }
 
+    /// A FUNCTION command changed the libraries (see `ChangeRecord::functions`).
+    pub fn functions_changed(&mut self, argv: &[Bytes]) {
+        if self.recording {
+            self.functions.push(argv.to_vec());
+        }
+    }
+
     /// SWAPDB: the databases trade places, each with its own record.
     pub fn swap(&mut self, a: usize, b: usize) {
         self.dbs.swap(a, b);
@@ -150,6 +166,7 @@ impl Dbs {
         out.clear();
         out.swaps.append(&mut self.swaps);
         out.published.append(&mut self.published);
+        out.functions.append(&mut self.functions);
         for (i, db) in self.dbs.iter_mut().enumerate() {
             let ch = &mut db.changes;
             if ch.is_empty() {
@@ -180,6 +197,7 @@ impl Dbs {
     pub fn discard_changes(&mut self) {
         self.swaps.clear();
         self.published.clear();
+        self.functions.clear();
         for db in &mut self.dbs {
             db.changes.flushed = false;
             db.changes.keys.clear();

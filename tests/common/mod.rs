@@ -419,10 +419,13 @@ fn line_end(buf: &[u8], from: usize) -> Option<usize> {
 pub fn reply_len(buf: &[u8], at: usize) -> Option<usize> {
     let kind = *buf.get(at)?;
     let eol = line_end(buf, at + 1)?;
-    let header = std::str::from_utf8(&buf[at + 1..eol]).ok()?;
     let after = eol + 2;
+    // A line reply may hold any bytes (an error can echo the client's); only lengths are text.
+    if matches!(kind, b'+' | b'-' | b':' | b'_' | b',' | b'#' | b'(') {
+        return Some(after - at);
+    }
+    let header = std::str::from_utf8(&buf[at + 1..eol]).ok()?;
     match kind {
-        b'+' | b'-' | b':' | b'_' | b',' | b'#' | b'(' => Some(after - at),
         b'$' | b'=' | b'!' => {
             let n: i64 = header.parse().ok()?;
             if n < 0 {
