@@ -322,6 +322,10 @@ fn dump_payloads_are_redis_bytes_and_restore_both_ways() {
             ],
         ),
         (
+            "set shrunk after a string",
+            vec![vec!["SADD", "k", "1", "x"], vec!["SREM", "k", "x"]],
+        ),
+        (
             "hash shrunk after a long value",
             vec![
                 vec!["HSET", "k", "a", "1", "b", &long],
@@ -609,6 +613,14 @@ fn object_encodings_follow_the_thresholds_like_redis() {
         &["OBJECT", "ENCODING", "s2"],
         &["SADD", "s2", "3"],
         &["OBJECT", "ENCODING", "s2"],
+        &["SREM", "s2", "3"],
+        &["OBJECT", "ENCODING", "s2"],
+        &["SREM", "s", "x"],
+        &["OBJECT", "ENCODING", "s"],
+        &["SMOVE", "s", "s3", "1"],
+        &["OBJECT", "ENCODING", "s3"],
+        &["SUNIONSTORE", "s4", "s", "s3"],
+        &["OBJECT", "ENCODING", "s4"],
         &["ZADD", "z", "1", "a"],
         &["OBJECT", "ENCODING", "z"],
         &["ZADD", "z", "2", &long],
