@@ -5,7 +5,9 @@
 
 mod common;
 
-use common::{deadbolt, deadbolt_and_redis, redis_server, transcripts_on_both, Conn, TempDir};
+use common::{
+    deadbolt, deadbolt_and_redis, redis_server, transcripts_on_both, wait_blocked, Conn, TempDir,
+};
 
 /// A command of byte-string arguments of any kind, to keep.
 macro_rules! cmd {
@@ -219,6 +221,33 @@ fn watch_sees_copy_move_and_restore_like_redis() {
     assert_eq!(aborted, [true, false]);
 }
 
+/// A client blocked on a list is served by a COPY, a MOVE (into its database) and a RESTORE
+/// of a list, as Redis's dbAdd readies it.
+#[test]
+fn blocked_clients_are_served_by_copy_move_and_restore() {
+    for (name, server) in deadbolt_and_redis(&[]) {
+        let mut c = server.conn();
+        c.cmd(&["RPUSH", "src", "a", "b"]);
+        let payload = bulk(&c.cmd(&["DUMP", "src"]));
+        let mut w = server.conn();
+        for (db, unblock) in [
+            ("0", cmd!(b"COPY", b"src", b"k1")),
+            ("1", cmd!(b"MOVE", b"src", b"1")),
+            ("0", cmd!(b"RESTORE", b"k1", b"0", &payload)),
+        ] {
+            let key = if db == "1" { "src" } else { "k1" };
+            w.cmd(&["SELECT", db]);
+            w.send(&["BLPOP", key, "5"]);
+            wait_blocked(&mut c, 1);
+            assert!(!c.cmd(&unblock).starts_with(b"-"), "{name}");
+            let reply = String::from_utf8_lossy(&w.read_reply()).into_owned();
+            assert!(reply.ends_with("\r\na\r\n"), "{name}: {reply:?}");
+            // What the pop left is deleted, so the next step starts from nothing.
+            w.cmd(&["DEL", key]);
+        }
+    }
+}
+
 /// Values of every type and encoding (with non-default thresholds too), DUMPed on both servers:
 /// the payloads must be Redis's bytes, and each server must restore the other's to the same value.
 #[test]
@@ -291,6 +320,10 @@ fn dump_payloads_are_redis_bytes_and_restore_both_ways() {
                 vec!["CONFIG", "SET", "hash-max-listpack-entries", "1"],
                 vec!["HSET", "k", "a", "1", "b", "2"],
             ],
+        ),
+        (
+            "set shrunk after a string",
+            vec![vec!["SADD", "k", "1", "x"], vec!["SREM", "k", "x"]],
         ),
         (
             "hash shrunk after a long value",
@@ -580,6 +613,14 @@ fn object_encodings_follow_the_thresholds_like_redis() {
         &["OBJECT", "ENCODING", "s2"],
         &["SADD", "s2", "3"],
         &["OBJECT", "ENCODING", "s2"],
+        &["SREM", "s2", "3"],
+        &["OBJECT", "ENCODING", "s2"],
+        &["SREM", "s", "x"],
+        &["OBJECT", "ENCODING", "s"],
+        &["SMOVE", "s", "s3", "1"],
+        &["OBJECT", "ENCODING", "s3"],
+        &["SUNIONSTORE", "s4", "s", "s3"],
+        &["OBJECT", "ENCODING", "s4"],
         &["ZADD", "z", "1", "a"],
         &["OBJECT", "ENCODING", "z"],
         &["ZADD", "z", "2", &long],
@@ -662,7 +703,8 @@ fn memory_usage_matches_redis() {
 }
 
 /// Big collections: hash tables and quicklists to the byte; a skiplist, whose node heights
-/// are random in Redis, within 3 %.
+/// are random in Redis, within 3 % over all members (SAMPLES 0; over five sampled members
+/// Redis's own figure varies by more than that from run to run).
 #[test]
 fn memory_usage_of_big_collections_is_close_to_redis() {
     let servers = deadbolt_and_redis(&[]);
@@ -689,6 +731,9 @@ fn memory_usage_of_big_collections_is_close_to_redis() {
     };
     for (key, tolerance) in [("h", 0.0), ("l", 0.0), ("z", 0.03)] {
         for samples in ["5", "0"] {
+            if key == "z" && samples == "5" {
+                continue;
+            }
             let ours = usage(&mut conns[0], key, samples);
             let theirs = usage(&mut conns[1], key, samples);
             assert!(

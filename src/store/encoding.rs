@@ -4,9 +4,8 @@
 //! content and the live thresholds (`hash-max-listpack-entries` etc.), as Redis would have
 //! chosen it for the same data. Redis never converts back (a hash that once held a long value
 //! stays a hashtable after the value is deleted): hashes and sorted sets keep the most entries
-//! and the longest element they have held for that (a small hash's history is its content);
-//! sets are judged by what they hold now (an intset that once held a string reports intset
-//! again once only integers are left, where Redis says hashtable).
+//! and the longest element they have held for that (a small hash's history is its content),
+//! and sets the most members and whether one was ever not an integer.
 
 use super::hash::HashValue;
 use super::value::{SetValue, Value};
@@ -86,8 +85,10 @@ pub fn str_encoding(s: &[u8]) -> &'static str {
     }
 }
 
+/// Judged by the set's history (Redis never converts a hash table back to an intset).
 pub fn set_is_intset(s: &SetValue, lim: &Limits) -> bool {
-    s.len() as u64 <= lim.set_intset_entries && s.iter().all(|m| parse_i64(m).is_some())
+    let (peak, non_integer) = s.history();
+    !non_integer && peak as u64 <= lim.set_intset_entries
 }
 
 /// Judged by the most members and the longest member the set has held (Redis never converts

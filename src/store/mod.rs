@@ -6,6 +6,7 @@ pub mod hash;
 pub mod keymap;
 pub mod keyspace;
 pub mod rdb;
+pub mod set;
 pub mod value;
 pub mod waiters;
 pub mod zset;

@@ -7,8 +7,8 @@
 //! quicklist of listpacks for lists, strings over 20 bytes LZF-compressed by a port of Redis's
 //! compressor (so the bytes are Redis's own for data built the same way).
 //!
-//! `restore` reads every type Redis 7.0 writes (and the older list, zset, ziplist and quicklist
-//! types it still loads). The payload comes from a client: every length is checked against the
+//! `restore` reads every type Redis 7.0 writes (and the older list, zset, zipmap, ziplist and
+//! quicklist types it still loads). The payload comes from a client: every length is checked against the
 //! bytes that remain before anything is allocated for it, LZF output is bounded by what its
 //! input can expand to, and listpacks, ziplists and intsets are validated entry by entry (Redis
 //! does that only with `sanitize-dump-payload yes`). Anything malformed is `Bad`, never a panic.
@@ -29,6 +29,7 @@ const T_SET: u8 = 2;
 const T_ZSET: u8 = 3;
 const T_HASH: u8 = 4;
 const T_ZSET_2: u8 = 5;
+const T_HASH_ZIPMAP: u8 = 9;
 const T_LIST_ZIPLIST: u8 = 10;
 const T_SET_INTSET: u8 = 11;
 const T_ZSET_ZIPLIST: u8 = 12;
@@ -941,6 +942,44 @@ fn ziplist_entries(zl: &[u8]) -> Res<Vec<Bytes>> {
     Ok(out)
 }
 
+/// A zipmap's fields and values (hashes written before Redis 2.6), validated whole.
+fn zipmap_entries(zm: &[u8]) -> Res<Vec<Bytes>> {
+    let declared = *zm.first().ok_or(Bad)? as usize;
+    let get = |from: usize, n: usize| -> Res<&[u8]> {
+        zm.get(from..from.checked_add(n).ok_or(Bad)?).ok_or(Bad)
+    };
+    // A length: one byte below 254, else 254 and four bytes.
+    let len = |at: usize| -> Res<(usize, usize)> {
+        match *zm.get(at).ok_or(Bad)? {
+            n @ 0..=253 => Ok((n as usize, 1)),
+            254 => {
+                let b = get(at + 1, 4)?;
+                Ok((u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize, 5))
+            }
+            _ => Err(Bad),
+        }
+    };
+    let mut out = Vec::new();
+    let mut at = 1;
+    loop {
+        if *zm.get(at).ok_or(Bad)? == 0xff {
+            at += 1;
+            break;
+        }
+        let (klen, n) = len(at)?;
+        out.push(Bytes::copy_from_slice(get(at + n, klen)?));
+        at += n + klen;
+        let (vlen, n) = len(at)?;
+        let free = *zm.get(at + n).ok_or(Bad)? as usize;
+        out.push(Bytes::copy_from_slice(get(at + n + 1, vlen)?));
+        at += n + 1 + vlen + free;
+    }
+    if at != zm.len() || (declared < 254 && declared * 2 != out.len()) {
+        return Err(Bad);
+    }
+    Ok(out)
+}
+
 fn intset_entries(is: &[u8]) -> Res<Vec<Bytes>> {
     if is.len() < 8 {
         return Err(Bad);
@@ -1153,6 +1192,7 @@ fn value_of(r: &mut Rd, t: u8) -> Res<Value> {
             Value::Hash(h)
         }
         T_HASH_ZIPLIST => pairs_to_hash(ziplist_entries(&r.string()?)?)?,
+        T_HASH_ZIPMAP => pairs_to_hash(zipmap_entries(&r.string()?)?)?,
         T_HASH_LISTPACK => pairs_to_hash(listpack_entries(&r.string()?)?)?,
         _ => return Err(Bad),
     };
@@ -1229,6 +1269,16 @@ mod tests {
         assert_eq!(z.score(b"m"), Some(1.5));
         assert_eq!(z.score(b"n"), Some(f64::INFINITY));
         assert!(restore(&[T_ZSET, 1, 1, b'm', 253]).is_err(), "NaN score");
+        // A zipmap {f: "vv"} with one byte of free space after the value.
+        let zm = [1, 1, b'f', 2, 1, b'v', b'v', 0, 0xff];
+        let mut body = vec![T_HASH_ZIPMAP, zm.len() as u8];
+        body.extend_from_slice(&zm);
+        let Value::Hash(h) = restore(&body).unwrap() else {
+            panic!()
+        };
+        assert_eq!(h.get(b"f"), Some(&b"vv"[..]));
+        body[5] = 9; // a value longer than the map
+        assert!(restore(&body).is_err());
     }
 
     #[test]

@@ -3,7 +3,7 @@ use bytes::Bytes;
 pub use super::hash::HashValue;
 
 /// Set members: O(1) membership plus O(1) random access by index (SPOP, SRANDMEMBER, SSCAN).
-pub type SetValue = indexmap::IndexSet<Bytes, ahash::RandomState>;
+pub use super::set::SetValue;
 
 /// A stored value. Keys and members are owned copies (never slices of a network buffer, which
 /// would keep a whole read buffer alive).
