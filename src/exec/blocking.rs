@@ -16,7 +16,12 @@ use crate::store::Value;
 use bytes::BytesMut;
 use std::sync::atomic::Ordering;
 
-fn holds(srv: &mut Server, db: usize, key: &[u8], kind: WaitKind, now: u64) -> bool {
+fn holds(srv: &mut Server, id: u64, db: usize, key: &[u8], kind: WaitKind, now: u64) -> bool {
+    if matches!(kind, WaitKind::Stream | WaitKind::StreamGroup) {
+        let value = srv.state.dbs[db].get(key, now).map(|e| &e.value);
+        let argv = srv.state.waiters.argv_of(id).unwrap_or(&[]);
+        return crate::cmd::stream::waiter_ready(argv, key, value);
+    }
     match srv.dbs[db].get(key, now).map(|e| &e.value) {
         Some(Value::List(l)) => kind == WaitKind::List && !l.is_empty(),
         Some(Value::ZSet(z)) => kind == WaitKind::ZSet && !z.is_empty(),
@@ -34,7 +39,7 @@ pub fn serve_ready(srv: &mut Server) {
         for dk in srv.waiters.take_ready() {
             for (id, kind) in srv.waiters.queue(&dk) {
                 let now = unix_ms();
-                if !holds(srv, dk.0, &dk.1, kind, now) {
+                if !holds(srv, id, dk.0, &dk.1, kind, now) {
                     continue;
                 }
                 resume(srv, id, false);

@@ -130,8 +130,90 @@ pub fn key_state(out: &mut Vec<u8>, key: &[u8], entry: Option<&Entry>) {
             let items: Vec<Vec<&[u8]>> = scores.iter().map(|(s, m)| vec![&s[..], *m]).collect();
             batched(out, b"ZADD", key, 2, &items);
         }
+        Value::Stream(s) => stream_state(out, key, s),
     }
     if entry.expires_at != 0 {
         command(out, &[b"PEXPIREAT", key, &deadline]);
+    }
+}
+
+/// A stream as Redis's AOF rewrite writes it (rewriteStreamObject): its entries as XADDs with
+/// their IDs (an empty stream through `XADD MAXLEN 0`), XSETID for the last ID, entries-added
+/// and max-deleted ID, then each group (XGROUP CREATE ... ENTRIESREAD), its pending entries
+/// (XCLAIM ... TIME RETRYCOUNT JUSTID FORCE, which keeps delivery time and count) and its
+/// consumers without pending entries (XGROUP CREATECONSUMER).
+fn stream_state(out: &mut Vec<u8>, key: &[u8], s: &crate::store::stream::Stream) {
+    use crate::store::stream::StreamId;
+    if s.length > 0 {
+        s.range(StreamId::MIN, StreamId::MAX, false, |id, fields| {
+            put_array_header(out, 3 + fields.len() * 2);
+            put_bulk(out, b"XADD");
+            put_bulk(out, key);
+            put_bulk(out, &id.to_bytes());
+            for (f, v) in &fields {
+                put_bulk(out, f);
+                put_bulk(out, v);
+            }
+            true
+        });
+    } else {
+        command(out, &[b"XADD", key, b"MAXLEN", b"0", b"0-1", b"x", b"y"]);
+    }
+    let mut n = itoa::Buffer::new();
+    command(
+        out,
+        &[
+            b"XSETID",
+            key,
+            &s.last_id.to_bytes(),
+            b"ENTRIESADDED",
+            n.format(s.entries_added).as_bytes(),
+            b"MAXDELETEDID",
+            &s.max_deleted.to_bytes(),
+        ],
+    );
+    for (name, g) in &s.groups {
+        command(
+            out,
+            &[
+                b"XGROUP",
+                b"CREATE",
+                key,
+                name,
+                &g.last_id.to_bytes(),
+                b"ENTRIESREAD",
+                n.format(g.entries_read).as_bytes(),
+            ],
+        );
+        for (cname, c) in &g.consumers {
+            if c.pel.is_empty() {
+                command(out, &[b"XGROUP", b"CREATECONSUMER", key, name, cname]);
+                continue;
+            }
+            for id in &c.pel {
+                let Some(nack) = g.pel.get(id) else {
+                    continue;
+                };
+                let mut t = itoa::Buffer::new();
+                let mut r = itoa::Buffer::new();
+                command(
+                    out,
+                    &[
+                        b"XCLAIM",
+                        key,
+                        name,
+                        cname,
+                        b"0",
+                        &id.to_bytes(),
+                        b"TIME",
+                        t.format(nack.delivery_time).as_bytes(),
+                        b"RETRYCOUNT",
+                        r.format(nack.delivery_count).as_bytes(),
+                        b"JUSTID",
+                        b"FORCE",
+                    ],
+                );
+            }
+        }
     }
 }

@@ -4,6 +4,7 @@ pub mod change;
 pub mod hash;
 pub mod keymap;
 pub mod keyspace;
+pub mod stream;
 pub mod value;
 pub mod waiters;
 pub mod zset;
