@@ -1058,7 +1058,7 @@ fn xgroup_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         "SETID <key> <groupname> <id|$> [ENTRIESREAD entries_read]",
         "    Set the current group ID and entries_read counter.",
         "HELP",
-        "    Print this help.",
+        "    Prints this help.",
     ]))
 }
 
@@ -1596,7 +1596,7 @@ fn xinfo_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         "STREAM <key> [FULL [COUNT <count>]",
         "    Show information about the stream.",
         "HELP",
-        "    Print this help.",
+        "    Prints this help.",
     ]))
 }
 

@@ -1,0 +1,428 @@
+//! Streams (issue 19) beyond what the byte-for-byte corpus (tests/corpus/streams.txt) can pin
+//! down: blocking XREAD/XREADGROUP and what wakes or fails them, keyspace events, WATCH,
+//! SCAN TYPE, and the whole stream state (entries, IDs, counters, groups, PELs with delivery
+//! times and counts, consumers) surviving an AOF restart and a rewrite.
+
+mod common;
+
+use common::{both, keyevents_like_redis, wait_blocked, Conn, Server, TempDir};
+use std::time::{Duration, Instant};
+
+/// Starts a blocking command on a new connection and waits until the server has parked it.
+fn park(s: &Server, ctl: &mut Conn, n: usize, cmd: &[&str]) -> Conn {
+    let mut c = s.conn();
+    c.send(cmd);
+    wait_blocked(ctl, n);
+    c
+}
+
+#[test]
+fn xread_block_is_woken_by_xadd_with_only_newer_entries() {
+    both(|s| {
+        let mut ctl = s.conn();
+        let mut out = vec![
+            ctl.cmd(&["XADD", "s1", "1-0", "old", "1"]),
+            ctl.cmd(&["XADD", "s2", "1-0", "old", "2"]),
+        ];
+        // `$` is the last ID when the read blocked: the entry added before stays unread.
+        let mut r = park(
+            s,
+            &mut ctl,
+            1,
+            &["XREAD", "BLOCK", "0", "STREAMS", "s1", "s2", "$", "$"],
+        );
+        out.push(ctl.cmd(&["XADD", "s2", "2-0", "new", "x", "f", "y"]));
+        out.push(r.read_reply());
+        // COUNT applies to a served read; without it at most 1000 entries arrive.
+        let mut r = park(
+            s,
+            &mut ctl,
+            1,
+            &["XREAD", "COUNT", "1", "BLOCK", "0", "STREAMS", "s1", "1-0"],
+        );
+        out.push(ctl.cmd(&[
+            "EVAL",
+            "redis.call('XADD', KEYS[1], '5-0', 'a', 1) redis.call('XADD', KEYS[1], '6-0', 'b', 2) return 1",
+            "1",
+            "s1",
+        ]));
+        out.push(r.read_reply());
+        // A write that adds nothing past the waiter's ID does not wake it; the timeout does.
+        let mut r = park(
+            s,
+            &mut ctl,
+            1,
+            &["XREAD", "BLOCK", "300", "STREAMS", "s1", "$"],
+        );
+        out.push(ctl.cmd(&["XDEL", "s1", "5-0"]));
+        out.push(r.read_reply());
+        // RESP3 wraps the served stream in a map.
+        let mut r3 = s.conn();
+        out.push(
+            r3.cmd(&["HELLO", "3"])
+                .len()
+                .min(1)
+                .to_string()
+                .into_bytes(),
+        );
+        r3.send(&["XREAD", "BLOCK", "0", "STREAMS", "s2", "$"]);
+        wait_blocked(&mut ctl, 1);
+        out.push(ctl.cmd(&["XADD", "s2", "9-0", "k", "v"]));
+        out.push(r3.read_reply());
+        out
+    });
+}
+
+#[test]
+fn xread_block_times_out_and_stays_non_blocking_in_multi() {
+    both(|s| {
+        let mut c = s.conn();
+        let started = Instant::now();
+        let mut out = vec![c.cmd(&["XREAD", "BLOCK", "100", "STREAMS", "nokey", "$"])];
+        assert!(started.elapsed() >= Duration::from_millis(90));
+        out.push(c.cmd(&["MULTI"]));
+        out.push(c.cmd(&["XREAD", "BLOCK", "0", "STREAMS", "nokey", "$"]));
+        out.push(c.cmd(&[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "c",
+            "BLOCK",
+            "0",
+            "STREAMS",
+            "nokey",
+            ">",
+        ]));
+        out.push(c.cmd(&["EXEC"]));
+        out
+    });
+}
+
+#[test]
+fn xreadgroup_block_serves_the_group_and_learns_of_deletions() {
+    both(|s| {
+        let mut ctl = s.conn();
+        let mut out = vec![ctl.cmd(&["XGROUP", "CREATE", "q", "g", "$", "MKSTREAM"])];
+        let mut a = park(
+            s,
+            &mut ctl,
+            1,
+            &[
+                "XREADGROUP",
+                "GROUP",
+                "g",
+                "alice",
+                "BLOCK",
+                "0",
+                "STREAMS",
+                "q",
+                ">",
+            ],
+        );
+        let mut b = park(
+            s,
+            &mut ctl,
+            2,
+            &[
+                "XREADGROUP",
+                "GROUP",
+                "g",
+                "bob",
+                "BLOCK",
+                "0",
+                "STREAMS",
+                "q",
+                ">",
+            ],
+        );
+        // One entry: the first waiter gets it, the second keeps waiting for the next.
+        out.push(ctl.cmd(&["XADD", "q", "1-0", "job", "1"]));
+        out.push(a.read_reply());
+        out.push(ctl.cmd(&["XADD", "q", "2-0", "job", "2"]));
+        out.push(b.read_reply());
+        out.push(ctl.cmd(&["XPENDING", "q", "g"]));
+        out.push(ctl.cmd(&["XINFO", "GROUPS", "q"]));
+        // NOACK: delivered, not pending.
+        let mut n = park(
+            s,
+            &mut ctl,
+            1,
+            &[
+                "XREADGROUP",
+                "GROUP",
+                "g",
+                "carol",
+                "NOACK",
+                "BLOCK",
+                "0",
+                "STREAMS",
+                "q",
+                ">",
+            ],
+        );
+        out.push(ctl.cmd(&["XADD", "q", "3-0", "job", "3"]));
+        out.push(n.read_reply());
+        out.push(ctl.cmd(&["XPENDING", "q", "g"]));
+        // The group destroyed: the waiter gets NOGROUP.
+        let mut d = park(
+            s,
+            &mut ctl,
+            1,
+            &[
+                "XREADGROUP",
+                "GROUP",
+                "g",
+                "dave",
+                "BLOCK",
+                "0",
+                "STREAMS",
+                "q",
+                ">",
+            ],
+        );
+        out.push(ctl.cmd(&["XGROUP", "DESTROY", "q", "g"]));
+        out.push(d.read_reply());
+        // The key deleted (or replaced by another type): UNBLOCKED.
+        out.push(ctl.cmd(&["XGROUP", "CREATE", "q", "g", "$"]));
+        let mut e = park(
+            s,
+            &mut ctl,
+            1,
+            &[
+                "XREADGROUP",
+                "GROUP",
+                "g",
+                "erin",
+                "BLOCK",
+                "0",
+                "STREAMS",
+                "q",
+                ">",
+            ],
+        );
+        out.push(ctl.cmd(&["DEL", "q"]));
+        out.push(e.read_reply());
+        out.push(ctl.cmd(&["XGROUP", "CREATE", "q", "g", "$", "MKSTREAM"]));
+        let mut f = park(
+            s,
+            &mut ctl,
+            1,
+            &[
+                "XREADGROUP",
+                "GROUP",
+                "g",
+                "fay",
+                "BLOCK",
+                "0",
+                "STREAMS",
+                "q",
+                ">",
+            ],
+        );
+        out.push(ctl.cmd(&["MULTI"]));
+        out.push(ctl.cmd(&["DEL", "q"]));
+        out.push(ctl.cmd(&["SET", "q", "x"]));
+        out.push(ctl.cmd(&["EXEC"]));
+        out.push(f.read_reply());
+        // A plain XREAD on a key that became another type keeps waiting (and times out).
+        out.push(ctl.cmd(&["DEL", "q"]));
+        let mut x = park(
+            s,
+            &mut ctl,
+            1,
+            &["XREAD", "BLOCK", "300", "STREAMS", "q", "0"],
+        );
+        out.push(ctl.cmd(&["SET", "q", "x"]));
+        out.push(x.read_reply());
+        out
+    });
+}
+
+#[test]
+fn stream_events_like_redis() {
+    let events = keyevents_like_redis(&[
+        &["XADD", "s", "1-0", "a", "1"],
+        &["XADD", "s", "MAXLEN", "1", "2-0", "a", "2"],
+        &["XADD", "s", "MAXLEN", "5", "3-0", "a", "3"],
+        &["XDEL", "s", "9-0"],
+        &["XDEL", "s", "2-0"],
+        &["XTRIM", "s", "MAXLEN", "0"],
+        &["XTRIM", "s", "MAXLEN", "0"],
+        &["XSETID", "s", "10-0"],
+        &["XGROUP", "CREATE", "s", "g", "$"],
+        &["XGROUP", "CREATE", "s2", "g", "$", "MKSTREAM"],
+        &["XGROUP", "CREATECONSUMER", "s", "g", "c"],
+        &["XGROUP", "CREATECONSUMER", "s", "g", "c"],
+        &["XADD", "s", "11-0", "a", "1"],
+        &["XREADGROUP", "GROUP", "g", "c2", "STREAMS", "s", ">"],
+        &["XCLAIM", "s", "g", "c3", "0", "11-0"],
+        &["XAUTOCLAIM", "s", "g", "c4", "0", "0"],
+        &["XACK", "s", "g", "11-0"],
+        &["XGROUP", "SETID", "s", "g", "0"],
+        &["XGROUP", "DELCONSUMER", "s", "g", "c"],
+        &["XGROUP", "DESTROY", "s", "g"],
+        &["XGROUP", "DESTROY", "s", "g"],
+        &["SET", "end", "1"],
+    ]);
+    assert!(events.iter().any(|e| e.contains("xgroup-createconsumer")));
+}
+
+#[test]
+fn watch_sees_what_redis_signals() {
+    let aborted = common::watch_aborts_like_redis(
+        &[
+            &["DEL", "w"],
+            &["XADD", "w", "1-0", "a", "1"],
+            &["XGROUP", "CREATE", "w", "g", "0"],
+        ],
+        "w",
+        &[
+            &["XADD", "w", "2-0", "a", "1"],
+            &["XDEL", "w", "1-0"],
+            &["XDEL", "w", "5-0"],
+            &["XTRIM", "w", "MAXLEN", "0"],
+            &["XREADGROUP", "GROUP", "g", "c", "STREAMS", "w", ">"],
+            &["XSETID", "w", "9-0"],
+            &["XGROUP", "CREATECONSUMER", "w", "g", "x"],
+            &["XLEN", "w"],
+        ],
+    );
+    assert_eq!(
+        aborted,
+        vec![true, true, false, true, false, false, false, false]
+    );
+}
+
+#[test]
+fn type_and_scan_type_name_streams() {
+    both(|s| {
+        let mut c = s.conn();
+        vec![
+            c.cmd(&["XADD", "st", "1-0", "a", "1"]),
+            c.cmd(&["SET", "str", "x"]),
+            c.cmd(&["TYPE", "st"]),
+            c.cmd(&["SCAN", "0", "TYPE", "stream"]),
+            c.cmd(&["XGROUP", "CREATE", "empty", "g", "$", "MKSTREAM"]),
+            c.cmd(&["XDEL", "st", "1-0"]),
+            c.cmd(&["EXISTS", "st", "empty"]),
+            c.cmd(&["XLEN", "st"]),
+        ]
+    });
+}
+
+/// What a stream's state looks like to a client, with clock readings a restart may change
+/// (consumers' seen-time, which Redis's rewrite does not keep either) masked.
+fn stream_state(c: &mut Conn, key: &str) -> String {
+    let full = c.cmd_str(&["XINFO", "STREAM", key, "FULL", "COUNT", "0"]);
+    let mut lines: Vec<&str> = full.split("\r\n").collect();
+    for i in 0..lines.len() {
+        if lines[i] == "seen-time" && i + 1 < lines.len() {
+            lines[i + 1] = ":SEEN";
+        }
+    }
+    let mut out = lines.join("|");
+    // radix-tree-nodes: the node layout is rebuilt by the replay.
+    out.push_str(&c.cmd_str(&["XRANGE", key, "-", "+"]));
+    out
+}
+
+#[test]
+fn whole_stream_state_survives_restart_and_rewrite() {
+    let dir = TempDir::new("aof-streams");
+    let mut s = common::deadbolt_with_aof(&dir.0, "always", &[]);
+    let mut c = s.conn();
+    let setup: &[&[&str]] = &[
+        &["XADD", "s", "1-0", "a", "1"],
+        &["XADD", "s", "2-0", "a", "2", "b", "x"],
+        &["XADD", "s", "3-0", "a", "3"],
+        &["XADD", "s", "4-0", "a", "4"],
+        &["XADD", "s", "5-0", "a", "5"],
+        &["XDEL", "s", "2-0"],
+        &["XGROUP", "CREATE", "s", "g1", "0"],
+        &["XGROUP", "CREATE", "s", "g2", "$", "ENTRIESREAD", "3"],
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "g1",
+            "alice",
+            "COUNT",
+            "2",
+            "STREAMS",
+            "s",
+            ">",
+        ],
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "g1",
+            "bob",
+            "COUNT",
+            "1",
+            "STREAMS",
+            "s",
+            ">",
+        ],
+        &["XREADGROUP", "GROUP", "g1", "alice", "STREAMS", "s", "0"],
+        &[
+            "XCLAIM",
+            "s",
+            "g1",
+            "carol",
+            "0",
+            "4-0",
+            "TIME",
+            "1000",
+            "RETRYCOUNT",
+            "9",
+        ],
+        &["XGROUP", "CREATECONSUMER", "s", "g2", "idle"],
+        &[
+            "XSETID",
+            "s",
+            "7-0",
+            "ENTRIESADDED",
+            "12",
+            "MAXDELETEDID",
+            "6-0",
+        ],
+        &["XGROUP", "CREATE", "empty", "g", "$", "MKSTREAM"],
+        &["XADD", "trimmed", "1-0", "a", "1"],
+        &["XTRIM", "trimmed", "MAXLEN", "0"],
+        &["XADD", "gone", "1-0", "a", "1"],
+        &["DEL", "gone"],
+        &["XADD", "ttl", "1-0", "a", "1"],
+        &["PEXPIRE", "ttl", "600000"],
+    ];
+    for cmd in setup {
+        let r = c.cmd_str(cmd);
+        assert!(!r.starts_with('-'), "{cmd:?}: {r}");
+    }
+    let keys = ["s", "empty", "trimmed"];
+    let before: Vec<String> = keys.iter().map(|k| stream_state(&mut c, k)).collect();
+    assert!(
+        before[0].contains("1000"),
+        "the claimed entry keeps its delivery time"
+    );
+    s.kill9();
+    let s = common::deadbolt_with_aof(&dir.0, "always", &[]);
+    let mut c = s.conn();
+    let after: Vec<String> = keys.iter().map(|k| stream_state(&mut c, k)).collect();
+    assert_eq!(before, after);
+    assert_eq!(c.cmd(&["EXISTS", "gone"]), b":0\r\n");
+    let ttl: i64 = c.cmd_str(&["PTTL", "ttl"]).trim()[1..].parse().unwrap();
+    assert!(ttl > 500_000);
+    c.cmd(&["BGREWRITEAOF"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c
+        .cmd_str(&["INFO", "persistence"])
+        .contains("aof_rewrite_in_progress:1")
+    {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    drop(s);
+    let s = common::deadbolt_with_aof(&dir.0, "always", &[]);
+    let mut c = s.conn();
+    let rewritten: Vec<String> = keys.iter().map(|k| stream_state(&mut c, k)).collect();
+    assert_eq!(before, rewritten);
+}
