@@ -426,3 +426,123 @@ fn whole_stream_state_survives_restart_and_rewrite() {
     let rewritten: Vec<String> = keys.iter().map(|k| stream_state(&mut c, k)).collect();
     assert_eq!(before, rewritten);
 }
+
+/// Redis's stream-cgroups.tcl cases for a blocked XREADGROUP whose key goes away or is
+/// replaced: FLUSHALL, SWAPDB, RENAME (with and without the group), and a plain XREAD that
+/// outlives its key being deleted and re-created.
+#[test]
+fn blocked_readers_follow_flush_swap_and_rename() {
+    both(|s| {
+        let mut ctl = s.conn();
+        let mut out = vec![ctl.cmd(&["XGROUP", "CREATE", "k", "g", "$", "MKSTREAM"])];
+        let mut a = park(
+            s,
+            &mut ctl,
+            1,
+            &[
+                "XREADGROUP",
+                "GROUP",
+                "g",
+                "a",
+                "BLOCK",
+                "0",
+                "STREAMS",
+                "k",
+                ">",
+            ],
+        );
+        out.push(ctl.cmd(&["FLUSHALL"]));
+        out.push(a.read_reply());
+        out.push(ctl.cmd(&["SELECT", "4"]));
+        out.push(ctl.cmd(&["LPUSH", "k", "e1"]));
+        out.push(ctl.cmd(&["SELECT", "0"]));
+        out.push(ctl.cmd(&["XGROUP", "CREATE", "k", "g", "$", "MKSTREAM"]));
+        let mut b = park(
+            s,
+            &mut ctl,
+            1,
+            &[
+                "XREADGROUP",
+                "GROUP",
+                "g",
+                "b",
+                "BLOCK",
+                "0",
+                "STREAMS",
+                "k",
+                ">",
+            ],
+        );
+        out.push(ctl.cmd(&["SWAPDB", "4", "0"]));
+        out.push(b.read_reply());
+        out.push(ctl.cmd(&["FLUSHALL"]));
+        out.push(ctl.cmd(&["XGROUP", "CREATE", "k", "g", "$", "MKSTREAM"]));
+        let mut c = park(
+            s,
+            &mut ctl,
+            1,
+            &[
+                "XREADGROUP",
+                "GROUP",
+                "g",
+                "c",
+                "BLOCK",
+                "0",
+                "STREAMS",
+                "k",
+                ">",
+            ],
+        );
+        out.push(ctl.cmd(&["XGROUP", "CREATE", "k2", "g", "$", "MKSTREAM"]));
+        out.push(ctl.cmd(&["XADD", "k2", "100-0", "f1", "v1"]));
+        out.push(ctl.cmd(&["RENAME", "k2", "k"]));
+        out.push(c.read_reply());
+        let mut d = park(
+            s,
+            &mut ctl,
+            1,
+            &[
+                "XREADGROUP",
+                "GROUP",
+                "g",
+                "d",
+                "BLOCK",
+                "0",
+                "STREAMS",
+                "k",
+                ">",
+            ],
+        );
+        out.push(ctl.cmd(&["XADD", "k3", "100-0", "f1", "v1"]));
+        out.push(ctl.cmd(&["RENAME", "k3", "k"]));
+        out.push(d.read_reply());
+        out.push(ctl.cmd(&["XADD", "x", "666-0", "f", "v"]));
+        let mut e = park(
+            s,
+            &mut ctl,
+            1,
+            &["XREAD", "BLOCK", "0", "STREAMS", "x", "$"],
+        );
+        out.push(ctl.cmd(&["SET", "x", "val1"]));
+        out.push(ctl.cmd(&["DEL", "x"]));
+        out.push(ctl.cmd(&["XADD", "x", "667-0", "f", "v"]));
+        out.push(e.read_reply());
+        // A stream that ran dry: the delivered entry deleted, a blocking read waits.
+        out.push(ctl.cmd(&["XADD", "x", "668-0", "f", "v"]));
+        out.push(ctl.cmd(&["XGROUP", "CREATE", "x", "g", "$"]));
+        out.push(ctl.cmd(&["XADD", "x", "669-0", "f", "v"]));
+        out.push(ctl.cmd(&["XDEL", "x", "669-0"]));
+        out.push(ctl.cmd(&[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "f",
+            "BLOCK",
+            "50",
+            "STREAMS",
+            "x",
+            ">",
+        ]));
+        out
+    });
+}

@@ -332,7 +332,6 @@ impl Config {
         let gained = self.notify_keyspace_events & !old.notify_keyspace_events;
         for (class, letter, reason) in [
             (event::EVICTED, 'e', "deadbolt never evicts a key"),
-            (event::STREAM, 't', "deadbolt has no stream type"),
             (event::KEY_MISS, 'm', "deadbolt does not publish key misses"),
             (event::MODULE, 'd', "deadbolt loads no modules"),
         ] {

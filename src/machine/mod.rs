@@ -168,6 +168,14 @@ impl State {
     /// FLUSHDB (Some(db)) / FLUSHALL (None): Redis's `signalFlushedDb` (WATCH on any key of it).
     /// Called before the data is dropped: only watched keys that exist are touched, as in Redis.
     pub fn signal_flushed_db(&mut self, db: Option<usize>) {
+        // Clients blocked in XREADGROUP on a key the flush removes are told it is gone
+        // (Redis's scanDatabaseForDeletedStreams); other waiters find nothing and wait on.
+        if !self.waiters.is_empty() {
+            match db {
+                Some(d) => self.waiters.signal_db(d),
+                None => (0..self.dbs.len()).for_each(|d| self.waiters.signal_db(d)),
+            }
+        }
         if self.watches.is_empty() {
             return;
         }
