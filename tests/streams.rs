@@ -546,3 +546,63 @@ fn blocked_readers_follow_flush_swap_and_rename() {
         out
     });
 }
+
+/// A woken reader is served from the key that became ready only, and an XADD whose entry is
+/// deleted in the same transaction wakes it with an empty read, as Redis's
+/// serveClientsBlockedOnStreamKey does.
+#[test]
+fn woken_readers_are_served_like_redis() {
+    both(|s| {
+        let mut ctl = s.conn();
+        let mut out = vec![
+            ctl.cmd(&["XADD", "a", "1-0", "f", "1"]),
+            ctl.cmd(&["XADD", "b", "1-0", "f", "1"]),
+        ];
+        let mut r = park(
+            s,
+            &mut ctl,
+            1,
+            &["XREAD", "BLOCK", "0", "STREAMS", "a", "b", "$", "$"],
+        );
+        out.push(ctl.cmd(&["MULTI"]));
+        out.push(ctl.cmd(&["XADD", "b", "2-0", "f", "2"]));
+        out.push(ctl.cmd(&["XADD", "a", "2-0", "f", "2"]));
+        out.push(ctl.cmd(&["EXEC"]));
+        out.push(r.read_reply());
+        let mut r = park(
+            s,
+            &mut ctl,
+            1,
+            &["XREAD", "BLOCK", "0", "STREAMS", "a", "$"],
+        );
+        out.push(ctl.cmd(&["MULTI"]));
+        out.push(ctl.cmd(&["XADD", "a", "3-0", "f", "3"]));
+        out.push(ctl.cmd(&["XDEL", "a", "3-0"]));
+        out.push(ctl.cmd(&["EXEC"]));
+        out.push(r.read_reply());
+        out.push(ctl.cmd(&["XGROUP", "CREATE", "a", "g", "$"]));
+        let mut r = park(
+            s,
+            &mut ctl,
+            1,
+            &[
+                "XREADGROUP",
+                "GROUP",
+                "g",
+                "c",
+                "BLOCK",
+                "0",
+                "STREAMS",
+                "a",
+                ">",
+            ],
+        );
+        out.push(ctl.cmd(&["MULTI"]));
+        out.push(ctl.cmd(&["XADD", "a", "4-0", "f", "4"]));
+        out.push(ctl.cmd(&["XDEL", "a", "4-0"]));
+        out.push(ctl.cmd(&["EXEC"]));
+        out.push(r.read_reply());
+        out.push(ctl.cmd(&["XINFO", "GROUPS", "a"]));
+        out
+    });
+}

@@ -769,14 +769,25 @@ fn read_generic(ctx: &mut Ctx, argv: &[Bytes], group_cmd: bool) -> CmdResult {
     };
     let now = ctx.now;
     let mut out: Vec<(Bytes, Frame)> = Vec::new();
+    let woken_by = ctx.client.block_ready_key.clone();
     for (i, key) in keys.iter().enumerate() {
+        if woken_by.as_ref().is_some_and(|k| k != key) {
+            continue;
+        }
         let gt = ids[i];
         let reply = match &r.group {
             None => {
                 let Ok(Some(s)) = stream_ref(ctx, key) else {
                     continue;
                 };
-                if s.length == 0 || s.edge_id(false).is_none_or(|max| max <= gt) {
+                // Served after a write, Redis compares the stream's last ID (so entries added
+                // and deleted since give an empty read); at once, the last live entry.
+                let has_new = if served {
+                    s.last_id > gt
+                } else {
+                    s.length > 0 && s.edge_id(false).is_some_and(|max| max > gt)
+                };
+                if !has_new {
                     continue;
                 }
                 let Some(start) = gt.incr() else {
@@ -788,7 +799,8 @@ fn read_generic(ctx: &mut Ctx, argv: &[Bytes], group_cmd: bool) -> CmdResult {
                 let Some(s) = stream_mut(ctx, key)? else {
                     continue;
                 };
-                let Some(f) = group_read(s, group, consumer, gt, count, r.noack, now) else {
+                let Some(f) = group_read(s, group, consumer, gt, count, r.noack, now, served)
+                else {
                     continue;
                 };
                 if f.1 {
@@ -798,6 +810,10 @@ fn read_generic(ctx: &mut Ctx, argv: &[Bytes], group_cmd: bool) -> CmdResult {
             }
         };
         out.push((key.clone(), reply));
+        if served {
+            // Redis serves a woken reader from the one key that became ready.
+            break;
+        }
     }
     if !out.is_empty() {
         return Ok(if ctx.client.resp3() {
@@ -833,6 +849,7 @@ fn read_generic(ctx: &mut Ctx, argv: &[Bytes], group_cmd: bool) -> CmdResult {
 
 /// One stream's part of XREADGROUP: history from the consumer's PEL, or new entries (`gt` is
 /// `>`). None when there is nothing to serve; the bool says a consumer was created.
+#[allow(clippy::too_many_arguments)]
 fn group_read(
     s: &mut Stream,
     group: &[u8],
@@ -841,13 +858,14 @@ fn group_read(
     count: usize,
     noack: bool,
     now: u64,
+    served: bool,
 ) -> Option<(Frame, bool)> {
     let history = gt != NEW_ENTRIES;
     let mut start = gt;
     if !history {
         let last = s.groups.get(group)?.last_id;
-        let maxid = s.edge_id(false)?;
-        if maxid <= last {
+        let newest = if served { s.last_id } else { s.edge_id(false)? };
+        if newest <= last {
             return None;
         }
         start = last;

@@ -42,7 +42,7 @@ pub fn serve_ready(srv: &mut Server) {
                 if !holds(srv, id, dk.0, &dk.1, kind, now) {
                     continue;
                 }
-                resume(srv, id, false);
+                resume(srv, id, Some(&dk.1));
             }
         }
     }
@@ -53,14 +53,15 @@ pub fn serve_ready(srv: &mut Server) {
 pub fn time_out(srv: &mut Server) {
     let now = unix_ms();
     for id in srv.waiters.take_timed_out(now) {
-        resume(srv, id, true);
+        resume(srv, id, None);
     }
     serve_ready(srv);
 }
 
-/// Unblocks a client: replies the timeout null or runs its command again, then the rest of its
-/// pipeline.
-fn resume(srv: &mut Server, id: u64, timed_out: bool) {
+/// Unblocks a client: replies the timeout null (`ready` None) or runs its command again for
+/// the key that became ready, then the rest of its pipeline.
+fn resume(srv: &mut Server, id: u64, ready: Option<&bytes::Bytes>) {
+    let timed_out = ready.is_none();
     let Some(b) = srv.waiters.unblock(id) else {
         return;
     };
@@ -82,6 +83,7 @@ fn resume(srv: &mut Server, id: u64, timed_out: bool) {
         encode(&reply, client.resp3(), &mut out);
     } else {
         client.block_deadline = Some(b.deadline);
+        client.block_ready_key = ready.cloned();
         let held = dispatch::process(&mut srv.state, &mut srv.io, &mut client, b.argv, &mut out);
         srv.end_unit();
         srv.note_write(&mut client);
@@ -90,6 +92,7 @@ fn resume(srv: &mut Server, id: u64, timed_out: bool) {
             client.pending.push_front(argv);
         }
         client.block_deadline = None;
+        client.block_ready_key = None;
     }
     drive(srv, client, out);
 }
