@@ -388,6 +388,16 @@ fn parse_mem(v: &str) -> Option<u64> {
     u64::try_from(n).ok().map(|n| n.saturating_mul(mul))
 }
 
+/// The time a consumer is seen at: a follower applies the log at time 0 (exec/cluster.rs), and
+/// a consumer's seen-time is this node's own reading, as on a Redis replica.
+fn seen_clock(ctx: &Ctx) -> u64 {
+    if ctx.now == 0 {
+        crate::clock::unix_ms()
+    } else {
+        ctx.now
+    }
+}
+
 // ---- XADD / XTRIM ------------------------------------------------------------------------------
 
 struct AddTrim {
@@ -1206,7 +1216,7 @@ fn xgroup_destroy(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 fn xgroup_createconsumer(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     xgroup_prologue(ctx, argv)?;
     let key = &argv[2];
-    let now = ctx.now;
+    let now = seen_clock(ctx);
     let Some(s) = stream_mut(ctx, key)? else {
         return Ok(Frame::Integer(0));
     };
@@ -1439,9 +1449,11 @@ fn xclaim(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         }
         j += 1;
     }
-    if deliverytime == -1 || deliverytime < 0 || deliverytime > now {
+    // A follower applies the log at time 0 (exec/cluster.rs): the leader's TIME stands.
+    if deliverytime < 0 || (now != 0 && deliverytime > now) {
         deliverytime = now;
     }
+    let seen = seen_clock(ctx);
     let consumer = &argv[3];
     let nowu = now as u64;
     let Some(s) = stream_mut(ctx, key)? else {
@@ -1489,7 +1501,7 @@ fn xclaim(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         if !fresh && minidle != 0 && now - (n.delivery_time as i64) < minidle {
             continue;
         }
-        claim(g, id, consumer, nowu, &mut created);
+        claim(g, id, consumer, seen, &mut created);
         if let Some(n) = g.pel.get_mut(&id) {
             n.delivery_time = deliverytime as u64;
             if retrycount >= 0 {

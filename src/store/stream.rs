@@ -413,7 +413,9 @@ impl Stream {
             Some(id) => {
                 if self.last_id.ms == id.ms {
                     if self.last_id.seq == u64::MAX {
-                        return Err(AppendError::NotGreater);
+                        // Redis returns C_ERR here without setting errno, so XADD reports the
+                        // size error.
+                        return Err(AppendError::TooLarge);
                     }
                     StreamId::new(id.ms, self.last_id.seq + 1)
                 } else {
