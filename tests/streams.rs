@@ -606,3 +606,191 @@ fn woken_readers_are_served_like_redis() {
         out
     });
 }
+
+/// Random stream and consumer-group commands (seeded, small ID space, tiny nodes so trims cut
+/// across node boundaries) replayed on deadbolt and redis-server: every reply must be the same
+/// bytes. Only replies that carry no clock reading are asked for.
+#[test]
+fn random_stream_commands_match_redis() {
+    for seed in [7u64, 19, 2024, 5, 99] {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let mut script: Vec<Vec<String>> = vec![
+            vec![
+                "CONFIG".into(),
+                "SET".into(),
+                "stream-node-max-entries".into(),
+                "4".into(),
+            ],
+            vec![
+                "CONFIG".into(),
+                "SET".into(),
+                "stream-node-max-bytes".into(),
+                "120".into(),
+            ],
+        ];
+        let id = |rng: &mut fastrand::Rng| format!("{}-{}", rng.u64(0..40), rng.u64(0..3));
+        let bound = |rng: &mut fastrand::Rng| match rng.u8(0..6) {
+            0 => "-".to_string(),
+            1 => "+".to_string(),
+            2 => format!("({}", id(rng)),
+            3 => rng.u64(0..40).to_string(),
+            _ => id(rng),
+        };
+        let groups = ["g1", "g2"];
+        let consumers = ["alice", "bob", "carol"];
+        for _ in 0..1500 {
+            let key = if rng.u8(0..8) == 0 { "t" } else { "s" }.to_string();
+            let g = groups[rng.usize(0..2)].to_string();
+            let c = consumers[rng.usize(0..3)].to_string();
+            let cmd: Vec<String> = match rng.u8(0..22) {
+                0..=4 => {
+                    let mut v = vec!["XADD".into(), key];
+                    match rng.u8(0..6) {
+                        0 => v.extend(["MAXLEN".into(), "~".into(), rng.u64(0..12).to_string()]),
+                        1 => v.extend(["MAXLEN".into(), rng.u64(0..12).to_string()]),
+                        2 => v.extend(["MINID".into(), "~".into(), id(&mut rng)]),
+                        3 => v.push("NOMKSTREAM".into()),
+                        _ => {}
+                    }
+                    v.push(if rng.bool() {
+                        format!("{}-*", rng.u64(0..60))
+                    } else {
+                        id(&mut rng)
+                    });
+                    if rng.u8(0..4) == 0 {
+                        v.extend(["other".into(), rng.u32(0..1000).to_string()]);
+                    } else {
+                        v.extend([
+                            "f".into(),
+                            "v".repeat(rng.usize(0..30)),
+                            "n".into(),
+                            rng.i32(-5000..5000).to_string(),
+                        ]);
+                    }
+                    v
+                }
+                5 => vec!["XDEL".into(), key, id(&mut rng), id(&mut rng)],
+                6 => vec![
+                    "XRANGE".into(),
+                    key,
+                    bound(&mut rng),
+                    bound(&mut rng),
+                    "COUNT".into(),
+                    rng.u8(0..6).to_string(),
+                ],
+                7 => vec!["XREVRANGE".into(), key, bound(&mut rng), bound(&mut rng)],
+                8 => match rng.u8(0..3) {
+                    0 => vec![
+                        "XTRIM".into(),
+                        key,
+                        "MAXLEN".into(),
+                        rng.u64(0..15).to_string(),
+                    ],
+                    1 => vec![
+                        "XTRIM".into(),
+                        key,
+                        "MINID".into(),
+                        "~".into(),
+                        id(&mut rng),
+                        "LIMIT".into(),
+                        rng.u8(0..9).to_string(),
+                    ],
+                    _ => vec![
+                        "XTRIM".into(),
+                        key,
+                        "MAXLEN".into(),
+                        "~".into(),
+                        rng.u64(0..15).to_string(),
+                    ],
+                },
+                9 => vec!["XINFO".into(), "STREAM".into(), key],
+                10 => vec![
+                    "XGROUP".into(),
+                    "CREATE".into(),
+                    key,
+                    g,
+                    if rng.bool() { "$".into() } else { id(&mut rng) },
+                    "MKSTREAM".into(),
+                ],
+                11 => vec!["XGROUP".into(), "SETID".into(), key, g, id(&mut rng)],
+                12..=14 => vec![
+                    "XREADGROUP".into(),
+                    "GROUP".into(),
+                    g,
+                    c,
+                    "COUNT".into(),
+                    rng.u8(1..5).to_string(),
+                    "STREAMS".into(),
+                    key,
+                    if rng.u8(0..3) == 0 {
+                        "0".into()
+                    } else {
+                        ">".into()
+                    },
+                ],
+                15 => vec!["XACK".into(), key, g, id(&mut rng), id(&mut rng)],
+                16 => vec![
+                    "XCLAIM".into(),
+                    key,
+                    g,
+                    c,
+                    "0".into(),
+                    id(&mut rng),
+                    id(&mut rng),
+                    "JUSTID".into(),
+                ],
+                17 => vec![
+                    "XAUTOCLAIM".into(),
+                    key,
+                    g,
+                    c,
+                    "0".into(),
+                    bound(&mut rng),
+                    "COUNT".into(),
+                    rng.u8(1..4).to_string(),
+                    "JUSTID".into(),
+                ],
+                18 => vec!["XPENDING".into(), key, g],
+                19 => vec!["XINFO".into(), "GROUPS".into(), key],
+                20 => vec![
+                    "XGROUP".into(),
+                    if rng.bool() {
+                        "DELCONSUMER".into()
+                    } else {
+                        "CREATECONSUMER".into()
+                    },
+                    key,
+                    g,
+                    c,
+                ],
+                _ => vec![
+                    "XREAD".into(),
+                    "COUNT".into(),
+                    rng.u8(0..4).to_string(),
+                    "STREAMS".into(),
+                    key,
+                    id(&mut rng),
+                ],
+            };
+            script.push(cmd);
+        }
+        let [ours, redis] = common::transcripts_on_both(&script);
+        let errors = ours.iter().filter(|r| r.first() == Some(&b'-')).count();
+        let served = ours
+            .iter()
+            .zip(&script)
+            .filter(|(r, c)| c[0] == "XREADGROUP" && r.len() > 40)
+            .count();
+        // The script is mostly valid work, not a stream of error replies.
+        assert!(errors < ours.len() / 3, "{errors} errors");
+        assert!(served > 20, "only {served} group reads served entries");
+        for (i, (a, b)) in ours.iter().zip(&redis).enumerate() {
+            assert_eq!(
+                String::from_utf8_lossy(a),
+                String::from_utf8_lossy(b),
+                "seed {seed}, command {i}: {:?}",
+                script[i]
+            );
+        }
+    }
+}
