@@ -340,8 +340,31 @@ fn subcommand_syntax(argv: &[Bytes]) -> CmdError {
 
 // ---- lookups -----------------------------------------------------------------------------------
 
+/// The stream for any write other than appends and head trims: the log will write its whole
+/// state (see `Journal`).
 fn stream_mut<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a mut Stream>> {
-    ctx.value_mut(key, Value::as_stream_mut)
+    let mut s = ctx.value_mut(key, Value::as_stream_mut)?;
+    if let Some(s) = s.as_deref_mut() {
+        s.journal.break_off();
+    }
+    Ok(s)
+}
+
+/// The stream for XADD/XTRIM, which journal what they do when a log records it.
+fn stream_mut_journaled<'a>(
+    ctx: &'a mut Ctx,
+    key: &[u8],
+) -> CmdResult<Option<(&'a mut Stream, bool)>> {
+    // Only the append-only file reads journals (a replicated log writes whole states; the
+    // loader's replay has no log to write to).
+    let logged = ctx.srv.dbs.records_changes() && ctx.host.aof().is_some();
+    let s = ctx.value_mut(key, Value::as_stream_mut)?;
+    Ok(s.map(|s| {
+        if !logged {
+            s.journal.break_off();
+        }
+        (s, logged)
+    }))
 }
 
 fn stream_ref<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a Stream>> {
@@ -531,7 +554,7 @@ fn xadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         }
         ctx.db().set(key, Value::Stream(Box::default()), 0);
     }
-    let Some(s) = stream_mut(ctx, key)? else {
+    let Some((s, logged)) = stream_mut_journaled(ctx, key)? else {
         return Ok(Frame::Null);
     };
     if s.last_id == StreamId::MAX {
@@ -550,10 +573,17 @@ fn xadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 return Err(CmdError::err("ERR Elements are too large to be stored"))
             }
         };
+    if logged {
+        s.journal.added(id, fields);
+    }
     let trimmed = match a.trim {
         Some(t) => s.trim(t, a.approx, a.limit),
         None => 0,
     };
+    if logged && trimmed > 0 {
+        let first = s.edge_id(true);
+        s.journal.trimmed(first);
+    }
     ctx.changed(event::STREAM, "xadd", key);
     if trimmed > 0 {
         ctx.notify(event::STREAM, "xtrim", key);
@@ -564,13 +594,17 @@ fn xadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 fn xtrim(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let (a, _) = parse_add_trim(ctx, argv, false)?;
     let key = &argv[1];
-    let Some(s) = stream_mut(ctx, key)? else {
+    let Some((s, logged)) = stream_mut_journaled(ctx, key)? else {
         return Ok(Frame::Integer(0));
     };
     let Some(t) = a.trim else {
         return Ok(Frame::Integer(0));
     };
     let deleted = s.trim(t, a.approx, a.limit);
+    if logged && deleted > 0 {
+        let first = s.edge_id(true);
+        s.journal.trimmed(first);
+    }
     if deleted > 0 {
         ctx.changed(event::STREAM, "xtrim", key);
     }

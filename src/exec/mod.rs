@@ -139,12 +139,14 @@ impl Server {
             return;
         }
         if let Some(aof) = self.io.aof.as_mut() {
-            emit::unit(
+            emit::unit_synced(
                 &mut aof.pending,
                 &mut aof.selected_db,
                 &self.state.dbs,
                 &self.changes,
+                Some(&mut aof.streams),
             );
+            emit::settle(&mut self.state.dbs, &mut aof.streams);
         }
     }
 

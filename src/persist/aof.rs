@@ -128,6 +128,8 @@ pub struct Aof {
     pub rewrite_started: Option<Instant>,
     pub last_rewrite_secs: i64,
     pub last_rewrite_ok: bool,
+    /// Streams this log wrote, so appends to them are written as appends (emit.rs).
+    pub streams: super::emit::StreamSync,
     pub rewrites: u64,
     /// The database SELECTed in the log so far.
     pub selected_db: Option<usize>,
@@ -209,6 +211,7 @@ impl Aof {
             rewrite_started: None,
             last_rewrite_secs: -1,
             last_rewrite_ok: true,
+            streams: Default::default(),
             rewrites: 0,
             selected_db: None,
         };

@@ -368,6 +368,67 @@ pub enum Trim {
     MinId(StreamId),
 }
 
+/// What changed in a stream since the log last wrote it, while that is only appends and
+/// head trims (a producer's XADD, with or without MAXLEN/MINID): then the log writes those
+/// (persist/emit.rs) instead of the whole stream, whose size a write would otherwise cost.
+/// Anything else (XDEL, groups, XSETID...) breaks it and the log writes the whole state.
+#[derive(Debug, Clone, Default)]
+pub struct Journal {
+    /// The log's token for the state the ops start from (0: none): valid only while the log's
+    /// last write of this key carried the same token (a moved or replaced value never does).
+    pub base: u64,
+    pub ops: Vec<JournalOp>,
+    pub broken: bool,
+}
+
+#[derive(Debug, Clone)]
+pub enum JournalOp {
+    Add(StreamId, Vec<Bytes>),
+    /// Entries before the first live one are gone (None: all of them).
+    Trim(Option<StreamId>),
+}
+
+/// Ops kept before a journal gives up (a unit appending more writes the whole state).
+const JOURNAL_MAX_OPS: usize = 64;
+
+impl Journal {
+    pub fn break_off(&mut self) {
+        self.broken = true;
+        self.ops = Vec::new();
+    }
+
+    fn push(&mut self, op: JournalOp) {
+        if self.broken {
+            return;
+        }
+        if self.ops.len() >= JOURNAL_MAX_OPS {
+            self.break_off();
+            return;
+        }
+        self.ops.push(op);
+    }
+
+    pub fn added(&mut self, id: StreamId, fields: Vec<Bytes>) {
+        self.push(JournalOp::Add(id, fields));
+    }
+
+    pub fn trimmed(&mut self, first: Option<StreamId>) {
+        self.push(JournalOp::Trim(first));
+    }
+
+    /// The log wrote this stream with `token`: later ops start from there.
+    pub fn settle(&mut self, token: u64) {
+        self.base = token;
+        self.ops.clear();
+        self.broken = false;
+    }
+
+    /// Whether the ops turn the state the log wrote with `token` into the current one.
+    pub fn applies_to(&self, token: u64) -> bool {
+        !self.broken && self.base != 0 && self.base == token
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct Stream {
     nodes: BTreeMap<StreamId, Node>,
@@ -377,6 +438,8 @@ pub struct Stream {
     pub max_deleted: StreamId,
     pub entries_added: u64,
     pub groups: BTreeMap<Bytes, Group>,
+    /// Not part of the stream's value: the log's bookkeeping.
+    pub journal: Journal,
 }
 
 /// Why an append failed.
