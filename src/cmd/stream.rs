@@ -350,7 +350,31 @@ fn stream_mut<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a mut Stre
     Ok(s)
 }
 
-/// The stream for XADD/XTRIM, which journal what they do when a log records it.
+/// Notes in the stream's journal what a consumer-group write touched (see `Journal`):
+/// the group (its last ID and entries-read), pending entries and consumers.
+fn touch(
+    s: &mut Stream,
+    logged: bool,
+    group: &[u8],
+    existed: bool,
+    ids: &[StreamId],
+    consumers: &[&[u8]],
+) {
+    if !logged {
+        return;
+    }
+    if let Some(t) = s.journal.group(group, existed) {
+        t.ids.extend(ids.iter().copied());
+        for c in consumers {
+            if !t.consumers.contains(*c) {
+                t.consumers.insert(Bytes::copy_from_slice(c));
+            }
+        }
+    }
+}
+
+/// The stream for writes the journal can follow (XADD, XTRIM, XDEL, consumer groups), with
+/// whether it is kept (an append-only file reads it).
 fn stream_mut_journaled<'a>(
     ctx: &'a mut Ctx,
     key: &[u8],
@@ -840,17 +864,19 @@ fn read_generic(ctx: &mut Ctx, argv: &[Bytes], group_cmd: bool) -> CmdResult {
                 Frame::Array(entries(s, start, StreamId::MAX, count, false))
             }
             Some((group, consumer)) => {
-                let Some(s) = stream_mut(ctx, key)? else {
+                let Some((s, logged)) = stream_mut_journaled(ctx, key)? else {
                     continue;
                 };
-                let Some(f) = group_read(s, group, consumer, gt, count, r.noack, now, served)
+                let Some((frame, created, ids)) =
+                    group_read(s, group, consumer, gt, count, r.noack, now, served)
                 else {
                     continue;
                 };
-                if f.1 {
+                touch(s, logged, group, true, &ids, &[consumer]);
+                if created {
                     ctx.notify(event::STREAM, "xgroup-createconsumer", key);
                 }
-                f.0
+                frame
             }
         };
         out.push((key.clone(), reply));
@@ -892,7 +918,8 @@ fn read_generic(ctx: &mut Ctx, argv: &[Bytes], group_cmd: bool) -> CmdResult {
 }
 
 /// One stream's part of XREADGROUP: history from the consumer's PEL, or new entries (`gt` is
-/// `>`). None when there is nothing to serve; the bool says a consumer was created.
+/// `>`). None when there is nothing to serve; else the reply, whether a consumer was created,
+/// and the pending entries it changed.
 #[allow(clippy::too_many_arguments)]
 fn group_read(
     s: &mut Stream,
@@ -903,7 +930,7 @@ fn group_read(
     noack: bool,
     now: u64,
     served: bool,
-) -> Option<(Frame, bool)> {
+) -> Option<(Frame, bool, Vec<StreamId>)> {
     let history = gt != NEW_ENTRIES;
     let mut start = gt;
     if !history {
@@ -929,6 +956,7 @@ fn group_read(
                 .collect()
         });
         let mut out = Vec::with_capacity(ids.len());
+        let mut touched = Vec::new();
         for id in ids {
             match s.get(id) {
                 Some(fields) => {
@@ -936,12 +964,13 @@ fn group_read(
                     if let Some(n) = s.groups.get_mut(group).and_then(|g| g.pel.get_mut(&id)) {
                         n.delivery_time = now;
                         n.delivery_count += 1;
+                        touched.push(id);
                     }
                 }
                 None => out.push(Frame::Array(vec![id_frame(id), Frame::NullArray])),
             }
         }
-        return Some((Frame::Array(out), created));
+        return Some((Frame::Array(out), created, touched));
     }
     let mut got: Vec<(StreamId, Fields)> = Vec::new();
     s.range(start, StreamId::MAX, false, |id, fields| {
@@ -949,6 +978,7 @@ fn group_read(
         count == 0 || got.len() < count
     });
     let mut out = Vec::with_capacity(got.len());
+    let mut touched = Vec::new();
     for (id, fields) in got {
         let tomb = s.range_has_tombstones(id, StreamId::MAX);
         let estimate = s.estimate_distance(id);
@@ -980,10 +1010,11 @@ fn group_read(
             if let Some(c) = g.consumers.get_mut(consumer) {
                 c.pel.insert(id);
             }
+            touched.push(id);
         }
         out.push(entry_frame(id, fields));
     }
-    Some((Frame::Array(out), created))
+    Some((Frame::Array(out), created, touched))
 }
 
 /// Whether a client blocked in XREAD/XREADGROUP on `key` can be served now (Redis's
@@ -1033,11 +1064,12 @@ fn xdel(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         .iter()
         .map(|a| parse_strict_id(a))
         .collect::<CmdResult<Vec<_>>>()?;
-    let Some(s) = stream_mut(ctx, key)? else {
+    let Some((s, logged)) = stream_mut_journaled(ctx, key)? else {
         return Ok(Frame::Integer(0));
     };
     let mut deleted = 0;
     let mut first_entry = false;
+    let mut gone = Vec::new();
     for id in ids {
         if s.delete(id) {
             if id == s.first_id {
@@ -1047,7 +1079,13 @@ fn xdel(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 s.max_deleted = id;
             }
             deleted += 1;
+            if logged {
+                gone.push(id);
+            }
         }
+    }
+    if logged && !gone.is_empty() {
+        s.journal.deleted(gone);
     }
     if deleted > 0 {
         if s.length == 0 {
@@ -1196,7 +1234,7 @@ fn xgroup_create(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         let db = ctx.client.db;
         ctx.srv.signal_modified_key(db, key);
     }
-    let Some(s) = stream_mut(ctx, key)? else {
+    let Some((s, logged)) = stream_mut_journaled(ctx, key)? else {
         return Ok(Frame::Null);
     };
     if s.groups.contains_key(&argv[3][..]) {
@@ -1205,6 +1243,7 @@ fn xgroup_create(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         ));
     }
     s.groups.insert(own(&argv[3]), Group::new(id, entries_read));
+    touch(s, logged, &argv[3], false, &[], &[]);
     ctx.notify(event::STREAM, "xgroup-create", key);
     Ok(Frame::ok())
 }
@@ -1215,7 +1254,7 @@ fn xgroup_setid(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Err(subcommand_syntax(argv));
     }
     let key = &argv[2];
-    let Some(s) = stream_mut(ctx, key)? else {
+    let Some((s, logged)) = stream_mut_journaled(ctx, key)? else {
         return Err(subcommand_syntax(argv));
     };
     let id = if cstr(&argv[4]) == b"$" {
@@ -1227,6 +1266,7 @@ fn xgroup_setid(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         g.last_id = id;
         g.entries_read = entries_read;
     }
+    touch(s, logged, &argv[3], true, &[], &[]);
     ctx.notify(event::STREAM, "xgroup-setid", key);
     Ok(Frame::ok())
 }
@@ -1251,7 +1291,7 @@ fn xgroup_createconsumer(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     xgroup_prologue(ctx, argv)?;
     let key = &argv[2];
     let now = seen_clock(ctx);
-    let Some(s) = stream_mut(ctx, key)? else {
+    let Some((s, logged)) = stream_mut_journaled(ctx, key)? else {
         return Ok(Frame::Integer(0));
     };
     let created = s
@@ -1259,6 +1299,7 @@ fn xgroup_createconsumer(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         .get_mut(&argv[3][..])
         .is_some_and(|g| g.create_consumer(&argv[4], now));
     if created {
+        touch(s, logged, &argv[3], true, &[], &[&argv[4]]);
         ctx.notify(event::STREAM, "xgroup-createconsumer", key);
     }
     Ok(Frame::Integer(created as i64))
@@ -1267,7 +1308,7 @@ fn xgroup_createconsumer(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 fn xgroup_delconsumer(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     xgroup_prologue(ctx, argv)?;
     let key = &argv[2];
-    let Some(s) = stream_mut(ctx, key)? else {
+    let Some((s, logged)) = stream_mut_journaled(ctx, key)? else {
         return Ok(Frame::Integer(0));
     };
     let Some(g) = s.groups.get_mut(&argv[3][..]) else {
@@ -1279,6 +1320,8 @@ fn xgroup_delconsumer(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     for id in &c.pel {
         g.pel.remove(id);
     }
+    let ids: Vec<StreamId> = c.pel.iter().copied().collect();
+    touch(s, logged, &argv[3], true, &ids, &[&argv[4]]);
     ctx.notify(event::STREAM, "xgroup-delconsumer", key);
     Ok(Frame::Integer(c.pel.len() as i64))
 }
@@ -1295,17 +1338,18 @@ fn xack(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         .iter()
         .map(|a| parse_strict_id(a))
         .collect::<CmdResult<Vec<_>>>()?;
-    let Some(s) = stream_mut(ctx, key)? else {
+    let Some((s, logged)) = stream_mut_journaled(ctx, key)? else {
         return Ok(Frame::Integer(0));
     };
     let Some(g) = s.groups.get_mut(&argv[2][..]) else {
         return Ok(Frame::Integer(0));
     };
-    let acked = ids
+    let acked: Vec<StreamId> = ids
         .into_iter()
         .filter(|id| g.remove_nack(*id).is_some())
-        .count();
-    Ok(Frame::Integer(acked as i64))
+        .collect();
+    touch(s, logged, &argv[2], true, &acked, &[]);
+    Ok(Frame::Integer(acked.len() as i64))
 }
 
 fn no_key_or_group(key: &[u8], group: &[u8]) -> CmdError {
@@ -1490,9 +1534,10 @@ fn xclaim(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let seen = seen_clock(ctx);
     let consumer = &argv[3];
     let nowu = now as u64;
-    let Some(s) = stream_mut(ctx, key)? else {
+    let Some((s, logged)) = stream_mut_journaled(ctx, key)? else {
         return Err(no_key_or_group(key, &argv[2]));
     };
+    let touched = ids.clone();
     let exists: Vec<Option<Fields>> = ids
         .iter()
         .map(|id| {
@@ -1550,6 +1595,7 @@ fn xclaim(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             entry_frame(id, fields)
         });
     }
+    touch(s, logged, &argv[2], true, &touched, &[consumer]);
     if created {
         ctx.notify(event::STREAM, "xgroup-createconsumer", key);
     }
@@ -1589,9 +1635,10 @@ fn xautoclaim(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     let now = ctx.now;
     let consumer = &argv[3];
-    let Some(s) = stream_mut(ctx, key)? else {
+    let Some((s, logged)) = stream_mut_journaled(ctx, key)? else {
         return Err(no_key_or_group(key, &argv[2]));
     };
+    let mut touched = Vec::new();
     let mut attempts = count.saturating_mul(10);
     let mut out = Vec::new();
     let mut deleted = Vec::new();
@@ -1620,6 +1667,7 @@ fn xautoclaim(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         };
         let Some(fields) = fields else {
             g.remove_nack(id);
+            touched.push(id);
             deleted.push(id_frame(id));
             count -= 1;
             if id == StreamId::MAX {
@@ -1634,6 +1682,7 @@ fn xautoclaim(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             continue;
         }
         claim(g, id, consumer, now, &mut created);
+        touched.push(id);
         if let Some(n) = g.pel.get_mut(&id) {
             n.delivery_time = now;
             if !justid {
@@ -1650,6 +1699,7 @@ fn xautoclaim(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             break;
         }
     }
+    touch(s, logged, &argv[2], true, &touched, &[consumer]);
     if created {
         ctx.notify(event::STREAM, "xgroup-createconsumer", key);
     }

@@ -1,6 +1,6 @@
 //! Commands that recreate a key's state, for the log and for rewrites.
 
-use crate::store::stream::JournalOp;
+use crate::store::stream::{Group, JournalOp, Nack, Stream, StreamId};
 use crate::store::{ChangeRecord, Db, Entry, FastMap, Value};
 use bytes::Bytes;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -218,7 +218,7 @@ fn stream_key(out: &mut Vec<u8>, sy: &mut StreamSync, db: usize, key: &Bytes, e:
         return key_state(out, key, Some(e));
     };
     match sy.last(db, key) {
-        Some((token, deadline)) if s.journal.applies_to(token) => {
+        Some((token, deadline)) if s.journal.applies_to(token) && groups_delta_ok(s) => {
             for op in &s.journal.ops {
                 match op {
                     JournalOp::Add(id, fields) => {
@@ -234,8 +234,17 @@ fn stream_key(out: &mut Vec<u8>, sy: &mut StreamSync, db: usize, key: &Bytes, e:
                         command(out, &[b"XTRIM", key, b"MINID", &first.to_bytes()])
                     }
                     JournalOp::Trim(None) => command(out, &[b"XTRIM", key, b"MAXLEN", b"0"]),
+                    JournalOp::Del(ids) => {
+                        put_array_header(out, 2 + ids.len());
+                        put_bulk(out, b"XDEL");
+                        put_bulk(out, key);
+                        for id in ids {
+                            put_bulk(out, &id.to_bytes());
+                        }
+                    }
                 }
             }
+            groups_delta(out, key, s);
             if e.expires_at != deadline {
                 if e.expires_at == 0 {
                     command(out, &[b"PERSIST", key]);
@@ -270,8 +279,7 @@ fn stream_key(out: &mut Vec<u8>, sy: &mut StreamSync, db: usize, key: &Bytes, e:
 /// back for the XCLAIMs and removed after them: above the first live entry by XDEL (they were
 /// deleted: the max-deleted ID XSETID then sets covers them), below it by XTRIM MINID (they may
 /// have been trimmed, which leaves the max-deleted ID alone). XSETID comes last.
-fn stream_state(out: &mut Vec<u8>, key: &[u8], s: &crate::store::stream::Stream) {
-    use crate::store::stream::StreamId;
+fn stream_state(out: &mut Vec<u8>, key: &[u8], s: &Stream) {
     let ghosts: std::collections::BTreeSet<StreamId> = s
         .groups
         .values()
@@ -307,48 +315,7 @@ fn stream_state(out: &mut Vec<u8>, key: &[u8], s: &crate::store::stream::Stream)
     }
     let mut n = itoa::Buffer::new();
     for (name, g) in &s.groups {
-        command(
-            out,
-            &[
-                b"XGROUP",
-                b"CREATE",
-                key,
-                name,
-                &g.last_id.to_bytes(),
-                b"ENTRIESREAD",
-                n.format(g.entries_read).as_bytes(),
-            ],
-        );
-        for (cname, c) in &g.consumers {
-            if c.pel.is_empty() {
-                command(out, &[b"XGROUP", b"CREATECONSUMER", key, name, cname]);
-                continue;
-            }
-            for id in &c.pel {
-                let Some(nack) = g.pel.get(id) else {
-                    continue;
-                };
-                let mut t = itoa::Buffer::new();
-                let mut r = itoa::Buffer::new();
-                command(
-                    out,
-                    &[
-                        b"XCLAIM",
-                        key,
-                        name,
-                        cname,
-                        b"0",
-                        &id.to_bytes(),
-                        b"TIME",
-                        t.format(nack.delivery_time).as_bytes(),
-                        b"RETRYCOUNT",
-                        r.format(nack.delivery_count).as_bytes(),
-                        b"JUSTID",
-                        b"FORCE",
-                    ],
-                );
-            }
-        }
+        group_state(out, key, name, g);
     }
     if !ghosts.is_empty() {
         let first = s.edge_id(true);
@@ -377,4 +344,118 @@ fn stream_state(out: &mut Vec<u8>, key: &[u8], s: &crate::store::stream::Stream)
             &s.max_deleted.to_bytes(),
         ],
     );
+}
+
+/// A group whole: XGROUP CREATE with its last ID and entries-read, its pending entries
+/// (XCLAIM ... FORCE keeps their consumer, delivery time and count) and its consumers without
+/// any (XGROUP CREATECONSUMER).
+fn group_state(out: &mut Vec<u8>, key: &[u8], name: &[u8], g: &Group) {
+    let mut n = itoa::Buffer::new();
+    command(
+        out,
+        &[
+            b"XGROUP",
+            b"CREATE",
+            key,
+            name,
+            &g.last_id.to_bytes(),
+            b"ENTRIESREAD",
+            n.format(g.entries_read).as_bytes(),
+        ],
+    );
+    for (cname, c) in &g.consumers {
+        if c.pel.is_empty() {
+            command(out, &[b"XGROUP", b"CREATECONSUMER", key, name, cname]);
+            continue;
+        }
+        for id in &c.pel {
+            if let Some(nack) = g.pel.get(id) {
+                xclaim(out, key, name, *id, nack);
+            }
+        }
+    }
+}
+
+fn xclaim(out: &mut Vec<u8>, key: &[u8], group: &[u8], id: StreamId, nack: &Nack) {
+    let mut t = itoa::Buffer::new();
+    let mut r = itoa::Buffer::new();
+    command(
+        out,
+        &[
+            b"XCLAIM",
+            key,
+            group,
+            &nack.consumer,
+            b"0",
+            &id.to_bytes(),
+            b"TIME",
+            t.format(nack.delivery_time).as_bytes(),
+            b"RETRYCOUNT",
+            r.format(nack.delivery_count).as_bytes(),
+            b"JUSTID",
+            b"FORCE",
+        ],
+    );
+}
+
+/// Whether the journal's group changes can be written as such: every group it touched is
+/// still there, and every pending entry it would XCLAIM still has its stream entry (XCLAIM
+/// skips a missing one; the whole state adds it back).
+fn groups_delta_ok(s: &Stream) -> bool {
+    s.journal.groups.iter().all(|(name, t)| {
+        let Some(g) = s.groups.get(name) else {
+            return false;
+        };
+        if t.created {
+            g.pel.keys().all(|id| s.exists(*id))
+        } else {
+            t.ids
+                .iter()
+                .all(|id| !g.pel.contains_key(id) || s.exists(*id))
+        }
+    })
+}
+
+/// The journal's group changes: a new group whole; for one the log has, its last ID and
+/// entries-read (XGROUP SETID), its touched consumers created or deleted, and each touched
+/// pending entry's final state (XCLAIM ... FORCE, or XACK when it is gone).
+fn groups_delta(out: &mut Vec<u8>, key: &[u8], s: &Stream) {
+    for (name, t) in &s.journal.groups {
+        let Some(g) = s.groups.get(name) else {
+            continue;
+        };
+        if t.created {
+            group_state(out, key, name, g);
+            continue;
+        }
+        let mut n = itoa::Buffer::new();
+        command(
+            out,
+            &[
+                b"XGROUP",
+                b"SETID",
+                key,
+                name,
+                &g.last_id.to_bytes(),
+                b"ENTRIESREAD",
+                n.format(g.entries_read).as_bytes(),
+            ],
+        );
+        for c in &t.consumers {
+            if !g.consumers.contains_key(c) {
+                command(out, &[b"XGROUP", b"DELCONSUMER", key, name, c]);
+            }
+        }
+        for c in &t.consumers {
+            if g.consumers.contains_key(c) {
+                command(out, &[b"XGROUP", b"CREATECONSUMER", key, name, c]);
+            }
+        }
+        for id in &t.ids {
+            match g.pel.get(id) {
+                Some(nack) => xclaim(out, key, name, *id, nack),
+                None => command(out, &[b"XACK", key, name, &id.to_bytes()]),
+            }
+        }
+    }
 }

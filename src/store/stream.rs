@@ -378,14 +378,31 @@ pub struct Journal {
     /// last write of this key carried the same token (a moved or replaced value never does).
     pub base: u64,
     pub ops: Vec<JournalOp>,
+    /// Groups changed since (consumer side: XREADGROUP, XACK, XCLAIM...): the log writes
+    /// their final state for what was touched.
+    pub groups: BTreeMap<Bytes, GroupTouch>,
     pub broken: bool,
 }
+
+/// What changed in one group since the log last wrote the stream.
+#[derive(Debug, Clone, Default)]
+pub struct GroupTouch {
+    /// The group did not exist then: the log writes it whole.
+    pub created: bool,
+    pub ids: BTreeSet<StreamId>,
+    pub consumers: BTreeSet<Bytes>,
+}
+
+/// Pending-entry changes a journal keeps before giving up.
+const JOURNAL_MAX_TOUCHED: usize = 1024;
 
 #[derive(Debug, Clone)]
 pub enum JournalOp {
     Add(StreamId, Vec<Bytes>),
     /// Entries before the first live one are gone (None: all of them).
     Trim(Option<StreamId>),
+    /// XDEL of these (each was live).
+    Del(Vec<StreamId>),
 }
 
 /// Ops kept before a journal gives up (a unit appending more writes the whole state).
@@ -395,6 +412,33 @@ impl Journal {
     pub fn break_off(&mut self) {
         self.broken = true;
         self.ops = Vec::new();
+        self.groups = BTreeMap::new();
+    }
+
+    /// The record of `group` (which `existed` before this change), None once broken.
+    pub fn group(&mut self, group: &[u8], existed: bool) -> Option<&mut GroupTouch> {
+        if self.broken {
+            return None;
+        }
+        let touched: usize = self
+            .groups
+            .values()
+            .map(|g| g.ids.len() + g.consumers.len())
+            .sum();
+        if touched >= JOURNAL_MAX_TOUCHED {
+            self.break_off();
+            return None;
+        }
+        if !self.groups.contains_key(group) {
+            self.groups.insert(
+                Bytes::copy_from_slice(group),
+                GroupTouch {
+                    created: !existed,
+                    ..Default::default()
+                },
+            );
+        }
+        self.groups.get_mut(group)
     }
 
     fn push(&mut self, op: JournalOp) {
@@ -412,6 +456,10 @@ impl Journal {
         self.push(JournalOp::Add(id, fields));
     }
 
+    pub fn deleted(&mut self, ids: Vec<StreamId>) {
+        self.push(JournalOp::Del(ids));
+    }
+
     pub fn trimmed(&mut self, first: Option<StreamId>) {
         self.push(JournalOp::Trim(first));
     }
@@ -420,6 +468,7 @@ impl Journal {
     pub fn settle(&mut self, token: u64) {
         self.base = token;
         self.ops.clear();
+        self.groups.clear();
         self.broken = false;
     }
 
