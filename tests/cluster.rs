@@ -711,3 +711,98 @@ fn function_libraries_replicate_and_travel_in_snapshots() {
         || f.cmd(&["FUNCTION", "LIST", "LIBRARYNAME", "locks"]) == b"*0\r\n",
     );
 }
+
+/// A stream's whole state (entries, counters, groups, pending entries with their delivery
+/// times and counts, consumers) reaches every follower, and a new leader after a SIGKILL
+/// goes on serving the group where the old one stopped.
+#[test]
+fn a_stream_with_consumer_groups_replicates_and_survives_failover() {
+    let mut cl = cluster("cluster-streams", 3, &[]);
+    let l = cl.leader(Duration::from_secs(10));
+    let mut c = cl.nodes[l].conn();
+    let script: &[&[&str]] = &[
+        &["XADD", "q", "1-0", "job", "1"],
+        &["XADD", "q", "2-0", "job", "2"],
+        &["XADD", "q", "3-0", "job", "3"],
+        &["XADD", "q", "4-0", "job", "4"],
+        &["XGROUP", "CREATE", "q", "workers", "0"],
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "workers",
+            "alice",
+            "COUNT",
+            "2",
+            "STREAMS",
+            "q",
+            ">",
+        ],
+        &["XACK", "q", "workers", "1-0"],
+        &[
+            "XCLAIM",
+            "q",
+            "workers",
+            "bob",
+            "0",
+            "2-0",
+            "TIME",
+            "1000",
+            "RETRYCOUNT",
+            "5",
+        ],
+        &["XDEL", "q", "4-0"],
+        &["XGROUP", "CREATECONSUMER", "q", "workers", "carol"],
+    ];
+    for cmd in script {
+        assert!(!text(&c.cmd(cmd)).starts_with('-'), "{cmd:?}");
+    }
+    let state = |c: &mut Conn| {
+        let full = text(&c.cmd(&["XINFO", "STREAM", "q", "FULL"]));
+        let mut lines: Vec<&str> = full.split("\r\n").collect();
+        for i in 1..lines.len() {
+            if lines[i - 1] == "seen-time" {
+                lines[i] = ":SEEN";
+            }
+        }
+        lines.join("|")
+    };
+    let want = state(&mut c);
+    assert!(want.contains("bob") && want.contains(":1000|:5"), "{want}");
+    for n in &cl.nodes {
+        let mut f = n.conn();
+        let mut last = String::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            last = state(&mut f);
+            if last == want {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(last, want, "node {} follows the leader's stream", n.id);
+    }
+    cl.nodes[l].kill9();
+    let l2 = cl.leader(Duration::from_secs(20));
+    let mut c = cl.nodes[l2].conn();
+    assert_eq!(
+        c.cmd(&[
+            "XREADGROUP",
+            "GROUP",
+            "workers",
+            "dave",
+            "STREAMS",
+            "q",
+            ">"
+        ]),
+        b"*1\r\n*2\r\n$1\r\nq\r\n*1\r\n*2\r\n$3\r\n3-0\r\n*2\r\n$3\r\njob\r\n$1\r\n3\r\n"
+    );
+    assert_eq!(
+        text(&c.cmd(&["XPENDING", "q", "workers"])),
+        "*4\r\n:2\r\n$3\r\n2-0\r\n$3\r\n3-0\r\n*2\r\n*2\r\n$3\r\nbob\r\n$1\r\n1\r\n*2\r\n$4\r\ndave\r\n$1\r\n1\r\n"
+    );
+    let bob = text(&c.cmd(&["XPENDING", "q", "workers", "-", "+", "10", "bob"]));
+    assert!(
+        bob.ends_with(":5\r\n"),
+        "the claimed entry keeps its delivery count: {bob}"
+    );
+}

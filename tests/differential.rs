@@ -5,6 +5,9 @@
 //! Prefixes change how one reply is compared:
 //!   `!sort `  the reply is an array whose order Redis leaves unspecified: compare it sorted;
 //!   `!type `  compare only the reply's RESP type (values that legitimately differ: ids, times);
+//!   `!times ` mask what depends on the clock: integers of 10^12 and more (Unix ms: delivery
+//!            and seen times), the integer after an `idle` field, and the idle time in
+//!            XPENDING's `[id, consumer, idle, count]` rows;
 //!   `!sleep N` waits N ms (expiry edges only: time itself is what is under test there).
 //!   `!resp3` / `!resp2` switch both connections with HELLO (the HELLO replies are compared
 //!   with ids masked).
@@ -39,8 +42,38 @@ fn normalise(reply: Vec<u8>, mode: &str) -> Vec<u8> {
             out
         }
         "type" => reply[..1].to_vec(),
+        "times" => mask_times(&reply),
         _ => reply,
     }
+}
+
+fn mask_times(reply: &[u8]) -> Vec<u8> {
+    let text = String::from_utf8_lossy(reply).into_owned();
+    let mut lines: Vec<String> = text.split("\r\n").map(str::to_string).collect();
+    let is_int = |l: &str| l.starts_with(':');
+    for i in 0..lines.len() {
+        if let Some(n) = lines[i]
+            .strip_prefix(':')
+            .and_then(|n| n.parse::<i64>().ok())
+        {
+            if n >= 1_000_000_000_000 {
+                lines[i] = ":T".into();
+            }
+        }
+        if lines[i] == "idle" && i + 1 < lines.len() && is_int(&lines[i + 1]) {
+            lines[i + 1] = ":I".into();
+        }
+        if lines[i] == "*4"
+            && i + 6 < lines.len()
+            && lines[i + 1].starts_with('$')
+            && lines[i + 3].starts_with('$')
+            && is_int(&lines[i + 5])
+            && is_int(&lines[i + 6])
+        {
+            lines[i + 5] = ":I".into();
+        }
+    }
+    lines.join("\r\n").into_bytes()
 }
 
 fn show(b: &[u8]) -> String {

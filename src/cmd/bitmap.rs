@@ -69,6 +69,7 @@ pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
             keystep: 1,
             keynum: None,
             keyword: None,
+            limit: 0,
         }],
     ),
     ("bitfield_ro", &[KeySpecDoc::range(RO, 1, 0)]),

@@ -74,6 +74,7 @@ fn upper(name: &'static str) -> &'static str {
         "object" => "OBJECT",
         "debug" => "DEBUG",
         "pubsub" => "PUBSUB",
+        "xgroup" => "XGROUP",
         "acl" => "ACL",
         "slowlog" => "SLOWLOG",
         "latency" => "LATENCY",

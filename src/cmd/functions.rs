@@ -455,6 +455,7 @@ pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
             keystep: 0,
             keynum: Some((0, 1, 1)),
             keyword: None,
+            limit: 0,
         }],
     ),
     (
@@ -469,6 +470,7 @@ pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
             keystep: 0,
             keynum: Some((0, 1, 1)),
             keyword: None,
+            limit: 0,
         }],
     ),
 ];

@@ -71,6 +71,7 @@ pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
             keystep: 1,
             keynum: None,
             keyword: None,
+            limit: 0,
         }],
     ),
     (

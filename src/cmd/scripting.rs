@@ -220,6 +220,7 @@ pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
             keystep: 0,
             keynum: Some((0, 1, 1)),
             keyword: None,
+            limit: 0,
         }],
     ),
     (
@@ -238,6 +239,7 @@ pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
             keystep: 0,
             keynum: Some((0, 1, 1)),
             keyword: None,
+            limit: 0,
         }],
     ),
     (

@@ -552,7 +552,7 @@ fn key_spec_doc(d: &super::table::KeySpecDoc) -> Frame {
                     map(vec![
                         ("lastkey", Frame::Integer(d.lastkey as i64)),
                         ("keystep", Frame::Integer(d.keystep as i64)),
-                        ("limit", Frame::Integer(0)),
+                        ("limit", Frame::Integer(d.limit as i64)),
                     ]),
                 ),
             ])

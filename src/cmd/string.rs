@@ -523,6 +523,7 @@ pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
             keystep: 1,
             keynum: None,
             keyword: None,
+            limit: 0,
         }],
     ),
     ("setnx", &[KeySpecDoc::range(&["OW", "insert"], 1, 0)]),
@@ -546,6 +547,7 @@ pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
             keystep: 1,
             keynum: None,
             keyword: None,
+            limit: 0,
         }],
     ),
     ("mget", &[KeySpecDoc::range(&["RO", "access"], 1, -1)]),
@@ -559,6 +561,7 @@ pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
             keystep: 2,
             keynum: None,
             keyword: None,
+            limit: 0,
         }],
     ),
     (
@@ -571,6 +574,7 @@ pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
             keystep: 2,
             keynum: None,
             keyword: None,
+            limit: 0,
         }],
     ),
     (

@@ -114,6 +114,9 @@ pub struct KeySpecDoc {
     /// A `keyword` begin-search (GEORADIUS's STORE): the keyword, searched from
     /// `begin_index` on, instead of an `index` one.
     pub keyword: Option<&'static str>,
+    /// A range find-keys spec's `limit` (XREAD's STREAMS: the keys are the first half of what
+    /// follows).
+    pub limit: i32,
 }
 
 /// `begin_index` of a spec whose begin_search and find_keys are both `unknown` (Redis never
@@ -131,6 +134,7 @@ impl KeySpecDoc {
             keystep: 0,
             keynum: None,
             keyword: None,
+            limit: 0,
         }
     }
 
@@ -143,6 +147,7 @@ impl KeySpecDoc {
             keystep: 1,
             keynum: None,
             keyword: None,
+            limit: 0,
         }
     }
 
@@ -162,6 +167,7 @@ impl KeySpecDoc {
             keystep: 0,
             keynum: Some((keynumidx, firstkey, keystep)),
             keyword: None,
+            limit: 0,
         }
     }
 
@@ -179,7 +185,34 @@ impl KeySpecDoc {
             keystep: 1,
             keynum: None,
             keyword: Some(keyword),
+            limit: 0,
         }
+    }
+
+    /// Keys from after `keyword` to `lastkey`, the first 1/`limit` of them (XREAD's STREAMS).
+    pub const fn keyword_range(
+        flags: &'static [&'static str],
+        keyword: &'static str,
+        startfrom: i32,
+        lastkey: i32,
+        limit: i32,
+    ) -> Self {
+        KeySpecDoc {
+            notes: None,
+            flags,
+            begin_index: startfrom,
+            lastkey,
+            keystep: 1,
+            keynum: None,
+            keyword: Some(keyword),
+            limit,
+        }
+    }
+
+    /// The same spec with a note (XADD's).
+    pub const fn with_notes(mut self, notes: &'static str) -> Self {
+        self.notes = Some(notes);
+        self
     }
 }
 
@@ -304,6 +337,7 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         super::sort::COMMANDS,
         super::geo::COMMANDS,
         super::hll::COMMANDS,
+        super::stream::COMMANDS,
         super::replication::COMMANDS,
         super::raft::COMMANDS,
         super::object::COMMANDS,
@@ -332,6 +366,7 @@ pub fn key_spec_docs() -> Vec<&'static [(&'static str, &'static [KeySpecDoc])]> 
         super::hll::KEY_SPECS,
         super::object::KEY_SPECS,
         super::dump::KEY_SPECS,
+        super::stream::KEY_SPECS,
     ]
 }
 
@@ -351,6 +386,7 @@ pub fn command_tips() -> Vec<&'static [(&'static str, &'static [&'static str])]>
         super::server::TIPS,
         super::object::TIPS,
         super::dump::TIPS,
+        super::stream::TIPS,
     ]
 }
 

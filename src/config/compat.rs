@@ -283,8 +283,8 @@ compat_table! {
     "shutdown-timeout" [] Live "10" Kind::Int, BEHAVIOUR;
     "socket-mark-id" [] Immutable "0" Kind::Int, INTERNALS;
     "stop-writes-on-bgsave-error" [] Live "yes" Kind::Bool, Why::Works;
-    "stream-node-max-bytes" [] Live "4096" Kind::Mem, INTERNALS;
-    "stream-node-max-entries" [] Live "100" Kind::Int, INTERNALS;
+    "stream-node-max-bytes" [] Live "4096" Kind::Mem, Why::Works;
+    "stream-node-max-entries" [] Live "100" Kind::Int, Why::Works;
     "supervised" [] Immutable "no" Kind::Enum(&["upstart", "systemd", "auto", "no"]), Why::Works;
     "syslog-enabled" [] Immutable "no" Kind::Bool, OBSERVE;
     "syslog-facility" [] Immutable "local0" Kind::Enum(&["user", "local0", "local1", "local2", "local3", "local4", "local5", "local6", "local7"]), OBSERVE;

@@ -533,7 +533,7 @@ pub static DIRECTIVES: &[Directive] = &[
                 .ok_or_else(|| "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".to_string())?;
             Ok(())
         },
-        doc: "Keyspace notification classes published on __keyspace@<db>__:<key> / __keyevent@<db>__:<event> (K, E, g, $, l, s, h, z, x, e, t, m, d, n, A). Empty: off. e (evicted), t (stream), m (key miss) and d (module) are accepted but never fire here (the log says so).",
+        doc: "Keyspace notification classes published on __keyspace@<db>__:<key> / __keyevent@<db>__:<event> (K, E, g, $, l, s, h, z, x, e, t, m, d, n, A). Empty: off. e (evicted), m (key miss) and d (module) are accepted but never fire here (the log says so).",
     },
     Directive {
         name: "lua-memory-limit",

@@ -16,7 +16,12 @@ use crate::store::Value;
 use bytes::BytesMut;
 use std::sync::atomic::Ordering;
 
-fn holds(srv: &mut Server, db: usize, key: &[u8], kind: WaitKind, now: u64) -> bool {
+fn holds(srv: &mut Server, id: u64, db: usize, key: &[u8], kind: WaitKind, now: u64) -> bool {
+    if matches!(kind, WaitKind::Stream | WaitKind::StreamGroup) {
+        let value = srv.state.dbs[db].get(key, now).map(|e| &e.value);
+        let argv = srv.state.waiters.argv_of(id).unwrap_or(&[]);
+        return crate::cmd::stream::waiter_ready(argv, key, value);
+    }
     match srv.dbs[db].get(key, now).map(|e| &e.value) {
         Some(Value::List(l)) => kind == WaitKind::List && !l.is_empty(),
         Some(Value::ZSet(z)) => kind == WaitKind::ZSet && !z.is_empty(),
@@ -34,10 +39,10 @@ pub fn serve_ready(srv: &mut Server) {
         for dk in srv.waiters.take_ready() {
             for (id, kind) in srv.waiters.queue(&dk) {
                 let now = unix_ms();
-                if !holds(srv, dk.0, &dk.1, kind, now) {
+                if !holds(srv, id, dk.0, &dk.1, kind, now) {
                     continue;
                 }
-                resume(srv, id, false);
+                resume(srv, id, Some(&dk.1));
             }
         }
     }
@@ -48,14 +53,15 @@ pub fn serve_ready(srv: &mut Server) {
 pub fn time_out(srv: &mut Server) {
     let now = unix_ms();
     for id in srv.waiters.take_timed_out(now) {
-        resume(srv, id, true);
+        resume(srv, id, None);
     }
     serve_ready(srv);
 }
 
-/// Unblocks a client: replies the timeout null or runs its command again, then the rest of its
-/// pipeline.
-fn resume(srv: &mut Server, id: u64, timed_out: bool) {
+/// Unblocks a client: replies the timeout null (`ready` None) or runs its command again for
+/// the key that became ready, then the rest of its pipeline.
+fn resume(srv: &mut Server, id: u64, ready: Option<&bytes::Bytes>) {
+    let timed_out = ready.is_none();
     let Some(b) = srv.waiters.unblock(id) else {
         return;
     };
@@ -85,6 +91,7 @@ fn resume(srv: &mut Server, id: u64, timed_out: bool) {
         }
     } else {
         client.block_deadline = Some(b.deadline);
+        client.block_ready_key = ready.cloned();
         let held = dispatch::process(&mut srv.state, &mut srv.io, &mut client, b.argv, &mut out);
         srv.end_unit();
         srv.note_write(&mut client);
@@ -93,6 +100,7 @@ fn resume(srv: &mut Server, id: u64, timed_out: bool) {
             client.pending.push_front(argv);
         }
         client.block_deadline = None;
+        client.block_ready_key = None;
     }
     drive(srv, client, out);
 }

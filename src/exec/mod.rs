@@ -189,12 +189,14 @@ impl Server {
             return;
         }
         if let Some(aof) = self.io.aof.as_mut() {
-            emit::unit(
+            emit::unit_synced(
                 &mut aof.pending,
                 &mut aof.selected_db,
                 &self.state.dbs,
                 &self.changes,
+                Some(&mut aof.streams),
             );
+            emit::settle(&mut self.state.dbs, &mut aof.streams);
         }
     }
 
@@ -741,8 +743,15 @@ impl Host for Io {
             return Err("ERR Background save already in progress".into());
         }
         let path = rdb_file::path(&state.config.dir, state.config.compat_value("dbfilename"));
-        let data = rdb_snapshot(state);
         let now = unix_ms() / 1000;
+        let data = match rdb_snapshot(state) {
+            Ok(d) => d,
+            Err(why) => {
+                tracing::warn!("Can't save the RDB snapshot: {why}");
+                self.rdb.failed(now);
+                return Err(format!("ERR Can't save the RDB snapshot: {why}"));
+            }
+        };
         if background {
             self.rdb_covered = state.changes_since_save;
             self.rdb.start(path, data, now);
@@ -805,7 +814,7 @@ impl Host for Io {
 }
 
 /// The whole dataset as an RDB file, as SAVE and BGSAVE write it.
-fn rdb_snapshot(state: &State) -> Vec<u8> {
+fn rdb_snapshot(state: &State) -> Result<Vec<u8>, String> {
     rdb_file::encode(
         &state.dbs,
         unix_ms(),

@@ -201,6 +201,9 @@ pub struct Client {
     pub in_exec: bool,
     /// Set while a served waiter re-runs its command: the deadline it blocked with.
     pub block_deadline: Option<u64>,
+    /// Set with `block_deadline`: the key whose write woke the waiter (a woken XREAD is served
+    /// from that key only, as Redis's serveClientsBlockedOnStreamKey).
+    pub block_ready_key: Option<bytes::Bytes>,
     /// Cluster mode: the log index of this client's last write (WAIT counts the followers
     /// holding it, as Redis counts the replicas that acknowledged the client's offset).
     pub repl_index: u64,
@@ -255,6 +258,7 @@ impl Client {
             multi_dirty: false,
             in_exec: false,
             block_deadline: None,
+            block_ready_key: None,
             repl_index: 0,
             blocked: false,
             pubsub: Default::default(),

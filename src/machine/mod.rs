@@ -195,6 +195,14 @@ impl State {
         if self.tracking.active() {
             self.tracking_flush();
         }
+        // Clients blocked in XREADGROUP on a key the flush removes are told it is gone
+        // (Redis's scanDatabaseForDeletedStreams); other waiters find nothing and wait on.
+        if !self.waiters.is_empty() {
+            match db {
+                Some(d) => self.waiters.signal_db(d),
+                None => (0..self.dbs.len()).for_each(|d| self.waiters.signal_db(d)),
+            }
+        }
         if self.watches.is_empty() {
             return;
         }

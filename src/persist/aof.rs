@@ -130,6 +130,8 @@ pub struct Aof {
     pub last_rewrite_ok: bool,
     /// Rewrites failed since the last one that worked (INFO `aof_rewrites_consecutive_failures`).
     pub rewrite_failures_in_a_row: u64,
+    /// Streams this log wrote, so appends to them are written as appends (emit.rs).
+    pub streams: super::emit::StreamSync,
     pub rewrites: u64,
     /// The database SELECTed in the log so far.
     pub selected_db: Option<usize>,
@@ -212,6 +214,7 @@ impl Aof {
             last_rewrite_secs: -1,
             last_rewrite_ok: true,
             rewrite_failures_in_a_row: 0,
+            streams: Default::default(),
             rewrites: 0,
             selected_db: None,
         };

@@ -48,6 +48,7 @@ pub const EMBSTR_MAX: usize = 44;
 pub fn name(v: &Value, lim: &Limits) -> &'static str {
     match v {
         Value::Str(s) => str_encoding(s),
+        Value::Stream(_) => "stream",
         Value::List(_) => "quicklist",
         Value::Set(s) => {
             if set_is_intset(s, lim) {
@@ -160,6 +161,8 @@ pub fn memory_usage(key: &[u8], v: &Value, lim: &Limits, samples: usize) -> usiz
         }
     };
     let value = match v {
+        // The stream's own estimate of what Redis's radix tree of listpacks would take.
+        Value::Stream(st) => st.approx_size(),
         Value::Str(s) => match str_encoding(s) {
             "int" => ROBJ,
             "embstr" => jemalloc_size(ROBJ + 3 + s.len() + 1),

@@ -99,6 +99,13 @@ impl Db {
         Some(self.map.value(idx))
     }
 
+    /// The entry as stored, for the log's own bookkeeping in it (a stream's journal): not a
+    /// change of the data, so not recorded.
+    pub fn peek_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
+        let idx = self.map.index_of(key)?;
+        Some(self.map.value_mut(idx))
+    }
+
     pub fn get(&mut self, key: &[u8], now: u64) -> Option<&Entry> {
         let idx = self.live_index(key, now)?;
         Some(self.map.value(idx))

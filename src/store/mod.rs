@@ -7,6 +7,7 @@ pub mod keymap;
 pub mod keyspace;
 pub mod rdb;
 pub mod set;
+pub mod stream;
 pub mod value;
 pub mod waiters;
 pub mod zset;

@@ -488,23 +488,34 @@ pub fn quicklist_nodes<'a>(
     nodes
 }
 
-/// The DUMP payload of `v` (createDumpPayload).
-pub fn dump(v: &Value, lim: &super::encoding::Limits) -> Vec<u8> {
+/// The DUMP payload of `v` (createDumpPayload); None for a stream, whose RDB encoding
+/// (listpack nodes, groups, pending entries) deadbolt does not write yet.
+pub fn dump(v: &Value, lim: &super::encoding::Limits) -> Option<Vec<u8>> {
     let mut out = Vec::new();
-    let t = put_value(&mut out, v, lim);
+    let t = put_value(&mut out, v, lim)?;
     out.insert(0, t);
     out.extend_from_slice(&RDB_VERSION.to_le_bytes());
     let crc = crc64(0, &out);
     out.extend_from_slice(&crc.to_le_bytes());
-    out
+    Some(out)
 }
 
-/// One key of an RDB file (rdbSaveKeyValuePair, without its expiry): type, key, value.
-pub fn put_entry(out: &mut Vec<u8>, key: &[u8], v: &Value, lim: &super::encoding::Limits) {
+/// One key of an RDB file (rdbSaveKeyValuePair, without its expiry): type, key, value. False
+/// (and nothing written) for a stream, as `dump`.
+pub fn put_entry(out: &mut Vec<u8>, key: &[u8], v: &Value, lim: &super::encoding::Limits) -> bool {
     let at = out.len();
     out.push(0);
     put_string(out, key, lim.compress);
-    out[at] = put_value(out, v, lim);
+    match put_value(out, v, lim) {
+        Some(t) => {
+            out[at] = t;
+            true
+        }
+        None => {
+            out.truncate(at);
+            false
+        }
+    }
 }
 
 /// An RDB string (length-prefixed, an integer encoding or LZF where Redis would use one).
@@ -518,10 +529,11 @@ pub fn put_rdb_len(out: &mut Vec<u8>, n: u64) {
 }
 
 /// Appends `v` in RDB form (rdbSaveObject) and returns its type byte (rdbSaveObjectType).
-fn put_value(out: &mut Vec<u8>, v: &Value, lim: &super::encoding::Limits) -> u8 {
+fn put_value(out: &mut Vec<u8>, v: &Value, lim: &super::encoding::Limits) -> Option<u8> {
     use super::encoding::{hash_is_listpack, set_is_intset, zset_is_listpack};
     let t;
     match v {
+        Value::Stream(_) => return None,
         Value::Str(s) => {
             t = T_STRING;
             put_string(out, s, lim.compress);
@@ -582,7 +594,7 @@ fn put_value(out: &mut Vec<u8>, v: &Value, lim: &super::encoding::Limits) -> u8 
             }
         }
     }
-    t
+    Some(t)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1222,8 +1234,9 @@ mod tests {
             dump(
                 &Value::Str(Bytes::from_static(b"hello")),
                 &Limits::default()
-            ),
-            hello
+            )
+            .as_deref(),
+            Some(&hello[..])
         );
     }
 
@@ -1315,7 +1328,7 @@ mod tests {
         ];
         let mut rng = fastrand::Rng::with_seed(7);
         for v in &values {
-            let p = dump(v, &lim);
+            let p = dump(v, &lim).unwrap();
             assert!(restore(verify(&p).unwrap()).is_ok());
             for _ in 0..3000 {
                 let mut body = p[..p.len() - 10].to_vec();

@@ -14,6 +14,7 @@ pub enum Value {
     List(std::collections::VecDeque<Bytes>),
     Set(Box<SetValue>),
     ZSet(Box<super::zset::ZSet>),
+    Stream(Box<super::stream::Stream>),
 }
 
 impl Value {
@@ -25,6 +26,8 @@ impl Value {
             Value::List(l) => l.is_empty(),
             Value::Set(s) => s.is_empty(),
             Value::ZSet(z) => z.is_empty(),
+            // An empty stream is kept (XADD MAXLEN 0, XDEL of the last entry, MKSTREAM).
+            Value::Stream(_) => false,
         }
     }
 
@@ -49,6 +52,13 @@ impl Value {
         }
     }
 
+    pub fn as_stream_mut(&mut self) -> Option<&mut super::stream::Stream> {
+        match self {
+            Value::Stream(s) => Some(s),
+            _ => None,
+        }
+    }
+
     /// The name TYPE prints.
     pub fn type_name(&self) -> &'static str {
         match self {
@@ -57,6 +67,7 @@ impl Value {
             Value::List(_) => "list",
             Value::Set(_) => "set",
             Value::ZSet(_) => "zset",
+            Value::Stream(_) => "stream",
         }
     }
 
@@ -68,6 +79,7 @@ impl Value {
             Value::List(l) => l.iter().map(|v| v.len() + 16).sum(),
             Value::Set(s) => s.iter().map(|v| v.len() + 32).sum(),
             Value::ZSet(z) => z.iter_from(0).map(|(m, _)| 2 * m.len() + 64).sum(),
+            Value::Stream(s) => s.approx_size(),
         }
     }
 }

@@ -96,6 +96,10 @@ impl Watches {
 pub enum WaitKind {
     List,
     ZSet,
+    /// XREAD BLOCK: new entries past the client's IDs.
+    Stream,
+    /// XREADGROUP BLOCK: new entries past its group's last ID, or the key or group gone.
+    StreamGroup,
     /// WAIT in cluster mode: parked on `REPLICAS_KEY`, re-checked whenever the commit index
     /// moves.
     Replicas,
@@ -242,6 +246,11 @@ impl Waiters {
                 .filter_map(|(_, c)| self.clients.get(c).map(|b| (*c, b.kind)))
                 .collect()
         })
+    }
+
+    /// The command a blocked client will run again.
+    pub fn argv_of(&self, client: u64) -> Option<&[Bytes]> {
+        self.clients.get(&client).map(|b| b.argv.as_slice())
     }
 
     pub fn next_deadline(&self) -> Option<u64> {
