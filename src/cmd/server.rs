@@ -79,7 +79,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         subcommands: &[
             spec_acl("count", 2, LOADING | STALE, CONN, command_count),
             spec_acl("info", -2, LOADING | STALE, CONN, command_info),
-            spec_acl("docs", -2, LOADING | STALE, CONN, command_docs),
+            spec_acl("docs", -2, LOADING | STALE, CONN, super::docs::command_docs),
             spec_acl("list", -2, LOADING | STALE, CONN, command_list),
             spec_acl("help", 2, LOADING | STALE, CONN, command_help),
         ],
@@ -582,7 +582,7 @@ fn command_count(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 }
 
 /// `get` or `client|setname`.
-fn lookup_full(name: &[u8]) -> Option<usize> {
+pub(super) fn lookup_full(name: &[u8]) -> Option<usize> {
     let lower = name.to_ascii_lowercase();
     match lower.iter().position(|&c| c == b'|') {
         Some(p) => crate::cmd::table::table()
@@ -600,90 +600,6 @@ fn command_info(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         argv[2..]
             .iter()
             .map(|n| lookup_full(n).map_or(Frame::Null, command_entry))
-            .collect(),
-    ))
-}
-
-/// COMMAND DOCS's `group`: a subcommand's is its container's; otherwise from the first ACL
-/// category that names one (a container command has its categories on the subcommands), the
-/// rest being Redis's "server" commands, except for the few named below.
-fn doc_group(id: usize) -> &'static str {
-    let e = &crate::cmd::table::table().entries[id];
-    // A subcommand is in its container's group.
-    if let Some(parent) = e.parent {
-        return doc_group(parent);
-    }
-    // Commands whose Redis group is not the one their categories suggest.
-    match e.full_name.as_str() {
-        "command" | "dbsize" | "flushall" | "flushdb" | "swapdb" => return "server",
-        "sort" | "sort_ro" | "wait" => return "generic",
-        _ => {}
-    }
-    let sub_cats = e.spec.subcommands.first().map_or(&[][..], |s| s.acl).iter();
-    e.spec
-        .acl
-        .iter()
-        .chain(sub_cats)
-        .find_map(|c| match *c {
-            "keyspace" => Some("generic"),
-            "sortedset" => Some("sorted-set"),
-            "transaction" => Some("transactions"),
-            "string" | "list" | "set" | "hash" | "pubsub" | "connection" | "scripting"
-            | "bitmap" | "hyperloglog" | "geo" | "stream" => Some(*c),
-            _ => None,
-        })
-        .unwrap_or("server")
-}
-
-fn doc_for(id: usize) -> Frame {
-    let e = &crate::cmd::table::table().entries[id];
-    let group = doc_group(id);
-    let mut fields = vec![
-        (
-            Frame::bulk_static("summary"),
-            Frame::bulk_from(format!("The {} command.", e.full_name.to_uppercase())),
-        ),
-        (Frame::bulk_static("since"), Frame::bulk_static("1.0.0")),
-        (Frame::bulk_static("group"), Frame::bulk_static(group)),
-    ];
-    if !e.subs.is_empty() {
-        let mut ids: Vec<usize> = e.subs.values().copied().collect();
-        ids.sort();
-        let subs = ids
-            .into_iter()
-            .map(|sid| {
-                (
-                    Frame::Bulk(Bytes::from(
-                        crate::cmd::table::table().entries[sid].full_name.clone(),
-                    )),
-                    doc_for(sid),
-                )
-            })
-            .collect();
-        fields.push((Frame::bulk_static("subcommands"), Frame::Map(subs)));
-    }
-    Frame::Map(fields)
-}
-
-fn command_docs(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let ids: Vec<usize> = if argv.len() == 2 {
-        crate::cmd::table::table()
-            .top_level()
-            .map(|(id, _)| id)
-            .collect()
-    } else {
-        argv[2..].iter().filter_map(|n| lookup_full(n)).collect()
-    };
-    Ok(Frame::Map(
-        ids.into_iter()
-            .map(|id| {
-                (
-                    Frame::Bulk(Bytes::from(
-                        crate::cmd::table::table().entries[id].full_name.clone(),
-                    )),
-                    doc_for(id),
-                )
-            })
             .collect(),
     ))
 }
