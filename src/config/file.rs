@@ -144,7 +144,7 @@ fn apply_one(cfg: &mut Config, name: &str, values: &[String]) -> Result<(), Stri
         } else {
             values.to_vec()
         };
-        return cfg.users.set_user(&words);
+        return cfg.users.queue_line(&words);
     }
     if values.is_empty() && !name.eq_ignore_ascii_case("requirepass") {
         return Err("wrong number of arguments".into());

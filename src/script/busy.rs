@@ -262,7 +262,7 @@ pub fn apply_busy_marks(srv: &mut State, client: &mut Client) {
         if let Some(u) = srv.config.users.get(name.as_bytes()) {
             client.authenticated = true;
             client.user = u.name.clone();
-            client.perms = u.perms();
+            client.perms = srv.config.users.perms(&u.name);
         }
     }
     if marks.enter && client.multi.is_none() {
