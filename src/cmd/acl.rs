@@ -133,7 +133,7 @@ fn help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 
 /// Redis's addReplySubcommandSyntaxError for a subcommand given too many arguments.
 fn syntax(argv: &[Bytes]) -> CmdError {
-    CmdError::UnknownSubcommand(argv[1].to_vec(), "ACL")
+    super::pubsub::subcommand_syntax(argv)
 }
 
 fn list(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
