@@ -1030,3 +1030,73 @@ fn the_orders_user_from_a_config_file_is_enforced() {
         ]],
     );
 }
+
+/// CONFIG REWRITE writes the users as they are now (Redis's rewriteConfigUserOption).
+#[test]
+fn config_rewrite_writes_the_users_as_redis_does() {
+    let dir = common::TempDir::new("ops-acl-rewrite");
+    let text = "user alice on >a ~a* +get\nuser bob on nopass +@all ~*\n";
+    let mut files = Vec::new();
+    for name in ["ours.conf", "theirs.conf"] {
+        let p = dir.0.join(name);
+        std::fs::write(&p, text).unwrap();
+        let mut ours = None;
+        let mut c = if name == "ours.conf" {
+            let s = common::deadbolt_with_file(&p, &[]);
+            let c = s.conn();
+            ours = Some(s);
+            c
+        } else {
+            // redis-server takes the file as its first argument.
+            let port = common::free_port();
+            let child = std::process::Command::new("redis-server")
+                .arg(&p)
+                .args([
+                    "--port",
+                    &port.to_string(),
+                    "--save",
+                    "",
+                    "--bind",
+                    "127.0.0.1",
+                ])
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "redis-server did not start"
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let c = Conn::connect(port);
+            // Stopped by SHUTDOWN below.
+            drop(child);
+            c
+        };
+        assert_eq!(
+            c.cmd(&["ACL", "SETUSER", "alice", "%R~b*", "+set"]),
+            b"+OK\r\n"
+        );
+        assert_eq!(c.cmd(&["ACL", "DELUSER", "bob"]), b":1\r\n");
+        assert_eq!(
+            c.cmd(&["ACL", "SETUSER", "carol", "on", ">c", "&ch"]),
+            b"+OK\r\n"
+        );
+        assert_eq!(c.cmd(&["CONFIG", "REWRITE"]), b"+OK\r\n");
+        let users: Vec<String> = std::fs::read_to_string(&p)
+            .unwrap()
+            .lines()
+            .filter(|l| l.starts_with("user "))
+            .map(norm_rules)
+            .collect();
+        if ours.is_none() {
+            c.send(&["SHUTDOWN", "NOSAVE"]);
+            assert!(closed(&mut c));
+        }
+        files.push(users);
+    }
+    assert_eq!(files[0], files[1]);
+    assert_eq!(files[0].len(), 3, "{:?}", files[0]);
+}

@@ -318,7 +318,16 @@ fn config_rewrite(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
             "ERR The server is running without a config file",
         ));
     };
-    crate::config::file::rewrite(&path, &ctx.srv.config)
+    // Redis's rewriteConfigUserOption: the users as they are now, unless an aclfile has them.
+    let cat = super::acl::catalog();
+    let users: Vec<String> = ctx
+        .srv
+        .config
+        .users
+        .iter()
+        .map(|u| String::from_utf8_lossy(&u.line(cat)).into_owned())
+        .collect();
+    crate::config::file::rewrite(&path, &ctx.srv.config, &users)
         .map_err(|e| CmdError::erf(format!("Rewriting config file: {e}")))?;
     Ok(Frame::ok())
 }
