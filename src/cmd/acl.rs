@@ -58,8 +58,27 @@ pub fn catalog() -> &'static Catalog {
                     .is_none_or(|p| !t.entries[p].spec.has(ONLY_SENTINEL));
             c.push(&e.full_name, e.parent, e.categories, listed);
         }
+        // Redis's commands deadbolt lacks: rules may name them, and they count in the rule
+        // strings as in Redis; nothing can run them.
+        for (name, cats) in super::acl_redis::COMMANDS {
+            if c.lookup(name.as_bytes()).is_some() {
+                continue;
+            }
+            let parent = name
+                .split_once('|')
+                .and_then(|(p, _)| c.lookup(p.as_bytes()));
+            let bits = cats.iter().fold(0, |m, n| {
+                m | crate::config::users::category_bit(n.as_bytes()).unwrap_or(0)
+            });
+            c.push(name, parent, bits, true);
+        }
         c
     })
+}
+
+/// Whether a catalog id is one of deadbolt's commands (not one only Redis has).
+fn runnable(id: usize) -> bool {
+    id < super::table::table().entries.len()
 }
 
 /// The `user` lines of the configuration, then the aclfile (Redis's ACLLoadUsersAtStartup).
@@ -181,7 +200,7 @@ fn cat(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             Ok(Frame::Array(
                 c.walk()
                     .into_iter()
-                    .filter(|&id| c.categories(id) & flag != 0)
+                    .filter(|&id| runnable(id) && c.categories(id) & flag != 0)
                     .map(|id| Frame::Bulk(Bytes::from(c.name(id).to_string())))
                     .collect(),
             ))
