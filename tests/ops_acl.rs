@@ -107,6 +107,9 @@ fn users_passwords_and_rules_match_redis() {
                 &["ACL", "USERS"],
                 &["ACL", "SETUSER", "a b"],
                 &["ACL", "SETUSER", "a\0b"],
+                &["ACL", "SETUSER", "", "on"],
+                &["ACL", "LIST"],
+                &["ACL", "DELUSER", ""],
                 &["AUTH", "newuser", "passwd1"],
                 &["ACL", "SETUSER", "newuser", "on", ">passwd1", ">passwd2"],
                 &["ACL", "GETUSER", "newuser"],
@@ -1128,4 +1131,31 @@ fn config_rewrite_writes_the_users_as_redis_does() {
     }
     assert_eq!(files[0], files[1]);
     assert_eq!(files[0].len(), 3, "{:?}", files[0]);
+}
+
+/// Changing the default user changes what a new connection must do, as requirepass does.
+#[test]
+fn changing_the_default_user_matches_redis() {
+    same_with(
+        &[],
+        &[
+            &[&["ACL", "SETUSER", "default", ">pw"], &["PING"]],
+            &[
+                &["PING"],
+                &["AUTH", "pw"],
+                &["PING"],
+                &["ACL", "SETUSER", "default", "nopass", "-get"],
+            ],
+            &[
+                &["PING"],
+                &["GET", "a"],
+                &["ACL", "SETUSER", "default", "off", "+get"],
+            ],
+            &[
+                &["PING"],
+                &["HELLO", "2", "AUTH", "default", "x"],
+                &["ACL", "LOG", "1"],
+            ],
+        ],
+    );
 }

@@ -211,10 +211,9 @@ fn cat(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 fn setuser(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let name = &argv[2];
-    if name.is_empty()
-        || name
-            .iter()
-            .any(|&b| b.is_ascii_whitespace() || b == 0 || b == 0x0b)
+    if name
+        .iter()
+        .any(|&b| b.is_ascii_whitespace() || b == 0 || b == 0x0b)
     {
         return Err(CmdError::err(
             "ERR Usernames can't contain spaces or null characters",
@@ -237,10 +236,11 @@ fn setuser(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Frame::ok())
 }
 
-/// Republishes the users (AUTH while a script is busy reads them) and gives the clients of
-/// `name` (None: of every user) their user's rules as they are now.
+/// Republishes what depends on the users (AUTH while a script is busy, the pre-AUTH limits
+/// and protected mode, which follow the default user) and gives the clients of `name` (None:
+/// of every user) their user's rules as they are now.
 fn users_changed(ctx: &mut Ctx, name: Option<&str>) {
-    ctx.srv.shared.script.set_users(&ctx.srv.config.users);
+    ctx.srv.shared.apply(&ctx.srv.config);
     let users = &ctx.srv.config.users;
     let refresh = |c: &mut Client| {
         if name.is_none_or(|n| c.user == n) {
