@@ -1159,3 +1159,175 @@ fn changing_the_default_user_matches_redis() {
         ],
     );
 }
+
+/// acl-v2.tcl's key-permission cases through ACL DRYRUN, and SORT's BY/GET, which need a user
+/// that may read every key.
+#[test]
+fn key_permissions_of_odd_commands_match_redis() {
+    let mut s: Vec<Vec<&str>> = vec![vec![
+        "ACL",
+        "SETUSER",
+        "command-test",
+        "+@all",
+        "%R~read*",
+        "%W~write*",
+        "%RW~rw*",
+    ]];
+    let dry = |args: &[&'static str]| {
+        let mut v = vec!["ACL", "DRYRUN", "command-test"];
+        v.extend_from_slice(args);
+        v
+    };
+    for args in [
+        &["GET", "read"][..],
+        &["SORT", "read", "STORE", "write"],
+        &["SORT", "read", "STORE", "read"],
+        &["SORT", "write", "STORE", "write"],
+        &[
+            "SORT", "read", "BY", "x", "LIMIT", "0", "1", "STORE", "rw", "STORE", "write",
+        ],
+        &["EVAL", "", "1", "rw1"],
+        &["EVAL", "", "1", "read"],
+        &["EVAL_RO", "", "1", "rw1"],
+        &["EVAL_RO", "", "1", "read"],
+        &["EVAL", "", "0", "read"],
+        &["EVAL", "", "-1", "read"],
+        &["EVAL", "", "3", "rw", "rw"],
+        &["EVAL", "", "3", "rw", "read"],
+        &[
+            "GEORADIUS",
+            "read",
+            "0",
+            "0",
+            "1",
+            "M",
+            "STOREDIST",
+            "write",
+        ],
+        &[
+            "GEORADIUS",
+            "read1",
+            "0",
+            "0",
+            "1",
+            "M",
+            "STOREDIST",
+            "read2",
+        ],
+        &[
+            "GEORADIUS",
+            "write1",
+            "0",
+            "0",
+            "1",
+            "M",
+            "STOREDIST",
+            "write2",
+        ],
+        &["GEORADIUS", "read", "0", "0", "1", "M", "STORE", "write"],
+        &["GEORADIUS", "read1", "0", "0", "1", "M", "STORE", "read2"],
+        &["GEORADIUSBYMEMBER", "read", "m", "1", "M", "STORE"],
+        &["HEXISTS", "write", "f"],
+        &["HEXISTS", "nothing", "f"],
+        &["SISMEMBER", "write", "f"],
+        &["SINTERCARD", "2", "read", "read"],
+        &["SINTERCARD", "2", "write", "read"],
+        &["SINTERCARD", "2", "nothing", "read"],
+        &["ZINTERCARD", "2", "write", "read"],
+        &["ZCOUNT", "write", "0", "1"],
+        &["PFCOUNT", "write", "read"],
+        &["TOUCH", "write"],
+        &["EXISTS", "nothing"],
+        &["TYPE", "write"],
+        &["STRLEN", "write"],
+        &["LLEN", "nothing"],
+        &["LMPOP", "2", "read", "rw", "LEFT"],
+        &["LMPOP", "2", "rw", "write", "LEFT"],
+        &["BLMPOP", "0", "1", "rw", "LEFT"],
+        &["ZMPOP", "1", "read", "MIN"],
+        &["SET", "read", "v"],
+        &["SET", "write", "v"],
+        &["SET", "write", "v", "GET"],
+        &["SET", "rw", "v", "get"],
+        &["BITFIELD", "read", "GET", "u8", "0"],
+        &["BITFIELD", "write", "GET", "u8", "0"],
+        &["BITFIELD", "read", "GET", "u8", "0", "OVERFLOW", "SAT"],
+        &["BITFIELD", "read", "INCRBY", "u8", "0", "1"],
+        &["BITFIELD", "read", "NOPE"],
+        &["SPUBLISH", "ch", "m"],
+        &["SSUBSCRIBE", "ch"],
+        &["SUNSUBSCRIBE", "ch"],
+    ] {
+        s.push(dry(args));
+    }
+    s.extend([
+        vec![
+            "ACL",
+            "SETUSER",
+            "test-channels",
+            "+@all",
+            "resetchannels",
+            "&channel",
+        ],
+        vec![
+            "ACL",
+            "DRYRUN",
+            "test-channels",
+            "spublish",
+            "channel",
+            "foo",
+        ],
+        vec![
+            "ACL",
+            "DRYRUN",
+            "test-channels",
+            "ssubscribe",
+            "otherchannel",
+            "foo",
+        ],
+        vec![
+            "ACL",
+            "DRYRUN",
+            "test-channels",
+            "sunsubscribe",
+            "otherchannel",
+        ],
+        vec!["ACL", "DRYRUN", "test-channels", "psubscribe", "chan*"],
+        vec!["ACL", "DRYRUN", "test-channels", "punsubscribe", "chan*"],
+    ]);
+    let session: Vec<&[&str]> = s.iter().map(|v| v.as_slice()).collect();
+    same_with(&[], &[&session]);
+    // SORT BY/GET (acl-v2.tcl "Test sort with ACL permissions").
+    same_with(
+        &[],
+        &[
+            &[
+                &["SET", "v1", "1"],
+                &["LPUSH", "mylist", "1"],
+                &["ACL", "SETUSER", "t", "on", "nopass", "(+sort ~mylist)"],
+            ],
+            &[
+                &["AUTH", "t", "x"],
+                &["SORT", "mylist", "BY", "v*"],
+                &["SORT", "mylist", "GET", "v*"],
+                &["SORT", "mylist", "BY", "nosort"],
+                &["SORT", "mylist", "GET", "#"],
+            ],
+            &[&["ACL", "SETUSER", "t", "(+sort ~mylist ~v*)"]],
+            &[&["AUTH", "t", "x"], &["SORT", "mylist", "BY", "v*"]],
+            &[&["ACL", "SETUSER", "t", "(+sort ~mylist %W~*)"]],
+            &[&["AUTH", "t", "x"], &["SORT", "mylist", "GET", "v*"]],
+            &[&["ACL", "SETUSER", "t", "(+sort ~mylist %R~*)"]],
+            &[
+                &["AUTH", "t", "x"],
+                &["SORT", "mylist", "BY", "v*"],
+                &["SORT", "mylist", "BY", "v*", "GET", "#", "GET", "v*"],
+                &[
+                    "EVAL",
+                    "return redis.call('sort', 'mylist', 'by', 'v*')",
+                    "0",
+                ],
+            ],
+        ],
+    );
+}

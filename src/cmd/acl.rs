@@ -833,6 +833,25 @@ fn fallback_keys(name: &str, argv: &[Bytes]) -> Vec<KeyRef> {
     out
 }
 
+/// Redis's ACLUserCheckCmdWithUnrestrictedKeyAccess for reading: one selector allows the
+/// command and may read every key (SORT's BY and GET).
+pub fn unrestricted_key_access(client: &Client, argv: &[Bytes]) -> bool {
+    let Some(user) = &client.perms else {
+        return true;
+    };
+    let t = super::table::table();
+    let Some(id) = t.lookup(&argv[0]) else {
+        return false;
+    };
+    let entry = &t.entries[id];
+    let mut keys = None;
+    let mut idx = 0;
+    user.selectors.iter().any(|s| {
+        check_selector(s, id, entry, argv, &mut keys, &mut idx).is_none()
+            && s.unrestricted_keys(true, false)
+    })
+}
+
 /// The reply to a command ACLs refuse (processCommand's texts).
 pub fn noperm(d: Denied, full_name: &str) -> CmdError {
     match d {
