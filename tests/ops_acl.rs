@@ -1000,6 +1000,12 @@ fn users_in_both_the_config_and_an_aclfile_are_refused() {
         ),
         "{err}"
     );
+    // A relative aclfile is found in `dir`, where Redis reads it from.
+    let s = common::deadbolt(&["--dir", dir.0.to_str().unwrap(), "--aclfile", "users.acl"]);
+    assert_eq!(
+        s.conn().cmd(&["ACL", "USERS"]),
+        b"*2\r\n$1\r\na\r\n$7\r\ndefault\r\n"
+    );
     // A missing aclfile stops the start, as in Redis.
     let out = std::process::Command::new(common::deadbolt_bin())
         .args(["--aclfile", "/nonexistent/users.acl", "--port", "0"])

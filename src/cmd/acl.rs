@@ -88,20 +88,27 @@ pub fn load_at_startup(cfg: &mut crate::config::Config) -> Result<(), String> {
     }
     cfg.users.load_pending(catalog())?;
     if !cfg.aclfile.is_empty() {
-        let users = read_aclfile(&cfg.users, &cfg.aclfile)?;
+        let users = read_aclfile(cfg)?;
         cfg.users.replace_all(users);
     }
     Ok(())
 }
 
-fn read_aclfile(users: &Users, path: &str) -> Result<Vec<User>, String> {
-    let text = std::fs::read(path).map_err(|e| {
+/// Where the aclfile is: Redis reads it after changing to `dir`, so a relative name is
+/// relative to `dir`.
+fn aclfile_path(cfg: &crate::config::Config) -> std::path::PathBuf {
+    std::path::Path::new(&cfg.dir).join(&cfg.aclfile)
+}
+
+fn read_aclfile(cfg: &crate::config::Config) -> Result<Vec<User>, String> {
+    let path = &cfg.aclfile;
+    let text = std::fs::read(aclfile_path(cfg)).map_err(|e| {
         format!(
             "Error loading ACLs, opening file '{path}': {}",
             os_error(&e)
         )
     })?;
-    users.parse_aclfile(&text, path, catalog())
+    cfg.users.parse_aclfile(&text, path, catalog())
 }
 
 /// strerror's text, without Rust's " (os error N)".
@@ -303,7 +310,7 @@ fn kill_pubsub_clients_if_needed(ctx: &mut Ctx, new: &User, old: &User) {
 }
 
 /// Disconnects the clients authenticated as a user that no longer exists (Redis's
-/// ACLFreeUserAndKillClients); `keep_default`: ACL LOAD keeps the default user's clients.
+/// ACLFreeUserAndKillClients): those whose user name `gone` selects.
 fn kill_clients_of(ctx: &mut Ctx, gone: &dyn Fn(&str) -> bool) {
     let victims: Vec<u64> = ctx
         .srv
@@ -397,8 +404,7 @@ fn load(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     if ctx.srv.config.aclfile.is_empty() {
         return Err(no_aclfile());
     }
-    let path = ctx.srv.config.aclfile.clone();
-    let users = read_aclfile(&ctx.srv.config.users, &path).map_err(CmdError::erf)?;
+    let users = read_aclfile(&ctx.srv.config).map_err(CmdError::erf)?;
     ctx.srv.config.users.replace_all(users);
     // Redis frees every user but the default one: their clients are disconnected.
     kill_clients_of(ctx, &|u: &str| u != "default");
@@ -416,13 +422,8 @@ fn save(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         text.extend_from_slice(&u.line(cat));
         text.push(b'\n');
     }
-    let path = std::path::PathBuf::from(&ctx.srv.config.aclfile);
-    let tmp = format!(
-        "{}.tmp-{}-{}",
-        ctx.srv.config.aclfile,
-        std::process::id(),
-        ctx.now
-    );
+    let path = aclfile_path(&ctx.srv.config);
+    let tmp = format!("{}.tmp-{}-{}", path.display(), std::process::id(), ctx.now);
     let written = std::fs::write(&tmp, &text).and_then(|_| std::fs::rename(&tmp, &path));
     if let Err(e) = written {
         let _ = std::fs::remove_file(&tmp);
