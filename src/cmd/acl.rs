@@ -572,7 +572,7 @@ impl Denied {
 /// its keys and channels. Err: the reason and the argument it is about (0 for a command).
 pub fn check_user(u: &User, id: CmdId, argv: &[Bytes]) -> Result<(), (Denied, usize)> {
     let entry = &super::table::table().entries[id];
-    let mut keys: Option<Vec<KeyRef>> = None;
+    let mut keys: Option<KeyRefs> = None;
     let (mut relevant, mut last_idx, mut idx) = (Denied::Command, 0, 0);
     for s in &u.selectors {
         match check_selector(s, id, entry, argv, &mut keys, &mut idx) {
@@ -594,7 +594,7 @@ fn check_selector(
     id: CmdId,
     entry: &super::table::TableEntry,
     argv: &[Bytes],
-    keys: &mut Option<Vec<KeyRef>>,
+    keys: &mut Option<KeyRefs>,
     idx: &mut usize,
 ) -> Option<Denied> {
     let spec = entry.spec;
@@ -641,11 +641,42 @@ fn channel_refs(name: &str, argc: usize) -> impl Iterator<Item = (usize, bool)> 
 }
 
 /// A key argument and the access its key spec asks for.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 struct KeyRef {
     pos: usize,
     read: bool,
     write: bool,
+}
+
+/// A command's keys: the first few in place, so checking a restricted user's command does not
+/// allocate unless it names many keys.
+#[derive(Default)]
+struct KeyRefs {
+    inline: [KeyRef; 8],
+    len: usize,
+    more: Vec<KeyRef>,
+}
+
+impl KeyRefs {
+    fn one(k: KeyRef) -> KeyRefs {
+        let mut out = KeyRefs::default();
+        out.push(k);
+        out
+    }
+
+    fn push(&mut self, k: KeyRef) {
+        match self.inline.get_mut(self.len) {
+            Some(slot) => {
+                *slot = k;
+                self.len += 1;
+            }
+            None => self.more.push(k),
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &KeyRef> {
+        self.inline[..self.len].iter().chain(self.more.iter())
+    }
 }
 
 fn flag(d: &KeySpecDoc, name: &str) -> bool {
@@ -670,18 +701,18 @@ fn access(d: &KeySpecDoc, pos: usize) -> KeyRef {
 
 /// Redis's getKeysFromCommandWithSpecs: the keys by the key specifications, or by the
 /// command's own key finder where the specs cannot tell (variable flags, incomplete specs).
-fn key_refs(entry: &super::table::TableEntry, argv: &[Bytes]) -> Vec<KeyRef> {
+fn key_refs(entry: &super::table::TableEntry, argv: &[Bytes]) -> KeyRefs {
     let Some(docs) = entry.key_specs else {
         let write = entry.spec.has(WRITE);
-        return entry
-            .spec
-            .key_positions(argv.len())
-            .map(|pos| KeyRef {
+        let mut out = KeyRefs::default();
+        for pos in entry.spec.key_positions(argv.len()) {
+            out.push(KeyRef {
                 pos,
                 read: true,
                 write,
-            })
-            .collect();
+            });
+        }
+        return out;
     };
     if docs.iter().any(|d| flag(d, "variable_flags")) {
         return variable_flag_keys(entry.spec.name, argv);
@@ -693,9 +724,9 @@ fn key_refs(entry: &super::table::TableEntry, argv: &[Bytes]) -> Vec<KeyRef> {
 }
 
 /// Redis's getKeysUsingKeySpecs; None for an invalid or incomplete spec.
-fn keys_by_specs(docs: &[KeySpecDoc], argv: &[Bytes], arity: i32) -> Option<Vec<KeyRef>> {
+fn keys_by_specs(docs: &[KeySpecDoc], argv: &[Bytes], arity: i32) -> Option<KeyRefs> {
     let argc = argv.len() as i64;
-    let mut out = Vec::new();
+    let mut out = KeyRefs::default();
     for d in docs {
         if flag(d, "not_key") {
             continue;
@@ -759,16 +790,16 @@ fn keys_by_specs(docs: &[KeySpecDoc], argv: &[Bytes], arity: i32) -> Option<Vec<
 }
 
 /// setGetKeys and bitfieldGetKeys: the access depends on the arguments.
-fn variable_flag_keys(name: &str, argv: &[Bytes]) -> Vec<KeyRef> {
+fn variable_flag_keys(name: &str, argv: &[Bytes]) -> KeyRefs {
     let is = |a: &Bytes, w: &str| a.eq_ignore_ascii_case(w.as_bytes());
     let read_only = match name {
         "set" => {
             let get = argv.iter().skip(3).any(|a| is(a, "get"));
-            return vec![KeyRef {
+            return KeyRefs::one(KeyRef {
                 pos: 1,
                 read: get,
                 write: true,
-            }];
+            });
         }
         "bitfield" => {
             let mut ro = true;
@@ -791,17 +822,17 @@ fn variable_flag_keys(name: &str, argv: &[Bytes]) -> Vec<KeyRef> {
         }
         _ => false,
     };
-    vec![KeyRef {
+    KeyRefs::one(KeyRef {
         pos: 1,
         read: true,
         write: !read_only,
-    }]
+    })
 }
 
 /// The key finders Redis falls back to when a spec cannot be used (sortGetKeys,
 /// sortROGetKeys); the others find no key where the specs fail (a bad numkeys).
-fn fallback_keys(name: &str, argv: &[Bytes]) -> Vec<KeyRef> {
-    let mut out = Vec::new();
+fn fallback_keys(name: &str, argv: &[Bytes]) -> KeyRefs {
+    let mut out = KeyRefs::default();
     if name == "sort" || name == "sort_ro" {
         out.push(KeyRef {
             pos: 1,
