@@ -837,8 +837,10 @@ impl Default for Users {
 }
 
 impl Users {
+    /// Names are kept as UTF-8 (a name that is not is kept with replacement characters, and
+    /// found by the same bytes).
     pub fn get(&self, name: &[u8]) -> Option<&Arc<User>> {
-        std::str::from_utf8(name).ok().and_then(|n| self.map.get(n))
+        self.map.get(String::from_utf8_lossy(name).as_ref())
     }
 
     pub fn default_user(&self) -> &User {
@@ -905,9 +907,7 @@ impl Users {
     }
 
     pub fn remove(&mut self, name: &[u8]) -> Option<Arc<User>> {
-        std::str::from_utf8(name)
-            .ok()
-            .and_then(|n| self.map.remove(n))
+        self.map.remove(String::from_utf8_lossy(name).as_ref())
     }
 
     /// A `user NAME rule…` config line (Redis's ACLAppendUserForLoading): checked now as far
