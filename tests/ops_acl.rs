@@ -1337,3 +1337,31 @@ fn key_permissions_of_odd_commands_match_redis() {
         ],
     );
 }
+
+/// A refused AUTH answered while a script is busy is in ACL LOG too (once that client's next
+/// command runs, when the executor takes what the busy answers did).
+#[test]
+fn a_refused_auth_during_a_busy_script_is_logged() {
+    for s in [
+        common::deadbolt(&["--busy-reply-threshold", "100"]),
+        common::redis_server(&["--busy-reply-threshold", "100"]),
+    ] {
+        let mut a = s.conn();
+        a.send(&["EVAL", "while true do end", "0"]);
+        s.wait_log("Slow script detected", Duration::from_secs(10));
+        let mut b = s.conn();
+        assert_eq!(
+            b.cmd_str(&["AUTH", "nobody", "x"]),
+            "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+        );
+        assert_eq!(b.cmd_str(&["SCRIPT", "KILL"]), "+OK\r\n");
+        a.read_reply();
+        assert_eq!(b.cmd_str(&["PING"]), "+PONG\r\n");
+        let log = b.cmd_str(&["ACL", "LOG"]);
+        assert!(log.starts_with("*1\r\n"), "{log}");
+        assert!(
+            log.contains("$4\r\nauth\r\n") && log.contains("$6\r\nnobody\r\n"),
+            "{log}"
+        );
+    }
+}
