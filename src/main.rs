@@ -18,13 +18,18 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let cfg = match config::load(inv.config_file.as_deref(), &overrides) {
+    let mut cfg = match config::load(inv.config_file.as_deref(), &overrides) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("{e}");
             return ExitCode::FAILURE;
         }
     };
+    // The users need the command table, so they are loaded after the whole configuration.
+    if let Err(e) = deadbolt::cmd::acl::load_at_startup(&mut cfg) {
+        eprintln!("deadbolt: {e}");
+        return ExitCode::FAILURE;
+    }
     let inv_config_file = inv.config_file.is_some();
     if inv.test_config {
         println!("Configuration OK");
@@ -37,7 +42,6 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         };
     }
-    let mut cfg = cfg;
     if deadbolt::supervise::daemonize_wanted(&cfg) {
         // Before the logger and the runtime start their threads: only this one survives.
         if let Err(e) = deadbolt::supervise::daemonize() {

@@ -30,6 +30,8 @@ const ROWS: &[(&str, &str, Probe)] = &[
     ),
     ("loglevel", "debug", loglevel),
     ("requirepass", "pw", requirepass),
+    ("acllog-max-len", "1", acllog_max_len),
+    ("acl-pubsub-default", "allchannels", acl_pubsub_default),
     ("hz", "1000", hz),
     ("busy-poll-us", "1000000", busy_poll_us),
     ("busy-reply-threshold", "100", busy_reply_threshold),
@@ -578,6 +580,48 @@ fn requirepass() {
         got.push(replies);
     }
     assert_eq!(got[0][0], b"-NOAUTH Authentication required.\r\n");
+    assert_eq!(got[0], got[1]);
+}
+
+/// The log keeps the new number of entries from the next denial on, as in Redis.
+fn acllog_max_len() {
+    let mut got = Vec::new();
+    for (_, s) in common::deadbolt_and_redis(&[]) {
+        let mut c = s.conn();
+        for user in ["u1", "u2", "u3"] {
+            c.cmd(&["AUTH", user, "x"]);
+        }
+        set(&mut c, "acllog-max-len", "1");
+        let entries = |c: &mut Conn| {
+            let r = c.cmd_str(&["ACL", "LOG"]);
+            r.lines().next().unwrap_or_default().to_string()
+        };
+        let before = entries(&mut c);
+        c.cmd(&["AUTH", "u4", "x"]);
+        let after = entries(&mut c);
+        got.push((before, after));
+    }
+    assert_eq!(got[0], got[1]);
+    assert_eq!(got[0], ("*3".to_string(), "*1".to_string()));
+}
+
+/// Users created (or reset) afterwards may use every channel; existing ones keep theirs.
+fn acl_pubsub_default() {
+    let mut got = Vec::new();
+    for (_, s) in common::deadbolt_and_redis(&[]) {
+        let mut c = s.conn();
+        ok(&mut c, &["ACL", "SETUSER", "old", "on", "nopass", "+@all"]);
+        set(&mut c, "acl-pubsub-default", "allchannels");
+        ok(&mut c, &["ACL", "SETUSER", "new", "on", "nopass", "+@all"]);
+        let mut replies = Vec::new();
+        for user in ["old", "new"] {
+            let mut u = s.conn();
+            u.cmd(&["AUTH", user, "x"]);
+            replies.push(u.cmd(&["PUBLISH", "ch", "m"]));
+        }
+        got.push(replies);
+    }
+    assert_eq!(got[0][1], b":0\r\n");
     assert_eq!(got[0], got[1]);
 }
 

@@ -149,7 +149,6 @@ fn directives_that_cannot_be_ignored_stop_the_start() {
     for (name, value) in [
         ("replicaof", "10.0.0.1 6379"),
         ("slaveof", "10.0.0.1 6379"),
-        ("aclfile", "/etc/redis/users.acl"),
         ("unixsocket", "/run/redis/redis.sock"),
         ("min-replicas-to-write", "1"),
         ("cluster-enabled", "yes"),

@@ -155,36 +155,47 @@ fn reset(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     c.name = None;
     c.authenticated = !ctx.srv.config.auth_required();
     c.user = "default".into();
-    c.perms = ctx.srv.config.users.default_user().perms();
+    c.perms = ctx.srv.config.users.perms("default");
     Ok(Frame::simple("RESET"))
 }
 
 /// Checks a password for `user` (the default user when None) against the configured users and
 /// logs the client in. Errors are Redis's texts; nothing here logs the password.
-pub fn check_auth(ctx: &mut Ctx, user: Option<&[u8]>, pass: &[u8]) -> CmdResult<()> {
+pub fn check_auth(ctx: &mut Ctx, cmd: &Bytes, user: Option<&[u8]>, pass: &[u8]) -> CmdResult<()> {
     let users = &ctx.srv.config.users;
     if user.is_none() && users.default_user().nopass {
         return Err(CmdError::err(
             "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
         ));
     }
-    match users.get(user.unwrap_or(b"default")) {
+    let name = user.unwrap_or(b"default");
+    match users.get(name) {
         Some(u) if u.enabled && u.password_ok(pass) => {
             ctx.client.authenticated = true;
             ctx.client.user = u.name.clone();
-            ctx.client.perms = u.perms();
+            ctx.client.perms = users.perms(&u.name);
             Ok(())
         }
-        _ => Err(CmdError::err(
-            "WRONGPASS invalid username-password pair or user is disabled.",
-        )),
+        _ => {
+            // Redis logs the attempt with the command as typed and the user tried.
+            let context = if ctx.client.multi.is_some() || ctx.client.in_exec {
+                "multi"
+            } else {
+                "toplevel"
+            };
+            let object = cmd.clone();
+            super::acl::add_log_entry(ctx.srv, ctx.client, "auth", context, object, Some(name));
+            Err(CmdError::err(
+                "WRONGPASS invalid username-password pair or user is disabled.",
+            ))
+        }
     }
 }
 
 fn auth(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     match argv.len() {
-        2 => check_auth(ctx, None, &argv[1])?,
-        3 => check_auth(ctx, Some(&argv[1]), &argv[2])?,
+        2 => check_auth(ctx, &argv[0], None, &argv[1])?,
+        3 => check_auth(ctx, &argv[0], Some(&argv[1]), &argv[2])?,
         _ => return Err(CmdError::Syntax),
     }
     Ok(Frame::ok())
@@ -223,7 +234,7 @@ fn hello(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         }
     }
     if let Some((user, pass)) = creds {
-        check_auth(ctx, Some(user), pass)?;
+        check_auth(ctx, &argv[0], Some(user), pass)?;
     }
     if !ctx.client.authenticated && ctx.srv.config.auth_required() {
         return Err(CmdError::err("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"));

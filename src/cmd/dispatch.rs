@@ -186,13 +186,14 @@ fn process_frame(
         let e = CmdError::err("ERR Command not allowed inside a transaction");
         return Some(reject(srv, client, id, e));
     }
-    if client.perms.restricted() {
-        if let Err(e) = super::acl::check(
-            client.perms,
-            spec,
-            &crate::cmd::table::table().entries[id].full_name,
-            argv.len(),
-        ) {
+    if client.perms.is_some() {
+        let context = if client.multi.is_some() {
+            "multi"
+        } else {
+            "toplevel"
+        };
+        if let Err(d) = super::acl::check(srv, client, id, argv, context) {
+            let e = super::acl::noperm(d, &table.entries[id].full_name);
             return Some(reject(srv, client, id, e));
         }
     }
@@ -449,23 +450,9 @@ pub fn script_call(
         "ERR Wrong number of args calling Redis command from script"
     } else if spec.has(flags::NOSCRIPT) {
         "ERR This Redis command is not allowed from script"
-    } else if let Some(denied) = ctx
-        .client
-        .perms
-        .restricted()
-        .then(|| super::acl::denied(ctx.client.perms, spec, argv.len()))
-        .flatten()
-    {
+    } else if let Err(d) = super::acl::check(ctx.srv, ctx.client, id, argv, "lua") {
         // Redis's scriptVerifyACL: a script reaches only what its caller may.
-        match denied {
-            super::acl::Denied::Command => {
-                "ERR The user executing the script can't run this command or subcommand"
-            }
-            super::acl::Denied::Key => "ERR The user executing the script can't access at least one of the keys mentioned in the command arguments",
-            super::acl::Denied::Channel => {
-                "ERR The user executing the script can't publish to the channel mentioned in the command"
-            }
-        }
+        super::acl::script_denied(d)
     } else if read_only && spec.flags & (flags::WRITE | flags::MAY_REPLICATE) != 0 {
         "ERR Write commands are not allowed from read-only scripts."
     } else if spec.has(flags::WRITE) && super::replication::is_replica(ctx.host.cluster()) {

@@ -1,6 +1,7 @@
 //! Commands: one table drives lookup, arity, flags and `COMMAND` output; one file per family.
 
 pub mod acl;
+mod acl_redis;
 pub mod args;
 pub mod bitmap;
 pub mod blocking;

@@ -159,7 +159,7 @@ fn spublish(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 /// Redis's `addReplySubcommandSyntaxError`, naming the words as the client typed them.
-fn subcommand_syntax(argv: &[Bytes]) -> CmdError {
+pub(super) fn subcommand_syntax(argv: &[Bytes]) -> CmdError {
     CmdError::erf(format!(
         "unknown subcommand or wrong number of arguments for '{}'. Try {} HELP.",
         String::from_utf8_lossy(&argv[1][..argv[1].len().min(128)]),

@@ -338,7 +338,16 @@ fn config_rewrite(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
             "ERR The server is running without a config file",
         ));
     };
-    crate::config::file::rewrite(&path, &ctx.srv.config)
+    // Redis's rewriteConfigUserOption: the users as they are now, unless an aclfile has them.
+    let cat = super::acl::catalog();
+    let users: Vec<String> = ctx
+        .srv
+        .config
+        .users
+        .iter()
+        .map(|u| String::from_utf8_lossy(&u.line(cat)).into_owned())
+        .collect();
+    crate::config::file::rewrite(&path, &ctx.srv.config, &users)
         .map_err(|e| CmdError::erf(format!("Rewriting config file: {e}")))?;
     Ok(Frame::ok())
 }
@@ -364,58 +373,12 @@ fn command_entry(id: usize) -> Frame {
         .filter(|(f, _)| spec.has(*f) || (*f == MOVABLE_KEYS && movable))
         .map(|(_, n)| Frame::simple(n))
         .collect();
-    // Redis's setImplicitACLCategories: the flags add categories to the declared ones.
-    let mut names: Vec<&str> = spec.acl.to_vec();
-    if spec.has(WRITE) {
-        names.push("write");
-    }
-    if spec.has(READONLY) && !spec.acl.contains(&"scripting") {
-        names.push("read");
-    }
-    if spec.has(ADMIN) {
-        names.extend(["admin", "dangerous"]);
-    }
-    if spec.has(PUBSUB) {
-        names.push("pubsub");
-    }
-    if spec.has(FAST) {
-        names.push("fast");
-    }
-    if spec.has(BLOCKING) {
-        names.push("blocking");
-    }
-    if !names.contains(&"fast") {
-        names.push("slow");
-    }
-    // Redis prints categories in the order of its ACLCommandCategories table, not as declared.
-    const ORDER: &[&str] = &[
-        "keyspace",
-        "read",
-        "write",
-        "set",
-        "sortedset",
-        "list",
-        "hash",
-        "string",
-        "bitmap",
-        "hyperloglog",
-        "geo",
-        "stream",
-        "pubsub",
-        "admin",
-        "fast",
-        "slow",
-        "blocking",
-        "dangerous",
-        "connection",
-        "transaction",
-        "scripting",
-    ];
-    names.sort_by_key(|c| ORDER.iter().position(|o| o == c));
-    names.dedup();
-    let cats: Vec<Frame> = names
-        .into_iter()
-        .map(|c| Frame::Simple(Bytes::from(format!("@{c}"))))
+    // Declared and implied categories, in the order of Redis's ACLCommandCategories table.
+    let cats: Vec<Frame> = crate::config::users::CATEGORIES
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| e.categories & (1 << i) != 0)
+        .map(|(_, c)| Frame::Simple(Bytes::from(format!("@{c}"))))
         .collect();
     let key_specs = if let Some(docs) = e.key_specs {
         docs.iter().map(key_spec_doc).collect()

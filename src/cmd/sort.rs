@@ -1,9 +1,8 @@
 //! SORT and SORT_RO over lists, sets and sorted sets, as Redis 7.0's sort.c: BY (a pattern, or
 //! a constant for no sorting), GET (`#`, `key*`, `hash*->field`), LIMIT, ASC/DESC, ALPHA, STORE.
 //!
-//! Deadbolt runs without cluster mode and its ACLs grant all keys or none (a user without keys
-//! cannot run SORT at all), so the BY/GET refusals for cluster mode and partial key access
-//! never apply.
+//! BY with a pattern and GET read keys no key spec names: as in Redis, they need a user that may
+//! read every key. Deadbolt runs without Redis Cluster, so that refusal of BY/GET never applies.
 
 use super::args::{int_arg, is};
 use super::table::{flags::*, CommandSpec, KeySpecDoc, KEY1};
@@ -148,6 +147,7 @@ fn sort_generic(ctx: &mut Ctx, argv: &[Bytes], readonly: bool) -> CmdResult {
     let mut sortby: Option<&Bytes> = None;
     let mut storekey: Option<&Bytes> = None;
     let mut gets: Vec<&Bytes> = Vec::new();
+    let full_key_access = super::acl::unrestricted_key_access(ctx.client, argv);
     let mut j = 2;
     while j < argv.len() {
         let left = argv.len() - j - 1;
@@ -169,8 +169,18 @@ fn sort_generic(ctx: &mut Ctx, argv: &[Bytes], readonly: bool) -> CmdResult {
             sortby = Some(&argv[j + 1]);
             // A pattern without `*` names one constant key for every element: nothing to sort.
             dontsort = !c_str(&argv[j + 1]).contains(&b'*');
+            if !dontsort && !full_key_access {
+                return Err(CmdError::err(
+                    "ERR BY option of SORT denied due to insufficient ACL permissions.",
+                ));
+            }
             j += 1;
         } else if is(a, "get") && left >= 1 {
+            if !full_key_access {
+                return Err(CmdError::err(
+                    "ERR GET option of SORT denied due to insufficient ACL permissions.",
+                ));
+            }
             gets.push(&argv[j + 1]);
             j += 1;
         } else {

@@ -311,6 +311,38 @@ pub struct TableEntry {
     pub key_specs: Option<&'static [KeySpecDoc]>,
     /// Command tips COMMAND INFO prints (see `command_tips`).
     pub tips: &'static [&'static str],
+    /// ACL categories (`config::users::CATEGORIES` bits): the declared ones plus those Redis's
+    /// setImplicitACLCategories derives from the flags.
+    pub categories: u32,
+}
+
+/// Redis's setImplicitACLCategories over the declared categories.
+pub fn categories(spec: &CommandSpec) -> u32 {
+    use crate::config::users::category_bit;
+    let bit = |n: &str| category_bit(n.as_bytes()).unwrap_or(0);
+    let mut c = spec.acl.iter().fold(0, |m, n| m | bit(n));
+    if spec.has(flags::WRITE) {
+        c |= bit("write");
+    }
+    if spec.has(flags::READONLY) && c & bit("scripting") == 0 {
+        c |= bit("read");
+    }
+    if spec.has(flags::ADMIN) {
+        c |= bit("admin") | bit("dangerous");
+    }
+    if spec.has(flags::PUBSUB) {
+        c |= bit("pubsub");
+    }
+    if spec.has(flags::FAST) {
+        c |= bit("fast");
+    }
+    if spec.has(flags::BLOCKING) {
+        c |= bit("blocking");
+    }
+    if c & bit("fast") == 0 {
+        c |= bit("slow");
+    }
+    c
 }
 
 /// All command families. Adding a family = one line here.
@@ -499,6 +531,7 @@ impl Table {
                     subs: HashMap::default(),
                     key_specs: docs.get(spec.name).copied(),
                     tips: tips.get(spec.name).copied().unwrap_or(&[]),
+                    categories: categories(spec),
                 });
                 if spec.has(flags::ONLY_SENTINEL) {
                     t.sentinel_only.insert(spec.name.as_bytes().to_vec(), id);
@@ -515,6 +548,7 @@ impl Table {
                         full_name,
                         parent: Some(id),
                         subs: HashMap::default(),
+                        categories: categories(sub),
                     });
                     t.entries[id].subs.insert(sub.name.as_bytes().to_vec(), sid);
                 }

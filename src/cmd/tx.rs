@@ -120,9 +120,9 @@ fn exec(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     for (cmd, argv) in queue {
         // ACLs are checked again: an AUTH queued earlier in this transaction may have
         // changed the user (Redis's execCommand does the same).
-        if ctx.client.perms.restricted() {
-            let spec = crate::cmd::table::table().entries[cmd].spec;
-            if let Err(e) = super::acl::check_at_exec(ctx.client.perms, spec, argv.len()) {
+        if ctx.client.perms.is_some() {
+            if let Err(d) = super::acl::check(ctx.srv, ctx.client, cmd, &argv, "multi") {
+                let e = super::acl::noperm_at_exec(d);
                 replies.push(dispatch::error_frame(ctx.srv, e));
                 continue;
             }

@@ -5,7 +5,7 @@
 //!   timing): CONFIG GET answers Redis's value (or the one set), CONFIG SET takes it, and the
 //!   log says once why it has no effect;
 //! - **refused with the reason**, at start-up and by CONFIG SET, for any value but Redis's
-//!   default where ignoring it would lose data or weaken security (`replicaof`, `aclfile`,
+//!   default where ignoring it would lose data or weaken security (`replicaof`,
 //!   `unixsocket`, `min-replicas-to-write`, `cluster-enabled`, TLS restrictions);
 //! - `daemonize`, `supervised` (`supervise.rs`), `latency-tracking` and
 //!   `latency-tracking-info-percentiles` (`machine/latency.rs`), which work; and the encoding
@@ -58,9 +58,8 @@ const RCLUSTER: Why = Why::Notice(
 );
 const EVICT: Why =
     Why::Notice("deadbolt never evicts keys: over maxmemory it refuses writes that add data");
-const OBSERVE: Why = Why::Notice(
-    "deadbolt has no latency monitor, ACL log, syslog output or process-title rewriting yet",
-);
+const OBSERVE: Why =
+    Why::Notice("deadbolt has no latency monitor, syslog output or process-title rewriting yet");
 const TLS_TUNING: Why = Why::Notice(
     "TLS session caching, DH parameters and outgoing client certificates do not apply to deadbolt's TLS (rustls, no Redis replication or cluster bus)",
 );
@@ -174,9 +173,6 @@ fn canonical(kind: &Kind, v: &str) -> Result<String, String> {
 }
 
 compat_table! {
-    "acl-pubsub-default" [] Live "resetchannels" Kind::Enum(&["allchannels", "resetchannels"]), BEHAVIOUR;
-    "aclfile" [] Immutable "" Kind::Str, Why::Refuse("ACL users from a file are not loaded; define users with the user directive (so a restricted user is never silently missing)");
-    "acllog-max-len" [] Live "128" Kind::Int, OBSERVE;
     "active-defrag-cycle-max" [] Live "25" Kind::Int, INTERNALS;
     "active-defrag-cycle-min" [] Live "1" Kind::Int, INTERNALS;
     "active-defrag-ignore-bytes" [] Live "104857600" Kind::Mem, INTERNALS;

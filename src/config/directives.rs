@@ -239,6 +239,45 @@ pub static DIRECTIVES: &[Directive] = &[
         doc: "Password for the default user (AUTH password). Empty: no password.",
     },
     Directive {
+        name: "aclfile",
+        aliases: &[],
+        apply: Apply::Immutable,
+        get: |c| c.aclfile.clone(),
+        set: |c, v| {
+            c.aclfile = v.to_string();
+            Ok(())
+        },
+        doc: "File of ACL users (`user NAME rules…` lines), loaded at start and by ACL LOAD, written by ACL SAVE. Empty: users come from `user` lines. Not both.",
+    },
+    Directive {
+        name: "acllog-max-len",
+        aliases: &[],
+        apply: Apply::Live,
+        get: |c| c.acllog_max_len.to_string(),
+        set: |c, v| {
+            c.acllog_max_len = int_in(v, 0, i64::MAX)? as u64;
+            Ok(())
+        },
+        doc: "Entries ACL LOG keeps (denied commands, keys, channels, failed AUTHs). Default 128.",
+    },
+    Directive {
+        name: "acl-pubsub-default",
+        aliases: &[],
+        apply: Apply::Live,
+        get: |c| {
+            if c.users.all_channels_default { "allchannels" } else { "resetchannels" }.into()
+        },
+        set: |c, v| {
+            c.users.all_channels_default = match v.to_ascii_lowercase().as_str() {
+                "allchannels" => true,
+                "resetchannels" => false,
+                _ => return Err("argument(s) must be one of the following: allchannels, resetchannels".into()),
+            };
+            Ok(())
+        },
+        doc: "Channels a new user (or `reset`) starts with: `resetchannels` (none, Redis 7's default) or `allchannels`.",
+    },
+    Directive {
         name: "hz",
         aliases: &[],
         apply: Apply::CronTimer,

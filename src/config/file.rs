@@ -144,7 +144,7 @@ fn apply_one(cfg: &mut Config, name: &str, values: &[String]) -> Result<(), Stri
         } else {
             values.to_vec()
         };
-        return cfg.users.set_user(&words);
+        return cfg.users.queue_line(&words);
     }
     if values.is_empty() && !name.eq_ignore_ascii_case("requirepass") {
         return Err("wrong number of arguments".into());
@@ -176,15 +176,26 @@ pub fn parse_overrides(args: &[String]) -> Result<Vec<(String, Vec<String>)>, St
 /// CONFIG REWRITE: keeps the file's comments and unknown lines, replaces each directive's last
 /// line with its current value (dropping earlier duplicates), and appends directives that differ
 /// from their defaults and were not in the file. Written to a temporary file and renamed.
-pub fn rewrite(path: &Path, cfg: &Config) -> std::io::Result<()> {
+///
+/// `users`: the `user` lines to write (as Redis, every user, where the first `user` line was or
+/// at the end), unless an aclfile holds the users: then the file keeps no `user` line.
+pub fn rewrite(path: &Path, cfg: &Config, users: &[String]) -> std::io::Result<()> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let defaults = Config::default();
     let mut lines: Vec<Option<String>> = Vec::new();
     let mut last_line_of: std::collections::HashMap<&'static str, usize> =
         std::collections::HashMap::new();
+    let mut first_user = None;
     for raw in text.lines() {
         let trimmed = raw.trim();
         let name = trimmed.split_whitespace().next().unwrap_or("");
+        if name.eq_ignore_ascii_case("user") {
+            if first_user.is_none() {
+                first_user = Some(lines.len());
+                lines.push(None);
+            }
+            continue;
+        }
         if !trimmed.starts_with('#') {
             if let Some(d) = Config::find(name) {
                 if let Some(prev) = last_line_of.insert(d.name, lines.len()) {
@@ -209,6 +220,14 @@ pub fn rewrite(path: &Path, cfg: &Config) -> std::io::Result<()> {
         match last_line_of.get(d.name) {
             Some(&idx) => lines[idx] = Some(render(d.name, v)),
             None if v != (d.get)(&defaults) => lines.push(Some(render(d.name, v))),
+            None => {}
+        }
+    }
+    if cfg.aclfile.is_empty() {
+        let users = users.join("\n");
+        match first_user {
+            Some(at) => lines[at] = Some(users),
+            None if !users.is_empty() => lines.push(Some(users)),
             None => {}
         }
     }

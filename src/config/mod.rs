@@ -88,6 +88,10 @@ pub struct Config {
     pub requirepass: Option<String>,
     /// ACL users from `user` lines; the default user's password follows `requirepass`.
     pub users: users::Users,
+    /// `aclfile`: users come from this file instead of `user` lines (empty: none).
+    pub aclfile: String,
+    /// `acllog-max-len`: ACL LOG's length.
+    pub acllog_max_len: u64,
     pub hz: u64,
     /// Ours: at most this many µs the event loop polls before it sleeps (see
     /// `exec::net::IdleSpin`); 0: it sleeps as soon as it is out of work, as Redis.
@@ -250,6 +254,8 @@ impl Default for Config {
             dir: ".".into(),
             requirepass: None,
             users: Default::default(),
+            aclfile: String::new(),
+            acllog_max_len: 128,
             hz: 10,
             busy_reply_threshold: 5000,
             enable_debug_command: DebugCommand::No,

@@ -74,6 +74,8 @@ pub struct BusyMarks {
     pub queued: Vec<Vec<Bytes>>,
     /// AUTH succeeded as this user.
     pub auth: Option<String>,
+    /// AUTH refused: (the command as typed, the user tried), for ACL LOG, in order.
+    pub failed_auth: Vec<(Bytes, Bytes)>,
 }
 
 impl BusyMarks {
@@ -92,5 +94,6 @@ impl BusyMarks {
             && !self.dirty
             && self.queued.is_empty()
             && self.auth.is_none()
+            && self.failed_auth.is_empty()
     }
 }

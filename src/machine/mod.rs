@@ -174,7 +174,7 @@ impl State {
         // Like Redis: a client is authenticated at connect while the default user needs no
         // password.
         client.authenticated = !self.config.auth_required();
-        client.perms = self.config.users.default_user().perms();
+        client.perms = self.config.users.perms("default");
         self.clients.insert(client.id, client);
     }
 

@@ -13,6 +13,24 @@ pub struct OpsState {
     pub slowlog: VecDeque<SlowEntry>,
     pub slowlog_next_id: u64,
     pub pause: Pause,
+    /// ACL LOG, newest first (cmd/acl.rs).
+    pub acl_log: VecDeque<AclLogEntry>,
+}
+
+/// One ACL LOG entry (Redis 7.0's ACLLogEntry): similar denials within a minute are counted in
+/// one entry.
+pub struct AclLogEntry {
+    pub count: u64,
+    /// `command`, `key`, `channel` or `auth`.
+    pub reason: &'static str,
+    /// `toplevel`, `multi` or `lua`.
+    pub context: &'static str,
+    pub object: Bytes,
+    pub username: Bytes,
+    /// Unix ms of the last occurrence.
+    pub ctime_ms: u64,
+    /// The CLIENT LIST line of the last client that caused it.
+    pub client_info: String,
 }
 
 #[derive(Default)]

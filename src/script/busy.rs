@@ -215,9 +215,13 @@ impl BusyState {
                         client.authenticated.store(true, Ordering::Relaxed);
                         auth_required = false;
                     }
-                    _ => replies.extend_from_slice(
-                        b"-WRONGPASS invalid username-password pair or user is disabled.\r\n",
-                    ),
+                    _ => {
+                        let tried = Bytes::copy_from_slice(user.unwrap_or(b"default"));
+                        marks.failed_auth.push((argv[0].clone(), tried));
+                        replies.extend_from_slice(
+                            b"-WRONGPASS invalid username-password pair or user is disabled.\r\n",
+                        )
+                    }
                 }
             } else if first.eq_ignore_ascii_case(b"unwatch") {
                 replies.extend_from_slice(b"+OK\r\n");
@@ -281,7 +285,7 @@ impl BusyState {
 /// there and then; here the executor was inside the script): a refused EXEC or a DISCARD ends
 /// the transaction and its WATCHes, UNWATCH drops the WATCHes, MULTI begins a transaction, a
 /// refusal while queuing flags it for EXECABORT, the commands answered +QUEUED join it, and a
-/// successful AUTH logs the client in.
+/// successful AUTH logs the client in, and a refused one goes to ACL LOG.
 pub fn apply_busy_marks(srv: &mut State, client: &mut Client) {
     if !client.shared.busy_marked.load(Ordering::Acquire) {
         return;
@@ -301,11 +305,20 @@ pub fn apply_busy_marks(srv: &mut State, client: &mut Client) {
     if marks.discard || marks.unwatch {
         srv.watches.unwatch_all(client.id);
     }
+    for (cmd, tried) in &marks.failed_auth {
+        // Logged as Redis logs a refused AUTH, once the executor has the log again.
+        let context = if client.multi.is_some() {
+            "multi"
+        } else {
+            "toplevel"
+        };
+        crate::cmd::acl::add_log_entry(srv, client, "auth", context, cmd.clone(), Some(tried));
+    }
     if let Some(name) = &marks.auth {
         if let Some(u) = srv.config.users.get(name.as_bytes()) {
             client.authenticated = true;
             client.user = u.name.clone();
-            client.perms = u.perms();
+            client.perms = srv.config.users.perms(&u.name);
         }
     }
     if marks.enter && client.multi.is_none() {

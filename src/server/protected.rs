@@ -63,7 +63,7 @@ mod tests {
         cfg.set("protected-mode", "yes").unwrap();
         // A password on the default user given by a `user` line counts too.
         cfg.users
-            .set_user(&["default".to_string(), ">pw".to_string()])
+            .set_user("default", &[">pw"], &Default::default())
             .unwrap();
         assert!(!active(&cfg));
     }
