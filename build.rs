@@ -1,7 +1,7 @@
 //! Compiles src/long_double.c: Redis computes INCRBYFLOAT / HINCRBYFLOAT in C `long double`,
 //! which Rust lacks (see protocol/number.rs); and src/lua_match.c, Lua's pattern matcher made
-//! interruptible (see script/raw.rs); and src/lzf/, Redis's LZF, so that FUNCTION DUMP payloads
-//! are byte for byte Redis's (see script/payload.rs).
+//! interruptible (see script/raw.rs). (LZF, for DUMP payloads and RDB files, is a Rust port in
+//! store/rdb.rs.)
 
 fn main() {
     println!("cargo:rerun-if-changed=src/long_double.c");
@@ -21,15 +21,4 @@ fn main() {
         .include(include)
         .warnings(true)
         .compile("deadbolt_lua_match");
-
-    // Redis's own copy of liblzf 3.6 with its settings, except INIT_HTAB: Redis leaves the
-    // hash table uninitialised, which can only change which earlier match is used, never
-    // correctness; zeroing it makes our output depend on the input alone.
-    println!("cargo:rerun-if-changed=src/lzf");
-    cc::Build::new()
-        .file("src/lzf/lzf_c.c")
-        .file("src/lzf/lzf_d.c")
-        .define("INIT_HTAB", "1")
-        .warnings(false)
-        .compile("deadbolt_lzf");
 }

@@ -4,8 +4,6 @@
 //! then the RDB version (2 bytes, little endian) and the CRC64 of everything before it (8
 //! bytes, little endian), so a dump moves between Redis 7.0 and deadbolt either way.
 
-use std::os::raw::{c_uint, c_void};
-
 pub const RDB_VERSION: u16 = 10;
 const OPCODE_FUNCTION2: u8 = 245;
 /// The 7.0-rc layout (name, engine, description, code): still accepted by Redis 7.0.
@@ -17,40 +15,10 @@ const ENC_LZF: u8 = 3;
 /// Largest string a payload may claim once decompressed: Redis's proto-max-bulk-len default.
 const MAX_STRING: usize = 512 << 20;
 
-extern "C" {
-    // src/lzf: Redis's liblzf.
-    fn lzf_compress(
-        in_data: *const c_void,
-        in_len: c_uint,
-        out_data: *mut c_void,
-        out_len: c_uint,
-    ) -> c_uint;
-    fn lzf_decompress(
-        in_data: *const c_void,
-        in_len: c_uint,
-        out_data: *mut c_void,
-        out_len: c_uint,
-    ) -> c_uint;
-}
-
-/// Redis's crc64 (Jones polynomial, reflected, as `crc64(0, …)`).
+/// Redis's crc64 (Jones polynomial, reflected, as `crc64(0, …)`): store/rdb.rs's, which DUMP
+/// uses too.
 pub fn crc64(data: &[u8]) -> u64 {
-    static TABLE: std::sync::OnceLock<[u64; 256]> = std::sync::OnceLock::new();
-    let table = TABLE.get_or_init(|| {
-        const POLY: u64 = 0x95ac_9329_ac4b_c9b5;
-        let mut t = [0u64; 256];
-        for (i, e) in t.iter_mut().enumerate() {
-            let mut c = i as u64;
-            for _ in 0..8 {
-                c = if c & 1 != 0 { (c >> 1) ^ POLY } else { c >> 1 };
-            }
-            *e = c;
-        }
-        t
-    });
-    data.iter().fold(0u64, |crc, &b| {
-        table[((crc ^ b as u64) & 0xff) as usize] ^ (crc >> 8)
-    })
+    crate::store::rdb::crc64(0, data)
 }
 
 fn put_len(out: &mut Vec<u8>, len: usize) {
@@ -95,22 +63,12 @@ fn put_string(out: &mut Vec<u8>, s: &[u8]) {
         }
     }
     if s.len() > 20 && s.len() <= u32::MAX as usize {
-        let mut buf = vec![0u8; s.len() - 4 + 1];
-        // SAFETY: both buffers are live for the call and their lengths are passed; lzf writes
-        // at most `out_len` bytes (it returns 0 when the output would not fit).
-        let n = unsafe {
-            lzf_compress(
-                s.as_ptr() as *const c_void,
-                s.len() as c_uint,
-                buf.as_mut_ptr() as *mut c_void,
-                (s.len() - 4) as c_uint,
-            )
-        } as usize;
-        if n > 0 {
+        // Redis's compressor, byte for byte (store/rdb.rs), when it saves at least 4 bytes.
+        if let Some(buf) = crate::store::rdb::lzf_compress(s, s.len() - 4) {
             out.push(0xc0 | ENC_LZF);
-            put_len(out, n);
+            put_len(out, buf.len());
             put_len(out, s.len());
-            out.extend_from_slice(&buf[..n]);
+            out.extend_from_slice(&buf);
             return;
         }
     }
@@ -207,18 +165,7 @@ impl Reader<'_> {
                 if ulen > MAX_STRING || ulen > clen.saturating_mul(132) {
                     return None;
                 }
-                let mut out = vec![0u8; ulen];
-                // SAFETY: input and output buffers are live with the lengths passed;
-                // lzf_decompress (CHECK_INPUT) never reads or writes past them.
-                let n = unsafe {
-                    lzf_decompress(
-                        c.as_ptr() as *const c_void,
-                        c.len() as c_uint,
-                        out.as_mut_ptr() as *mut c_void,
-                        ulen as c_uint,
-                    )
-                } as usize;
-                (n == ulen).then_some(out)
+                crate::store::rdb::lzf_decompress(c, ulen).ok()
             }
             _ => None,
         }

@@ -155,7 +155,7 @@ fn put_string(out: &mut Vec<u8>, s: &[u8], compress: bool) {
 
 /// lzf_compress (lzf_c.c with Redis's settings: HLOG 16, VERY_FAST, hash table zeroed), byte
 /// for byte, so a DUMP equals Redis's. None when the output would not fit `out_len` bytes.
-fn lzf_compress(input: &[u8], out_len: usize) -> Option<Vec<u8>> {
+pub fn lzf_compress(input: &[u8], out_len: usize) -> Option<Vec<u8>> {
     const HLOG: u32 = 16;
     const MAX_LIT: usize = 1 << 5;
     const MAX_OFF: usize = 1 << 13;
@@ -738,7 +738,7 @@ fn itoa_bytes(v: i64) -> Bytes {
 }
 
 /// lzf_decompress into exactly `ulen` bytes (Redis fails the load otherwise).
-fn lzf_decompress(input: &[u8], ulen: usize) -> Res<Vec<u8>> {
+pub fn lzf_decompress(input: &[u8], ulen: usize) -> Res<Vec<u8>> {
     let mut out: Vec<u8> = Vec::with_capacity(ulen);
     let mut ip = 0;
     while ip < input.len() {
