@@ -17,6 +17,7 @@ pub mod geo;
 pub mod hash;
 pub mod hll;
 pub mod keys;
+pub mod keyspec;
 pub mod list;
 pub mod lolwut;
 pub mod module;

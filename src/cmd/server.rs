@@ -81,6 +81,14 @@ pub static COMMANDS: &[CommandSpec] = &[
             spec_acl("info", -2, LOADING | STALE, CONN, command_info),
             spec_acl("docs", -2, LOADING | STALE, CONN, super::docs::command_docs),
             spec_acl("list", -2, LOADING | STALE, CONN, command_list),
+            spec_acl("getkeys", -4, LOADING | STALE, CONN, command_getkeys),
+            spec_acl(
+                "getkeysandflags",
+                -4,
+                LOADING | STALE,
+                CONN,
+                command_getkeys,
+            ),
             spec_acl("help", 2, LOADING | STALE, CONN, command_help),
         ],
     },
@@ -574,12 +582,17 @@ fn command_list(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         All,
         // No module is loaded, so no command belongs to one.
         Module,
+        // An unknown category lists nothing, as in Redis.
+        AclCat(u32),
         Pattern(&'a [u8]),
     }
     let filter = match argv.len() {
         2 => Filter::All,
         5 if is(&argv[2], "filterby") => match &argv[3] {
             t if is(t, "module") => Filter::Module,
+            t if is(t, "aclcat") => {
+                Filter::AclCat(crate::config::users::category_bit(&argv[4]).unwrap_or(0))
+            }
             t if is(t, "pattern") => Filter::Pattern(&argv[4]),
             _ => return Err(CmdError::Syntax),
         },
@@ -593,6 +606,7 @@ fn command_list(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             let keep = match filter {
                 Filter::All => true,
                 Filter::Module => false,
+                Filter::AclCat(bit) => entry.categories & bit != 0,
                 Filter::Pattern(p) => glob_match(p, entry.full_name.as_bytes(), true),
             };
             if keep {
@@ -601,6 +615,49 @@ fn command_list(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         }
     }
     Ok(Frame::Array(names))
+}
+
+/// COMMAND GETKEYS / GETKEYSANDFLAGS <full command>: its key arguments as the key
+/// specifications find them (cmd/keyspec.rs), with Redis 7.0's refusals.
+fn command_getkeys(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let with_flags = is(&argv[1], "getkeysandflags");
+    let cmd = &argv[2..];
+    let table = crate::cmd::table::table();
+    let mut id = table.lookup(&cmd[0]);
+    if let Some(parent) = id.filter(|&p| !table.entries[p].spec.subcommands.is_empty()) {
+        id = cmd.get(1).and_then(|sub| table.lookup_sub(parent, sub));
+    }
+    let Some(id) = id else {
+        return Err(CmdError::err("ERR Invalid command specified"));
+    };
+    let entry = &table.entries[id];
+    if !super::keyspec::has_keys(entry) {
+        return Err(CmdError::err("ERR The command has no key arguments"));
+    }
+    if !entry.spec.arity_ok(cmd.len()) {
+        return Err(CmdError::err(
+            "ERR Invalid number of arguments specified for command",
+        ));
+    }
+    let keys = super::keyspec::key_refs(entry, cmd);
+    if keys.iter().next().is_none() {
+        if entry.spec.has(flags::NO_MANDATORY_KEYS) {
+            return Ok(Frame::Array(Vec::new()));
+        }
+        return Err(CmdError::err("ERR Invalid arguments specified for command"));
+    }
+    Ok(Frame::Array(
+        keys.iter()
+            .map(|k| {
+                let key = Frame::Bulk(cmd[k.pos].clone());
+                if !with_flags {
+                    return key;
+                }
+                let flags = k.flags.iter().map(|f| Frame::simple(f)).collect();
+                Frame::Array(vec![key, Frame::Set(flags)])
+            })
+            .collect(),
+    ))
 }
 
 fn command_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
@@ -614,10 +671,18 @@ fn command_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         "    Return a list of all commands in this Redis server.",
         "INFO [<command-name> ...]",
         "    Return details about multiple Redis commands.",
+        "    If no command names are given, documentation details for all",
+        "    commands are returned.",
         "DOCS [<command-name> ...]",
         "    Return documentation details about multiple Redis commands.",
+        "    If no command names are given, documentation details for all",
+        "    commands are returned.",
+        "GETKEYS <full-command>",
+        "    Return the keys from a full Redis command.",
+        "GETKEYSANDFLAGS <full-command>",
+        "    Return the keys and the access flags from a full Redis command.",
         "HELP",
-        "    Print this help.",
+        "    Prints this help.",
     ];
     Ok(Frame::help(&lines))
 }

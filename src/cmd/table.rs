@@ -590,63 +590,6 @@ impl Table {
     }
 }
 
-/// The positions of a command's key arguments in `argv`, from its key specifications where it
-/// declares them (movable keys: numkeys, keywords), as Redis's getKeysUsingKeySpecs; specs
-/// whose keys cannot be found from positions are skipped, positions past the end dropped.
-pub fn key_positions_of(entry: &TableEntry, argv: &[bytes::Bytes]) -> Vec<usize> {
-    let argc = argv.len();
-    let Some(specs) = entry.key_specs else {
-        return entry.spec.key_positions(argc).collect();
-    };
-    let mut out = Vec::new();
-    for s in specs {
-        if s.begin_index == SPEC_UNKNOWN {
-            continue;
-        }
-        let start = match s.keyword {
-            Some(word) => {
-                let from = s.begin_index.max(1) as usize;
-                match (from..argc).find(|&i| argv[i].eq_ignore_ascii_case(word.as_bytes())) {
-                    Some(i) => i + 1,
-                    None => continue,
-                }
-            }
-            None => s.begin_index as usize,
-        };
-        let (first, last, step) = match s.keynum {
-            Some((numidx, firstkey, keystep)) => {
-                let Some(n) = argv
-                    .get(start + numidx.max(0) as usize)
-                    .and_then(|a| std::str::from_utf8(a).ok())
-                    .and_then(|a| a.parse::<usize>().ok())
-                else {
-                    continue;
-                };
-                if n == 0 {
-                    continue;
-                }
-                let first = start + firstkey.max(0) as usize;
-                let step = keystep.max(1) as usize;
-                (
-                    first,
-                    first.saturating_add((n - 1).saturating_mul(step)),
-                    step,
-                )
-            }
-            None => {
-                let last = if s.lastkey >= 0 {
-                    start + s.lastkey as usize
-                } else {
-                    (argc as i64 + s.lastkey as i64).max(0) as usize
-                };
-                (start, last, s.keystep.max(1) as usize)
-            }
-        };
-        out.extend((first..=last.min(argc.saturating_sub(1))).step_by(step));
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -196,8 +196,8 @@ pub fn remember(ctx: &mut Ctx, entry: &TableEntry, argv: &[Bytes]) {
         return;
     }
     let id = ctx.client.id;
-    for pos in super::table::key_positions_of(entry, argv) {
-        ctx.srv.tracking.remember(id, &argv[pos]);
+    for k in super::keyspec::key_refs(entry, argv).iter() {
+        ctx.srv.tracking.remember(id, &argv[k.pos]);
     }
     let max = ctx
         .srv
