@@ -189,18 +189,6 @@ pub fn rss_bytes() -> usize {
         .unwrap_or(0)
 }
 
-/// `used_memory` when the server became ready (INFO's `used_memory_startup`): what the process
-/// needs with no data and no clients, which Redis counts as overhead, not dataset.
-static STARTUP: AtomicUsize = AtomicUsize::new(0);
-
-pub fn mark_startup() {
-    STARTUP.store(used_memory(), Ordering::Relaxed);
-}
-
-pub fn startup_memory() -> usize {
-    STARTUP.load(Ordering::Relaxed)
-}
-
 /// Memory mimalloc holds read/write for the process, free space in its pages included (an upper
 /// bound for INFO's `allocator_active`: on Linux it counts reserved arena memory not yet touched).
 pub fn allocator_committed() -> usize {

@@ -247,63 +247,77 @@ fn memory_usage(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     })
 }
 
-/// The figures MEMORY STATS and MEMORY DOCTOR share (Redis's getMemoryOverheadData).
-struct Overhead {
-    used: usize,
-    peak: usize,
-    startup: usize,
-    rss: usize,
+/// The figures MEMORY STATS, MEMORY DOCTOR and INFO memory share (Redis's
+/// getMemoryOverheadData).
+pub(super) struct Overhead {
+    pub used: usize,
+    pub peak: usize,
+    pub startup: usize,
+    pub rss: usize,
     /// The allocator's active bytes (Redis: jemalloc's).
-    committed: usize,
-    clients: usize,
-    aof_buffer: usize,
-    lua: usize,
+    pub committed: usize,
+    pub clients: usize,
+    pub aof_buffer: usize,
+    pub lua: usize,
+    pub functions: usize,
     /// (db index, main table overhead) of each non-empty database.
-    dbs: Vec<(usize, usize)>,
-    keys: usize,
+    pub dbs: Vec<(usize, usize)>,
+    pub keys: usize,
 }
 
-fn overhead(ctx: &mut Ctx) -> Overhead {
+pub(super) fn overhead(srv: &crate::machine::State, host: &dyn crate::machine::Host) -> Overhead {
     let used = crate::alloc::used_memory();
-    let (lua, _) = crate::script::memory_and_scripts(ctx.srv);
+    let rss = crate::alloc::rss_bytes();
+    let (lua, _) = crate::script::memory_and_scripts(srv);
     let mut dbs = Vec::new();
     let mut keys = 0;
-    for (i, db) in ctx.srv.dbs.iter_mut().enumerate() {
+    for (i, db) in srv.dbs.iter().enumerate() {
         let n = db.len();
         if n == 0 {
             continue;
         }
         keys += n;
-        // keymap.rs: a 72-byte entry per key and an index of 8-byte slots at most 0.7 full.
-        dbs.push((i, n * 72 + (n * 10 / 7).next_power_of_two() * 8));
+        // keymap.rs: a 72-byte entry per key, plus the index's slots and unused entry slots.
+        dbs.push((i, n * 72 + db.overhead_bytes()));
     }
-    let clients = ctx
-        .srv
+    let connected = srv
         .shared
         .connected_clients
         .load(std::sync::atomic::Ordering::Relaxed);
+    // CLIENT LIST's tot-mem: an idle connection's buffers (20000) and its pending output.
+    let pending: usize = srv
+        .clients
+        .values()
+        .map(|c| {
+            c.shared
+                .pending_out
+                .load(std::sync::atomic::Ordering::Relaxed)
+        })
+        .sum();
     Overhead {
         used,
         peak: crate::alloc::peak_memory(),
-        startup: ctx.srv.stats.startup_memory,
-        rss: crate::alloc::rss_bytes(),
-        // mimalloc tells no "active" figure apart from its reservations: the resident set.
-        committed: crate::alloc::rss_bytes(),
-        // CLIENT LIST's tot-mem of an idle connection (its 16 KB read buffer and more).
-        clients: clients * 20000,
-        aof_buffer: 0,
+        startup: srv.stats.startup_memory,
+        rss,
+        // mimalloc reports what it reserved read/write (its arena, committed lazily), which
+        // can exceed what is touched; the resident set bounds it.
+        committed: crate::alloc::allocator_committed().min(rss).max(used),
+        clients: connected * 20000 + pending,
+        aof_buffer: host.aof().map_or(0, |a| a.pending.len()),
         lua,
+        functions: crate::script::functions::overhead(srv),
         dbs,
         keys,
     }
 }
 
 impl Overhead {
-    fn total(&self) -> usize {
+    pub fn total(&self) -> usize {
         self.startup
             + self.clients
             + self.aof_buffer
             + self.lua
+            + self.functions
             + self.dbs.iter().map(|d| d.1).sum::<usize>()
     }
 }
@@ -317,7 +331,7 @@ fn ratio(a: usize, b: usize) -> f64 {
 }
 
 fn memory_stats(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    let o = overhead(ctx);
+    let o = overhead(ctx.srv, &*ctx.host);
     let total = o.total();
     let dataset = o.used.saturating_sub(total);
     let net = o.used.saturating_sub(o.startup).max(1);
@@ -334,7 +348,7 @@ fn memory_stats(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         (key("cluster.links"), int(0)),
         (key("aof.buffer"), int(o.aof_buffer)),
         (key("lua.caches"), int(o.lua)),
-        (key("functions.caches"), int(0)),
+        (key("functions.caches"), int(o.functions)),
     ];
     for &(id, main) in &o.dbs {
         m.push((
@@ -388,7 +402,7 @@ fn memory_stats(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 
 /// Redis's getMemoryDoctorReport, over the same figures.
 fn memory_doctor(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    let o = overhead(ctx);
+    let o = overhead(ctx.srv, &*ctx.host);
     let scripts = crate::script::memory_and_scripts(ctx.srv).1;
     let clients = ctx
         .srv

@@ -854,25 +854,18 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
             let total = total_system_memory();
             let max = srv.config.maxmemory;
             let (lua, scripts) = crate::script::memory_and_scripts(srv);
-            // Redis's split (object.c getMemoryOverheadData): start-up memory, client buffers,
-            // the AOF buffer and the keyspace's own structures are overhead; the rest is data.
-            let startup = crate::alloc::startup_memory();
-            let clients: usize = srv
-                .clients
-                .values()
-                .map(|c| c.shared.pending_out.load(Ordering::Relaxed))
-                .sum();
-            let aof_buffer = host.aof().map_or(0, |a| a.pending.len());
-            let index: usize = srv.dbs.iter().map(|d| d.overhead_bytes()).sum();
+            // Redis's split (object.c getMemoryOverheadData), the one MEMORY STATS shows:
+            // start-up memory, client buffers, the AOF buffer, script engines and the
+            // keyspace's own structures are overhead; the rest is data.
+            let o = super::object::overhead(srv, host);
+            let (startup, clients, aof_buffer, active) =
+                (o.startup, o.clients, o.aof_buffer, o.committed);
+            let overhead = o.total();
             let (vm_functions, functions, libraries) = crate::script::functions::stats(srv);
-            let fn_overhead = crate::script::functions::overhead(srv);
+            let fn_overhead = o.functions;
             let vm_total = lua + vm_functions;
-            let overhead = startup + clients + aof_buffer + index + fn_overhead;
             let dataset = used.saturating_sub(overhead);
             let net_used = used.saturating_sub(startup);
-            // mimalloc reports what it reserved read/write (its arena, committed lazily), which
-            // can exceed what is touched; the resident set bounds it.
-            let active = crate::alloc::allocator_committed().min(rss).max(used);
             let ratio = |a: usize, b: usize| if b > 0 { a as f64 / b as f64 } else { 0.0 };
             let _ = write!(
                 out,

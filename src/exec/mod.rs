@@ -981,8 +981,6 @@ pub fn spawn(
             let mut server = Server::new(config, shared);
             server.io.cluster = cluster;
             tracing::warn!("Server initialized");
-            // Before loading, as Redis measures it: data is dataset, not start-up cost.
-            crate::alloc::mark_startup();
             let waker = std::task::Waker::from(waker);
             let mut cx = std::task::Context::from_waker(&waker);
             // Load the log a slice at a time, answering clients (-LOADING) in between.
