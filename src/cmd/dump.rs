@@ -40,14 +40,7 @@ fn dump(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let lim = super::object::limits(ctx);
     let now = ctx.now;
     Ok(match ctx.db().get(&argv[1], now) {
-        Some(e) => match rdb::dump(&e.value, &lim) {
-            Some(payload) => Frame::Bulk(Bytes::from(payload)),
-            None => {
-                return Err(CmdError::err(
-                    "ERR DUMP of a stream is not supported by deadbolt yet",
-                ))
-            }
-        },
+        Some(e) => Frame::Bulk(Bytes::from(rdb::dump(&e.value, &lim))),
         None => Frame::Null,
     })
 }

@@ -744,14 +744,7 @@ impl Host for Io {
         }
         let path = rdb_file::path(&state.config.dir, state.config.compat_value("dbfilename"));
         let now = unix_ms() / 1000;
-        let data = match rdb_snapshot(state) {
-            Ok(d) => d,
-            Err(why) => {
-                tracing::warn!("Can't save the RDB snapshot: {why}");
-                self.rdb.failed(now);
-                return Err(format!("ERR Can't save the RDB snapshot: {why}"));
-            }
-        };
+        let data = rdb_snapshot(state);
         if background {
             self.rdb_covered = state.changes_since_save;
             self.rdb.start(path, data, now);
@@ -814,7 +807,7 @@ impl Host for Io {
 }
 
 /// The whole dataset as an RDB file, as SAVE and BGSAVE write it.
-fn rdb_snapshot(state: &State) -> Result<Vec<u8>, String> {
+fn rdb_snapshot(state: &State) -> Vec<u8> {
     rdb_file::encode(
         &state.dbs,
         unix_ms(),

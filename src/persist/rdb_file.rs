@@ -28,14 +28,13 @@ const OP_SELECTDB: u8 = 0xFE;
 const OP_EOF: u8 = 0xFF;
 
 /// The whole dataset as an RDB file (rdbSaveRio), leaving out keys already dead at `now`.
-/// Err: the key that cannot be written (a stream), so that no snapshot silently lacks it.
 pub fn encode(
     dbs: &Dbs,
     now: u64,
     lim: &Limits,
     checksum: bool,
     (redis_ver, used_mem): (&str, usize),
-) -> Result<Vec<u8>, String> {
+) -> Vec<u8> {
     let mut out = Vec::with_capacity(1 << 16);
     out.extend_from_slice(b"REDIS0010");
     let mut num = itoa::Buffer::new();
@@ -67,18 +66,13 @@ pub fn encode(
                 out.push(OP_EXPIRETIME_MS);
                 out.extend_from_slice(&(e.expires_at as i64).to_le_bytes());
             }
-            if !put_entry(&mut out, key, &e.value, lim) {
-                return Err(format!(
-                    "key '{}' in db {i} is a stream, which deadbolt cannot write to an RDB file yet",
-                    String::from_utf8_lossy(key)
-                ));
-            }
+            put_entry(&mut out, key, &e.value, lim);
         }
     }
     out.push(OP_EOF);
     let crc = if checksum { crc64(0, &out) } else { 0 };
     out.extend_from_slice(&crc.to_le_bytes());
-    Ok(out)
+    out
 }
 
 /// What a loaded file held, for the start-up log.
@@ -293,12 +287,6 @@ impl RdbState {
         self.last_secs = started.elapsed().as_secs() as i64;
         self.last_try_unix = now_unix;
         self.finish(result, now_unix).map(|_| ())
-    }
-
-    /// A save that could not even start (its data could not be encoded).
-    pub fn failed(&mut self, now_unix: u64) {
-        self.last_try_unix = now_unix;
-        self.last_ok = false;
     }
 
     fn next_generation(&mut self) -> u64 {

@@ -38,6 +38,11 @@ const T_LIST_QUICKLIST: u8 = 14;
 const T_HASH_LISTPACK: u8 = 16;
 const T_ZSET_LISTPACK: u8 = 17;
 const T_LIST_QUICKLIST_2: u8 = 18;
+const T_STREAM_LISTPACKS: u8 = 15;
+const T_STREAM_LISTPACKS_2: u8 = 19;
+/// Redis's STREAM_ITEM_FLAG_DELETED / _SAMEFIELDS.
+const STREAM_DELETED: i64 = 1;
+const STREAM_SAMEFIELDS: i64 = 2;
 
 const NODE_PLAIN: u64 = 1;
 const NODE_PACKED: u64 = 2;
@@ -488,34 +493,23 @@ pub fn quicklist_nodes<'a>(
     nodes
 }
 
-/// The DUMP payload of `v` (createDumpPayload); None for a stream, whose RDB encoding
-/// (listpack nodes, groups, pending entries) deadbolt does not write yet.
-pub fn dump(v: &Value, lim: &super::encoding::Limits) -> Option<Vec<u8>> {
+/// The DUMP payload of `v` (createDumpPayload).
+pub fn dump(v: &Value, lim: &super::encoding::Limits) -> Vec<u8> {
     let mut out = Vec::new();
-    let t = put_value(&mut out, v, lim)?;
+    let t = put_value(&mut out, v, lim);
     out.insert(0, t);
     out.extend_from_slice(&RDB_VERSION.to_le_bytes());
     let crc = crc64(0, &out);
     out.extend_from_slice(&crc.to_le_bytes());
-    Some(out)
+    out
 }
 
-/// One key of an RDB file (rdbSaveKeyValuePair, without its expiry): type, key, value. False
-/// (and nothing written) for a stream, as `dump`.
-pub fn put_entry(out: &mut Vec<u8>, key: &[u8], v: &Value, lim: &super::encoding::Limits) -> bool {
+/// One key of an RDB file (rdbSaveKeyValuePair, without its expiry): type, key, value.
+pub fn put_entry(out: &mut Vec<u8>, key: &[u8], v: &Value, lim: &super::encoding::Limits) {
     let at = out.len();
     out.push(0);
     put_string(out, key, lim.compress);
-    match put_value(out, v, lim) {
-        Some(t) => {
-            out[at] = t;
-            true
-        }
-        None => {
-            out.truncate(at);
-            false
-        }
-    }
+    out[at] = put_value(out, v, lim);
 }
 
 /// An RDB string (length-prefixed, an integer encoding or LZF where Redis would use one).
@@ -529,11 +523,14 @@ pub fn put_rdb_len(out: &mut Vec<u8>, n: u64) {
 }
 
 /// Appends `v` in RDB form (rdbSaveObject) and returns its type byte (rdbSaveObjectType).
-fn put_value(out: &mut Vec<u8>, v: &Value, lim: &super::encoding::Limits) -> Option<u8> {
+fn put_value(out: &mut Vec<u8>, v: &Value, lim: &super::encoding::Limits) -> u8 {
     use super::encoding::{hash_is_listpack, set_is_intset, zset_is_listpack};
     let t;
     match v {
-        Value::Stream(_) => return None,
+        Value::Stream(st) => {
+            put_stream(out, st);
+            t = T_STREAM_LISTPACKS_2;
+        }
         Value::Str(s) => {
             t = T_STRING;
             put_string(out, s, lim.compress);
@@ -594,7 +591,81 @@ fn put_value(out: &mut Vec<u8>, v: &Value, lim: &super::encoding::Limits) -> Opt
             }
         }
     }
-    Some(t)
+    t
+}
+
+/// A stream as rdbSaveObject writes RDB_TYPE_STREAM_LISTPACKS_2. Each live entry is its own
+/// node (a listpack whose master entry holds its fields, then the entry with SAMEFIELDS): a
+/// layout Redis loads as it loads its own, though Redis packs up to 100 entries per node.
+fn put_stream(out: &mut Vec<u8>, st: &super::stream::Stream) {
+    use super::stream::StreamId;
+    let raw_id = |id: StreamId| {
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&id.ms.to_be_bytes());
+        b[8..].copy_from_slice(&id.seq.to_be_bytes());
+        b
+    };
+    let mut nodes: Vec<(StreamId, Vec<u8>)> = Vec::new();
+    let mut num = itoa::Buffer::new();
+    st.range(StreamId::MIN, StreamId::MAX, false, |id, fields| {
+        let mut lp = Lp::new();
+        lp.push(b"1");
+        lp.push(b"0");
+        lp.push(num.format(fields.len()).as_bytes());
+        for (f, _) in &fields {
+            lp.push(f);
+        }
+        lp.push(b"0");
+        lp.push(num.format(STREAM_SAMEFIELDS).as_bytes());
+        lp.push(b"0");
+        lp.push(b"0");
+        for (_, v) in &fields {
+            lp.push(v);
+        }
+        lp.push(num.format(fields.len() + 3).as_bytes());
+        nodes.push((id, lp.finish()));
+        true
+    });
+    put_len(out, nodes.len() as u64);
+    for (id, lp) in &nodes {
+        put_string(out, &raw_id(*id), false);
+        put_string(out, lp, false);
+    }
+    for v in [
+        st.length,
+        st.last_id.ms,
+        st.last_id.seq,
+        st.first_id.ms,
+        st.first_id.seq,
+        st.max_deleted.ms,
+        st.max_deleted.seq,
+        st.entries_added,
+    ] {
+        put_len(out, v);
+    }
+    put_len(out, st.groups.len() as u64);
+    for (name, g) in &st.groups {
+        put_string(out, name, false);
+        put_len(out, g.last_id.ms);
+        put_len(out, g.last_id.seq);
+        // -1 (entries read unknown) is written as its u64, as Redis's rdbSaveLen does.
+        put_len(out, g.entries_read as u64);
+        put_len(out, g.pel.len() as u64);
+        for (id, nack) in &g.pel {
+            out.extend_from_slice(&raw_id(*id));
+            out.extend_from_slice(&(nack.delivery_time as i64).to_le_bytes());
+            put_len(out, nack.delivery_count);
+        }
+        put_len(out, g.consumers.len() as u64);
+        for (cname, c) in &g.consumers {
+            put_string(out, cname, false);
+            out.extend_from_slice(&(c.seen_time as i64).to_le_bytes());
+            put_len(out, c.pel.len() as u64);
+            for id in &c.pel {
+                out.extend_from_slice(&raw_id(*id));
+            }
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1206,9 +1277,158 @@ fn value_of(r: &mut Rd, t: u8) -> Res<Value> {
         T_HASH_ZIPLIST => pairs_to_hash(ziplist_entries(&r.string()?)?)?,
         T_HASH_ZIPMAP => pairs_to_hash(zipmap_entries(&r.string()?)?)?,
         T_HASH_LISTPACK => pairs_to_hash(listpack_entries(&r.string()?)?)?,
+        T_STREAM_LISTPACKS | T_STREAM_LISTPACKS_2 => {
+            Value::Stream(Box::new(read_stream(r, t == T_STREAM_LISTPACKS_2)?))
+        }
         _ => return Err(Bad),
     };
     Ok(v)
+}
+
+/// rdbLoadObject for RDB_TYPE_STREAM_LISTPACKS(_2): the nodes' live entries, the counters, the
+/// groups with their pending entries and consumers, each checked against what it refers to.
+fn read_stream(r: &mut Rd, v2: bool) -> Res<super::stream::Stream> {
+    use super::stream::{Consumer, Group, Nack, Stream, StreamId};
+    let int = |b: &Bytes| parse_i64(b).ok_or(Bad);
+    let id_of = |b: &[u8]| -> Res<StreamId> {
+        if b.len() != 16 {
+            return Err(Bad);
+        }
+        Ok(StreamId::new(
+            u64::from_be_bytes(b[..8].try_into().map_err(|_| Bad)?),
+            u64::from_be_bytes(b[8..].try_into().map_err(|_| Bad)?),
+        ))
+    };
+    let mut st = Stream::new();
+    let nodes = r.len()?;
+    if nodes > r.remaining() as u64 {
+        return Err(Bad);
+    }
+    let mut flat: Vec<Bytes> = Vec::new();
+    for _ in 0..nodes {
+        let master = id_of(&r.string()?)?;
+        let lp = listpack_entries(&r.string()?)?;
+        // count, deleted, number of master fields, the fields, the master's terminator.
+        let nf = usize::try_from(int(lp.get(2).ok_or(Bad)?)?).map_err(|_| Bad)?;
+        let fields = lp.get(3..3 + nf).ok_or(Bad)?;
+        let mut at = 4 + nf;
+        if lp.len() < at {
+            return Err(Bad);
+        }
+        while at < lp.len() {
+            let flags = int(lp.get(at).ok_or(Bad)?)?;
+            let ms = int(lp.get(at + 1).ok_or(Bad)?)?;
+            let seq = int(lp.get(at + 2).ok_or(Bad)?)?;
+            at += 3;
+            let id = StreamId::new(
+                master.ms.checked_add(ms as u64).ok_or(Bad)?,
+                master.seq.wrapping_add(seq as u64),
+            );
+            flat.clear();
+            if flags & STREAM_SAMEFIELDS != 0 {
+                let values = lp.get(at..at + nf).ok_or(Bad)?;
+                for (f, v) in fields.iter().zip(values) {
+                    flat.push(f.clone());
+                    flat.push(v.clone());
+                }
+                at += nf;
+            } else {
+                let n = usize::try_from(int(lp.get(at).ok_or(Bad)?)?).map_err(|_| Bad)?;
+                let pairs = lp.get(at + 1..at + 1 + 2 * n).ok_or(Bad)?;
+                flat.extend(pairs.iter().cloned());
+                at += 1 + 2 * n;
+            }
+            // lp-count closes the entry.
+            lp.get(at).ok_or(Bad)?;
+            at += 1;
+            if flags & STREAM_DELETED == 0 {
+                if flat.is_empty() {
+                    return Err(Bad);
+                }
+                // Redis's default node limits: the layout in memory, not the data.
+                st.append(&flat, Some(id), true, 0, 4096, 100)
+                    .map_err(|_| Bad)?;
+            }
+        }
+    }
+    let length = r.len()?;
+    if length != st.length {
+        return Err(Bad);
+    }
+    st.last_id = StreamId::new(r.len()?, r.len()?);
+    if v2 {
+        st.first_id = StreamId::new(r.len()?, r.len()?);
+        st.max_deleted = StreamId::new(r.len()?, r.len()?);
+        st.entries_added = r.len()?;
+    } else {
+        st.first_id = st.edge_id(true).unwrap_or_default();
+        st.max_deleted = StreamId::default();
+        st.entries_added = st.length;
+    }
+    let groups = r.len()?;
+    if groups > r.remaining() as u64 {
+        return Err(Bad);
+    }
+    for _ in 0..groups {
+        let name = r.string()?;
+        let last_id = StreamId::new(r.len()?, r.len()?);
+        let entries_read = if v2 {
+            r.len()? as i64
+        } else {
+            st.estimate_distance(last_id).unwrap_or(-1)
+        };
+        let mut g = Group::new(last_id, entries_read);
+        let pel = r.len()?;
+        if pel > r.remaining() as u64 / 17 {
+            return Err(Bad);
+        }
+        for _ in 0..pel {
+            let id = id_of(r.take(16)?)?;
+            let time = i64::from_le_bytes(r.take(8)?.try_into().map_err(|_| Bad)?);
+            let count = r.len()?;
+            g.pel.insert(
+                id,
+                Nack {
+                    delivery_time: time.max(0) as u64,
+                    delivery_count: count,
+                    consumer: Bytes::new(),
+                },
+            );
+        }
+        let consumers = r.len()?;
+        if consumers > r.remaining() as u64 {
+            return Err(Bad);
+        }
+        for _ in 0..consumers {
+            let cname = r.string()?;
+            let seen = i64::from_le_bytes(r.take(8)?.try_into().map_err(|_| Bad)?);
+            let mut c = Consumer {
+                seen_time: seen.max(0) as u64,
+                ..Default::default()
+            };
+            let n = r.len()?;
+            if n > r.remaining() as u64 / 16 {
+                return Err(Bad);
+            }
+            for _ in 0..n {
+                let id = id_of(r.take(16)?)?;
+                // A consumer's entry must be pending in the group, and owned once.
+                let nack = g.pel.get_mut(&id).ok_or(Bad)?;
+                if !nack.consumer.is_empty() {
+                    return Err(Bad);
+                }
+                nack.consumer = cname.clone();
+                c.pel.insert(id);
+            }
+            if g.consumers.insert(cname, c).is_some() {
+                return Err(Bad);
+            }
+        }
+        if g.pel.values().any(|n| n.consumer.is_empty()) || st.groups.insert(name, g).is_some() {
+            return Err(Bad);
+        }
+    }
+    Ok(st)
 }
 
 #[cfg(test)]
@@ -1234,9 +1454,8 @@ mod tests {
             dump(
                 &Value::Str(Bytes::from_static(b"hello")),
                 &Limits::default()
-            )
-            .as_deref(),
-            Some(&hello[..])
+            ),
+            hello
         );
     }
 
@@ -1328,7 +1547,7 @@ mod tests {
         ];
         let mut rng = fastrand::Rng::with_seed(7);
         for v in &values {
-            let p = dump(v, &lim).unwrap();
+            let p = dump(v, &lim);
             assert!(restore(verify(&p).unwrap()).is_ok());
             for _ in 0..3000 {
                 let mut body = p[..p.len() - 10].to_vec();
