@@ -1310,8 +1310,9 @@ fn read_stream(r: &mut Rd, v2: bool) -> Res<super::stream::Stream> {
         let lp = listpack_entries(&r.string()?)?;
         // count, deleted, number of master fields, the fields, the master's terminator.
         let nf = usize::try_from(int(lp.get(2).ok_or(Bad)?)?).map_err(|_| Bad)?;
-        let fields = lp.get(3..3 + nf).ok_or(Bad)?;
-        let mut at = 4 + nf;
+        // Lengths come from the payload: every sum is checked.
+        let fields = lp.get(3..nf.checked_add(3).ok_or(Bad)?).ok_or(Bad)?;
+        let mut at = nf + 4;
         if lp.len() < at {
             return Err(Bad);
         }
@@ -1326,7 +1327,7 @@ fn read_stream(r: &mut Rd, v2: bool) -> Res<super::stream::Stream> {
             );
             flat.clear();
             if flags & STREAM_SAMEFIELDS != 0 {
-                let values = lp.get(at..at + nf).ok_or(Bad)?;
+                let values = lp.get(at..at.checked_add(nf).ok_or(Bad)?).ok_or(Bad)?;
                 for (f, v) in fields.iter().zip(values) {
                     flat.push(f.clone());
                     flat.push(v.clone());
@@ -1334,9 +1335,13 @@ fn read_stream(r: &mut Rd, v2: bool) -> Res<super::stream::Stream> {
                 at += nf;
             } else {
                 let n = usize::try_from(int(lp.get(at).ok_or(Bad)?)?).map_err(|_| Bad)?;
-                let pairs = lp.get(at + 1..at + 1 + 2 * n).ok_or(Bad)?;
+                let end = n
+                    .checked_mul(2)
+                    .and_then(|p| p.checked_add(at + 1))
+                    .ok_or(Bad)?;
+                let pairs = lp.get(at + 1..end).ok_or(Bad)?;
                 flat.extend(pairs.iter().cloned());
-                at += 1 + 2 * n;
+                at = end;
             }
             // lp-count closes the entry.
             lp.get(at).ok_or(Bad)?;
