@@ -113,7 +113,11 @@ def pip_sdist(name, version, post=None):
                        check=True)
     shutil.rmtree(dest, ignore_errors=True)
     with tarfile.open(archive) as t:
-        t.extractall(CACHE, filter="data")
+        # filter= exists from Python 3.11.4 on (Debian 12 ships 3.11.2).
+        if hasattr(tarfile, "data_filter"):
+            t.extractall(CACHE, filter="data")
+        else:
+            t.extractall(CACHE)
     if post:
         post(dest)
     open(os.path.join(dest, ".unpacked"), "w").close()
