@@ -436,43 +436,13 @@ fn function_help(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         "HELP",
         "    Prints this help.",
     ];
-    Ok(Frame::Array(
-        lines.iter().map(|l| Frame::simple(l)).collect(),
-    ))
+    Ok(Frame::help(&lines))
 }
 
 /// Redis 7.0's key specifications of the family (its commands.c).
 pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
-    (
-        "fcall",
-        &[KeySpecDoc {
-            notes: Some(
-                "We cannot tell how the keys will be used so we assume the worst, RW and UPDATE",
-            ),
-            flags: &["RW", "access", "update"],
-            begin_index: 2,
-            lastkey: 0,
-            keystep: 0,
-            keynum: Some((0, 1, 1)),
-            keyword: None,
-            limit: 0,
-        }],
-    ),
-    (
-        "fcall_ro",
-        &[KeySpecDoc {
-            notes: Some(
-                "We cannot tell how the keys will be used so we assume the worst, RO and ACCESS",
-            ),
-            flags: &["RO", "access"],
-            begin_index: 2,
-            lastkey: 0,
-            keystep: 0,
-            keynum: Some((0, 1, 1)),
-            keyword: None,
-            limit: 0,
-        }],
-    ),
+    ("fcall", &[super::scripting::SCRIPT_KEYS_RW]),
+    ("fcall_ro", &[super::scripting::SCRIPT_KEYS_RO]),
 ];
 
 /// Redis 7.0's command tips of the family (its commands.c).

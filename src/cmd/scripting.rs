@@ -200,48 +200,37 @@ fn script_help(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         "HELP",
         "    Prints this help.",
     ];
-    Ok(Frame::Array(
-        lines.iter().map(|l| Frame::simple(l)).collect(),
-    ))
+    Ok(Frame::help(&lines))
 }
+
+/// EVAL's and FCALL's key specification: numkeys, then the keys, whose use nobody can tell.
+pub const SCRIPT_KEYS_RW: KeySpecDoc = KeySpecDoc {
+    notes: Some("We cannot tell how the keys will be used so we assume the worst, RW and UPDATE"),
+    flags: &["RW", "access", "update"],
+    begin_index: 2,
+    lastkey: 0,
+    keystep: 0,
+    keynum: Some((0, 1, 1)),
+    keyword: None,
+    limit: 0,
+};
+
+/// EVAL_RO's and FCALL_RO's.
+pub const SCRIPT_KEYS_RO: KeySpecDoc = KeySpecDoc {
+    notes: Some("We cannot tell how the keys will be used so we assume the worst, RO and ACCESS"),
+    flags: &["RO", "access"],
+    ..SCRIPT_KEYS_RW
+};
 
 /// Redis 7.0's key specifications of the family (its commands.c), as COMMAND INFO prints them;
 /// subcommands by their `parent|sub` name.
 pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
-    (
-        "eval",
-        &[KeySpecDoc {
-            notes: Some(
-                "We cannot tell how the keys will be used so we assume the worst, RW and UPDATE",
-            ),
-            flags: &["RW", "access", "update"],
-            begin_index: 2,
-            lastkey: 0,
-            keystep: 0,
-            keynum: Some((0, 1, 1)),
-            keyword: None,
-            limit: 0,
-        }],
-    ),
+    ("eval", &[SCRIPT_KEYS_RW]),
     (
         "evalsha",
         &[KeySpecDoc::keynum(&["RW", "access", "update"], 2, 0, 1, 1)],
     ),
-    (
-        "eval_ro",
-        &[KeySpecDoc {
-            notes: Some(
-                "We cannot tell how the keys will be used so we assume the worst, RO and ACCESS",
-            ),
-            flags: &["RO", "access"],
-            begin_index: 2,
-            lastkey: 0,
-            keystep: 0,
-            keynum: Some((0, 1, 1)),
-            keyword: None,
-            limit: 0,
-        }],
-    ),
+    ("eval_ro", &[SCRIPT_KEYS_RO]),
     (
         "evalsha_ro",
         &[KeySpecDoc::keynum(&["RO", "access"], 2, 0, 1, 1)],
