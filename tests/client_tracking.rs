@@ -311,3 +311,34 @@ fn client_unblock_times_out_or_errors_a_blocked_client() {
         t
     });
 }
+
+/// deadbolt's bound (Redis has none): a client naming thousands of BCAST prefixes would make
+/// the overlap check, and then every write, compare against all of them.
+#[test]
+fn bcast_prefixes_are_bounded() {
+    let s = deadbolt(&[]);
+    let mut c = s.conn();
+    c.cmd(&["HELLO", "3"]);
+    let names: Vec<String> = (0..1001).map(|i| format!("p{i:05}:")).collect();
+    let mut args = vec!["CLIENT", "TRACKING", "on", "BCAST"];
+    for n in &names {
+        args.extend(["PREFIX", n.as_str()]);
+    }
+    assert_eq!(
+        c.cmd_str(&args),
+        "-ERR too many tracking prefixes: at most 1000 per client\r\n"
+    );
+    args.truncate(4 + 2 * 1000);
+    assert_eq!(c.cmd_str(&args), "+OK\r\n");
+    assert_eq!(
+        c.cmd_str(&["CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "zz"]),
+        "-ERR too many tracking prefixes: at most 1000 per client\r\n"
+    );
+    // Still serving, and still invalidating.
+    let mut w = s.conn();
+    w.cmd(&["SET", "p00007:k", "v"]);
+    let push = c
+        .try_read_reply(Duration::from_secs(5))
+        .expect("invalidation");
+    assert!(String::from_utf8_lossy(&push).contains("p00007:k"));
+}

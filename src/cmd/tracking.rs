@@ -11,6 +11,11 @@ use crate::machine::tracking::{ClientTracking, Tracking};
 use crate::protocol::Frame;
 use bytes::Bytes;
 
+/// BCAST prefixes one client may name: the overlap check compares every pair.
+const MAX_PREFIXES_PER_CLIENT: usize = 1000;
+/// BCAST prefixes on the server: every write is compared with each.
+const MAX_PREFIXES: usize = 10_000;
+
 pub fn client_tracking(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let mut mode = ClientTracking::default();
     let mut redirect: i64 = 0;
@@ -84,6 +89,18 @@ pub fn client_tracking(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 .tracking
                 .as_deref()
                 .map_or(&[][..], |t| &t.prefixes[..]);
+            // Redis has no bound, and checks every pair of a client's prefixes and every write
+            // against every prefix: bounded here so one request cannot stall the server.
+            if existing.len() + prefixes.len() > MAX_PREFIXES_PER_CLIENT {
+                return Err(CmdError::erf(format!(
+                    "too many tracking prefixes: at most {MAX_PREFIXES_PER_CLIENT} per client"
+                )));
+            }
+            if ctx.srv.tracking.total_prefixes() + prefixes.len() > MAX_PREFIXES {
+                return Err(CmdError::erf(format!(
+                    "too many tracking prefixes: at most {MAX_PREFIXES} on the server"
+                )));
+            }
             if let Some(e) = Tracking::prefix_collision(existing, &prefixes) {
                 return Err(CmdError::erf(e));
             }
