@@ -1539,7 +1539,31 @@ mod tests {
         let mut s = SetValue::default();
         s.insert(Bytes::from_static(b"7"));
         s.insert(Bytes::from_static(b"-70000"));
+        let mut st = super::super::stream::Stream::new();
+        for i in 1..=20u64 {
+            let fields = [Bytes::from_static(b"f"), Bytes::from(format!("v{i}"))];
+            let id = super::super::stream::StreamId::new(i, 0);
+            st.append(&fields, Some(id), true, 0, 4096, 100).unwrap();
+        }
+        let mut g = super::super::stream::Group::new(super::super::stream::StreamId::new(3, 0), 3);
+        g.create_consumer(b"alice", 5);
+        for i in 1..=3u64 {
+            let id = super::super::stream::StreamId::new(i, 0);
+            g.pel.insert(
+                id,
+                super::super::stream::Nack {
+                    delivery_time: 9,
+                    delivery_count: i,
+                    consumer: Bytes::from_static(b"alice"),
+                },
+            );
+            if let Some(c) = g.consumers.get_mut(&b"alice"[..]) {
+                c.pel.insert(id);
+            }
+        }
+        st.groups.insert(Bytes::from_static(b"g"), g);
         let values = [
+            Value::Stream(Box::new(st)),
             Value::Str(Bytes::from_static(b"some string value")),
             Value::Hash(h),
             Value::ZSet(Box::new(z)),
