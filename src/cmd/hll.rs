@@ -568,7 +568,10 @@ fn take(ctx: &mut Ctx, key: &[u8]) -> CmdResult<Option<Vec<u8>>> {
 }
 
 /// Writes a HLL back, keeping the key's TTL (Redis edits the string in place).
-fn store(ctx: &mut Ctx, key: &[u8], v: Vec<u8>) {
+fn store(ctx: &mut Ctx, key: &[u8], mut v: Vec<u8>) {
+    // A Vec with spare capacity becomes a Bytes that keeps the whole buffer plus a separate
+    // header: a sparse HLL of 20 items took 258 bytes a key against Redis's 168.
+    v.shrink_to_fit();
     let now = ctx.now;
     let db = ctx.db();
     match db.get_mut(key, now).map(|e| &mut e.value) {
