@@ -225,8 +225,11 @@ pub fn redis_server(extra: &[&str]) -> Server {
                 // have taken it since: make sure it is this child that answers.
                 let mut c = Conn::connect(port);
                 let info = c.cmd_str(&["INFO", "server"]);
-                // (A server with a password cannot be asked; its own start is then trusted.)
-                if info.starts_with("-NOAUTH")
+                // (A server started with a password cannot be asked; its own start is then
+                // trusted. Without one, a NOAUTH is another test's server on the same port:
+                // trusting it had a test talk to a server that test then killed.)
+                let has_password = extra.iter().any(|a| a.contains("requirepass"));
+                if (has_password && info.starts_with("-NOAUTH"))
                     || info.contains(&format!("process_id:{}\r\n", child.id()))
                 {
                     return Server { child, port, log };
