@@ -383,8 +383,24 @@ fn save_and_bgsave_replies_as_redis() {
             c.cmd(&["MULTI"]),
             c.cmd(&["SAVE"]),
             c.cmd(&["EXEC"]),
-            c.cmd(&["SAVE"]),
+            c.cmd(&["MULTI"]),
+            c.cmd(&["BGSAVE"]),
+            c.cmd(&["EXEC"]),
         ];
+        // The scheduled save runs once the transaction is over.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let done = |c: &mut Conn| {
+            let info = c.cmd_str(&["INFO", "persistence"]);
+            info.contains("rdb_saves:1\r\n") && info.contains("rdb_bgsave_in_progress:0\r\n")
+        };
+        while !done(&mut c) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the scheduled BGSAVE never ran"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        t.push(c.cmd(&["SAVE"]));
         let before = c.cmd_str(&["LASTSAVE"]);
         assert!(before.starts_with(':'));
         t.push(c.cmd(&["SET", "x", "1"]));

@@ -60,12 +60,15 @@ fn list(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     Ok(Frame::Array(Vec::new()))
 }
 
-/// Redis's allowProtectedAction for `enable-module-command`.
+/// `enable-module-command` (immutable, so read as it was given at start).
 fn allowed(ctx: &Ctx) -> CmdResult<()> {
-    let setting = ctx.srv.config.compat_value("enable-module-command");
-    if is(setting.as_bytes(), "yes")
-        || (is(setting.as_bytes(), "local") && ctx.client.addr.ip().is_loopback())
-    {
+    use crate::config::DebugCommand;
+    let setting = match ctx.srv.config.compat_value("enable-module-command") {
+        v if is(v.as_bytes(), "yes") => DebugCommand::Yes,
+        v if is(v.as_bytes(), "local") => DebugCommand::Local,
+        _ => DebugCommand::No,
+    };
+    if super::server::protected_action_allowed(setting, ctx) {
         return Ok(());
     }
     Err(CmdError::err("ERR MODULE command not allowed. If the enable-module-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server."))

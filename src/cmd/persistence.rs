@@ -56,6 +56,11 @@ fn bgsave(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if ctx.host.rdb().is_some_and(|r| r.in_progress()) {
         return Err(CmdError::err("ERR Background save already in progress"));
     }
+    // Redis cannot fork inside EXEC and schedules the save; so does deadbolt, for the same
+    // reply (the snapshot then holds the whole transaction's effect).
+    if ctx.client.in_exec && ctx.host.rdb_schedule() {
+        return Ok(Frame::simple("Background saving scheduled"));
+    }
     let reply = ctx
         .host
         .rdb_save(ctx.srv, true)

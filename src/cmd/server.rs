@@ -110,13 +110,17 @@ fn lastsave(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     ))
 }
 
-fn debug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let allowed = match ctx.srv.config.enable_debug_command {
+/// Redis's allowProtectedAction: `enable-debug-command` / `enable-module-command`.
+pub(super) fn protected_action_allowed(setting: crate::config::DebugCommand, ctx: &Ctx) -> bool {
+    match setting {
         crate::config::DebugCommand::Yes => true,
         crate::config::DebugCommand::Local => ctx.client.addr.ip().is_loopback(),
         crate::config::DebugCommand::No => false,
-    };
-    if !allowed {
+    }
+}
+
+fn debug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if !protected_action_allowed(ctx.srv.config.enable_debug_command, ctx) {
         return Err(CmdError::err("ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server."));
     }
     if is(&argv[1], "sleep") && argv.len() == 3 {

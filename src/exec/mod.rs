@@ -767,6 +767,11 @@ impl Host for Io {
         }
     }
 
+    fn rdb_schedule(&mut self) -> bool {
+        self.rdb.scheduled = true;
+        true
+    }
+
     fn start_rewrite(&mut self, state: &State) -> std::io::Result<()> {
         let snapshot = snapshot(state, unix_ms());
         match self.aof.as_mut() {

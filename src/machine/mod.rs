@@ -68,6 +68,11 @@ pub trait Host {
     fn rdb_save(&mut self, _state: &State, _background: bool) -> Result<&'static str, String> {
         Err("ERR RDB snapshots are not available here".into())
     }
+    /// BGSAVE inside EXEC: the loop starts it once the transaction is over, as Redis's
+    /// `rdb_bgsave_scheduled`. False where there is no loop to do it.
+    fn rdb_schedule(&mut self) -> bool {
+        false
+    }
     /// Called by a busy script's hook: the loop reads the other connections and answers them
     /// (-BUSY, SCRIPT KILL, SHUTDOWN NOSAVE), as Redis's `processEventsWhileBlocked`.
     fn while_busy(&self);
