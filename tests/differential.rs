@@ -6,8 +6,8 @@
 //!   `!sort `  the reply is an array whose order Redis leaves unspecified: compare it sorted;
 //!   `!type `  compare only the reply's RESP type (values that legitimately differ: ids, times);
 //!   `!times ` mask what depends on the clock: integers of 10^12 and more (Unix ms: delivery
-//!            and seen times), the integer after an `idle` field, and the idle time in
-//!            XPENDING's `[id, consumer, idle, count]` rows;
+//!            and seen times), stream ids made from the clock (`*`), the integer after an
+//!            `idle` field, and the idle time in XPENDING's `[id, consumer, idle, count]` rows;
 //!   `!sleep N` waits N ms (expiry edges only: time itself is what is under test there).
 //!   `!resp3` / `!resp2` switch both connections with HELLO (the HELLO replies are compared
 //!   with ids masked).
@@ -60,6 +60,9 @@ fn mask_times(reply: &[u8]) -> Vec<u8> {
                 lines[i] = ":T".into();
             }
         }
+        if is_clock_stream_id(&lines[i]) {
+            lines[i] = "T-id".into();
+        }
         if lines[i] == "idle" && i + 1 < lines.len() && is_int(&lines[i + 1]) {
             lines[i + 1] = ":I".into();
         }
@@ -74,6 +77,16 @@ fn mask_times(reply: &[u8]) -> Vec<u8> {
         }
     }
     lines.join("\r\n").into_bytes()
+}
+
+/// A stream id made by `*` from the clock: 13 or more millisecond digits, a dash, a sequence.
+fn is_clock_stream_id(line: &str) -> bool {
+    line.split_once('-').is_some_and(|(ms, seq)| {
+        ms.len() >= 13
+            && ms.bytes().all(|b| b.is_ascii_digit())
+            && !seq.is_empty()
+            && seq.bytes().all(|b| b.is_ascii_digit())
+    })
 }
 
 fn show(b: &[u8]) -> String {
