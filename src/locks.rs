@@ -233,6 +233,8 @@ pub struct Insight {
     last_prefix: Option<(Box<[u8]>, u16)>,
     /// Keys the hash of key bytes, so that clients cannot aim keys at one bucket.
     seed: u64,
+    /// Runs of lock clients' scripts that took the native path (script/native.rs).
+    pub native_script_runs: u64,
 }
 
 impl Default for Insight {
@@ -245,6 +247,7 @@ impl Default for Insight {
             index: Default::default(),
             last_prefix: None,
             seed: fastrand::u64(..),
+            native_script_runs: 0,
         }
     }
 }
@@ -519,12 +522,13 @@ impl Insight {
         let sum = |f: fn(&PrefixStats) -> u64| self.prefixes.iter().map(f).sum::<u64>();
         let _ = write!(
             out,
-            "# Locks\r\nlock_waiters:{}\r\nlock_acquires:{}\r\nlock_contended:{}\r\nlock_releases:{}\r\nlock_late_releases:{}\r\n",
+            "# Locks\r\nlock_waiters:{}\r\nlock_acquires:{}\r\nlock_contended:{}\r\nlock_releases:{}\r\nlock_late_releases:{}\r\nlock_scripts_native:{}\r\n",
             self.waiting.len(),
             sum(|s| s.acquires),
             sum(|s| s.contended),
             sum(|s| s.releases),
             sum(|s| s.late_releases),
+            self.native_script_runs,
         );
         for (i, s) in self.prefixes.iter().enumerate() {
             let _ = write!(

@@ -92,6 +92,29 @@ fn monitor_shows_scripts_as_redis_does() {
         c.cmd(&["EVALSHA", "ffffffffffffffffffffffffffffffffffffffff", "0"]);
         c.cmd(&["EVAL", "return (", "0"]);
         c.cmd(&["EVAL", "return 1", "5"]);
+        // Lock clients' scripts, which deadbolt runs natively (src/script/native.rs): their
+        // calls appear as Lua's would, spelled as the script spells them.
+        let lua = |f: &str| {
+            std::fs::read_to_string(
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("lua")
+                    .join(f),
+            )
+            .unwrap()
+        };
+        c.cmd(&["SET", "lock", "tok"]);
+        c.cmd(&[
+            "EVAL",
+            &lua("redis-py/lua_release_script.lua"),
+            "1",
+            "lock",
+            "tok",
+        ]);
+        c.cmd(&["SET", "lock", "tok"]);
+        c.cmd(&["EVAL", &lua("redsync/deletescript.lua"), "1", "lock", "tok"]);
+        let acquire = lua("redisson/rlock_trylockinnerasync.lua");
+        c.cmd(&["EVAL", &acquire, "1", "rlock", "30000", "me:1"]);
+        c.cmd(&["EVAL", &acquire, "1", "rlock", "30000", "other:1"]);
         c.cmd(&["PING"]);
         let mut seen = Vec::new();
         loop {

@@ -8,6 +8,7 @@ pub mod cjson;
 pub mod cmsgpack;
 pub mod convert;
 pub mod functions;
+pub mod native;
 pub mod payload;
 mod raw;
 pub mod structlib;
@@ -110,6 +111,8 @@ pub mod shebang {
 struct Script {
     func: Function,
     flags: u32,
+    /// Set when the body is one of the lock clients' scripts that run natively (native.rs).
+    native: Option<native::Program>,
 }
 
 /// What the Rust callbacks and the hook see of the script being run.
@@ -679,7 +682,15 @@ impl Engine {
                     msg.replace(['\r', '\n'], " ")
                 ))
             })?;
-        self.scripts.insert(sha, Script { func, flags });
+        let native = native::recognise(body);
+        self.scripts.insert(
+            sha,
+            Script {
+                func,
+                flags,
+                native,
+            },
+        );
         Ok(sha)
     }
 
@@ -698,6 +709,11 @@ impl Engine {
                 b"NOSCRIPT No matching script. Please use EVAL.",
             ));
         };
+        if let Some(program) = script.native {
+            if let Some(reply) = native::run(program, ctx, keys, args, ro) {
+                return reply;
+            }
+        }
         self.run_with(
             ctx,
             &script.func,
