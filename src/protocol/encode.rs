@@ -4,14 +4,61 @@ use super::frame::Frame;
 use super::number::fmt_g17;
 use bytes::{BufMut, BytesMut};
 
+/// The longest `<prefix><i64>\r\n` line: 1 + 20 + 2 bytes.
+const LINE_MAX: usize = 24;
+
+/// `<prefix><n>\r\n` (a length or an integer reply) in one append. Every reply has one and a
+/// pipelined GET is little else: formatting into a fixed array and copying the whole array
+/// (a constant-size copy, inlined) replaced three appends and a `memcpy` call, ~60
+/// instructions of ~190 for a bulk reply (issue 21, callgrind).
+#[inline]
+fn put_line_int(out: &mut BytesMut, prefix: u8, n: i64) {
+    let mut line = [0u8; LINE_MAX];
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut v = n.unsigned_abs();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    line[0] = prefix;
+    let mut len = 1;
+    if n < 0 {
+        line[1] = b'-';
+        len = 2;
+    }
+    let d = digits.len() - at;
+    line[len..len + d].copy_from_slice(&digits[at..]);
+    len += d;
+    line[len] = b'\r';
+    line[len + 1] = b'\n';
+    put_prefix_of(out, &line, len + 2);
+}
+
+/// Appends the first `n` bytes of `bytes`, copying all of it (see `put_line_int`).
+#[inline(always)]
+fn put_prefix_of(out: &mut BytesMut, bytes: &[u8; LINE_MAX], n: usize) {
+    out.reserve(LINE_MAX);
+    let n = n.min(LINE_MAX);
+    // SAFETY: `reserve` left at least LINE_MAX writable bytes in `chunk_mut()`; all of them
+    // are written, and the length grows by n <= LINE_MAX of those initialised bytes.
+    unsafe {
+        let dst = out.chunk_mut().as_mut_ptr();
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, LINE_MAX);
+        out.advance_mut(n);
+    }
+}
+
 fn put_len(out: &mut BytesMut, prefix: u8, n: usize) {
-    out.put_u8(prefix);
-    let mut b = itoa::Buffer::new();
-    out.extend_from_slice(b.format(n).as_bytes());
-    out.extend_from_slice(b"\r\n");
+    put_line_int(out, prefix, n as i64);
 }
 
 fn put_bulk(out: &mut BytesMut, data: &[u8]) {
+    out.reserve(data.len() + LINE_MAX + 2);
     put_len(out, b'$', data.len());
     out.extend_from_slice(data);
     out.extend_from_slice(b"\r\n");
@@ -36,12 +83,7 @@ pub fn encode(frame: &Frame, resp3: bool, out: &mut BytesMut) {
     match frame {
         Frame::Simple(s) => put_line(out, b'+', s),
         Frame::Error(e) => put_line(out, b'-', e),
-        Frame::Integer(i) => {
-            out.put_u8(b':');
-            let mut b = itoa::Buffer::new();
-            out.extend_from_slice(b.format(*i).as_bytes());
-            out.extend_from_slice(b"\r\n");
-        }
+        Frame::Integer(i) => put_line_int(out, b':', *i),
         Frame::Bulk(b) => put_bulk(out, b),
         Frame::Null => out.extend_from_slice(if resp3 { b"_\r\n" } else { b"$-1\r\n" }),
         Frame::NullArray => out.extend_from_slice(if resp3 { b"_\r\n" } else { b"*-1\r\n" }),
@@ -130,6 +172,24 @@ mod tests {
         assert_eq!(enc(&forged, false), "-ERR x  +OK more\r\n");
         let simple = Frame::Simple(Bytes::from_static(b"a\rb"));
         assert_eq!(enc(&simple, true), "+a b\r\n");
+    }
+
+    #[test]
+    fn integers_and_lengths_at_their_extremes() {
+        for i in [0, 7, -1, 10, -10, 99, 1_000_000, i64::MAX, i64::MIN] {
+            assert_eq!(enc(&Frame::Integer(i), false), format!(":{i}\r\n"));
+        }
+        let big = vec![b'x'; 1000];
+        let got = enc(&Frame::Bulk(Bytes::from(big.clone())), false);
+        assert_eq!(got, format!("$1000\r\n{}\r\n", "x".repeat(1000)));
+        assert_eq!(enc(&Frame::bulk_static(""), false), "$0\r\n\r\n");
+        // Many small replies into one buffer: each append lands after the last.
+        let mut out = BytesMut::new();
+        for i in 0..100 {
+            encode(&Frame::Integer(i), false, &mut out);
+        }
+        let want: String = (0..100).map(|i| format!(":{i}\r\n")).collect();
+        assert_eq!(String::from_utf8_lossy(&out), want);
     }
 
     #[test]

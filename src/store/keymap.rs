@@ -85,11 +85,14 @@ const MAX_LOAD_DEN: usize = 10;
 /// slots to move, so anything above 1.43 keeps up; more finishes sooner and frees the old table.
 const MIGRATE_STEP: usize = 16;
 
-/// Below this many keys the map is mostly cache-resident and `prefetch` (a second hash and
-/// probe per key) costs more than it saves. Measured with `prefetch_pays`, ns per lookup
-/// without / with: 10 k keys 24-31 / 35-54, 40 k 24-45 / 32-56, 100 k 53-104 / 48-62,
-/// 2 M 114-133 / 53.
-const PREFETCH_FROM: usize = 1 << 16;
+/// Below this many keys the map stays in the core's own caches and `prefetch` (a second hash
+/// and probe per key) costs more than it saves. In-process (`prefetch_pays`, ns per lookup
+/// without / with: 10 k keys 24-31 / 35-54, 100 k 53-104 / 48-62, 2 M 114-133 / 53) it only
+/// paid from ~64 K keys, but in the server the kernel's network path and the reply buffers
+/// share those caches: pipelined GET over 10 k keys (index, 72-byte entries and values, ~1.5
+/// MB, more than the 1 MB L2) cost 0.90-1.03 us of server CPU per request with it against
+/// 1.09-1.16 without (pinned, alternated, 7 rounds; issue 21).
+const PREFETCH_FROM: usize = 8 * 1024;
 
 /// A key's hash as the index uses it: 32 bits stored in the slot, whose low bits also choose
 /// the slot where the search starts.
@@ -499,7 +502,7 @@ impl<K: AsRef<[u8]>, V> KeyMap<K, V> {
     /// then overlap instead of coming one after another, two per request.
     pub fn prefetch<'a>(&self, keys: impl Iterator<Item = &'a [u8]>) {
         const BATCH: usize = 32;
-        if self.len < PREFETCH_FROM {
+        if self.len < PREFETCH_FROM || self.index.slots.is_empty() {
             return;
         }
         let mut tags = [0u32; BATCH];
