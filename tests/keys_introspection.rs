@@ -883,3 +883,78 @@ fn copies_moves_and_restores_survive_a_restart() {
     let mut c = s.conn();
     assert_eq!(state(&mut c), before);
 }
+
+/// OBJECT IDLETIME reads the LRU clock every access stamps (and EXISTS, TYPE, TTL, OBJECT do
+/// not), RESTORE IDLETIME sets it, and both answer what redis-server answers. Idle times are
+/// set with RESTORE rather than waited for; a run that crosses a second boundary between the
+/// two servers reads one second more on one of them, which is all the tolerance allowed.
+#[test]
+fn object_idletime_follows_accesses_like_redis() {
+    let mut seen = Vec::new();
+    for (_, server) in common::deadbolt_and_redis(&[]) {
+        let mut c = server.conn();
+        let mut idle = |c: &mut Conn, key: &str| -> i64 {
+            let r = c.cmd_str(&["OBJECT", "IDLETIME", key]);
+            r.trim_start_matches(':').trim_end().parse().unwrap_or(-1)
+        };
+        c.cmd(&["SET", "src", "v"]);
+        let payload = bulk(&c.cmd(&["DUMP", "src"]));
+        let restore = |c: &mut Conn, key: &str, seconds: &str| {
+            let r = c.cmd(&[
+                b"RESTORE".as_ref(),
+                key.as_bytes(),
+                b"0",
+                &payload,
+                b"REPLACE",
+                b"IDLETIME",
+                seconds.as_bytes(),
+            ]);
+            assert_eq!(r, b"+OK\r\n");
+        };
+        let mut t = Vec::new();
+        restore(&mut c, "k", "1000");
+        t.push(idle(&mut c, "k"));
+        // Not accesses: the idle time stays.
+        for cmd in [
+            &["EXISTS", "k"][..],
+            &["TYPE", "k"],
+            &["TTL", "k"],
+            &["PTTL", "k"],
+            &["OBJECT", "ENCODING", "k"],
+        ] {
+            c.cmd(cmd);
+            t.push(idle(&mut c, "k"));
+        }
+        // Accesses: a read, a write, TOUCH.
+        for cmd in [
+            &["GET", "k"][..],
+            &["APPEND", "k", "x"],
+            &["TOUCH", "k"],
+            &["SET", "k", "new"],
+            &["EXPIRE", "k", "100"],
+        ] {
+            restore(&mut c, "k", "1000");
+            c.cmd(cmd);
+            t.push(idle(&mut c, "k"));
+        }
+        // A fresh key, a key restored into a hash's place, and an idle time beyond the
+        // 24-bit clock's range (Redis keeps the low bits).
+        c.cmd(&["SET", "fresh", "1"]);
+        t.push(idle(&mut c, "fresh"));
+        restore(&mut c, "k", "20000000");
+        t.push(idle(&mut c, "k"));
+        t.push(idle(&mut c, "nokey"));
+        seen.push(t);
+    }
+    let (ours, redis) = (&seen[0], &seen[1]);
+    assert_eq!(ours.len(), redis.len());
+    for (i, (a, b)) in ours.iter().zip(redis).enumerate() {
+        assert!(
+            (a - b).abs() <= 1,
+            "step {i}: deadbolt {a}, redis {b}\n{ours:?}\n{redis:?}"
+        );
+    }
+    assert!((1000..=1001).contains(&ours[0]), "{ours:?}");
+    assert_eq!(ours[6], 0, "GET resets the idle time: {ours:?}");
+    assert_eq!(ours[ours.len() - 1], -1, "no key: nil");
+}

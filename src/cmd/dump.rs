@@ -49,7 +49,7 @@ fn dump(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 /// Redis's restoreCommand: options, existing key, TTL, checksum, payload.
 fn restore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let (mut replace, mut absttl) = (false, false);
-    let (mut idle, mut freq) = (false, false);
+    let (mut idle, mut freq) = (None, false);
     let mut i = 4;
     while i < argv.len() {
         let more = i + 1 < argv.len();
@@ -58,13 +58,13 @@ fn restore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         } else if is(&argv[i], "absttl") {
             absttl = true;
         } else if is(&argv[i], "idletime") && more && !freq {
-            // Accepted and checked; deadbolt keeps no access time (see object.rs).
-            if int_arg(&argv[i + 1])? < 0 {
+            let seconds = int_arg(&argv[i + 1])?;
+            if seconds < 0 {
                 return Err(CmdError::err("ERR Invalid IDLETIME value, must be >= 0"));
             }
-            idle = true;
+            idle = Some(seconds as u64);
             i += 1;
-        } else if is(&argv[i], "freq") && more && !idle {
+        } else if is(&argv[i], "freq") && more && idle.is_none() {
             let f = int_arg(&argv[i + 1])?;
             if !(0..=255).contains(&f) {
                 return Err(CmdError::err(
@@ -107,6 +107,9 @@ fn restore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Ok(Frame::ok());
     }
     ctx.db().set(key, value, when as u64);
+    if let Some(seconds) = idle {
+        ctx.db().set_idle(key, seconds, now);
+    }
     ctx.changed(event::GENERIC, "restore", key);
     Ok(Frame::ok())
 }

@@ -42,7 +42,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("del", -2, WRITE, ALL_KEYS, del),
     spec("unlink", -2, WRITE | FAST, ALL_KEYS, del),
     spec("exists", -2, READONLY | FAST, ALL_KEYS, exists),
-    spec("touch", -2, READONLY | FAST, ALL_KEYS, exists),
+    spec("touch", -2, READONLY | FAST, ALL_KEYS, touch),
     spec("expire", -3, WRITE | FAST, KEY1, expire),
     spec("pexpire", -3, WRITE | FAST, KEY1, pexpire),
     spec("expireat", -3, WRITE | FAST, KEY1, expireat),
@@ -93,6 +93,18 @@ fn del(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 fn exists(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let now = ctx.now;
+    let db = ctx.db();
+    // LOOKUP_NOTOUCH, as Redis: EXISTS, TYPE and TTL do not count as accesses.
+    let n = argv[1..]
+        .iter()
+        .filter(|k| db.get_untouched(k, now).is_some())
+        .count();
+    Ok(Frame::Integer(n as i64))
+}
+
+/// EXISTS that counts as an access: the keys' idle times start again (OBJECT IDLETIME).
+fn touch(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let now = ctx.now;
     let db = ctx.db();
     let n = argv[1..].iter().filter(|k| db.contains(k, now)).count();
@@ -214,7 +226,7 @@ fn pexpireat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 /// Redis's `ttlGenericCommand`.
 fn ttl_generic(ctx: &mut Ctx, key: &[u8], ms: bool, absolute: bool) -> CmdResult {
     let now = ctx.now;
-    let Some(e) = ctx.db().get(key, now) else {
+    let Some(e) = ctx.db().get_untouched(key, now) else {
         return Ok(Frame::Integer(-2));
     };
     if e.expires_at == 0 {
@@ -259,7 +271,7 @@ fn type_cmd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let now = ctx.now;
     let name = ctx
         .db()
-        .get(&argv[1], now)
+        .get_untouched(&argv[1], now)
         .map(|e| e.value.type_name())
         .unwrap_or("none");
     Ok(Frame::simple(name))

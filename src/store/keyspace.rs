@@ -52,6 +52,25 @@ pub struct Db {
     /// This database's part of the change record (change.rs): every write path below records
     /// the key it changes, so no caller can forget to.
     pub(super) changes: DbChanges,
+    /// Redis's LRU clock as of the last `now` this database saw (a lookup or an expiry cycle),
+    /// stamped on keys that are written without a lookup first.
+    lru_now: u32,
+}
+
+/// Redis's LRU clock: seconds, 24 bits, wrapping (about every 194 days).
+pub const LRU_CLOCK_MAX: u32 = (1 << 24) - 1;
+
+pub fn lru_clock(now_ms: u64) -> u32 {
+    ((now_ms / 1000) & LRU_CLOCK_MAX as u64) as u32
+}
+
+/// Redis's `estimateObjectIdleTime` in seconds: from the key's clock to `clock`, wrapping.
+pub fn idle_seconds(key_lru: u32, clock: u32) -> u64 {
+    if clock >= key_lru {
+        (clock - key_lru) as u64
+    } else {
+        (clock + (LRU_CLOCK_MAX - key_lru)) as u64
+    }
 }
 
 impl Db {
@@ -83,14 +102,54 @@ impl Db {
         }
     }
 
-    /// Index of a live key, dropping it first if its deadline has passed.
+    /// Index of a live key, dropping it first if its deadline has passed; the access is
+    /// recorded on the key (Redis's lookupKey without LOOKUP_NOTOUCH).
     fn live_index(&mut self, key: &[u8], now: u64) -> Option<usize> {
+        let idx = self.live_index_untouched(key, now)?;
+        self.map.key_mut(idx).set_lru(self.lru_now);
+        Some(idx)
+    }
+
+    /// `live_index` without recording an access (LOOKUP_NOTOUCH: EXISTS, TYPE, TTL, OBJECT).
+    fn live_index_untouched(&mut self, key: &[u8], now: u64) -> Option<usize> {
+        self.lru_now = lru_clock(now);
         let idx = self.map.index_of(key)?;
         if self.map.value(idx).is_expired(now) {
             self.expire_now(idx);
             return None;
         }
         Some(idx)
+    }
+
+    /// A live key's entry without recording an access (see `live_index_untouched`).
+    pub fn get_untouched(&mut self, key: &[u8], now: u64) -> Option<&Entry> {
+        let idx = self.live_index_untouched(key, now)?;
+        Some(self.map.value(idx))
+    }
+
+    /// Seconds since a live key was last accessed (OBJECT IDLETIME), without accessing it.
+    pub fn idle_seconds(&mut self, key: &[u8], now: u64) -> Option<u64> {
+        let idx = self.live_index_untouched(key, now)?;
+        let lru = self.map.get_index(idx).map_or(0, |(k, _)| k.lru());
+        Some(idle_seconds(lru, lru_clock(now)))
+    }
+
+    /// Sets a live key's last access to `idle` seconds ago (RESTORE … IDLETIME, as Redis's
+    /// objectSetLRUOrLFU). True if the key exists.
+    pub fn set_idle(&mut self, key: &[u8], idle: u64, now: u64) -> bool {
+        let Some(idx) = self.live_index_untouched(key, now) else {
+            return false;
+        };
+        let clock = lru_clock(now) as i64;
+        let mut abs = clock - idle.min(i64::MAX as u64) as i64;
+        if abs < 0 {
+            abs += LRU_CLOCK_MAX as i64;
+        }
+        // Still negative for an idle time beyond the clock's range: C keeps the low 24 bits.
+        self.map
+            .key_mut(idx)
+            .set_lru((abs as u64 & LRU_CLOCK_MAX as u64) as u32);
+        true
     }
 
     /// The entry as stored, expired or not, without touching it (for the persistence log).
@@ -127,6 +186,7 @@ impl Db {
         self.changes.key(key);
         let old = match self.map.lookup(key) {
             Ok(idx) => {
+                self.map.key_mut(idx).set_lru(self.lru_now);
                 let e = self.map.value_mut(idx);
                 let old = e.expires_at;
                 e.value = value;
@@ -134,8 +194,9 @@ impl Db {
                 Some(old)
             }
             Err(h) => {
-                self.map
-                    .insert_new(h, Key::new(key), Entry { value, expires_at });
+                let mut stored = Key::new(key);
+                stored.set_lru(self.lru_now);
+                self.map.insert_new(h, stored, Entry { value, expires_at });
                 if self.record_created {
                     self.created.push(Bytes::copy_from_slice(key));
                 }
@@ -198,6 +259,9 @@ impl Db {
     /// sweeps the next `sweep` indices. True when more than a quarter of the sample was dead
     /// (Redis's rule for going on with another step).
     pub fn active_expire_step(&mut self, now: u64, samples: usize, sweep: usize) -> bool {
+        // The cron's tick keeps the clock for keys written without a lookup (Redis's
+        // serverCron updates `server.lruclock`).
+        self.lru_now = lru_clock(now);
         if self.volatile == 0 {
             return false;
         }
