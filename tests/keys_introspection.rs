@@ -893,7 +893,7 @@ fn object_idletime_follows_accesses_like_redis() {
     let mut seen = Vec::new();
     for (_, server) in common::deadbolt_and_redis(&[]) {
         let mut c = server.conn();
-        let mut idle = |c: &mut Conn, key: &str| -> i64 {
+        let idle = |c: &mut Conn, key: &str| -> i64 {
             let r = c.cmd_str(&["OBJECT", "IDLETIME", key]);
             r.trim_start_matches(':').trim_end().parse().unwrap_or(-1)
         };
