@@ -180,6 +180,9 @@ impl Decoder {
         limits: &DecodeLimits,
     ) -> Result<Step, ProtocolError> {
         if self.remaining == 0 {
+            if let Some(args) = whole_small_request(buf, limits, self.auth_required) {
+                return Ok(Step::Done(args));
+            }
             if let Some((count, eol)) = digits_line(buf, 1) {
                 if count > 0
                     && count <= MAX_MULTIBULK
@@ -324,6 +327,62 @@ enum Step {
     Incomplete,
     Skip,
     Done(Decoded),
+}
+
+/// Arguments a request may have to take `whole_small_request`.
+const SMALL_ARGS: usize = 8;
+
+/// The common case of a pipelined client, decoded in one pass with no state: a request of at
+/// most `SMALL_ARGS` arguments, all of it already in the buffer, every length line plain digits
+/// within the limits. Anything else (incomplete, malformed, larger) is None and goes through
+/// the general path, which starts from the same place, so the outcome is the same either way;
+/// this only skips the resumable state machine (issue 21: decoding was ~30 % of the user-space
+/// instructions of a pipelined GET or DEL).
+#[inline]
+fn whole_small_request(
+    buf: &mut BytesMut,
+    limits: &DecodeLimits,
+    auth_required: bool,
+) -> Option<Decoded> {
+    let (count, eol) = digits_line(buf, 1)?;
+    if count < 1 || count as usize > SMALL_ARGS {
+        return None;
+    }
+    let count = count as usize;
+    let max_len = if auth_required {
+        limits.max_bulk_len.min(UNAUTH_MAX_BULK)
+    } else {
+        limits.max_bulk_len
+    };
+    let mut ranges = [(0usize, 0usize); SMALL_ARGS];
+    let mut pos = eol + 2;
+    for range in ranges.iter_mut().take(count) {
+        if *buf.get(pos)? != b'$' {
+            return None;
+        }
+        let (len, eol) = digits_line(buf, pos + 1)?;
+        if len > max_len {
+            return None;
+        }
+        let start = eol + 2;
+        let end = start.checked_add(usize::try_from(len).ok()?)?;
+        // The payload and the two bytes after it (skipped unchecked, as Redis does).
+        if end.checked_add(2)? > buf.len() {
+            return None;
+        }
+        *range = (start, end);
+        pos = end + 2;
+    }
+    let mut frozen = buf.split_to(pos).freeze();
+    let mut args = Vec::with_capacity(count);
+    // Every argument but the last is a slice (a reference count each); the last is the request
+    // itself, cut down to it: one `slice` fewer (~80 instructions with its clone).
+    let (last_start, last_end) = ranges[count - 1];
+    args.extend(ranges[..count - 1].iter().map(|&(s, e)| frozen.slice(s..e)));
+    frozen.truncate(last_end);
+    bytes::Buf::advance(&mut frozen, last_start);
+    args.push(frozen);
+    Some(args)
 }
 
 /// The common shape of a `*N` or `$len` line: from `from`, 1 to 18 decimal digits without a
@@ -560,6 +619,67 @@ mod tests {
         assert_eq!(out.len(), 2);
         assert_eq!(&out[0][2][..], b"he\r\no");
         assert!(buf.is_empty());
+    }
+
+    /// The one-pass path for whole small requests and the resumable path give the same
+    /// requests, errors and leftovers: whole buffers take the first, the same bytes fed one at a
+    /// time the second (a request is never whole before its last byte).
+    #[test]
+    fn whole_requests_decode_as_the_resumable_path_does() {
+        let inputs: &[&[u8]] = &[
+            b"*2\r\n$3\r\nGET\r\n$16\r\nkey:000000001234\r\n",
+            b"*8\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n$1\r\nd\r\n$1\r\ne\r\n$1\r\nf\r\n$1\r\ng\r\n$1\r\nh\r\n",
+            b"*9\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n$1\r\nd\r\n$1\r\ne\r\n$1\r\nf\r\n$1\r\ng\r\n$1\r\nh\r\n$1\r\ni\r\n",
+            b"*1\r\n$0\r\n\r\n*1\r\n$4\r\nPINGxx",
+            b"*2\r\n$3\r\nGET\r\n$01\r\nk\r\n",
+            b"*2\r\n$3\r\nGET\r\n$-1\r\n",
+            b"*2\r\n$3\r\nGET\r\n:1\r\n",
+            b"*02\r\n$3\r\nGET\r\n$1\r\nk\r\n",
+            b"*1\r\n$999999999999999999\r\nx\r\n",
+            b"*1\r\n$3\r\nabc\r\n*1\r\n$3\r\nabc",
+            b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$20000\r\n",
+        ];
+        let run = |input: &[u8], whole: bool, auth: bool| {
+            let mut buf = BytesMut::new();
+            let mut d = Decoder::new();
+            d.set_auth_required(auth);
+            let mut out: Vec<Result<Vec<Vec<u8>>, ProtocolError>> = Vec::new();
+            let chunks: Vec<&[u8]> = if whole {
+                vec![input]
+            } else {
+                input.chunks(1).collect()
+            };
+            'feed: for chunk in chunks {
+                buf.extend_from_slice(chunk);
+                loop {
+                    match d.decode(&mut buf, &DecodeLimits::default()) {
+                        Ok(Some(args)) => out.push(Ok(args.iter().map(|a| a.to_vec()).collect())),
+                        Ok(None) => break,
+                        Err(e) => {
+                            out.push(Err(e));
+                            break 'feed;
+                        }
+                    }
+                }
+            }
+            // After an error the connection closes: what is left unread then does not matter.
+            let rest = if out.iter().any(|r| r.is_err()) {
+                Vec::new()
+            } else {
+                buf.to_vec()
+            };
+            (out, rest)
+        };
+        for input in inputs {
+            for auth in [false, true] {
+                assert_eq!(
+                    run(input, true, auth),
+                    run(input, false, auth),
+                    "{:?} auth={auth}",
+                    String::from_utf8_lossy(input)
+                );
+            }
+        }
     }
 
     #[test]

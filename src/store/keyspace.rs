@@ -111,6 +111,7 @@ impl Db {
     }
 
     /// `live_index` without recording an access (LOOKUP_NOTOUCH: EXISTS, TYPE, TTL, OBJECT).
+    #[inline]
     fn live_index_untouched(&mut self, key: &[u8], now: u64) -> Option<usize> {
         self.lru_now = lru_clock(now);
         let idx = self.map.index_of(key)?;
