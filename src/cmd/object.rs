@@ -277,8 +277,11 @@ pub(super) fn overhead(srv: &crate::machine::State, host: &dyn crate::machine::H
             continue;
         }
         keys += n;
-        // keymap.rs: a 72-byte entry per key, plus the index's slots and unused entry slots.
-        dbs.push((i, n * 72 + db.overhead_bytes()));
+        // keymap.rs: an entry per key, plus the index's slots and unused entry slots.
+        dbs.push((
+            i,
+            n * crate::store::keyspace::ENTRY_BYTES + db.overhead_bytes(),
+        ));
     }
     let connected = srv
         .shared

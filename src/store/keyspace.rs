@@ -33,6 +33,9 @@ impl Entry {
 /// A stored key: inside the map entry up to `keymap::INLINE` bytes (see keymap.rs).
 type Key = super::keymap::Key;
 
+/// What one key's entry takes in the map (its key and `Entry`), for MEMORY STATS and INFO.
+pub const ENTRY_BYTES: usize = std::mem::size_of::<Key>() + std::mem::size_of::<Entry>();
+
 #[derive(Debug, Default)]
 pub struct Db {
     map: KeyMap<Key, Entry>,
