@@ -297,23 +297,44 @@ fn hrandfield(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             Some(_) => Frame::Array(vec![]),
         });
     };
-    // A compact hash has no O(1) positional access: index it once.
+    let len = h.len();
+    let Some((count, with)) = args else {
+        let i = fastrand::usize(..len.max(1));
+        let f = if h.is_small() {
+            h.iter().nth(i)
+        } else {
+            h.get_index(i)
+        };
+        return Ok(Frame::opt_bulk(f.map(|(f, _)| Bytes::copy_from_slice(f))));
+    };
+    if count > 0 && h.is_small() {
+        // Distinct picks from a compact hash (no positional access): one walk in storage order,
+        // up to the last pick, as Redis answers a listpack (lpRandomPairsUnique).
+        let mut picks: Vec<usize> = super::zset::random_positions(len, count).collect();
+        picks.sort_unstable();
+        let mut items = Vec::with_capacity(picks.len());
+        let mut want = picks.iter().copied().peekable();
+        for (i, (f, v)) in h.iter().enumerate() {
+            let Some(&next) = want.peek() else { break };
+            if next == i {
+                items.push((Frame::bulk_from(f), Frame::bulk_from(v)));
+                want.next();
+            }
+        }
+        return Ok(super::zset::paired(items, with, resp3));
+    }
+    // Repeats allowed from a compact hash (no positional access): index it once.
     let entries: Vec<(&[u8], &[u8])> = if h.is_small() {
         h.iter().collect()
     } else {
         Vec::new()
     };
-    let len = h.len();
     let at = |i: usize| {
         if h.is_small() {
             entries.get(i).copied()
         } else {
             h.get_index(i)
         }
-    };
-    let Some((count, with)) = args else {
-        let f = at(fastrand::usize(..len.max(1))).map(|(f, _)| Bytes::copy_from_slice(f));
-        return Ok(Frame::opt_bulk(f));
     };
     let items = super::zset::random_positions(len, count)
         .filter_map(at)

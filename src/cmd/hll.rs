@@ -557,10 +557,15 @@ fn load(ctx: &mut Ctx, key: &[u8], read: bool) -> CmdResult<Option<Bytes>> {
 /// The HLL at `key` moved out of the keyspace (no copy when nothing else holds the buffer:
 /// Redis edits the string in place); every path must `store` it back.
 fn take(ctx: &mut Ctx, key: &[u8]) -> CmdResult<Option<Vec<u8>>> {
-    if load(ctx, key, false)?.is_none() {
-        return Ok(None);
-    }
     let now = ctx.now;
+    // Checked through a borrow, not `load`'s clone: a second reference would make `bytes`
+    // allocate a shared header for the buffer on every PFADD only to free it again below.
+    match ctx.db().get(key, now).map(|e| &e.value) {
+        None => return Ok(None),
+        Some(Value::Str(s)) if is_hll(s) => {}
+        Some(Value::Str(_)) => return Err(CmdError::err(NOT_HLL)),
+        Some(_) => return Err(CmdError::WrongType),
+    }
     Ok(match ctx.db().get_mut(key, now).map(|e| &mut e.value) {
         Some(Value::Str(s)) => Some(Vec::from(std::mem::take(s))),
         _ => None,

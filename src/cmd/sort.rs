@@ -48,6 +48,7 @@ pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
 /// over a collection of M elements builds an N x M reply, which a client could use to exhaust
 /// memory with one small command. Refused instead (an error, never a partial answer).
 const MAX_OUTPUT: u64 = 64 << 20;
+const TOO_LARGE: &str = "ERR SORT result too large (more than 67108864 elements)";
 
 fn sort(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     sort_generic(ctx, argv, false)
@@ -94,11 +95,33 @@ fn lookup_by_pattern(ctx: &mut Ctx, pattern: &[u8], elem: &Bytes) -> Option<Byte
 /// C's strtod over the bytes up to a NUL, as SORT scores elements: the whole text must be
 /// read, without overflow or underflow, and not be NaN.
 fn sort_score(b: &[u8]) -> Option<f64> {
-    let mut buf = Vec::with_capacity(b.len() + 1);
-    buf.extend_from_slice(c_str(b));
-    buf.push(0);
+    let text = c_str(b);
+    // Plain decimal integers (ids, counters, timestamps: what sorted lists mostly hold) of up to
+    // 15 digits are exact in a double, so their value is strtod's without calling it.
+    let (neg, digits) = match text.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, text),
+    };
+    if !digits.is_empty() && digits.len() <= 15 && digits.iter().all(u8::is_ascii_digit) {
+        let v = digits
+            .iter()
+            .fold(0u64, |acc, d| acc * 10 + u64::from(d - b'0')) as f64;
+        return Some(if neg { -v } else { v });
+    }
+    let mut stack = [0u8; 64];
+    let mut heap = Vec::new();
+    let buf: &[u8] = if text.len() < stack.len() {
+        stack[..text.len()].copy_from_slice(text);
+        &stack[..=text.len()]
+    } else {
+        heap.reserve_exact(text.len() + 1);
+        heap.extend_from_slice(text);
+        heap.push(0);
+        &heap
+    };
     let mut end: *mut libc::c_char = std::ptr::null_mut();
-    // SAFETY: `buf` is NUL-terminated and outlives the call; errno is this thread's.
+    // SAFETY: `buf` is NUL-terminated (the byte after `text`) and outlives the call; errno is
+    // this thread's.
     let (v, consumed_all, range) = unsafe {
         *libc::__errno_location() = 0;
         let v = libc::strtod(buf.as_ptr().cast(), &mut end);
@@ -133,11 +156,92 @@ fn ranged(all: Vec<Bytes>, desc: bool, start: &mut i64, end: &mut i64) -> Vec<By
     }
 }
 
-struct Item {
-    elem: Bytes,
+struct Item<E> {
+    elem: E,
     score: f64,
     by: Option<Bytes>,
 }
+
+/// The LIMIT window `[start, end]` (end < start: empty) of `len` elements, as Redis clamps it.
+fn limit_window(len: i64, limit_start: i64, limit_count: i64) -> (i64, i64) {
+    let mut start = limit_start.clamp(0, len);
+    let count = limit_count.clamp(-1, len);
+    let mut end = if count < 0 {
+        len - 1
+    } else {
+        start + count - 1
+    };
+    if start >= len {
+        start = len - 1;
+        end = len - 2;
+    }
+    if end >= len {
+        end = len - 1;
+    }
+    (start, end)
+}
+
+/// Puts `items[start..=end]` in SORT's order (Redis's sortCompare). Numeric order is total up
+/// to identical elements (equal scores fall back to the bytes), so only the window is sorted,
+/// as Redis's pqsort does; the text orders can tie distinct elements (BY values, strcoll's NUL),
+/// so they sort everything with a stable sort, as before.
+fn order<E: AsRef<[u8]>>(
+    items: &mut [Item<E>],
+    alpha: bool,
+    desc: bool,
+    by_pattern: bool,
+    store: bool,
+    start: i64,
+    end: i64,
+) {
+    if !alpha {
+        if end < start {
+            return;
+        }
+        let numeric = |a: &Item<E>, b: &Item<E>| {
+            let cmp = a
+                .score
+                .partial_cmp(&b.score)
+                .unwrap_or(Ordering::Equal)
+                .then_with(|| binary_cmp(a.elem.as_ref(), b.elem.as_ref()));
+            if desc {
+                cmp.reverse()
+            } else {
+                cmp
+            }
+        };
+        let (start, end) = (start as usize, end as usize);
+        if end + 1 < items.len() {
+            items.select_nth_unstable_by(end, numeric);
+        }
+        let head = &mut items[..=end];
+        if start > 0 {
+            head.select_nth_unstable_by(start, numeric);
+        }
+        head[start..].sort_unstable_by(numeric);
+        return;
+    }
+    let text_cmp = if store { binary_cmp } else { collate_cmp };
+    items.sort_by(|a, b| {
+        let cmp = if by_pattern {
+            match (&a.by, &b.by) {
+                (None, None) => Ordering::Equal,
+                (None, Some(_)) => Ordering::Less,
+                (Some(_), None) => Ordering::Greater,
+                (Some(x), Some(y)) => text_cmp(x, y),
+            }
+        } else {
+            text_cmp(a.elem.as_ref(), b.elem.as_ref())
+        };
+        if desc {
+            cmp.reverse()
+        } else {
+            cmp
+        }
+    });
+}
+
+const CONVERSION_ERROR: &str = "ERR One or more scores can't be converted into double";
 
 fn sort_generic(ctx: &mut Ctx, argv: &[Bytes], readonly: bool) -> CmdResult {
     let mut desc = false;
@@ -190,6 +294,55 @@ fn sort_generic(ctx: &mut Ctx, argv: &[Bytes], readonly: bool) -> CmdResult {
     }
 
     let now = ctx.now;
+    // The common case, a list sorted by its own elements with nothing to look up: ordered in
+    // place through references, so only the answered window is copied.
+    if sortby.is_none() && gets.is_empty() {
+        if let Some(Value::List(l)) = ctx.db().get(&argv[1], now).map(|e| &e.value) {
+            let (start, end) = limit_window(l.len() as i64, limit_start, limit_count);
+            let mut items = Vec::with_capacity(l.len());
+            for elem in l {
+                let mut score = 0.0;
+                if !alpha {
+                    score = sort_score(elem).ok_or_else(|| CmdError::err(CONVERSION_ERROR))?;
+                }
+                items.push(Item {
+                    elem,
+                    score,
+                    by: None,
+                });
+            }
+            order(
+                &mut items,
+                alpha,
+                desc,
+                false,
+                storekey.is_some(),
+                start,
+                end,
+            );
+            if end - start + 1 > MAX_OUTPUT as i64 {
+                return Err(CmdError::err(TOO_LARGE));
+            }
+            let window = if end < start {
+                &items[..0]
+            } else {
+                &items[start as usize..=end as usize]
+            };
+            let Some(dest) = storekey else {
+                return Ok(Frame::Array(
+                    window
+                        .iter()
+                        .map(|it| Frame::Bulk(it.elem.clone()))
+                        .collect(),
+                ));
+            };
+            let list: VecDeque<Bytes> = window
+                .iter()
+                .map(|it| Bytes::copy_from_slice(it.elem))
+                .collect();
+            return Ok(store_result(ctx, dest, list));
+        }
+    }
     enum Source {
         List(VecDeque<Bytes>),
         Set(Vec<Bytes>),
@@ -214,20 +367,7 @@ fn sort_generic(ctx: &mut Ctx, argv: &[Bytes], readonly: bool) -> CmdResult {
         Source::List(l) => l.len(),
         Source::Set(s) | Source::ZSet(s) => s.len(),
     } as i64;
-    let mut start = limit_start.clamp(0, len);
-    let count = limit_count.clamp(-1, len);
-    let mut end = if count < 0 {
-        len - 1
-    } else {
-        start + count - 1
-    };
-    if start >= len {
-        start = len - 1;
-        end = len - 2;
-    }
-    if end >= len {
-        end = len - 1;
-    }
+    let (mut start, mut end) = limit_window(len, limit_start, limit_count);
 
     // Lists and sorted sets keep their own order when not sorted: only the LIMIT range is
     // loaded, walked from the tail for DESC.
@@ -238,7 +378,7 @@ fn sort_generic(ctx: &mut Ctx, argv: &[Bytes], readonly: bool) -> CmdResult {
         Source::Set(s) | Source::ZSet(s) => s,
     };
 
-    let mut items: Vec<Item> = elems
+    let mut items: Vec<Item<Bytes>> = elems
         .into_iter()
         .map(|elem| Item {
             elem,
@@ -267,31 +407,15 @@ fn sort_generic(ctx: &mut Ctx, argv: &[Bytes], readonly: bool) -> CmdResult {
                 }
             }
         }
-        let by_pattern = sortby.is_some();
-        let store = storekey.is_some();
-        let text_cmp = if store { binary_cmp } else { collate_cmp };
-        items.sort_by(|a, b| {
-            let cmp = if !alpha {
-                a.score
-                    .partial_cmp(&b.score)
-                    .unwrap_or(Ordering::Equal)
-                    .then_with(|| binary_cmp(&a.elem, &b.elem))
-            } else if by_pattern {
-                match (&a.by, &b.by) {
-                    (None, None) => Ordering::Equal,
-                    (None, Some(_)) => Ordering::Less,
-                    (Some(_), None) => Ordering::Greater,
-                    (Some(x), Some(y)) => text_cmp(x, y),
-                }
-            } else {
-                text_cmp(&a.elem, &b.elem)
-            };
-            if desc {
-                cmp.reverse()
-            } else {
-                cmp
-            }
-        });
+        order(
+            &mut items,
+            alpha,
+            desc,
+            sortby.is_some(),
+            storekey.is_some(),
+            start,
+            end,
+        );
     }
 
     let rows = (end - start + 1).max(0) as u64;
@@ -301,14 +425,10 @@ fn sort_generic(ctx: &mut Ctx, argv: &[Bytes], readonly: bool) -> CmdResult {
         rows.saturating_mul(gets.len() as u64)
     };
     if conversion_error {
-        return Err(CmdError::err(
-            "ERR One or more scores can't be converted into double",
-        ));
+        return Err(CmdError::err(CONVERSION_ERROR));
     }
     if outputlen > MAX_OUTPUT {
-        return Err(CmdError::err(
-            "ERR SORT result too large (more than 67108864 elements)",
-        ));
+        return Err(CmdError::err(TOO_LARGE));
     }
     let range = if rows == 0 {
         &items[..0]
@@ -336,11 +456,17 @@ fn sort_generic(ctx: &mut Ctx, argv: &[Bytes], readonly: bool) -> CmdResult {
             list.push_back(lookup_by_pattern(ctx, g, &it.elem).unwrap_or_default());
         }
     }
-    if outputlen > 0 {
+    Ok(store_result(ctx, dest, list))
+}
+
+/// STORE: the list replaces `dest`, or an empty result deletes it; answers its length.
+fn store_result(ctx: &mut Ctx, dest: &Bytes, list: VecDeque<Bytes>) -> Frame {
+    let len = list.len() as i64;
+    if len > 0 {
         ctx.db().set(dest, Value::List(list), 0);
         ctx.changed(event::LIST, "sortstore", dest);
     } else {
         super::zset::delete_dest(ctx, dest);
     }
-    Ok(Frame::Integer(outputlen as i64))
+    Frame::Integer(len)
 }
