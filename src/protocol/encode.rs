@@ -81,6 +81,8 @@ fn put_line(out: &mut BytesMut, kind: u8, line: &[u8]) {
 
 pub fn encode(frame: &Frame, resp3: bool, out: &mut BytesMut) {
     match frame {
+        // The reply of every SET: no scan for line breaks, one constant-size append.
+        Frame::Simple(s) if s[..] == b"OK"[..] => out.extend_from_slice(b"+OK\r\n"),
         Frame::Simple(s) => put_line(out, b'+', s),
         Frame::Error(e) => put_line(out, b'-', e),
         Frame::Integer(i) => put_line_int(out, b':', *i),
