@@ -251,15 +251,41 @@ impl ClusterIo {
         Ok(())
     }
 
-    pub fn step(&mut self, m: crate::replication::Message) {
-        let now = Instant::now();
-        match self.heard.iter_mut().find(|(id, _)| *id == m.from) {
-            Some(h) => h.1 = now,
-            None => self.heard.push((m.from, now)),
-        }
-        if let Err(e) = self.core.step(m) {
-            tracing::debug!("Dropped a peer message: {e}");
-        }
+    /// The descriptor the loop's epoll watches for peer messages (`receive`).
+    pub fn peer_fd(&self) -> std::os::fd::RawFd {
+        self.peers.poll_fd()
+    }
+
+    /// Steps every message the peers sent since the last call: read here, on the loop's own
+    /// thread, so an append or an ack costs no thread wake-up between the socket and raft.
+    /// True if there was any.
+    fn receive(&mut self) -> bool {
+        let ClusterIo {
+            peers, core, heard, ..
+        } = self;
+        let mut now = None;
+        peers.receive(&mut |m| {
+            let t = *now.get_or_insert_with(Instant::now);
+            match heard.iter_mut().find(|(id, _)| *id == m.from) {
+                Some(h) => h.1 = t,
+                None => heard.push((m.from, t)),
+            }
+            if let Err(e) = core.step(m) {
+                tracing::debug!("Dropped a peer message: {e}");
+            }
+        });
+        now.is_some()
+    }
+
+    /// Before the round: steps what the peers sent and releases the replies their acks
+    /// committed. True if any was released: the loop then writes them to their sockets before
+    /// the round's fsync of newer entries (`cluster_round`), which would only add its own
+    /// latency to theirs (committed is on a majority's disk already).
+    pub fn take_acks(&mut self) -> bool {
+        self.receive();
+        let held = self.held.len();
+        self.release_covered();
+        self.held.len() != held
     }
 
     pub fn report_unreachable(&mut self, id: u64) {
@@ -416,10 +442,8 @@ impl Server {
         let Some(mut c) = self.io.cluster.take() else {
             return;
         };
-        // Replies whose entries the followers' acks (stepped since the last round) committed
-        // leave now, not after this round's fsync of newer entries: committed is on a
-        // majority's disk already, and the fsync would only add its own latency (and its
-        // tail, on a busy disk) to theirs.
+        // Usually done by the loop already (`take_acks`, then the replies are written).
+        c.receive();
         c.release_covered();
         let mut extend_applied = 0u64;
         let commit_before = c.view.commit;
@@ -493,6 +517,14 @@ impl Server {
         }
         if c.view.leader != 0 && c.view.leader != c.announced_leader {
             self.announce_leader(&mut c);
+        }
+        // What arrived during the round's fsync (a leader's acks, a follower's next appends)
+        // is stepped now rather than after the next poll and the client batches it brings:
+        // acks commit replies that leave at the end of this turn. The turn after comes at
+        // once, as the loop must not sleep on messages stepped but not yet processed (the
+        // socket they came from is drained, so epoll would not wake it).
+        if c.receive() {
+            c.peers.wake_loop();
         }
         c.release_covered();
         self.maybe_compact(&mut c);

@@ -474,19 +474,21 @@ impl Cluster {
             self.node.mut_store().install_snapshot(&snap)?;
             apply(index, Applied::Snapshot(self.node.store().snapshot_data()));
         }
-        // 3. Entries committed in earlier rounds (already durable here).
-        self.apply_entries(rd.take_committed_entries(), apply)?;
         // 4, 5. New entries and hard state, made durable by one write and one fsync.
         self.node.mut_store().append(rd.entries())?;
         if let Some(hs) = rd.hs() {
             self.node.mut_store().set_hard_state(hs);
         }
         self.node.mut_store().sync()?;
-        // 6. Votes and append acks promise what is now on disk.
+        // 6. Votes and append acks promise what is now on disk. They leave before anything is
+        // applied: a follower's ack is on the leader's commit path, its apply is not.
         for m in rd.take_persisted_messages() {
             out(m);
         }
         sent();
+        // 3. Entries committed in earlier rounds (raft-rs hands out only persisted ones, so
+        // applying them after this round's write changes nothing they promise).
+        self.apply_entries(rd.take_committed_entries(), apply)?;
         for rs in rd.take_read_states() {
             let (id, seq) = Self::parse_read_ctx(&rs.request_ctx)
                 .ok_or_else(|| other("read state with a foreign context"))?;
