@@ -46,10 +46,12 @@ const READ_REASK: Duration = Duration::from_millis(200);
 /// client then looks for the leader elsewhere) rather than answer from state that may be stale.
 const READ_GIVE_UP: Duration = Duration::from_millis(2000);
 
-/// A reply that leaves once the log commits `index` and the read barrier `read` is confirmed.
+/// A reply that leaves once the log commits `index` and the read barrier `read` is confirmed,
+/// while this node still leads in `term`.
 struct Held {
     index: u64,
     read: u64,
+    term: u64,
     out: OutSender,
     msg: Out,
 }
@@ -318,6 +320,7 @@ impl ClusterIo {
             self.held.push_back(Held {
                 index: 0,
                 read: 0,
+                term: self.core.term(),
                 out,
                 msg,
             });
@@ -336,6 +339,7 @@ impl ClusterIo {
         self.held.push_back(Held {
             index,
             read,
+            term: self.core.term(),
             out,
             msg,
         });
@@ -345,11 +349,21 @@ impl ClusterIo {
 impl ClusterIo {
     /// Replies the log now covers leave (any order across clients: each client has one batch
     /// in flight).
+    ///
+    /// Only while raft still leads in the term the reply was held in: a message stepped since
+    /// the last round (`receive`) can depose this node and carry a new leader's commit index,
+    /// and its log may hold other entries at the held indexes. A leader never overwrites its
+    /// own log within its term, so there `index <= commit` is this node's own entry.
     fn release_covered(&mut self) {
         let commit = self.core.commit();
         let core = &self.core;
+        // Deposed (or not leading): the round's step-down drops what is held.
+        let leading = core.leading_term();
         self.held.retain_mut(|h| {
-            if h.index <= commit && core.read_done(h.read) {
+            // index 0 without a barrier: RAFT TRANSFER's OK, which claims nothing of the log.
+            let free = h.index == 0 && h.read == 0;
+            let covered = Some(h.term) == leading && h.index <= commit && core.read_done(h.read);
+            if free || covered {
                 let msg = std::mem::replace(
                     &mut h.msg,
                     Out {

@@ -155,8 +155,21 @@ impl Cluster {
         self.node.raft.id
     }
 
+    /// Leader as of the last round (`on_round` reports changes). Between a round and the next,
+    /// stepping a peer's message can depose raft already: what must not act on a stale role
+    /// (proposing, releasing replies) asks `leading_term`.
     pub fn is_leader(&self) -> bool {
         self.role == StateRole::Leader
+    }
+
+    /// The term raft leads in right now, if it does.
+    pub fn leading_term(&self) -> Option<u64> {
+        (self.role == StateRole::Leader && self.node.raft.state == StateRole::Leader)
+            .then_some(self.node.raft.term)
+    }
+
+    pub fn term(&self) -> u64 {
+        self.node.raft.term
     }
 
     /// Elections and heartbeats: called every tick interval (the loop's timer).
@@ -167,6 +180,11 @@ impl Cluster {
     /// A message from a peer. An error (a message for another node, a local-only type) is the
     /// peer's problem: the caller logs it and drops the message.
     pub fn step(&mut self, m: Message) -> raft::Result<()> {
+        // No node forwards proposals (`propose` refuses on a follower): a unit's effects were
+        // computed on the proposer's state, and a leader must log only what it ran itself.
+        if m.get_msg_type() == raft::eraftpb::MessageType::MsgPropose {
+            return Err(raft::Error::ProposalDropped);
+        }
         self.node.step(m)
     }
 
@@ -194,7 +212,10 @@ impl Cluster {
     }
 
     fn propose(&mut self, context: Vec<u8>, data: Vec<u8>) -> raft::Result<u64> {
-        if !self.is_leader() {
+        // Raft's own state, not the role of the last round: a message stepped since may have
+        // deposed it, and a follower's raft forwards a proposal to the new leader, which would
+        // log effects computed on this node's stale state.
+        if self.leading_term().is_none() {
             return Err(raft::Error::ProposalDropped);
         }
         self.node.propose(context, data)?;
@@ -313,7 +334,7 @@ impl Cluster {
     fn change(&mut self, ty: ConfChangeType, id: u64, context: String) -> raft::Result<()> {
         // raft-rs turns a second change proposed before the first applied into an empty entry
         // without an error; refuse it here so the caller learns it did not happen.
-        if !self.is_leader() || self.node.raft.has_pending_conf() {
+        if self.leading_term().is_none() || self.node.raft.has_pending_conf() {
             return Err(raft::Error::ProposalDropped);
         }
         let mut single = ConfChangeSingle::default();

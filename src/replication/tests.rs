@@ -626,3 +626,50 @@ fn a_single_voter_commits_and_reads_alone() {
     assert_eq!(net.units(1), vec![unit(0)]);
     assert!(net.c(1).read_done(seq));
 }
+
+#[test]
+fn a_leader_deposed_by_a_stepped_message_refuses_proposals_before_its_round() {
+    let mut net = Net::new(3);
+    let old = net.elect();
+    net.c(old).propose_unit(unit(1)).expect("first");
+    assert!(net.run(20, |net| (1..=3).all(|id| net.units(id).len() == 1)));
+    let other = (1..=3).find(|&id| id != old).expect("follower");
+    let term = net.c(old).term();
+    assert_eq!(net.c(old).leading_term(), Some(term));
+    // A newer leader's heartbeat, stepped between two rounds (as the loop's `receive` does).
+    let mut hb = Message::default();
+    hb.set_msg_type(raft::eraftpb::MessageType::MsgHeartbeat);
+    hb.from = other;
+    hb.to = old;
+    hb.term = term + 1;
+    net.c(old).step(hb).expect("step");
+    // The round has not reported it yet, but nothing may act on the stale role: raft would
+    // forward the proposal to the new leader, which would log effects computed here.
+    assert!(net.c(old).is_leader());
+    assert_eq!(net.c(old).leading_term(), None);
+    assert!(net.c(old).propose_unit(unit(2)).is_err());
+    assert!(net.c(old).add_learner(9, &addr(9)).is_err());
+}
+
+#[test]
+fn a_proposal_from_a_peer_is_refused() {
+    let mut net = Net::new(3);
+    let leader = net.elect();
+    let other = (1..=3).find(|&id| id != leader).expect("follower");
+    let before = net.c(leader).view();
+    let mut m = Message::default();
+    m.set_msg_type(raft::eraftpb::MessageType::MsgPropose);
+    m.from = other;
+    m.to = leader;
+    m.set_entries(
+        vec![Entry {
+            data: unit(7).into(),
+            ..Default::default()
+        }]
+        .into(),
+    );
+    assert!(net.c(leader).step(m).is_err());
+    net.run(5, |_| false);
+    assert!(!(1..=3).any(|id| net.has_unit(id, &unit(7))));
+    assert_eq!(net.c(leader).view().commit, before.commit);
+}
