@@ -386,7 +386,13 @@ fn restart_from_the_files_keeps_hard_state_and_log() {
     // A write the crash cut short: a header that promises more than follows.
     let log = net.nodes[&f].dir.join("raft.log");
     let mut bytes = std::fs::read(&log).expect("log");
-    bytes.extend_from_slice(&[200, 0, 0, 0, 1, 2, 3, 4, 9, 9]);
+    // Written where the records end (zeros follow them, kept ahead of the log).
+    let n = bytes.iter().rposition(|&b| b != 0).expect("records") + 1;
+    let torn = [200, 0, 0, 0, 1, 2, 3, 4, 9, 9];
+    if bytes.len() < n + torn.len() {
+        bytes.resize(n + torn.len(), 0);
+    }
+    bytes[n..n + torn.len()].copy_from_slice(&torn);
     std::fs::write(&log, &bytes).expect("torn tail");
     net.restart(f);
     let store = net.c(f).node.store();
@@ -405,7 +411,12 @@ fn restart_from_the_files_keeps_hard_state_and_log() {
     );
     net.heal();
     assert!(net.run(20, |net| net.units(f) == want));
-    assert!(std::fs::read(&log).expect("log").len() < bytes.len());
+    let now = std::fs::read(&log).expect("log");
+    assert_ne!(
+        &now[n..n + torn.len()],
+        &torn,
+        "the torn record is still there"
+    );
 }
 
 #[test]
@@ -436,14 +447,34 @@ fn log_replay_overwrites_a_later_term_drops_a_torn_tail_and_refuses_corruption()
     }
     let log = dir.0.join("raft.log");
     let good = std::fs::read(&log).expect("log");
-    std::fs::write(&log, [&good[..], &good[..5]].concat()).expect("torn");
+    // The records, then the zeros kept ahead of them (the last record ends in its data).
+    let n = good.iter().rposition(|&b| b != 0).expect("records") + 1;
+    let records = &good[..n];
+    assert!(good.len() > n, "no zeroed space ahead of the log");
+    // A crash in the middle of the next write: part of a record where the zeros were.
+    let mut torn = good.clone();
+    torn[n..n + 5].copy_from_slice(&good[..5]);
+    std::fs::write(&log, &torn).expect("torn");
     let s = LogStore::open(&dir.0, &Addrs::new()).expect("reopen");
     assert_eq!(s.last_index(), Ok(5));
     assert_eq!((s.term(3), s.term(4), s.term(5)), (Ok(1), Ok(2), Ok(2)));
     let hs = s.hard_state();
     assert_eq!((hs.term, hs.vote), (2, 1));
-    assert_eq!(std::fs::read(&log).expect("log"), good, "torn tail cut off");
     drop(s);
+    let now = std::fs::read(&log).expect("log");
+    assert_eq!(&now[..n], records);
+    assert!(now[n..].iter().all(|&b| b == 0), "torn tail zeroed");
+    // The same torn write at the very end of a file without zeroed space.
+    std::fs::write(&log, [records, &good[..5]].concat()).expect("torn at eof");
+    let s = LogStore::open(&dir.0, &Addrs::new()).expect("reopen");
+    assert_eq!(s.last_index(), Ok(5));
+    drop(s);
+    // Anything but zeros after the end of the records is damage, not free space.
+    let mut after = good.clone();
+    after[n + 100] = 1;
+    std::fs::write(&log, &after).expect("data after the end");
+    assert!(LogStore::open(&dir.0, &Addrs::new()).is_err());
+    let good = records.to_vec();
     // One flipped byte in a record that is followed by others: an error, never a guess.
     let mut bad = good.clone();
     bad[10] ^= 0xff;
