@@ -150,6 +150,8 @@ impl ClusterIo {
             .filter_map(|(&id, a)| peer_target(a).map(|t| (id, t)))
             .collect();
         let peers = Peers::start(me, listen, &targets, config.masterauth.clone(), inbox)?;
+        let mut core = core;
+        core.set_waker(peers.loop_waker());
         tracing::info!(
             "Cluster node {me}: peers on {listen}, {} members, log in {}",
             view.members.len(),
@@ -285,6 +287,10 @@ impl ClusterIo {
     /// latency to theirs (committed is on a majority's disk already).
     pub fn take_acks(&mut self) -> bool {
         self.receive();
+        // This node's own log writes (a leader's, made beside the loop) count as an ack too.
+        if let Err(e) = self.core.take_durable() {
+            fatal(&format!("The cluster log failed: {e}"));
+        }
         let held = self.held.len();
         self.release_covered();
         self.held.len() != held

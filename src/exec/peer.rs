@@ -335,6 +335,14 @@ impl Peers {
         let _ = self.inbound.waker.wake();
     }
 
+    /// `wake_loop` for another thread (the cluster log's writer).
+    pub fn loop_waker(&self) -> Box<dyn Fn() + Send> {
+        let waker = self.inbound.waker.clone();
+        Box::new(move || {
+            let _ = waker.wake();
+        })
+    }
+
     /// Bytes queued per peer before messages are dropped (`DEFAULT_QUEUE_CAP`).
     pub fn set_queue_cap(&mut self, bytes: usize) {
         self.cap = bytes;

@@ -446,6 +446,16 @@ impl Cluster {
         apply: &mut dyn FnMut(u64, Applied),
     ) -> io::Result<Outcome> {
         let mut outcome = Outcome::default();
+        // A leader that stays leader writes its log beside the loop (store::Writer); any
+        // other round (a role change, a vote, a snapshot, a follower's ack, which promises its
+        // disk) is made durable here, after the writes handed over before it.
+        let leading = self.role == StateRole::Leader
+            && self.node.raft.state == StateRole::Leader
+            && self.restore.is_none();
+        if !leading {
+            self.node.mut_store().drain()?;
+        }
+        self.take_durable()?;
         if let Some(index) = self.restore.take() {
             apply(index, Applied::Snapshot(self.node.store().snapshot_data()));
         }
@@ -500,6 +510,24 @@ impl Cluster {
         if let Some(hs) = rd.hs() {
             self.node.mut_store().set_hard_state(hs);
         }
+        let async_write = leading
+            && rd.snapshot().is_empty()
+            && rd.persisted_messages().is_empty()
+            && (!rd.entries().is_empty() || self.node.store().in_flight());
+        if async_write {
+            // The leader's appends already left (step 1), so followers write while the writer
+            // thread does; raft counts this node's copy once `take_durable` reports it, and
+            // commits on whichever majority is durable first. Entries committed here are
+            // only those this node persisted (raft-rs), so applying them needs no wait.
+            self.apply_entries(rd.take_committed_entries(), apply)?;
+            self.take_read_states(&mut rd)?;
+            let number = rd.number();
+            self.node.advance_append_async(rd);
+            self.node.mut_store().submit(number)?;
+            self.node.advance_apply();
+            self.finish_reads();
+            return Ok(outcome);
+        }
         self.node.mut_store().sync()?;
         // 6. Votes and append acks promise what is now on disk. They leave before anything is
         // applied: a follower's ack is on the leader's commit path, its apply is not.
@@ -510,13 +538,7 @@ impl Cluster {
         // 3. Entries committed in earlier rounds (raft-rs hands out only persisted ones, so
         // applying them after this round's write changes nothing they promise).
         self.apply_entries(rd.take_committed_entries(), apply)?;
-        for rs in rd.take_read_states() {
-            let (id, seq) = Self::parse_read_ctx(&rs.request_ctx)
-                .ok_or_else(|| other("read state with a foreign context"))?;
-            if id == self.id() {
-                self.reads.push((seq, rs.index));
-            }
-        }
+        self.take_read_states(&mut rd)?;
         // 7. Advance, and what it released.
         let mut light = self.node.advance(rd);
         if let Some(commit) = light.commit_index() {
@@ -528,6 +550,37 @@ impl Cluster {
         sent();
         self.apply_entries(light.take_committed_entries(), apply)?;
         self.node.advance_apply();
+        self.finish_reads();
+        Ok(outcome)
+    }
+
+    /// Tells raft which of the writes handed to the writer thread are durable (a leader's own
+    /// copy then counts toward commit). Never between `ready` and its `advance`.
+    pub fn take_durable(&mut self) -> io::Result<()> {
+        if let Some(number) = self.node.mut_store().take_durable()? {
+            self.node.on_persist_ready(number);
+        }
+        Ok(())
+    }
+
+    /// Called from the writer thread when a write is durable: the loop's waker.
+    pub fn set_waker(&mut self, wake: Box<dyn Fn() + Send>) {
+        self.node.mut_store().set_waker(wake);
+    }
+
+    fn take_read_states(&mut self, rd: &mut raft::Ready) -> io::Result<()> {
+        for rs in rd.take_read_states() {
+            let (id, seq) = Self::parse_read_ctx(&rs.request_ctx)
+                .ok_or_else(|| other("read state with a foreign context"))?;
+            if id == self.id() {
+                self.reads.push((seq, rs.index));
+            }
+        }
+        Ok(())
+    }
+
+    /// Barriers whose index is applied are done.
+    fn finish_reads(&mut self) {
         let applied = self.node.raft.raft_log.applied;
         let done = &mut self.read_done;
         self.reads.retain(|&(seq, index)| {
@@ -538,7 +591,6 @@ impl Cluster {
                 true
             }
         });
-        Ok(outcome)
     }
 
     fn apply_entries(

@@ -55,6 +55,10 @@ pub struct LogStore {
     /// Where the next record goes: the end of the last one (zeros may follow).
     end: u64,
     ahead: Ahead,
+    writer: Writer,
+    /// Ready numbers handed to `writer` (the last one), and the last reported durable.
+    submitted: u64,
+    reported: u64,
     /// Encoded records not yet written: one write and one fsync per round.
     pending: Vec<u8>,
     /// raft.state must be rewritten before this round's persisted messages leave.
@@ -106,6 +110,7 @@ impl LogStore {
         let (entries, end) = replay(&mut log, &log_path)?;
         let log = Arc::new(log);
         let ahead = Ahead::start(log.clone(), end)?;
+        let writer = Writer::start(ahead.shared.clone())?;
         // The log may have just been created: its name must survive a power loss too.
         File::open(dir)?.sync_all()?;
         {
@@ -161,6 +166,9 @@ impl LogStore {
             log,
             end,
             ahead,
+            writer,
+            submitted: 0,
+            reported: 0,
             pending: Vec::new(),
             state_dirty: false,
             snap,
@@ -233,9 +241,61 @@ impl LogStore {
         self.state_dirty = true;
     }
 
+    /// Hands the buffered records to the writer thread as ready `number` (a leader's round,
+    /// see `Cluster::on_round`); `take_durable` reports it once written and fsynced. raft.state,
+    /// when it must change, is written here after the writes before it are durable (its commit
+    /// must never be ahead of the log on disk).
+    pub fn submit(&mut self, number: u64) -> io::Result<()> {
+        if self.state_dirty {
+            self.drain()?;
+            self.sync()?;
+        }
+        let at = self.end;
+        let data = std::mem::take(&mut self.pending);
+        self.end = at + data.len() as u64;
+        self.submitted = number;
+        self.writer.push(Job {
+            file: self.log.clone(),
+            at,
+            data,
+            number,
+        });
+        Ok(())
+    }
+
+    /// Writes handed to the writer and not yet durable.
+    pub fn in_flight(&self) -> bool {
+        self.submitted > self.reported
+    }
+
+    /// The highest ready number made durable since the last call; Err if a write failed.
+    pub fn take_durable(&mut self) -> io::Result<Option<u64>> {
+        let done = self.writer.done()?;
+        if done > self.reported {
+            self.reported = done;
+            return Ok(Some(done));
+        }
+        Ok(None)
+    }
+
+    /// Waits until every write handed to the writer is durable (before a synchronous write,
+    /// whose order must follow theirs).
+    pub fn drain(&mut self) -> io::Result<()> {
+        if self.submitted > self.writer.done()? {
+            self.writer.wait(self.submitted)?;
+        }
+        Ok(())
+    }
+
+    /// Called when the writer makes a write durable (the loop's waker).
+    pub fn set_waker(&mut self, wake: Box<dyn Fn() + Send>) {
+        self.writer.set_waker(wake);
+    }
+
     /// Makes the round durable: the buffered records (one write, one fdatasync) and, if term,
     /// vote or configuration changed, raft.state. Persisted messages may leave after this.
     pub fn sync(&mut self) -> io::Result<()> {
+        self.drain()?;
         if !self.pending.is_empty() {
             let at = self.end;
             let end = at + self.pending.len() as u64;
@@ -257,6 +317,7 @@ impl LogStore {
     /// Installs a snapshot received from the leader: files first (so a crash leaves either the
     /// old state or the new one), then the in-memory log is replaced and raft.log emptied.
     pub fn install_snapshot(&mut self, wire: &Snapshot) -> io::Result<()> {
+        self.drain()?;
         let (addrs, data) = split_wire(&wire.data)?;
         let snap = &snapshot(wire.get_metadata().clone(), data.to_vec());
         write_snapshot(&self.dir, snap, &addrs)?;
@@ -278,6 +339,7 @@ impl LogStore {
         if index <= self.snapshot_index() {
             return Ok(());
         }
+        self.drain()?;
         let term = self.mem.term(index).map_err(corrupt)?;
         let last = self.mem.last_index().map_err(corrupt)?;
         let tail = if last > index {
@@ -462,25 +524,12 @@ impl Ahead {
         })
     }
 
-    /// The loop is about to write up to `end`: waits (rarely: only when it outran the helper)
-    /// for a zeroing job under way beyond the log's end to finish.
     fn claim(&self, end: u64) {
-        let (m, cv) = &*self.shared;
-        let mut st = lock_ahead(m);
-        while st.busy_from.is_some_and(|from| end > from) {
-            st = cv.wait(st).unwrap_or_else(|e| e.into_inner());
-        }
-        st.ready = st.ready.max(end);
+        ahead_claim(&self.shared, end);
     }
 
-    /// The log now ends at `end`: asks for more zeros when few are left.
     fn want(&self, end: u64) {
-        let (m, cv) = &*self.shared;
-        let mut st = lock_ahead(m);
-        if st.ready < end + AHEAD_LOW && st.want < end + AHEAD_STEP {
-            st.want = end + AHEAD_STEP;
-            cv.notify_all();
-        }
+        ahead_want(&self.shared, end);
     }
 
     /// The log file was replaced by one that ends at `end`.
@@ -492,6 +541,160 @@ impl Ahead {
         st.ready = end;
         st.want = end + AHEAD_STEP;
         cv.notify_all();
+    }
+}
+
+/// A write up to `end` is about to be made: waits (rarely: only when the log outran the
+/// helper) for a zeroing job under way beyond the log's end to finish.
+fn ahead_claim(shared: &(Mutex<AheadState>, Condvar), end: u64) {
+    let (m, cv) = shared;
+    let mut st = lock_ahead(m);
+    while st.busy_from.is_some_and(|from| end > from) {
+        st = cv.wait(st).unwrap_or_else(|e| e.into_inner());
+    }
+    st.ready = st.ready.max(end);
+}
+
+/// The log now ends at `end`: asks for more zeros when few are left.
+fn ahead_want(shared: &(Mutex<AheadState>, Condvar), end: u64) {
+    let (m, cv) = shared;
+    let mut st = lock_ahead(m);
+    if st.ready < end + AHEAD_LOW && st.want < end + AHEAD_STEP {
+        st.want = end + AHEAD_STEP;
+        cv.notify_all();
+    }
+}
+
+/// A leader's log writes, made durable by a helper thread while the loop goes on: the leader's
+/// own fsync is one of the three a commit can count on, and with it on the loop thread every
+/// round's replies and the followers' acks waited for its tail (p99 5 ms, max 26 ms measured on
+/// a loaded VM) even when both followers had answered.
+struct Writer {
+    shared: Arc<(Mutex<WriterState>, Condvar)>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+struct Job {
+    file: Arc<File>,
+    at: u64,
+    data: Vec<u8>,
+    number: u64,
+}
+
+struct WriterState {
+    jobs: std::collections::VecDeque<Job>,
+    /// The highest ready number whose records are durable.
+    done: u64,
+    failed: Option<String>,
+    stop: bool,
+    wake: Option<Box<dyn Fn() + Send>>,
+}
+
+fn lock_writer(m: &Mutex<WriterState>) -> MutexGuard<'_, WriterState> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Writer {
+    fn start(ahead: Arc<(Mutex<AheadState>, Condvar)>) -> io::Result<Writer> {
+        let shared = Arc::new((
+            Mutex::new(WriterState {
+                jobs: Default::default(),
+                done: 0,
+                failed: None,
+                stop: false,
+                wake: None,
+            }),
+            Condvar::new(),
+        ));
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("raft-log-write".into())
+            .spawn(move || run_writer(&s, &ahead))?;
+        Ok(Writer {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    fn push(&self, job: Job) {
+        let (m, cv) = &*self.shared;
+        lock_writer(m).jobs.push_back(job);
+        cv.notify_all();
+    }
+
+    fn done(&self) -> io::Result<u64> {
+        let st = lock_writer(&self.shared.0);
+        match &st.failed {
+            Some(e) => Err(io::Error::other(e.clone())),
+            None => Ok(st.done),
+        }
+    }
+
+    fn wait(&self, number: u64) -> io::Result<()> {
+        let (m, cv) = &*self.shared;
+        let mut st = lock_writer(m);
+        while st.done < number && st.failed.is_none() {
+            st = cv.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        match &st.failed {
+            Some(e) => Err(io::Error::other(e.clone())),
+            None => Ok(()),
+        }
+    }
+
+    fn set_waker(&self, wake: Box<dyn Fn() + Send>) {
+        lock_writer(&self.shared.0).wake = Some(wake);
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        let (m, cv) = &*self.shared;
+        lock_writer(m).stop = true;
+        cv.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn run_writer(shared: &(Mutex<WriterState>, Condvar), ahead: &(Mutex<AheadState>, Condvar)) {
+    let (m, cv) = shared;
+    loop {
+        let jobs: Vec<Job> = {
+            let mut st = lock_writer(m);
+            while !st.stop && st.jobs.is_empty() {
+                st = cv.wait(st).unwrap_or_else(|e| e.into_inner());
+            }
+            // Jobs queued at stop are finished first: their rounds were acknowledged to raft
+            // as submitted, and the files must not change after the owner is gone.
+            if st.jobs.is_empty() {
+                return;
+            }
+            st.jobs.drain(..).collect()
+        };
+        // Every job queued meanwhile goes in one fdatasync (group commit across rounds).
+        let mut result = Ok(());
+        let mut end = 0;
+        for j in jobs.iter().filter(|j| !j.data.is_empty()) {
+            end = j.at + j.data.len() as u64;
+            ahead_claim(ahead, end);
+            result = result.and_then(|_| j.file.write_all_at(&j.data, j.at));
+        }
+        if let Some(last) = jobs.iter().rev().find(|j| !j.data.is_empty()) {
+            result = result.and_then(|_| last.file.sync_data());
+            ahead_want(ahead, end);
+        }
+        let number = jobs.iter().map(|j| j.number).max().unwrap_or(0);
+        let mut st = lock_writer(m);
+        match result {
+            Ok(()) => st.done = st.done.max(number),
+            Err(e) => st.failed = Some(format!("raft.log: {e}")),
+        }
+        cv.notify_all();
+        if let Some(wake) = &st.wake {
+            wake();
+        }
     }
 }
 

@@ -122,11 +122,14 @@ impl Net {
         self.cut.clear();
     }
 
-    /// One round on every node, then delivery, until nothing is in flight.
+    /// One round on every node, then delivery, until nothing is in flight. A leader's log
+    /// writes (made by the writer thread beside the loop) are waited for before each round, so
+    /// the rounds see them as the loop would once woken.
     fn settle(&mut self) {
         for _ in 0..50 {
             for node in self.nodes.values_mut() {
                 let Some(c) = node.c.as_mut() else { continue };
+                c.node.mut_store().drain().expect("drain");
                 let queue = &mut self.queue;
                 let applied = &mut node.applied;
                 let outcome = c
@@ -143,7 +146,11 @@ impl Net {
                         .expect("compact");
                 }
             }
-            if self.queue.is_empty() {
+            let busy = self.nodes.values().any(|n| {
+                n.c.as_ref()
+                    .is_some_and(|c| c.node.store().in_flight() || c.node.has_ready())
+            });
+            if self.queue.is_empty() && !busy {
                 return;
             }
             while let Some(m) = self.queue.pop_front() {
