@@ -1288,6 +1288,30 @@ mod tests {
     }
 
     #[test]
+    fn a_message_larger_than_one_turns_budget_arrives_whole_and_in_order() {
+        let (mut a, _ga) = node(1, None);
+        let (mut b, _gb) = node(2, None);
+        a.set_peer(2, at(&b));
+        let mut big = msg(1, 2, 1);
+        big.context = vec![7u8; 3 * RECV_BUDGET + 5].into();
+        a.send_now(big);
+        a.send_now(msg(1, 2, 2));
+        // Read as the loop does, turn after turn: a turn takes at most RECV_BUDGET bytes of a
+        // connection, and a frame is delivered only once whole.
+        let mut got: Vec<(u64, usize)> = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut turns = 0;
+        while got.len() < 2 {
+            assert!(Instant::now() < deadline, "got {got:?}");
+            b.receive(&mut |m| got.push((m.commit, m.context.len())));
+            turns += 1;
+            thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(got, vec![(1, 3 * RECV_BUDGET + 5), (2, 0)]);
+        assert!(turns > 1);
+    }
+
+    #[test]
     fn three_nodes_exchange_10000_each_way_in_order() {
         let mut nodes: Vec<(Peers, Got)> = (1..=3).map(|id| node(id, Some("pw"))).collect();
         let addrs: Vec<Option<String>> = nodes.iter().map(|(p, _)| at(p)).collect();
