@@ -46,10 +46,12 @@ const READ_REASK: Duration = Duration::from_millis(200);
 /// client then looks for the leader elsewhere) rather than answer from state that may be stale.
 const READ_GIVE_UP: Duration = Duration::from_millis(2000);
 
-/// A reply that leaves once the log commits `index` and the read barrier `read` is confirmed.
+/// A reply that leaves once the log commits `index` and the read barrier `read` is confirmed,
+/// while this node still leads in `term`.
 struct Held {
     index: u64,
     read: u64,
+    term: u64,
     out: OutSender,
     msg: Out,
 }
@@ -148,6 +150,8 @@ impl ClusterIo {
             .filter_map(|(&id, a)| peer_target(a).map(|t| (id, t)))
             .collect();
         let peers = Peers::start(me, listen, &targets, config.masterauth.clone(), inbox)?;
+        let mut core = core;
+        core.set_waker(peers.loop_waker());
         tracing::info!(
             "Cluster node {me}: peers on {listen}, {} members, log in {}",
             view.members.len(),
@@ -251,15 +255,45 @@ impl ClusterIo {
         Ok(())
     }
 
-    pub fn step(&mut self, m: crate::replication::Message) {
-        let now = Instant::now();
-        match self.heard.iter_mut().find(|(id, _)| *id == m.from) {
-            Some(h) => h.1 = now,
-            None => self.heard.push((m.from, now)),
+    /// The descriptor the loop's epoll watches for peer messages (`receive`).
+    pub fn peer_fd(&self) -> std::os::fd::RawFd {
+        self.peers.poll_fd()
+    }
+
+    /// Steps every message the peers sent since the last call: read here, on the loop's own
+    /// thread, so an append or an ack costs no thread wake-up between the socket and raft.
+    /// True if there was any.
+    fn receive(&mut self) -> bool {
+        let ClusterIo {
+            peers, core, heard, ..
+        } = self;
+        let mut now = None;
+        peers.receive(&mut |m| {
+            let t = *now.get_or_insert_with(Instant::now);
+            match heard.iter_mut().find(|(id, _)| *id == m.from) {
+                Some(h) => h.1 = t,
+                None => heard.push((m.from, t)),
+            }
+            if let Err(e) = core.step(m) {
+                tracing::debug!("Dropped a peer message: {e}");
+            }
+        });
+        now.is_some()
+    }
+
+    /// Before the round: steps what the peers sent and releases the replies their acks
+    /// committed. True if any was released: the loop then writes them to their sockets before
+    /// the round's fsync of newer entries (`cluster_round`), which would only add its own
+    /// latency to theirs (committed is on a majority's disk already).
+    pub fn take_acks(&mut self) -> bool {
+        self.receive();
+        // This node's own log writes (a leader's, made beside the loop) count as an ack too.
+        if let Err(e) = self.core.take_durable() {
+            fatal(&format!("The cluster log failed: {e}"));
         }
-        if let Err(e) = self.core.step(m) {
-            tracing::debug!("Dropped a peer message: {e}");
-        }
+        let held = self.held.len();
+        self.release_covered();
+        self.held.len() != held
     }
 
     pub fn report_unreachable(&mut self, id: u64) {
@@ -292,6 +326,7 @@ impl ClusterIo {
             self.held.push_back(Held {
                 index: 0,
                 read: 0,
+                term: self.core.term(),
                 out,
                 msg,
             });
@@ -310,6 +345,7 @@ impl ClusterIo {
         self.held.push_back(Held {
             index,
             read,
+            term: self.core.term(),
             out,
             msg,
         });
@@ -319,11 +355,21 @@ impl ClusterIo {
 impl ClusterIo {
     /// Replies the log now covers leave (any order across clients: each client has one batch
     /// in flight).
+    ///
+    /// Only while raft still leads in the term the reply was held in: a message stepped since
+    /// the last round (`receive`) can depose this node and carry a new leader's commit index,
+    /// and its log may hold other entries at the held indexes. A leader never overwrites its
+    /// own log within its term, so there `index <= commit` is this node's own entry.
     fn release_covered(&mut self) {
         let commit = self.core.commit();
         let core = &self.core;
+        // Deposed (or not leading): the round's step-down drops what is held.
+        let leading = core.leading_term();
         self.held.retain_mut(|h| {
-            if h.index <= commit && core.read_done(h.read) {
+            // index 0 without a barrier: RAFT TRANSFER's OK, which claims nothing of the log.
+            let free = h.index == 0 && h.read == 0;
+            let covered = Some(h.term) == leading && h.index <= commit && core.read_done(h.read);
+            if free || covered {
                 let msg = std::mem::replace(
                     &mut h.msg,
                     Out {
@@ -416,10 +462,8 @@ impl Server {
         let Some(mut c) = self.io.cluster.take() else {
             return;
         };
-        // Replies whose entries the followers' acks (stepped since the last round) committed
-        // leave now, not after this round's fsync of newer entries: committed is on a
-        // majority's disk already, and the fsync would only add its own latency (and its
-        // tail, on a busy disk) to theirs.
+        // Usually done by the loop already (`take_acks`, then the replies are written).
+        c.receive();
         c.release_covered();
         let mut extend_applied = 0u64;
         let commit_before = c.view.commit;
@@ -493,6 +537,14 @@ impl Server {
         }
         if c.view.leader != 0 && c.view.leader != c.announced_leader {
             self.announce_leader(&mut c);
+        }
+        // What arrived during the round's fsync (a leader's acks, a follower's next appends)
+        // is stepped now rather than after the next poll and the client batches it brings:
+        // acks commit replies that leave at the end of this turn. The turn after comes at
+        // once, as the loop must not sleep on messages stepped but not yet processed (the
+        // socket they came from is drained, so epoll would not wake it).
+        if c.receive() {
+            c.peers.wake_loop();
         }
         c.release_covered();
         self.maybe_compact(&mut c);

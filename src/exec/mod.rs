@@ -29,8 +29,6 @@ pub enum Msg {
         id: u64,
     },
     Shutdown,
-    /// A consensus message from a cluster peer (exec/peer.rs), for `Cluster::step`.
-    Raft(Box<crate::replication::Message>),
     /// The transport could not deliver to this peer (`Cluster::report_unreachable`).
     PeerUnreachable(u64),
 }
@@ -443,11 +441,6 @@ impl Server {
                 }
             }
             Msg::Shutdown => self.shutting_down = true,
-            Msg::Raft(m) => {
-                if let Some(c) = self.io.cluster.as_mut() {
-                    c.step(*m);
-                }
-            }
             Msg::PeerUnreachable(id) => {
                 if let Some(c) = self.io.cluster.as_mut() {
                     c.report_unreachable(id);
@@ -978,6 +971,12 @@ pub fn spawn(
             });
             let mut server = Server::new(config, shared);
             server.io.cluster = cluster;
+            // Peer messages wake the loop directly (exec/peer.rs reads them in cluster_round).
+            if let Some(c) = server.io.cluster.as_ref() {
+                if let Err(e) = net.watch(c.peer_fd()) {
+                    fatal(&format!("Cannot watch the cluster peer connections: {e}"));
+                }
+            }
             tracing::warn!("Server initialized");
             let waker = std::task::Waker::from(waker);
             let mut cx = std::task::Context::from_waker(&waker);
@@ -1075,6 +1074,11 @@ pub fn spawn(
                 }
                 if let Some(c) = server.io.cluster.as_mut() {
                     c.tick_until(now);
+                    // Replies the peers' acks committed reach their sockets before the round's
+                    // fsync (exec/cluster.rs).
+                    if c.take_acks() {
+                        net.flush(&mut server);
+                    }
                     // Lent: clients the opened gate releases may run a script that turns busy.
                     net.lend(&mut server, Server::cluster_round);
                 }

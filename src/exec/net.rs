@@ -38,6 +38,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 const WAKER: Token = Token(usize::MAX);
+/// A descriptor another part of the executor reads itself (`watch`): its events only wake the
+/// loop. Far above any client id (a counter) and below the listeners' tokens.
+const WATCHED: Token = Token(usize::MAX / 2);
 /// Room kept free in a read buffer before a read (Redis reads 16 KB per event).
 const READ_CHUNK: usize = 16 * 1024;
 /// Bytes read from one connection in one turn before the others get theirs.
@@ -340,6 +343,14 @@ impl Net {
         Ok((net, waker))
     }
 
+    /// Wakes the loop whenever `fd` turns readable; its owner reads it during the loop's turn
+    /// (the cluster's peer connections, exec/peer.rs).
+    pub fn watch(&self, fd: std::os::fd::RawFd) -> io::Result<()> {
+        self.poll
+            .registry()
+            .register(&mut SourceFd(&fd), WATCHED, Interest::READABLE)
+    }
+
     /// Runs `f` with this loop lent to the executor (`Server::busy_loop`), for a busy script's
     /// hook to serve the other connections.
     pub fn lend<R>(&mut self, server: &mut Server, f: impl FnOnce(&mut Server) -> R) -> R {
@@ -364,7 +375,7 @@ impl Net {
         }
         for ev in self.events.iter() {
             let t = ev.token();
-            if t == WAKER {
+            if t == WAKER || t == WATCHED {
                 continue;
             }
             self.fired.push(Fired {

@@ -1,10 +1,14 @@
 //! The cluster peer transport (replication/DESIGN.md §2): Raft messages between nodes over TCP.
 //!
-//! Plain std threads and blocking sockets: a cluster has 3–7 nodes, so a thread per peer is
-//! simpler to get right than a second event loop, and the executor only ever touches a queue
-//! (`Peers::send`) and its own inbox. Each node dials every peer to *send* (one thread per peer,
-//! owning that peer's queue) and accepts connections to *receive* (one thread per accepted
-//! connection, forwarding to the executor's inbox): two connections per pair, no deduplication.
+//! Each node dials every peer to *send* (one thread per peer, owning that peer's queue, with
+//! blocking sockets; the executor writes a round's frames itself when that thread is idle, see
+//! `Peers::flush`) and accepts connections to *receive*: two connections per pair, no
+//! deduplication. An accepted connection's handshake runs on a short-lived thread (blocking,
+//! with timeouts); once authenticated, the socket is handed to the executor, which reads it
+//! itself, non-blocking, from its own epoll (`Peers::receive`, woken through `Peers::poll_fd`).
+//! A reader thread per connection would add a thread wake-up to every message on the commit
+//! path (peer socket → reader → executor), twice per replicated write; on a busy machine each
+//! wake-up waits for a CPU, and that wait was the tail of the commit latency.
 //!
 //! Wire: a frame is `u32 BE body length | u8 type | body` (the length excludes the type byte).
 //! - 3 NONCE (acceptor → dialer, first): 32 random bytes.
@@ -23,10 +27,10 @@ use crate::replication::Message;
 use protobuf::Message as _;
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, VecDeque};
-use std::io::{self, BufReader, Read, Write};
+use std::io::{self, Read, Write};
 use std::net::ToSocketAddrs;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
@@ -83,6 +87,8 @@ pub struct Peers {
     conns: Arc<Mutex<Conns>>,
     /// `flush`'s framing buffer, kept between rounds (the loop is its only user).
     flush_buf: std::cell::RefCell<Vec<u8>>,
+    /// Authenticated inbound connections, read by the executor (`receive`).
+    inbound: Inbound,
 }
 
 /// One peer's outgoing side, shared by `Peers::send` and that peer's sender thread.
@@ -116,13 +122,47 @@ struct Queue {
     partial: Vec<u8>,
 }
 
-/// Accepted connections, so `Drop` can close them and wait for their threads.
+/// Accepted connections (handshaking or read by the executor), so `Drop` can close them and
+/// wait for the handshake threads, and the listener can cap how many are open.
 #[derive(Default)]
 struct Conns {
     next: u64,
     open: HashMap<u64, TcpStream>,
     threads: Vec<JoinHandle<()>>,
+    /// Connections whose handshake passed, for the executor to take (`Inbound::adopt`):
+    /// (conn key, peer id, socket, remote address).
+    handed: Vec<(u64, u64, TcpStream, SocketAddr)>,
 }
+
+/// The executor's side of receiving: its own epoll set of authenticated peer connections
+/// (registered in the executor's epoll as one descriptor, so a frame arriving wakes the loop
+/// directly), and a waker the handshake threads use to hand over new connections.
+struct Inbound {
+    poll: mio::Poll,
+    events: mio::Events,
+    waker: Arc<mio::Waker>,
+    conns: HashMap<usize, InConn>,
+    next_token: usize,
+    /// One read's landing place, shared by every connection.
+    scratch: Vec<u8>,
+}
+
+/// One authenticated inbound connection: its socket (non-blocking) and the bytes of the frame
+/// it is in the middle of.
+struct InConn {
+    key: u64,
+    peer: u64,
+    from: SocketAddr,
+    sock: TcpStream,
+    buf: Vec<u8>,
+}
+
+/// Token of the handshake threads' waker in `Inbound::poll`; connections count up from 0.
+const HANDED: mio::Token = mio::Token(usize::MAX);
+/// Bytes read from one connection in one `receive` before the loop goes on (a snapshot can
+/// be hundreds of MB: the rest is read on the next turns, which the waker makes come at once).
+const RECV_BUDGET: usize = 4 << 20;
+const RECV_CHUNK: usize = 64 << 10;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Nothing panics while holding these locks; if something did, the data is still usable.
@@ -151,12 +191,21 @@ impl Peers {
         let key: Arc<[u8]> = secret.map(String::into_bytes).unwrap_or_default().into();
         let stop = Arc::new(AtomicBool::new(false));
         let conns = Arc::new(Mutex::new(Conns::default()));
+        let poll = mio::Poll::new()?;
+        let waker = Arc::new(mio::Waker::new(poll.registry(), HANDED)?);
+        let inbound = Inbound {
+            poll,
+            events: mio::Events::with_capacity(64),
+            waker: waker.clone(),
+            conns: HashMap::new(),
+            next_token: 0,
+            scratch: vec![0; RECV_CHUNK],
+        };
         let handle = {
-            let (key, inbox, stop, conns) =
-                (key.clone(), inbox.clone(), stop.clone(), conns.clone());
+            let (key, stop, conns) = (key.clone(), stop.clone(), conns.clone());
             thread::Builder::new()
                 .name("peer-listen".into())
-                .spawn(move || run_listener(me, listener, key, inbox, stop, conns))?
+                .spawn(move || run_listener(listener, key, waker, stop, conns))?
         };
         let mut p = Peers {
             me,
@@ -169,6 +218,7 @@ impl Peers {
             listener: Some(handle),
             conns,
             flush_buf: Default::default(),
+            inbound,
         };
         for (id, addr) in peers {
             if *id != me && !p.links.contains_key(id) {
@@ -181,6 +231,116 @@ impl Peers {
     /// The address actually bound (the port when `listen` had port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+
+    /// The descriptor the executor watches in its epoll: readable whenever a peer connection
+    /// has bytes (or a new one was authenticated), then `receive` reads them.
+    pub fn poll_fd(&self) -> RawFd {
+        self.inbound.poll.as_raw_fd()
+    }
+
+    /// Reads what the peers sent since the last call, without blocking, and hands every
+    /// complete message addressed to this node to `deliver`, in each connection's order. A
+    /// connection that ends, breaks the framing or sends an undecodable message is closed (its
+    /// peer redials); the others go on.
+    pub fn receive(&mut self, deliver: &mut dyn FnMut(Message)) {
+        let inb = &mut self.inbound;
+        if let Err(e) = inb.poll.poll(&mut inb.events, Some(Duration::ZERO)) {
+            if e.kind() != io::ErrorKind::Interrupted {
+                tracing::warn!("cluster: epoll on the peer connections: {e}");
+            }
+            return;
+        }
+        let mut ready: Vec<usize> = Vec::new();
+        let mut adopt = false;
+        for ev in inb.events.iter() {
+            if ev.token() == HANDED {
+                adopt = true;
+            } else {
+                ready.push(ev.token().0);
+            }
+        }
+        if adopt {
+            let handed = std::mem::take(&mut lock(&self.conns).handed);
+            for (key, peer, sock, from) in handed {
+                let token = inb.next_token;
+                inb.next_token += 1;
+                let fd = sock.as_raw_fd();
+                let registered = inb.poll.registry().register(
+                    &mut mio::unix::SourceFd(&fd),
+                    mio::Token(token),
+                    mio::Interest::READABLE,
+                );
+                if let Err(e) = registered {
+                    tracing::warn!("cluster: cannot watch the connection from peer {peer}: {e}");
+                    let _ = sock.shutdown(Shutdown::Both);
+                    lock(&self.conns).open.remove(&key);
+                    continue;
+                }
+                inb.conns.insert(
+                    token,
+                    InConn {
+                        key,
+                        peer,
+                        from,
+                        sock,
+                        buf: Vec::new(),
+                    },
+                );
+                // Frames may have arrived before it was registered (edge-triggered epoll
+                // reports only new ones).
+                ready.push(token);
+            }
+        }
+        for token in ready {
+            let Some(c) = inb.conns.get_mut(&token) else {
+                continue;
+            };
+            let end = read_frames(self.me, c, &mut inb.scratch, deliver);
+            match end {
+                Ok(true) => {}
+                // Over the budget: the rest is read on the next turn, which the waker makes
+                // come at once (nothing new may arrive to trigger the edge).
+                Ok(false) => {
+                    let _ = inb.waker.wake();
+                }
+                Err(end) => {
+                    let c = inb.conns.remove(&token).expect("looked up above");
+                    let fd = c.sock.as_raw_fd();
+                    let _ = inb
+                        .poll
+                        .registry()
+                        .deregister(&mut mio::unix::SourceFd(&fd));
+                    lock(&self.conns).open.remove(&c.key);
+                    let _ = c.sock.shutdown(Shutdown::Both);
+                    match end {
+                        ServeEnd::Closed => tracing::info!(
+                            "cluster: peer {} disconnected (inbound from {})",
+                            c.peer,
+                            c.from
+                        ),
+                        ServeEnd::BadHello(why) | ServeEnd::Failed(why) => tracing::info!(
+                            "cluster: closed the connection from peer {} ({}): {why}",
+                            c.peer,
+                            c.from
+                        ),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Makes `poll_fd` readable, so the loop turns again at once.
+    pub fn wake_loop(&self) {
+        let _ = self.inbound.waker.wake();
+    }
+
+    /// `wake_loop` for another thread (the cluster log's writer).
+    pub fn loop_waker(&self) -> Box<dyn Fn() + Send> {
+        let waker = self.inbound.waker.clone();
+        Box::new(move || {
+            let _ = waker.wake();
+        })
     }
 
     /// Bytes queued per peer before messages are dropped (`DEFAULT_QUEUE_CAP`).
@@ -756,10 +916,9 @@ fn write_batch(w: &mut impl Write, batch: &VecDeque<Vec<u8>>, out: &mut Vec<u8>)
 // ---- receiving ----
 
 fn run_listener(
-    me: u64,
     listener: TcpListener,
     key: Arc<[u8]>,
-    inbox: Inbox,
+    waker: Arc<mio::Waker>,
     stop: Arc<AtomicBool>,
     conns: Arc<Mutex<Conns>>,
 ) {
@@ -792,19 +951,26 @@ fn run_listener(
         let Ok(clone) = s.try_clone() else { continue };
         let conn = c.next;
         c.next += 1;
-        let (key, inbox, conns2) = (key.clone(), inbox.clone(), conns.clone());
-        let spawned = thread::Builder::new()
-            .name("peer-recv".into())
-            .spawn(move || {
-                serve(me, s, from, &key, &inbox);
-                lock(&conns2).open.remove(&conn);
-            });
+        let (key, waker, conns2) = (key.clone(), waker.clone(), conns.clone());
+        let spawned =
+            thread::Builder::new()
+                .name("peer-hello".into())
+                .spawn(move || match handshake(&s, from, &key) {
+                    Some(id) => {
+                        lock(&conns2).handed.push((conn, id, s, from));
+                        // The executor is gone only at shutdown, when nothing needs the socket.
+                        let _ = waker.wake();
+                    }
+                    None => {
+                        lock(&conns2).open.remove(&conn);
+                    }
+                });
         match spawned {
             Ok(h) => {
                 c.open.insert(conn, clone);
                 c.threads.push(h);
             }
-            Err(e) => tracing::warn!("cluster: cannot start a reader for {from}: {e}"),
+            Err(e) => tracing::warn!("cluster: cannot start a handshake for {from}: {e}"),
         }
     }
 }
@@ -826,117 +992,150 @@ enum ServeEnd {
     Failed(String),
 }
 
-fn serve(me: u64, s: TcpStream, from: SocketAddr, key: &[u8], inbox: &Inbox) {
-    let mut peer = None;
-    match (serve_inner(me, &s, key, inbox, &mut peer), peer) {
-        (ServeEnd::Closed, Some(id)) => {
-            tracing::info!("cluster: peer {id} disconnected (inbound from {from})")
+/// The acceptor's side of the handshake, blocking with timeouts (on its own thread). Some(peer
+/// id) once the peer proved the shared secret: the socket is then non-blocking, ready for the
+/// executor to read.
+fn handshake(s: &TcpStream, from: SocketAddr, key: &[u8]) -> Option<u64> {
+    match handshake_inner(s, key) {
+        Ok(id) => {
+            tracing::info!("cluster: peer {id} connected (inbound)");
+            Some(id)
         }
-        (ServeEnd::Closed, None) => {}
-        (ServeEnd::BadHello(why), _) => {
-            tracing::warn!("cluster: rejected a peer connection from {from}: {why}")
+        Err(ServeEnd::Closed) => None,
+        Err(ServeEnd::BadHello(why)) => {
+            tracing::warn!("cluster: rejected a peer connection from {from}: {why}");
+            None
         }
-        (ServeEnd::Failed(why), Some(id)) => {
-            tracing::info!("cluster: closed the connection from peer {id} ({from}): {why}")
-        }
-        (ServeEnd::Failed(why), None) => {
-            tracing::debug!("cluster: peer connection from {from} ended: {why}")
+        Err(ServeEnd::Failed(why)) => {
+            tracing::debug!("cluster: peer connection from {from} ended: {why}");
+            None
         }
     }
 }
 
-fn serve_inner(
-    me: u64,
-    s: &TcpStream,
-    key: &[u8],
-    inbox: &Inbox,
-    peer: &mut Option<u64>,
-) -> ServeEnd {
+fn handshake_inner(s: &TcpStream, key: &[u8]) -> Result<u64, ServeEnd> {
     let fail = |e: io::Error| ServeEnd::Failed(e.to_string());
     // Accepted sockets can inherit the listener's nonblocking mode on some platforms.
-    if let Err(e) = s
-        .set_nonblocking(false)
+    s.set_nonblocking(false)
         .and_then(|_| s.set_nodelay(true))
         .and_then(|_| s.set_read_timeout(Some(HANDSHAKE_TIMEOUT)))
         .and_then(|_| s.set_write_timeout(Some(HANDSHAKE_TIMEOUT)))
-    {
-        return fail(e);
-    }
-    let nonce = match random_nonce() {
-        Ok(n) => n,
-        Err(e) => return ServeEnd::Failed(format!("no random nonce: {e}")),
-    };
-    if let Err(e) = write_frame(s, NONCE, &nonce) {
-        return fail(e);
-    }
+        .map_err(fail)?;
+    let nonce = random_nonce().map_err(|e| ServeEnd::Failed(format!("no random nonce: {e}")))?;
+    write_frame(s, NONCE, &nonce).map_err(fail)?;
     let mut r = s;
     // The length is checked before anything is read into memory: only a 40-byte HELLO is valid.
     let hello: [u8; HELLO_LEN] = match read_header(&mut r) {
         Ok(Some((HELLO_LEN, HELLO))) => {
             let mut b = [0u8; HELLO_LEN];
-            if let Err(e) = r.read_exact(&mut b) {
-                return fail(e);
-            }
+            r.read_exact(&mut b).map_err(fail)?;
             b
         }
         Ok(Some((len, t))) => {
-            return ServeEnd::BadHello(format!(
+            return Err(ServeEnd::BadHello(format!(
                 "expected HELLO, got a type {t} frame of {len} bytes"
-            ))
+            )))
         }
-        Ok(None) => return ServeEnd::Closed,
-        Err(e) => return fail(e),
+        Ok(None) => return Err(ServeEnd::Closed),
+        Err(e) => return Err(fail(e)),
     };
     let mut idb = [0u8; 8];
     idb.copy_from_slice(&hello[..8]);
     let id = u64::from_be_bytes(idb);
     if !ct_eq(&hello[8..], &hello_mac(key, &nonce, id)) {
-        return ServeEnd::BadHello(format!(
+        return Err(ServeEnd::BadHello(format!(
             "node {id} did not prove the shared secret (is masterauth the same on both nodes?)"
-        ));
+        )));
     }
-    if let Err(e) = write_frame(s, WELCOME, &[]).and_then(|_| s.set_read_timeout(None)) {
-        return fail(e);
+    // Only the header of the HELLO was read above, never past it: whatever RAFT frames follow
+    // WELCOME stay in the socket for the executor.
+    write_frame(s, WELCOME, &[])
+        .and_then(|_| s.set_read_timeout(None))
+        .and_then(|_| s.set_write_timeout(None))
+        .and_then(|_| s.set_nonblocking(true))
+        .map_err(fail)?;
+    Ok(id)
+}
+
+/// Reads `c` until the socket has nothing more (Ok(true)) or `RECV_BUDGET` bytes were read
+/// (Ok(false): call again), delivering each complete frame. Err: the connection is over.
+fn read_frames(
+    me: u64,
+    c: &mut InConn,
+    scratch: &mut [u8],
+    deliver: &mut dyn FnMut(Message),
+) -> Result<bool, ServeEnd> {
+    let mut read = 0;
+    let drained = loop {
+        if read >= RECV_BUDGET {
+            break false;
+        }
+        match (&c.sock).read(scratch) {
+            Ok(0) => {
+                return Err(if c.buf.is_empty() {
+                    ServeEnd::Closed
+                } else {
+                    ServeEnd::Failed("connection closed inside a frame".into())
+                })
+            }
+            Ok(n) => {
+                read += n;
+                c.buf.extend_from_slice(&scratch[..n]);
+                // Frames are taken as soon as they are whole, so the buffer holds at most one
+                // frame and a read (a frame is grown only as its bytes arrive: a length the
+                // peer never sends costs nothing).
+                take_frames(me, c, deliver)?;
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break true,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(ServeEnd::Failed(e.to_string())),
+        }
+    };
+    // A snapshot's frame can be megabytes: it need not stay allocated.
+    if c.buf.is_empty() && c.buf.capacity() > 4 * COALESCE {
+        c.buf = Vec::new();
     }
-    *peer = Some(id);
-    tracing::info!("cluster: peer {id} connected (inbound)");
-    let mut r = BufReader::with_capacity(64 << 10, s);
-    loop {
-        let (len, ty) = match read_header(&mut r) {
-            Ok(Some(h)) => h,
-            Ok(None) => return ServeEnd::Closed,
-            Err(e) => return fail(e),
-        };
+    Ok(drained)
+}
+
+/// Delivers the whole frames at the front of `c.buf` and keeps the incomplete rest.
+fn take_frames(me: u64, c: &mut InConn, deliver: &mut dyn FnMut(Message)) -> Result<(), ServeEnd> {
+    let mut at = 0;
+    let result = loop {
+        let rest = &c.buf[at..];
+        if rest.len() < 5 {
+            break Ok(());
+        }
+        let len = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+        let ty = rest[4];
         if len > MAX_FRAME {
-            return ServeEnd::Failed(format!(
+            break Err(ServeEnd::Failed(format!(
                 "a {len} byte frame is over the {MAX_FRAME} byte cap"
-            ));
+            )));
         }
         if ty != RAFT {
-            return ServeEnd::Failed(format!("unexpected frame type {ty}"));
+            break Err(ServeEnd::Failed(format!("unexpected frame type {ty}")));
         }
-        // Grown as bytes arrive, so a length the peer never sends costs nothing.
-        let mut body = Vec::with_capacity(len.min(1 << 20));
-        match (&mut r).take(len as u64).read_to_end(&mut body) {
-            Ok(n) if n == len => {}
-            Ok(_) => return ServeEnd::Failed("connection closed inside a frame".into()),
-            Err(e) => return fail(e),
-        }
-        let m = match Message::parse_from_bytes(&body) {
-            Ok(m) => m,
-            Err(e) => return ServeEnd::Failed(format!("undecodable RAFT frame: {e}")),
+        let Some(body) = rest.get(5..5 + len) else {
+            break Ok(());
         };
+        let m = match Message::parse_from_bytes(body) {
+            Ok(m) => m,
+            Err(e) => break Err(ServeEnd::Failed(format!("undecodable RAFT frame: {e}"))),
+        };
+        at += 5 + len;
         if m.to != me {
             tracing::debug!(
-                "cluster: dropped a message for node {} from peer {id}",
-                m.to
+                "cluster: dropped a message for node {} from peer {}",
+                m.to,
+                c.peer
             );
             continue;
         }
-        if inbox.send(Msg::Raft(Box::new(m))).is_err() {
-            return ServeEnd::Closed;
-        }
-    }
+        deliver(m);
+    };
+    c.buf.drain(..at);
+    result
 }
 
 #[cfg(test)]
@@ -965,21 +1164,22 @@ mod tests {
     }
 
     impl Got {
-        fn pump(&mut self) {
+        /// Takes what `p` (this node's transport) received and was told.
+        fn pump(&mut self, p: &mut Peers) {
+            let raft = &mut self.raft;
+            p.receive(&mut |m| raft.push((m.from, m.commit)));
             while let Ok(m) = self.rx.try_recv() {
-                match m {
-                    Msg::Raft(m) => self.raft.push((m.from, m.commit)),
-                    Msg::PeerUnreachable(id) => self.unreachable.push(id),
-                    _ => {}
+                if let Msg::PeerUnreachable(id) = m {
+                    self.unreachable.push(id);
                 }
             }
         }
 
         /// Polls until `done` holds; false if `secs` pass first.
-        fn until(&mut self, secs: u64, mut done: impl FnMut(&Got) -> bool) -> bool {
+        fn until(&mut self, p: &mut Peers, secs: u64, mut done: impl FnMut(&Got) -> bool) -> bool {
             let deadline = Instant::now() + Duration::from_secs(secs);
             loop {
-                self.pump();
+                self.pump(p);
                 if done(self) {
                     return true;
                 }
@@ -1072,12 +1272,12 @@ mod tests {
             b.send_now(msg(2, 1, i));
         }
         assert!(
-            gb.until(10, |g| g.raft.len() >= 10_000),
+            gb.until(&mut b, 10, |g| g.raft.len() >= 10_000),
             "b got {}",
             gb.raft.len()
         );
         assert!(
-            ga.until(10, |g| g.raft.len() >= 10_000),
+            ga.until(&mut a, 10, |g| g.raft.len() >= 10_000),
             "a got {}",
             ga.raft.len()
         );
@@ -1085,6 +1285,30 @@ mod tests {
         assert_eq!(gb.from(1), want);
         assert_eq!(ga.from(2), want);
         assert!(ga.unreachable.is_empty() && gb.unreachable.is_empty());
+    }
+
+    #[test]
+    fn a_message_larger_than_one_turns_budget_arrives_whole_and_in_order() {
+        let (mut a, _ga) = node(1, None);
+        let (mut b, _gb) = node(2, None);
+        a.set_peer(2, at(&b));
+        let mut big = msg(1, 2, 1);
+        big.context = vec![7u8; 3 * RECV_BUDGET + 5].into();
+        a.send_now(big);
+        a.send_now(msg(1, 2, 2));
+        // Read as the loop does, turn after turn: a turn takes at most RECV_BUDGET bytes of a
+        // connection, and a frame is delivered only once whole.
+        let mut got: Vec<(u64, usize)> = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut turns = 0;
+        while got.len() < 2 {
+            assert!(Instant::now() < deadline, "got {got:?}");
+            b.receive(&mut |m| got.push((m.commit, m.context.len())));
+            turns += 1;
+            thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(got, vec![(1, 3 * RECV_BUDGET + 5), (2, 0)]);
+        assert!(turns > 1);
     }
 
     #[test]
@@ -1105,10 +1329,10 @@ mod tests {
             }
         }
         let want: Vec<u64> = (0..10_000).collect();
-        for (i, (_, g)) in nodes.iter_mut().enumerate() {
+        for (i, (p, g)) in nodes.iter_mut().enumerate() {
             let me = i as u64 + 1;
             assert!(
-                g.until(10, |g| g.raft.len() >= 20_000),
+                g.until(p, 10, |g| g.raft.len() >= 20_000),
                 "node {me} got {}",
                 g.raft.len()
             );
@@ -1121,7 +1345,7 @@ mod tests {
 
     /// Sends numbered messages from `a` (id 1) to node 2 every few ms until `g` has one, then
     /// 100 more; returns the first sequence number sent in this call.
-    fn resume(a: &Peers, g: &mut Got, mut seq: u64) -> u64 {
+    fn resume(a: &Peers, b: &mut Peers, g: &mut Got, mut seq: u64) -> u64 {
         let first = seq;
         let deadline = Instant::now() + Duration::from_secs(10);
         while g.raft.is_empty() {
@@ -1131,14 +1355,14 @@ mod tests {
             );
             a.send_now(msg(1, 2, seq));
             seq += 1;
-            g.until(0, |g| !g.raft.is_empty());
+            g.until(b, 0, |g| !g.raft.is_empty());
             thread::sleep(Duration::from_millis(5));
         }
         let end = seq + 100;
         for s in seq..end {
             a.send_now(msg(1, 2, s));
         }
-        assert!(g.until(10, |g| g.raft.last().map(|r| r.1) == Some(end - 1)));
+        assert!(g.until(b, 10, |g| g.raft.last().map(|r| r.1) == Some(end - 1)));
         // Whatever arrived is consecutive and in order, and includes everything after the
         // first arrival.
         let got = g.from(1);
@@ -1155,15 +1379,18 @@ mod tests {
         for i in 0..10 {
             a.send_now(msg(1, 2, i));
         }
-        assert!(ga.until(5, |g| g.reports(2) > 0), "no PeerUnreachable");
-        let (_b, mut gb) = node_at(2, &format!("127.0.0.1:{port}"), None);
-        let first = resume(&a, &mut gb, 10);
+        assert!(
+            ga.until(&mut a, 5, |g| g.reports(2) > 0),
+            "no PeerUnreachable"
+        );
+        let (mut b, mut gb) = node_at(2, &format!("127.0.0.1:{port}"), None);
+        let first = resume(&a, &mut b, &mut gb, 10);
         assert_eq!(first, 10);
         assert!(
             gb.raft[0].1 >= 10,
             "a message sent before the peer listened arrived"
         );
-        ga.pump();
+        ga.pump(&mut a);
         assert!(
             ga.reports(2) < 10,
             "reported per message: {}",
@@ -1174,18 +1401,18 @@ mod tests {
     #[test]
     fn restarted_peer_receives_later_messages() {
         let (mut a, mut ga) = node(1, None);
-        let (b, mut gb) = node(2, None);
+        let (mut b, mut gb) = node(2, None);
         let addr = b.local_addr().to_string();
         a.set_peer(2, Some(addr.clone()));
         for i in 0..100 {
             a.send_now(msg(1, 2, i));
         }
-        assert!(gb.until(5, |g| g.raft.len() == 100));
+        assert!(gb.until(&mut b, 5, |g| g.raft.len() == 100));
+        gb.pump(&mut b);
         drop(b);
-        let (_b2, mut gb2) = node_at(2, &addr, None);
-        resume(&a, &mut gb2, 100);
-        ga.pump();
-        gb.pump();
+        let (mut b2, mut gb2) = node_at(2, &addr, None);
+        resume(&a, &mut b2, &mut gb2, 100);
+        ga.pump(&mut a);
         assert_eq!(
             gb.raft.len(),
             100,
@@ -1196,12 +1423,12 @@ mod tests {
     #[test]
     fn wrong_secret_delivers_nothing() {
         let (mut a, mut ga) = node(1, Some("right"));
-        let (_b, mut gb) = node(2, Some("wrong"));
-        let (_c, mut gc) = node(3, Some("right"));
-        let (_d, mut gd) = node(4, None);
-        a.set_peer(2, at(&_b));
-        a.set_peer(3, at(&_c));
-        a.set_peer(4, at(&_d));
+        let (mut b, mut gb) = node(2, Some("wrong"));
+        let (mut c, mut gc) = node(3, Some("right"));
+        let (mut d, mut gd) = node(4, None);
+        a.set_peer(2, at(&b));
+        a.set_peer(3, at(&c));
+        a.set_peer(4, at(&d));
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut seq = 0;
         while !(gc.raft.len() >= 20 && ga.reports(2) > 0 && ga.reports(4) > 0) {
@@ -1210,12 +1437,12 @@ mod tests {
                 a.send_now(msg(1, to, seq));
             }
             seq += 1;
-            gc.until(0, |_| true);
-            ga.until(0, |_| true);
+            gc.until(&mut c, 0, |_| true);
+            ga.until(&mut a, 0, |_| true);
             thread::sleep(Duration::from_millis(5));
         }
-        gb.pump();
-        gd.pump();
+        gb.pump(&mut b);
+        gd.pump(&mut d);
         assert!(gb.raft.is_empty() && gd.raft.is_empty());
         assert_eq!(ga.reports(3), 0);
     }
@@ -1233,24 +1460,35 @@ mod tests {
         s
     }
 
-    /// The other end closes the connection (EOF or reset), within the read timeout.
-    fn assert_closed(mut s: TcpStream) {
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    /// The other end closes the connection (EOF or reset) within 5 s, while `p`'s executor side
+    /// (`receive`, which reads authenticated connections) keeps running.
+    fn assert_closed(mut s: TcpStream, p: &mut Peers, g: &mut Got) {
+        s.set_read_timeout(Some(Duration::from_millis(10))).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
         let mut buf = [0u8; 64];
         loop {
+            g.pump(p);
             match s.read(&mut buf) {
                 Ok(0) => return,
                 Ok(_) => continue,
                 Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return,
+                Err(e) if Instant::now() < deadline && is_timeout(&e) => {}
                 Err(e) => panic!("connection still open: {e}"),
             }
         }
     }
 
+    fn is_timeout(e: &io::Error) -> bool {
+        matches!(
+            e.kind(),
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+        )
+    }
+
     #[test]
     fn bad_frames_close_only_that_connection() {
         let (mut a, _ga) = node(1, None);
-        let (b, mut gb) = node(2, None);
+        let (mut b, mut gb) = node(2, None);
         let baddr = b.local_addr();
         a.set_peer(2, at(&b));
         let raft = |m: &Message| {
@@ -1263,40 +1501,40 @@ mod tests {
         // Before the handshake: garbage, then an oversized length.
         let mut s = TcpStream::connect(baddr).unwrap();
         s.write_all(b"*1\r\n$4\r\nPING\r\n").unwrap();
-        assert_closed(s);
+        assert_closed(s, &mut b, &mut gb);
         let mut s = TcpStream::connect(baddr).unwrap();
         s.write_all(&header(u32::MAX as usize, HELLO)).unwrap();
-        assert_closed(s);
+        assert_closed(s, &mut b, &mut gb);
         // A HELLO with a wrong MAC.
         let mut s = TcpStream::connect(baddr).unwrap();
         let _: [u8; NONCE_LEN] = read_exact_frame(&mut s, NONCE).unwrap();
         write_frame(&mut s, HELLO, &[7u8; HELLO_LEN]).unwrap();
-        assert_closed(s);
+        assert_closed(s, &mut b, &mut gb);
 
         // After it: a length over the cap (nothing else is sent), an undecodable body, an
         // unknown frame type.
         let mut s = raw_peer(baddr, 9, b"");
         s.write_all(&header(MAX_FRAME + 1, RAFT)).unwrap();
-        assert_closed(s);
+        assert_closed(s, &mut b, &mut gb);
         let mut s = raw_peer(baddr, 9, b"");
         write_frame(&mut s, RAFT, &[0x10, 0x80]).unwrap();
-        assert_closed(s);
+        assert_closed(s, &mut b, &mut gb);
         let mut s = raw_peer(baddr, 9, b"");
         write_frame(&mut s, NONCE, &[0; NONCE_LEN]).unwrap();
-        assert_closed(s);
+        assert_closed(s, &mut b, &mut gb);
 
         // A message for another node is dropped; the connection goes on.
         let mut s = raw_peer(baddr, 9, b"");
         let mut f = raft(&msg(9, 99, 1));
         f.extend(raft(&msg(9, 2, 2)));
         s.write_all(&f).unwrap();
-        assert!(gb.until(5, |g| !g.from(9).is_empty()));
+        assert!(gb.until(&mut b, 5, |g| !g.from(9).is_empty()));
 
         // The node still serves its peers.
         for i in 0..100 {
             a.send_now(msg(1, 2, i));
         }
-        assert!(gb.until(5, |g| g.from(1).len() == 100));
+        assert!(gb.until(&mut b, 5, |g| g.from(1).len() == 100));
         assert_eq!(gb.from(9), vec![2]);
         assert_eq!(gb.from(1), (0..100).collect::<Vec<_>>());
     }
@@ -1341,7 +1579,7 @@ mod tests {
             assert!(sent < 200_000, "the cap never applied");
             a.send_now(m.clone());
             sent += 1;
-            ga.pump();
+            ga.pump(&mut a);
             let q = lock(&a.links[&2].0.q);
             assert!(q.bytes <= cap + 1100, "{} bytes queued", q.bytes);
         }

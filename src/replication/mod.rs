@@ -155,8 +155,21 @@ impl Cluster {
         self.node.raft.id
     }
 
+    /// Leader as of the last round (`on_round` reports changes). Between a round and the next,
+    /// stepping a peer's message can depose raft already: what must not act on a stale role
+    /// (proposing, releasing replies) asks `leading_term`.
     pub fn is_leader(&self) -> bool {
         self.role == StateRole::Leader
+    }
+
+    /// The term raft leads in right now, if it does.
+    pub fn leading_term(&self) -> Option<u64> {
+        (self.role == StateRole::Leader && self.node.raft.state == StateRole::Leader)
+            .then_some(self.node.raft.term)
+    }
+
+    pub fn term(&self) -> u64 {
+        self.node.raft.term
     }
 
     /// Elections and heartbeats: called every tick interval (the loop's timer).
@@ -167,6 +180,11 @@ impl Cluster {
     /// A message from a peer. An error (a message for another node, a local-only type) is the
     /// peer's problem: the caller logs it and drops the message.
     pub fn step(&mut self, m: Message) -> raft::Result<()> {
+        // No node forwards proposals (`propose` refuses on a follower): a unit's effects were
+        // computed on the proposer's state, and a leader must log only what it ran itself.
+        if m.get_msg_type() == raft::eraftpb::MessageType::MsgPropose {
+            return Err(raft::Error::ProposalDropped);
+        }
         self.node.step(m)
     }
 
@@ -194,7 +212,10 @@ impl Cluster {
     }
 
     fn propose(&mut self, context: Vec<u8>, data: Vec<u8>) -> raft::Result<u64> {
-        if !self.is_leader() {
+        // Raft's own state, not the role of the last round: a message stepped since may have
+        // deposed it, and a follower's raft forwards a proposal to the new leader, which would
+        // log effects computed on this node's stale state.
+        if self.leading_term().is_none() {
             return Err(raft::Error::ProposalDropped);
         }
         self.node.propose(context, data)?;
@@ -313,7 +334,7 @@ impl Cluster {
     fn change(&mut self, ty: ConfChangeType, id: u64, context: String) -> raft::Result<()> {
         // raft-rs turns a second change proposed before the first applied into an empty entry
         // without an error; refuse it here so the caller learns it did not happen.
-        if !self.is_leader() || self.node.raft.has_pending_conf() {
+        if self.leading_term().is_none() || self.node.raft.has_pending_conf() {
             return Err(raft::Error::ProposalDropped);
         }
         let mut single = ConfChangeSingle::default();
@@ -425,6 +446,16 @@ impl Cluster {
         apply: &mut dyn FnMut(u64, Applied),
     ) -> io::Result<Outcome> {
         let mut outcome = Outcome::default();
+        // A leader that stays leader writes its log beside the loop (store::Writer); any
+        // other round (a role change, a vote, a snapshot, a follower's ack, which promises its
+        // disk) is made durable here, after the writes handed over before it.
+        let leading = self.role == StateRole::Leader
+            && self.node.raft.state == StateRole::Leader
+            && self.restore.is_none();
+        if !leading {
+            self.node.mut_store().drain()?;
+        }
+        self.take_durable()?;
         if let Some(index) = self.restore.take() {
             apply(index, Applied::Snapshot(self.node.store().snapshot_data()));
         }
@@ -474,26 +505,40 @@ impl Cluster {
             self.node.mut_store().install_snapshot(&snap)?;
             apply(index, Applied::Snapshot(self.node.store().snapshot_data()));
         }
-        // 3. Entries committed in earlier rounds (already durable here).
-        self.apply_entries(rd.take_committed_entries(), apply)?;
         // 4, 5. New entries and hard state, made durable by one write and one fsync.
         self.node.mut_store().append(rd.entries())?;
         if let Some(hs) = rd.hs() {
             self.node.mut_store().set_hard_state(hs);
         }
+        let async_write = leading
+            && rd.snapshot().is_empty()
+            && rd.persisted_messages().is_empty()
+            && (!rd.entries().is_empty() || self.node.store().in_flight());
+        if async_write {
+            // The leader's appends already left (step 1), so followers write while the writer
+            // thread does; raft counts this node's copy once `take_durable` reports it, and
+            // commits on whichever majority is durable first. Entries committed here are
+            // only those this node persisted (raft-rs), so applying them needs no wait.
+            self.apply_entries(rd.take_committed_entries(), apply)?;
+            self.take_read_states(&mut rd)?;
+            let number = rd.number();
+            self.node.advance_append_async(rd);
+            self.node.mut_store().submit(number)?;
+            self.node.advance_apply();
+            self.finish_reads();
+            return Ok(outcome);
+        }
         self.node.mut_store().sync()?;
-        // 6. Votes and append acks promise what is now on disk.
+        // 6. Votes and append acks promise what is now on disk. They leave before anything is
+        // applied: a follower's ack is on the leader's commit path, its apply is not.
         for m in rd.take_persisted_messages() {
             out(m);
         }
         sent();
-        for rs in rd.take_read_states() {
-            let (id, seq) = Self::parse_read_ctx(&rs.request_ctx)
-                .ok_or_else(|| other("read state with a foreign context"))?;
-            if id == self.id() {
-                self.reads.push((seq, rs.index));
-            }
-        }
+        // 3. Entries committed in earlier rounds (raft-rs hands out only persisted ones, so
+        // applying them after this round's write changes nothing they promise).
+        self.apply_entries(rd.take_committed_entries(), apply)?;
+        self.take_read_states(&mut rd)?;
         // 7. Advance, and what it released.
         let mut light = self.node.advance(rd);
         if let Some(commit) = light.commit_index() {
@@ -505,6 +550,37 @@ impl Cluster {
         sent();
         self.apply_entries(light.take_committed_entries(), apply)?;
         self.node.advance_apply();
+        self.finish_reads();
+        Ok(outcome)
+    }
+
+    /// Tells raft which of the writes handed to the writer thread are durable (a leader's own
+    /// copy then counts toward commit). Never between `ready` and its `advance`.
+    pub fn take_durable(&mut self) -> io::Result<()> {
+        if let Some(number) = self.node.mut_store().take_durable()? {
+            self.node.on_persist_ready(number);
+        }
+        Ok(())
+    }
+
+    /// Called from the writer thread when a write is durable: the loop's waker.
+    pub fn set_waker(&mut self, wake: Box<dyn Fn() + Send>) {
+        self.node.mut_store().set_waker(wake);
+    }
+
+    fn take_read_states(&mut self, rd: &mut raft::Ready) -> io::Result<()> {
+        for rs in rd.take_read_states() {
+            let (id, seq) = Self::parse_read_ctx(&rs.request_ctx)
+                .ok_or_else(|| other("read state with a foreign context"))?;
+            if id == self.id() {
+                self.reads.push((seq, rs.index));
+            }
+        }
+        Ok(())
+    }
+
+    /// Barriers whose index is applied are done.
+    fn finish_reads(&mut self) {
         let applied = self.node.raft.raft_log.applied;
         let done = &mut self.read_done;
         self.reads.retain(|&(seq, index)| {
@@ -515,7 +591,6 @@ impl Cluster {
                 true
             }
         });
-        Ok(outcome)
     }
 
     fn apply_entries(

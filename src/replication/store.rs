@@ -3,6 +3,11 @@
 //! - `raft.log`: records `u32 len | u32 crc32 | Entry` (protobuf), appended and fsynced once per
 //!   round (group commit). A record whose index is ≤ the last one replayed overwrites the log
 //!   from there (a new leader's entries replace an old term's). A torn last record is dropped.
+//!   Zeros follow the last record: a helper thread (`Ahead`) writes and fsyncs them ahead of the
+//!   log's end, so a round's fdatasync writes only its records and a cache flush. Appending to
+//!   a file that grows makes every fdatasync also write the inode and the allocation metadata
+//!   (ext4 without a journal: two more synchronous I/Os), on the follower's ack path and the
+//!   leader's: twice the median fdatasync time and a long tail on this VM's disk under load.
 //! - `raft.state`: HardState, ConfState and the members' addresses, replaced atomically.
 //! - `snapshot.aof` + `snapshot.meta`: the compacted state (AOF base format, opaque here) and its
 //!   index, term, ConfState and addresses.
@@ -10,7 +15,9 @@
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use protobuf::Message as _;
 use raft::eraftpb::{ConfState, Entry, HardState, Snapshot, SnapshotMetadata};
@@ -25,8 +32,13 @@ const SNAP_DATA: &str = "snapshot.aof";
 const SNAP_META: &str = "snapshot.meta";
 const SNAP_NEXT: &str = "snapshot.aof.next";
 
-/// Record header: length and checksum of the protobuf body.
+/// Record header: length and checksum of the protobuf body. An all-zero header is the zeroed
+/// space after the last record (a record's body is never empty).
 const HEADER: usize = 8;
+/// Zeroed space kept ahead of the log's end: asked for when less than `AHEAD_LOW` is left, in
+/// steps of `AHEAD_STEP` (at a few MB/s of log, a step every second or so, off the loop thread).
+const AHEAD_LOW: u64 = 1 << 20;
+const AHEAD_STEP: u64 = 2 << 20;
 
 /// Node id → "host port peerport", carried by conf-change contexts and kept beside the
 /// ConfState so that a restarted or snapshot-installed node still knows where everyone is.
@@ -39,7 +51,14 @@ fn corrupt(what: impl std::fmt::Display) -> io::Error {
 pub struct LogStore {
     mem: MemStorage,
     dir: PathBuf,
-    log: File,
+    log: Arc<File>,
+    /// Where the next record goes: the end of the last one (zeros may follow).
+    end: u64,
+    ahead: Ahead,
+    writer: Writer,
+    /// Ready numbers handed to `writer` (the last one), and the last reported durable.
+    submitted: u64,
+    reported: u64,
     /// Encoded records not yet written: one write and one fsync per round.
     pending: Vec<u8>,
     /// raft.state must be rewritten before this round's persisted messages leave.
@@ -86,9 +105,12 @@ impl LogStore {
             .create(true)
             .truncate(false)
             .read(true)
-            .append(true)
+            .write(true)
             .open(&log_path)?;
-        let entries = replay(&mut log, &log_path)?;
+        let (entries, end) = replay(&mut log, &log_path)?;
+        let log = Arc::new(log);
+        let ahead = Ahead::start(log.clone(), end)?;
+        let writer = Writer::start(ahead.shared.clone())?;
         // The log may have just been created: its name must survive a power loss too.
         File::open(dir)?.sync_all()?;
         {
@@ -142,6 +164,11 @@ impl LogStore {
             mem,
             dir: dir.to_path_buf(),
             log,
+            end,
+            ahead,
+            writer,
+            submitted: 0,
+            reported: 0,
             pending: Vec::new(),
             state_dirty: false,
             snap,
@@ -214,13 +241,70 @@ impl LogStore {
         self.state_dirty = true;
     }
 
+    /// Hands the buffered records to the writer thread as ready `number` (a leader's round,
+    /// see `Cluster::on_round`); `take_durable` reports it once written and fsynced. raft.state,
+    /// when it must change, is written here after the writes before it are durable (its commit
+    /// must never be ahead of the log on disk).
+    pub fn submit(&mut self, number: u64) -> io::Result<()> {
+        if self.state_dirty {
+            self.drain()?;
+            self.sync()?;
+        }
+        let at = self.end;
+        let data = std::mem::take(&mut self.pending);
+        self.end = at + data.len() as u64;
+        self.submitted = number;
+        self.writer.push(Job {
+            file: self.log.clone(),
+            at,
+            data,
+            number,
+        });
+        Ok(())
+    }
+
+    /// Writes handed to the writer and not yet durable.
+    pub fn in_flight(&self) -> bool {
+        self.submitted > self.reported
+    }
+
+    /// The highest ready number made durable since the last call; Err if a write failed.
+    pub fn take_durable(&mut self) -> io::Result<Option<u64>> {
+        let done = self.writer.done()?;
+        if done > self.reported {
+            self.reported = done;
+            return Ok(Some(done));
+        }
+        Ok(None)
+    }
+
+    /// Waits until every write handed to the writer is durable (before a synchronous write,
+    /// whose order must follow theirs).
+    pub fn drain(&mut self) -> io::Result<()> {
+        if self.submitted > self.writer.done()? {
+            self.writer.wait(self.submitted)?;
+        }
+        Ok(())
+    }
+
+    /// Called when the writer makes a write durable (the loop's waker).
+    pub fn set_waker(&mut self, wake: Box<dyn Fn() + Send>) {
+        self.writer.set_waker(wake);
+    }
+
     /// Makes the round durable: the buffered records (one write, one fdatasync) and, if term,
     /// vote or configuration changed, raft.state. Persisted messages may leave after this.
     pub fn sync(&mut self) -> io::Result<()> {
+        self.drain()?;
         if !self.pending.is_empty() {
-            self.log.write_all(&self.pending)?;
+            let at = self.end;
+            let end = at + self.pending.len() as u64;
+            self.ahead.claim(end);
+            self.log.write_all_at(&self.pending, at)?;
             self.log.sync_data()?;
             self.pending.clear();
+            self.end = end;
+            self.ahead.want(end);
         }
         if self.state_dirty {
             let data = encode_state(&self.hard_state(), &self.conf_state(), &self.addrs)?;
@@ -233,6 +317,7 @@ impl LogStore {
     /// Installs a snapshot received from the leader: files first (so a crash leaves either the
     /// old state or the new one), then the in-memory log is replaced and raft.log emptied.
     pub fn install_snapshot(&mut self, wire: &Snapshot) -> io::Result<()> {
+        self.drain()?;
         let (addrs, data) = split_wire(&wire.data)?;
         let snap = &snapshot(wire.get_metadata().clone(), data.to_vec());
         write_snapshot(&self.dir, snap, &addrs)?;
@@ -254,6 +339,7 @@ impl LogStore {
         if index <= self.snapshot_index() {
             return Ok(());
         }
+        self.drain()?;
         let term = self.mem.term(index).map_err(corrupt)?;
         let last = self.mem.last_index().map_err(corrupt)?;
         let tail = if last > index {
@@ -296,7 +382,9 @@ impl LogStore {
         }
         let path = self.dir.join(LOG);
         write_atomically(&path, &buf)?;
-        self.log = OpenOptions::new().append(true).read(true).open(&path)?;
+        self.log = Arc::new(OpenOptions::new().write(true).read(true).open(&path)?);
+        self.end = buf.len() as u64;
+        self.ahead.switch(self.log.clone(), self.end);
         Ok(())
     }
 }
@@ -323,16 +411,28 @@ fn encode_record(buf: &mut Vec<u8>, e: &Entry) -> io::Result<()> {
     Ok(())
 }
 
-/// Reads every record of raft.log. A record cut short or failing its checksum at the very end is
-/// a write the crash interrupted (never fsynced, never acknowledged): the file is truncated
-/// there. The same damage followed by more records is corruption, an error.
-fn replay(log: &mut File, path: &Path) -> io::Result<Vec<Entry>> {
+/// Reads every record of raft.log, and where the next one goes. The records end at an all-zero
+/// header (the zeroed space `Ahead` keeps) or at the end of the file. A record cut short or
+/// failing its checksum with only zeros after it is a write the crash interrupted (never
+/// fsynced, never acknowledged): its bytes are zeroed (or the file cut there). The same damage
+/// followed by anything else is corruption, an error.
+fn replay(log: &mut File, path: &Path) -> io::Result<(Vec<Entry>, u64)> {
     let mut data = Vec::new();
     log.read_to_end(&mut data)?;
     let mut out = Vec::new();
     let mut at = 0;
+    let zero_from = |from: usize| data.get(from..).is_none_or(|r| r.iter().all(|&b| b == 0));
     while at < data.len() {
         let rest = &data[at..];
+        if rest.len() >= HEADER && rest[..HEADER].iter().all(|&b| b == 0) {
+            if !zero_from(at) {
+                return Err(corrupt(format!(
+                    "{}: data after the end of the log at byte {at}",
+                    path.display()
+                )));
+            }
+            break;
+        }
         let body = (rest.len() >= HEADER).then(|| {
             let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
             let crc = u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]);
@@ -344,13 +444,13 @@ fn replay(log: &mut File, path: &Path) -> io::Result<Vec<Entry>> {
             Some((b, crc, end))
         });
         match whole {
-            Some((b, crc, end)) if crc32fast::hash(b) == crc => {
+            Some((b, crc, end)) if crc32fast::hash(b) == crc && !b.is_empty() => {
                 let e = Entry::parse_from_bytes(b)
                     .map_err(|e| corrupt(format!("{}: record at {at}: {e}", path.display())))?;
                 out.push(e);
                 at += end;
             }
-            Some((_, _, end)) if at + end < data.len() => {
+            Some((_, _, end)) if !zero_from(at + end) => {
                 return Err(corrupt(format!(
                     "{}: checksum mismatch in the record at byte {at}",
                     path.display()
@@ -358,17 +458,296 @@ fn replay(log: &mut File, path: &Path) -> io::Result<Vec<Entry>> {
             }
             _ => {
                 tracing::warn!(
-                    "{}: dropping a torn last record at byte {at} ({} bytes)",
-                    path.display(),
-                    rest.len()
+                    "{}: dropping a torn last record at byte {at}",
+                    path.display()
                 );
-                log.set_len(at as u64)?;
+                // Zeroed rather than cut, so the space stays allocated; a shorter record
+                // written there later must not be followed by the torn one's bytes.
+                let last = data.iter().rposition(|&b| b != 0).map_or(at, |p| p + 1);
+                log.write_all_at(&vec![0; last - at], at as u64)?;
                 log.sync_all()?;
                 break;
             }
         }
     }
-    Ok(out)
+    Ok((out, at as u64))
+}
+
+/// Zeroed, allocated space ahead of the log's end, written by a helper thread so the loop's
+/// fdatasync never grows the file (see the module doc). The loop `claim`s each write's end
+/// before making it, and the helper only ever writes beyond the highest claim, so zeros never
+/// land on records.
+struct Ahead {
+    shared: Arc<(Mutex<AheadState>, Condvar)>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+struct AheadState {
+    file: Arc<File>,
+    /// Bumped when the log file is replaced: a job for the old one is not counted.
+    generation: u64,
+    /// Zeroed (and fsynced) or written by the loop up to here.
+    ready: u64,
+    /// Zeros wanted up to here.
+    want: u64,
+    /// The helper is writing zeros from this offset (the loop must not write past it).
+    busy_from: Option<u64>,
+    stop: bool,
+}
+
+fn lock_ahead(m: &Mutex<AheadState>) -> MutexGuard<'_, AheadState> {
+    // Nothing panics while holding it; if something did, the numbers are still usable.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Ahead {
+    fn start(file: Arc<File>, end: u64) -> io::Result<Ahead> {
+        let ready = file.metadata()?.len().max(end);
+        let shared = Arc::new((
+            Mutex::new(AheadState {
+                file,
+                generation: 0,
+                ready,
+                want: end + AHEAD_STEP,
+                busy_from: None,
+                stop: false,
+            }),
+            Condvar::new(),
+        ));
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("raft-log-ahead".into())
+            .spawn(move || run_ahead(&s))?;
+        Ok(Ahead {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    fn claim(&self, end: u64) {
+        ahead_claim(&self.shared, end);
+    }
+
+    fn want(&self, end: u64) {
+        ahead_want(&self.shared, end);
+    }
+
+    /// The log file was replaced by one that ends at `end`.
+    fn switch(&self, file: Arc<File>, end: u64) {
+        let (m, cv) = &*self.shared;
+        let mut st = lock_ahead(m);
+        st.file = file;
+        st.generation += 1;
+        st.ready = end;
+        st.want = end + AHEAD_STEP;
+        cv.notify_all();
+    }
+}
+
+/// A write up to `end` is about to be made: waits (rarely: only when the log outran the
+/// helper) for a zeroing job under way beyond the log's end to finish.
+fn ahead_claim(shared: &(Mutex<AheadState>, Condvar), end: u64) {
+    let (m, cv) = shared;
+    let mut st = lock_ahead(m);
+    while st.busy_from.is_some_and(|from| end > from) {
+        st = cv.wait(st).unwrap_or_else(|e| e.into_inner());
+    }
+    st.ready = st.ready.max(end);
+}
+
+/// The log now ends at `end`: asks for more zeros when few are left.
+fn ahead_want(shared: &(Mutex<AheadState>, Condvar), end: u64) {
+    let (m, cv) = shared;
+    let mut st = lock_ahead(m);
+    if st.ready < end + AHEAD_LOW && st.want < end + AHEAD_STEP {
+        st.want = end + AHEAD_STEP;
+        cv.notify_all();
+    }
+}
+
+/// A leader's log writes, made durable by a helper thread while the loop goes on: the leader's
+/// own fsync is one of the three a commit can count on, and with it on the loop thread every
+/// round's replies and the followers' acks waited for its tail (p99 5 ms, max 26 ms measured on
+/// a loaded VM) even when both followers had answered.
+struct Writer {
+    shared: Arc<(Mutex<WriterState>, Condvar)>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+struct Job {
+    file: Arc<File>,
+    at: u64,
+    data: Vec<u8>,
+    number: u64,
+}
+
+struct WriterState {
+    jobs: std::collections::VecDeque<Job>,
+    /// The highest ready number whose records are durable.
+    done: u64,
+    failed: Option<String>,
+    stop: bool,
+    wake: Option<Box<dyn Fn() + Send>>,
+}
+
+fn lock_writer(m: &Mutex<WriterState>) -> MutexGuard<'_, WriterState> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Writer {
+    fn start(ahead: Arc<(Mutex<AheadState>, Condvar)>) -> io::Result<Writer> {
+        let shared = Arc::new((
+            Mutex::new(WriterState {
+                jobs: Default::default(),
+                done: 0,
+                failed: None,
+                stop: false,
+                wake: None,
+            }),
+            Condvar::new(),
+        ));
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("raft-log-write".into())
+            .spawn(move || run_writer(&s, &ahead))?;
+        Ok(Writer {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    fn push(&self, job: Job) {
+        let (m, cv) = &*self.shared;
+        lock_writer(m).jobs.push_back(job);
+        cv.notify_all();
+    }
+
+    fn done(&self) -> io::Result<u64> {
+        let st = lock_writer(&self.shared.0);
+        match &st.failed {
+            Some(e) => Err(io::Error::other(e.clone())),
+            None => Ok(st.done),
+        }
+    }
+
+    fn wait(&self, number: u64) -> io::Result<()> {
+        let (m, cv) = &*self.shared;
+        let mut st = lock_writer(m);
+        while st.done < number && st.failed.is_none() {
+            st = cv.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        match &st.failed {
+            Some(e) => Err(io::Error::other(e.clone())),
+            None => Ok(()),
+        }
+    }
+
+    fn set_waker(&self, wake: Box<dyn Fn() + Send>) {
+        lock_writer(&self.shared.0).wake = Some(wake);
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        let (m, cv) = &*self.shared;
+        lock_writer(m).stop = true;
+        cv.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn run_writer(shared: &(Mutex<WriterState>, Condvar), ahead: &(Mutex<AheadState>, Condvar)) {
+    let (m, cv) = shared;
+    loop {
+        let jobs: Vec<Job> = {
+            let mut st = lock_writer(m);
+            while !st.stop && st.jobs.is_empty() {
+                st = cv.wait(st).unwrap_or_else(|e| e.into_inner());
+            }
+            // Jobs queued at stop are finished first: their rounds were acknowledged to raft
+            // as submitted, and the files must not change after the owner is gone.
+            if st.jobs.is_empty() {
+                return;
+            }
+            st.jobs.drain(..).collect()
+        };
+        // Every job queued meanwhile goes in one fdatasync (group commit across rounds).
+        let mut result = Ok(());
+        let mut end = 0;
+        for j in jobs.iter().filter(|j| !j.data.is_empty()) {
+            end = j.at + j.data.len() as u64;
+            ahead_claim(ahead, end);
+            result = result.and_then(|_| j.file.write_all_at(&j.data, j.at));
+        }
+        if let Some(last) = jobs.iter().rev().find(|j| !j.data.is_empty()) {
+            result = result.and_then(|_| last.file.sync_data());
+            ahead_want(ahead, end);
+        }
+        let number = jobs.iter().map(|j| j.number).max().unwrap_or(0);
+        let mut st = lock_writer(m);
+        match result {
+            Ok(()) => st.done = st.done.max(number),
+            Err(e) => st.failed = Some(format!("raft.log: {e}")),
+        }
+        cv.notify_all();
+        if let Some(wake) = &st.wake {
+            wake();
+        }
+    }
+}
+
+impl Drop for Ahead {
+    fn drop(&mut self) {
+        let (m, cv) = &*self.shared;
+        lock_ahead(m).stop = true;
+        cv.notify_all();
+        // A job under way is a few MB at most; the file must not change after its owner is
+        // gone (a node reopening it, a test reading it).
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn run_ahead(shared: &(Mutex<AheadState>, Condvar)) {
+    let (m, cv) = shared;
+    let zeros = vec![0u8; 256 << 10];
+    loop {
+        let (file, generation, from, to) = {
+            let mut st = lock_ahead(m);
+            while !st.stop && st.want <= st.ready {
+                st = cv.wait(st).unwrap_or_else(|e| e.into_inner());
+            }
+            if st.stop {
+                return;
+            }
+            st.busy_from = Some(st.ready);
+            (st.file.clone(), st.generation, st.ready, st.want)
+        };
+        let mut at = from;
+        let mut result = Ok(());
+        while at < to && result.is_ok() {
+            let n = (to - at).min(zeros.len() as u64) as usize;
+            result = file.write_all_at(&zeros[..n], at);
+            at += n as u64;
+        }
+        let result = result.and_then(|_| file.sync_data());
+        let mut st = lock_ahead(m);
+        st.busy_from = None;
+        match result {
+            Ok(()) if st.generation == generation => st.ready = st.ready.max(to),
+            Ok(()) => {}
+            Err(e) => {
+                // The loop's own writes still grow the file: only slower. Not asked again
+                // until the log's end passes what was wanted.
+                tracing::warn!("raft.log: cannot zero space ahead of the log: {e}");
+                st.want = st.ready;
+            }
+        }
+        cv.notify_all();
+    }
 }
 
 /// The indexes recorded in `dir`'s raft.log, in file order.
@@ -382,6 +761,7 @@ pub(super) fn log_indexes(dir: &Path) -> Vec<u64> {
         .expect("raft.log");
     replay(&mut f, &path)
         .expect("replay")
+        .0
         .iter()
         .map(|e| e.index)
         .collect()

@@ -122,11 +122,14 @@ impl Net {
         self.cut.clear();
     }
 
-    /// One round on every node, then delivery, until nothing is in flight.
+    /// One round on every node, then delivery, until nothing is in flight. A leader's log
+    /// writes (made by the writer thread beside the loop) are waited for before each round, so
+    /// the rounds see them as the loop would once woken.
     fn settle(&mut self) {
         for _ in 0..50 {
             for node in self.nodes.values_mut() {
                 let Some(c) = node.c.as_mut() else { continue };
+                c.node.mut_store().drain().expect("drain");
                 let queue = &mut self.queue;
                 let applied = &mut node.applied;
                 let outcome = c
@@ -143,7 +146,11 @@ impl Net {
                         .expect("compact");
                 }
             }
-            if self.queue.is_empty() {
+            let busy = self.nodes.values().any(|n| {
+                n.c.as_ref()
+                    .is_some_and(|c| c.node.store().in_flight() || c.node.has_ready())
+            });
+            if self.queue.is_empty() && !busy {
                 return;
             }
             while let Some(m) = self.queue.pop_front() {
@@ -386,7 +393,13 @@ fn restart_from_the_files_keeps_hard_state_and_log() {
     // A write the crash cut short: a header that promises more than follows.
     let log = net.nodes[&f].dir.join("raft.log");
     let mut bytes = std::fs::read(&log).expect("log");
-    bytes.extend_from_slice(&[200, 0, 0, 0, 1, 2, 3, 4, 9, 9]);
+    // Written where the records end (zeros follow them, kept ahead of the log).
+    let n = bytes.iter().rposition(|&b| b != 0).expect("records") + 1;
+    let torn = [200, 0, 0, 0, 1, 2, 3, 4, 9, 9];
+    if bytes.len() < n + torn.len() {
+        bytes.resize(n + torn.len(), 0);
+    }
+    bytes[n..n + torn.len()].copy_from_slice(&torn);
     std::fs::write(&log, &bytes).expect("torn tail");
     net.restart(f);
     let store = net.c(f).node.store();
@@ -405,7 +418,12 @@ fn restart_from_the_files_keeps_hard_state_and_log() {
     );
     net.heal();
     assert!(net.run(20, |net| net.units(f) == want));
-    assert!(std::fs::read(&log).expect("log").len() < bytes.len());
+    let now = std::fs::read(&log).expect("log");
+    assert_ne!(
+        &now[n..n + torn.len()],
+        &torn,
+        "the torn record is still there"
+    );
 }
 
 #[test]
@@ -436,14 +454,34 @@ fn log_replay_overwrites_a_later_term_drops_a_torn_tail_and_refuses_corruption()
     }
     let log = dir.0.join("raft.log");
     let good = std::fs::read(&log).expect("log");
-    std::fs::write(&log, [&good[..], &good[..5]].concat()).expect("torn");
+    // The records, then the zeros kept ahead of them (the last record ends in its data).
+    let n = good.iter().rposition(|&b| b != 0).expect("records") + 1;
+    let records = &good[..n];
+    assert!(good.len() > n, "no zeroed space ahead of the log");
+    // A crash in the middle of the next write: part of a record where the zeros were.
+    let mut torn = good.clone();
+    torn[n..n + 5].copy_from_slice(&good[..5]);
+    std::fs::write(&log, &torn).expect("torn");
     let s = LogStore::open(&dir.0, &Addrs::new()).expect("reopen");
     assert_eq!(s.last_index(), Ok(5));
     assert_eq!((s.term(3), s.term(4), s.term(5)), (Ok(1), Ok(2), Ok(2)));
     let hs = s.hard_state();
     assert_eq!((hs.term, hs.vote), (2, 1));
-    assert_eq!(std::fs::read(&log).expect("log"), good, "torn tail cut off");
     drop(s);
+    let now = std::fs::read(&log).expect("log");
+    assert_eq!(&now[..n], records);
+    assert!(now[n..].iter().all(|&b| b == 0), "torn tail zeroed");
+    // The same torn write at the very end of a file without zeroed space.
+    std::fs::write(&log, [records, &good[..5]].concat()).expect("torn at eof");
+    let s = LogStore::open(&dir.0, &Addrs::new()).expect("reopen");
+    assert_eq!(s.last_index(), Ok(5));
+    drop(s);
+    // Anything but zeros after the end of the records is damage, not free space.
+    let mut after = good.clone();
+    after[n + 100] = 1;
+    std::fs::write(&log, &after).expect("data after the end");
+    assert!(LogStore::open(&dir.0, &Addrs::new()).is_err());
+    let good = records.to_vec();
     // One flipped byte in a record that is followed by others: an error, never a guess.
     let mut bad = good.clone();
     bad[10] ^= 0xff;
@@ -625,4 +663,51 @@ fn a_single_voter_commits_and_reads_alone() {
     assert_eq!(net.c(1).commit(), at);
     assert_eq!(net.units(1), vec![unit(0)]);
     assert!(net.c(1).read_done(seq));
+}
+
+#[test]
+fn a_leader_deposed_by_a_stepped_message_refuses_proposals_before_its_round() {
+    let mut net = Net::new(3);
+    let old = net.elect();
+    net.c(old).propose_unit(unit(1)).expect("first");
+    assert!(net.run(20, |net| (1..=3).all(|id| net.units(id).len() == 1)));
+    let other = (1..=3).find(|&id| id != old).expect("follower");
+    let term = net.c(old).term();
+    assert_eq!(net.c(old).leading_term(), Some(term));
+    // A newer leader's heartbeat, stepped between two rounds (as the loop's `receive` does).
+    let mut hb = Message::default();
+    hb.set_msg_type(raft::eraftpb::MessageType::MsgHeartbeat);
+    hb.from = other;
+    hb.to = old;
+    hb.term = term + 1;
+    net.c(old).step(hb).expect("step");
+    // The round has not reported it yet, but nothing may act on the stale role: raft would
+    // forward the proposal to the new leader, which would log effects computed here.
+    assert!(net.c(old).is_leader());
+    assert_eq!(net.c(old).leading_term(), None);
+    assert!(net.c(old).propose_unit(unit(2)).is_err());
+    assert!(net.c(old).add_learner(9, &addr(9)).is_err());
+}
+
+#[test]
+fn a_proposal_from_a_peer_is_refused() {
+    let mut net = Net::new(3);
+    let leader = net.elect();
+    let other = (1..=3).find(|&id| id != leader).expect("follower");
+    let before = net.c(leader).view();
+    let mut m = Message::default();
+    m.set_msg_type(raft::eraftpb::MessageType::MsgPropose);
+    m.from = other;
+    m.to = leader;
+    m.set_entries(
+        vec![Entry {
+            data: unit(7).into(),
+            ..Default::default()
+        }]
+        .into(),
+    );
+    assert!(net.c(leader).step(m).is_err());
+    net.run(5, |_| false);
+    assert!(!(1..=3).any(|id| net.has_unit(id, &unit(7))));
+    assert_eq!(net.c(leader).view().commit, before.commit);
 }
