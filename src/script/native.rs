@@ -167,6 +167,8 @@ pub fn run(
     let now = ctx.now;
     let db = &ctx.srv.dbs[ctx.client.db];
     let live = db.peek(key).filter(|e| !e.is_expired(now));
+    // Redisson's unlock answered by its latch alone (a repeated unlock): the latch's number.
+    let mut latched = None;
     match program {
         Program::CompareDel { .. } => {
             if live.is_some_and(|e| !matches!(e.value, Value::Str(_))) {
@@ -194,44 +196,37 @@ pub fn run(
                 .map(|e| &e.value)
             {
                 // `tonumber(val)`: the integers the script itself writes, not Lua's other forms.
-                Some(Value::Str(v)) => {
-                    return match crate::protocol::number::parse_i64(v) {
-                        Some(n) if n.abs() <= LUA_EXACT => {
-                            let mut sctx = Ctx {
-                                srv: &mut *ctx.srv,
-                                host: &mut *ctx.host,
-                                client: &mut *ctx.client,
-                                now,
-                                in_script: true,
-                            };
-                            call(&mut sctx, &[name(b"get"), latch.clone()]);
-                            sctx.srv.locks.native_script_runs += 1;
-                            Some(Frame::Integer(n))
-                        }
-                        _ => None,
-                    };
+                Some(Value::Str(v)) => match crate::protocol::number::parse_i64(v) {
+                    Some(n) if n.abs() <= LUA_EXACT => latched = Some(n),
+                    _ => return None,
+                },
+                Some(_) => return None,
+                // No latch: the unlock itself, whose calls must all succeed.
+                None => {
+                    match live.map(|e| &e.value) {
+                        None => {}
+                        Some(Value::Hash(h)) if hincrby_ok(h, field, -1) => {}
+                        Some(_) => return None,
+                    }
+                    let publish = args.get(3)?;
+                    if !publish.eq_ignore_ascii_case(b"publish")
+                        || !pexpire_ok(args.get(1)?, now)
+                        || !set_px_ok(latch_ms, now)
+                    {
+                        return None;
+                    }
                 }
-                Some(_) => return None,
-                None => {}
-            }
-            match live.map(|e| &e.value) {
-                None => {}
-                Some(Value::Hash(h)) if hincrby_ok(h, field, -1) => {}
-                Some(_) => return None,
-            }
-            let publish = args.get(3)?;
-            if !publish.eq_ignore_ascii_case(b"publish")
-                || !pexpire_ok(args.get(1)?, now)
-                || !set_px_ok(latch_ms, now)
-            {
-                return None;
             }
         }
     }
-    // A script's first deny-oom call is refused while over maxmemory; none of these calls is
-    // deny-oom but HINCRBY, which the check below leaves to Lua.
+    // A script's first deny-oom call is refused while over maxmemory. Of these calls only
+    // HINCRBY is deny-oom (the first write of Redisson's acquire and unlock): left to Lua.
     let max = ctx.srv.config.maxmemory;
-    if max != 0 && program == Program::RedissonAcquire && crate::alloc::used_memory() as u64 > max {
+    if max != 0
+        && latched.is_none()
+        && matches!(program, Program::RedissonAcquire | Program::RedissonUnlock)
+        && crate::alloc::used_memory() as u64 > max
+    {
         return None;
     }
     let mut sctx = Ctx {
@@ -288,9 +283,11 @@ pub fn run(
             let (channel, latch) = (&keys[1], &keys[2]);
             let (message, lease, field, publish, latch_ms) =
                 (&args[0], &args[1], &args[2], &args[3], &args[4]);
-            // The latch was found absent above.
             call(&mut sctx, &[name(b"get"), latch.clone()]);
-            if call(&mut sctx, &[name(b"hexists"), key.clone(), field.clone()]) == Frame::Integer(0)
+            if let Some(n) = latched {
+                Frame::Integer(n)
+            } else if call(&mut sctx, &[name(b"hexists"), key.clone(), field.clone()])
+                == Frame::Integer(0)
             {
                 Frame::Null
             } else {
