@@ -225,6 +225,17 @@ fn redis_snapshots_load_into_deadbolt() {
         Duration::from_secs(10),
     );
     let mut c = ours.conn();
+    // A loaded key's access clock is the load's, as a Redis object's is its creation's (not
+    // the epoch, which would make it look idle for months).
+    let key = c.cmd_str(&["RANDOMKEY"]);
+    let key = key.lines().nth(1).unwrap_or("").to_string();
+    let idle = c.cmd_str(&["OBJECT", "IDLETIME", &key]);
+    let idle: i64 = idle
+        .trim_start_matches(':')
+        .trim_end()
+        .parse()
+        .unwrap_or(-1);
+    assert!((0..=10).contains(&idle), "{key}: idle {idle}");
     assert_eq!(observe(&mut c), expected);
     let info = c.cmd_str(&["INFO", "persistence"]);
     assert!(info.contains("rdb_last_load_keys_loaded:16\r\n"), "{info}");

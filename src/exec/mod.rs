@@ -142,6 +142,9 @@ impl Server {
         let now = unix_ms();
         let databases = self.dbs.len();
         let dbs = &mut self.state.dbs;
+        for db in dbs.iter_mut() {
+            db.note_time(now);
+        }
         let loaded = rdb_file::decode(&bytes, now, databases, |db, key, value, at| {
             dbs[db].set(&key, value, at);
         })

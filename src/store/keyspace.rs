@@ -125,6 +125,12 @@ impl Db {
         Some(idx)
     }
 
+    /// The time keys written without a lookup are stamped with, for writers that look nothing up
+    /// first (loading a snapshot): Redis gives a loaded object the clock of its creation.
+    pub fn note_time(&mut self, now: u64) {
+        self.lru_now = lru_clock(now);
+    }
+
     /// A live key's entry without recording an access (see `live_index_untouched`).
     pub fn get_untouched(&mut self, key: &[u8], now: u64) -> Option<&Entry> {
         let idx = self.live_index_untouched(key, now)?;
