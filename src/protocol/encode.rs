@@ -14,28 +14,12 @@ const LINE_MAX: usize = 24;
 #[inline]
 fn put_line_int(out: &mut BytesMut, prefix: u8, n: i64) {
     let mut line = [0u8; LINE_MAX];
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut v = n.unsigned_abs();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
+    let mut b = itoa::Buffer::new();
+    let digits = b.format(n).as_bytes();
     line[0] = prefix;
-    let mut len = 1;
-    if n < 0 {
-        line[1] = b'-';
-        len = 2;
-    }
-    let d = digits.len() - at;
-    line[len..len + d].copy_from_slice(&digits[at..]);
-    len += d;
-    line[len] = b'\r';
-    line[len + 1] = b'\n';
+    line[1..1 + digits.len()].copy_from_slice(digits);
+    let len = 1 + digits.len();
+    line[len..len + 2].copy_from_slice(b"\r\n");
     put_prefix_of(out, &line, len + 2);
 }
 

@@ -187,9 +187,11 @@ pub fn run(
             }
         }
         Program::RedissonUnlock => {
-            let (field, latch_ms) = (args.get(2)?, args.get(4)?);
-            let latch = keys.get(2)?;
-            keys.get(1)?;
+            // KEYS: lock, channel, latch; ARGV: message, lease, owner, publish command, latch ms.
+            if keys.len() < 3 || args.len() < 5 {
+                return None;
+            }
+            let (latch, field, latch_ms) = (&keys[2], &args[2], &args[4]);
             match db
                 .peek(latch)
                 .filter(|e| !e.is_expired(now))
@@ -208,9 +210,8 @@ pub fn run(
                         Some(Value::Hash(h)) if hincrby_ok(h, field, -1) => {}
                         Some(_) => return None,
                     }
-                    let publish = args.get(3)?;
-                    if !publish.eq_ignore_ascii_case(b"publish")
-                        || !pexpire_ok(args.get(1)?, now)
+                    if !args[3].eq_ignore_ascii_case(b"publish")
+                        || !pexpire_ok(&args[1], now)
                         || !set_px_ok(latch_ms, now)
                     {
                         return None;
