@@ -781,3 +781,69 @@ fn unauthenticated_pipeline_during_a_busy_script_like_redis() {
     assert_eq!(got[0], got[1]);
     assert!(got[0].starts_with("-NOAUTH Authentication required.\r\n-NOAUTH"));
 }
+
+/// A client that never lets its socket run dry (a bulk loader streaming pipelined writes while
+/// another thread reads the replies) gets one read budget per pass of the loop, like every
+/// other client: a bystander's PING is answered after at most a pass. (The loop once listed
+/// such a client twice per pass, so its turns doubled every pass and a PING waited seconds.)
+#[test]
+fn a_client_streaming_without_pause_leaves_others_their_turn() {
+    let server = common::deadbolt(&[]);
+    let port = server.port;
+    let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut reader = stream.try_clone().unwrap();
+    let sent = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (sent, stop) = (sent.clone(), stop.clone());
+        let mut stream = stream;
+        std::thread::spawn(move || {
+            let mut chunk = Vec::new();
+            let mut i = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                chunk.clear();
+                for _ in 0..4000 {
+                    let key = format!("load:{i:012}");
+                    chunk.extend_from_slice(&common::resp_cmd(&["SET", &key, "v", "PX", "60000"]));
+                    i += 1;
+                }
+                stream.write_all(&chunk).unwrap();
+                sent.fetch_add(4000, std::sync::atomic::Ordering::Relaxed);
+            }
+        })
+    };
+    let drainer = {
+        let (sent, stop) = (sent.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut got = 0u64;
+            let mut buf = vec![0u8; 1 << 20];
+            loop {
+                let done = stop.load(std::sync::atomic::Ordering::Relaxed);
+                if done && got >= sent.load(std::sync::atomic::Ordering::Relaxed) {
+                    return got;
+                }
+                let n = reader.read(&mut buf).unwrap();
+                assert!(n > 0, "the server closed the streaming client");
+                got += buf[..n].iter().filter(|&&b| b == b'\n').count() as u64;
+            }
+        })
+    };
+    let mut bystander = Conn::connect(port);
+    let started = Instant::now();
+    let (mut worst, mut pings) = (Duration::ZERO, 0);
+    while started.elapsed() < Duration::from_secs(4) {
+        let t = Instant::now();
+        assert_eq!(bystander.cmd(&["PING"]), b"+PONG\r\n");
+        worst = worst.max(t.elapsed());
+        pings += 1;
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+    let replies = drainer.join().unwrap();
+    assert!(replies > 20_000, "the loader barely ran: {replies} replies");
+    assert!(
+        worst < Duration::from_millis(500),
+        "a PING waited {worst:?} behind the streaming client ({pings} PINGs, {replies} SETs)"
+    );
+}

@@ -159,6 +159,16 @@ impl Transport {
 }
 
 /// Writes the session's records until there are none or the socket is full.
+impl Conn {
+    /// Lists the connection for the next pass, once.
+    fn queue(&mut self, ready: &mut Vec<u64>, id: u64) {
+        if !self.queued {
+            self.queued = true;
+            ready.push(id);
+        }
+    }
+}
+
 fn flush_tls(tls: &mut rustls::ServerConnection, sock: &TcpStream) -> io::Result<()> {
     while tls.wants_write() {
         match tls.write_tls(&mut &*sock) {
@@ -208,6 +218,11 @@ struct Conn {
     touched: bool,
     /// Chunks of its output waiting in `Net::parked`.
     parked: usize,
+    /// Listed in `Net::ready` (or in the pass being served) and not reached yet. A connection
+    /// is listed once: listed twice (its event, then its full read budget, then its settle), a
+    /// client that keeps its socket full doubled its turns in every pass, and one pass, the
+    /// only place the loop polls, grew until everyone else waited seconds.
+    queued: bool,
     protocol_error: Option<ProtocolError>,
     last_activity: Instant,
 }
@@ -482,6 +497,7 @@ impl Net {
                 broken: false,
                 want_write: false,
                 touched: false,
+                queued: false,
                 parked: 0,
                 protocol_error: None,
                 last_activity: self.now,
@@ -566,8 +582,12 @@ impl Net {
                             break;
                         }
                         if total >= READ_BUDGET {
-                            // Others get their turn; this one is served again next pass.
-                            self.ready.push(id);
+                            // Others get their turn; this one is served again next pass
+                            // (`Conn::queue`, spelled out: `buf` may borrow `c.rbuf`).
+                            if !c.queued {
+                                c.queued = true;
+                                self.ready.push(id);
+                            }
                             break;
                         }
                     }
@@ -762,10 +782,10 @@ impl Net {
                 if decoded || c.rbuf.is_empty() {
                     c.closing = true;
                 } else {
-                    self.ready.push(id);
+                    c.queue(&mut self.ready, id);
                 }
             } else if c.readable || (!decoded && !c.rbuf.is_empty()) {
-                self.ready.push(id);
+                c.queue(&mut self.ready, id);
             }
         }
         // A client that went away while blocked (BLPOP, SUBSCRIBE) is released, as Redis
@@ -861,7 +881,7 @@ impl Net {
                 c.peer_closed |= ev.read_closed;
                 if ev.readable {
                     c.readable = true;
-                    self.ready.push(id);
+                    c.queue(&mut self.ready, id);
                 }
                 if ev.writable {
                     self.write_out(id);
@@ -963,6 +983,9 @@ impl Net {
         let mut i = 0;
         while let Some(&id) = self.serving.get(i) {
             i += 1;
+            if let Some(c) = self.conns.get_mut(&id) {
+                c.queued = false;
+            }
             if !self.next_batch(id, &mut batch) {
                 continue;
             }
