@@ -67,6 +67,10 @@ struct Found {
 }
 
 impl Packed {
+    fn as_ptr(&self) -> *const u8 {
+        self.0.as_ptr()
+    }
+
     fn iter(&self) -> PackedIter<'_> {
         PackedIter(&self.0)
     }
@@ -140,6 +144,15 @@ fn fits_small(field: &[u8], value: &[u8]) -> bool {
 }
 
 impl HashValue {
+    /// A small hash's packed bytes (for a prefetch); null for a table.
+    #[inline]
+    pub fn packed_ptr(&self) -> *const u8 {
+        match self {
+            HashValue::Small(p) => p.as_ptr(),
+            HashValue::Large(_) => std::ptr::null(),
+        }
+    }
+
     pub fn len(&self) -> usize {
         match self {
             HashValue::Small(p) => p.iter().count(),

@@ -533,9 +533,17 @@ impl<K: AsRef<[u8]>, V> KeyMap<K, V> {
 
     /// Starts loading what looking up `keys` will read, for a batch of requests about to run
     /// (pipelined clients send 16 or more at once): first the index line of every key, then,
-    /// reading those, the entry each one most likely points at. The misses of the whole batch
-    /// then overlap instead of coming one after another, two per request.
-    pub fn prefetch<'a>(&self, keys: impl Iterator<Item = &'a [u8]>) {
+    /// reading those, the entry each one most likely points at, then, reading those, the line
+    /// `value_line` names in each entry's value (a string's bytes, a small hash's packed
+    /// fields; null for none). The misses of the whole batch then overlap instead of coming one
+    /// after another, three per request. (Without the third pass a pipelined GET over 10 k keys
+    /// spent 8 % of the server's CPU on the `lock incq` of the value's reference count: the
+    /// first touch of its line.)
+    pub fn prefetch<'a>(
+        &self,
+        keys: impl Iterator<Item = &'a [u8]>,
+        value_line: impl Fn(&V) -> *const u8,
+    ) {
         const BATCH: usize = 32;
         if self.len < PREFETCH_FROM || self.index.slots.is_empty() {
             return;
@@ -548,6 +556,8 @@ impl<K: AsRef<[u8]>, V> KeyMap<K, V> {
             n += 1;
             prefetch_line(&self.index.slots[tag as usize & self.index.mask()]);
         }
+        let mut found = [0usize; BATCH];
+        let mut entries = 0;
         for &tag in &tags[..n] {
             // The first slot with a matching tag: a key that moved on in its probe run or is
             // still in the old table is simply not prefetched.
@@ -564,10 +574,18 @@ impl<K: AsRef<[u8]>, V> KeyMap<K, V> {
                         let p: *const Pair<K, V> = self.at(idx);
                         prefetch_line(p);
                         prefetch_line(p.wrapping_byte_add(64));
+                        found[entries] = idx;
+                        entries += 1;
                     }
                     break;
                 }
                 i = (i + 1) & mask;
+            }
+        }
+        for &idx in &found[..entries] {
+            let p = value_line(&self.at(idx).value);
+            if !p.is_null() {
+                prefetch_line(p);
             }
         }
     }
@@ -703,7 +721,9 @@ mod tests {
             assert_eq!(m.len(), model.len());
             if step % 1000 == 0 {
                 // A hint only: it must never disturb the map, during growth included.
-                m.prefetch([&*k, b"absent".as_slice()].into_iter());
+                m.prefetch([&*k, b"absent".as_slice()].into_iter(), |_| {
+                    std::ptr::null()
+                });
             }
             if m.growing.is_some() {
                 grew_while_busy += 1;
@@ -787,7 +807,7 @@ mod tests {
                 let mut sum = 0u64;
                 for b in &batches {
                     if with {
-                        m.prefetch(b.iter().map(|k| k.as_slice()));
+                        m.prefetch(b.iter().map(|k| k.as_slice()), |_| std::ptr::null());
                     }
                     for k in b {
                         sum += m.index_of(k).map_or(0, |i| *m.value(i));

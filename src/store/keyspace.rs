@@ -352,7 +352,7 @@ impl Db {
     /// Starts loading what looking these keys up will read, before a batch of requests runs
     /// (see `KeyMap::prefetch`).
     pub fn prefetch<'a>(&self, keys: impl Iterator<Item = &'a [u8]>) {
-        self.map.prefetch(keys);
+        self.map.prefetch(keys, |e| e.value.first_line());
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Entry)> {

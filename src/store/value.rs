@@ -71,6 +71,17 @@ impl Value {
         }
     }
 
+    /// Where the value's own bytes start, for a prefetch: a string's bytes, a small hash's
+    /// packed fields; null for the rest (their first line is a header, not what is read).
+    #[inline]
+    pub fn first_line(&self) -> *const u8 {
+        match self {
+            Value::Str(b) => b.as_ptr(),
+            Value::Hash(h) => h.packed_ptr(),
+            _ => std::ptr::null(),
+        }
+    }
+
     /// Rough payload size, for memory-related decisions that need no exact figure.
     pub fn approx_size(&self) -> usize {
         match self {
