@@ -106,6 +106,22 @@ mod tests {
         assert!(us / 1000 >= ms && us / 1000 - ms < 1000, "{us} vs {ms}");
     }
 
+    /// The TSC-extended clock stays with the realtime clock, within a reading and across the
+    /// refreshes, and never reads from before the previous real reading.
+    #[test]
+    fn the_command_clock_follows_the_realtime_clock() {
+        for i in 0..2000 {
+            let before = unix_ms();
+            let at = unix_ms_at(&crate::stopwatch::Stopwatch::start());
+            let after = unix_ms();
+            assert!(before <= at + 1 && at <= after + 1, "{before} {at} {after}");
+            if i % 200 == 0 {
+                // Past the refresh interval: the next read takes a fresh base.
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+        }
+    }
+
     #[test]
     fn offsets_beyond_the_bound_are_refused_and_leave_the_clock() {
         assert!(!set_offset_ms(MAX_OFFSET_MS + 1));
