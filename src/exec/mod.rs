@@ -493,6 +493,20 @@ impl Server {
         if cmds.len() > 1 {
             if let Some(db) = self.dbs.get(client.db) {
                 db.prefetch(cmds.iter().filter_map(|argv| argv.get(1)).map(|k| &k[..]));
+                // A removal moves the last entry into its hole and rewrites that entry's slot.
+                let removals = cmds
+                    .iter()
+                    .filter(|argv| {
+                        argv.first().is_some_and(|name| {
+                            name.eq_ignore_ascii_case(b"del")
+                                || name.eq_ignore_ascii_case(b"unlink")
+                        })
+                    })
+                    .map(|argv| argv.len().saturating_sub(1))
+                    .sum::<usize>();
+                if removals > 0 {
+                    db.prefetch_removals(removals);
+                }
             }
         }
         client.pending.extend(cmds.drain(..));

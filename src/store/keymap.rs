@@ -594,6 +594,24 @@ impl<K: AsRef<[u8]>, V> KeyMap<K, V> {
     }
 }
 
+impl<K: AsRef<[u8]>, V> KeyMap<K, V> {
+    /// Starts loading the index lines that point at the last `n` entries, for a batch that
+    /// removes up to `n` keys: `swap_remove` moves the last entry into each hole and must find
+    /// and rewrite the slot that points at it, a cache miss of its own in a large map after the
+    /// removed key's (the entries at the end are read in order and stay cached; their slots are
+    /// anywhere in the index).
+    pub fn prefetch_tail(&self, n: usize) {
+        if self.len < PREFETCH_FROM || self.index.slots.is_empty() {
+            return;
+        }
+        let mask = self.index.mask();
+        for idx in (self.len.saturating_sub(n.min(32))..self.len).rev() {
+            let tag = self.hash(self.at(idx).key.as_ref()).tag;
+            prefetch_line(&self.index.slots[tag as usize & mask]);
+        }
+    }
+}
+
 /// Asks the CPU to start loading the cache line at `p`.
 #[inline]
 fn prefetch_line<T>(p: *const T) {
@@ -619,6 +637,32 @@ mod tests {
             Key::new(format!("a-long-key-stored-on-the-heap:{i}").as_bytes())
         } else {
             Key::new(format!("k{i}").as_bytes())
+        }
+    }
+
+    /// The prefetches are hints, but they index the map: any count, an empty map, a map
+    /// growing, or one just below the size they start at must not reach past its end.
+    #[test]
+    fn prefetches_stay_inside_the_map() {
+        let mut m = Map::default();
+        m.prefetch_tail(3);
+        for i in 0..(PREFETCH_FROM as u64 + 100) {
+            let k = key(i);
+            let h = m.hash(&k);
+            m.insert_new(h, k, i);
+            if i % 997 == 0 || m.growing.is_some() && i % 31 == 0 {
+                for n in [0, 1, 5, 32, 1000] {
+                    m.prefetch_tail(n);
+                }
+                let probe = [key(i), key(i + 1)];
+                m.prefetch(probe.iter().map(|k| k.as_ref()), |v| {
+                    v as *const u64 as *const u8
+                });
+            }
+        }
+        while !m.is_empty() {
+            m.prefetch_tail(usize::MAX);
+            m.swap_remove(m.len() - 1);
         }
     }
 

@@ -355,6 +355,11 @@ impl Db {
         self.map.prefetch(keys, |e| e.value.first_line());
     }
 
+    /// Before a batch that removes up to `n` keys (see `KeyMap::prefetch_tail`).
+    pub fn prefetch_removals(&self, n: usize) {
+        self.map.prefetch_tail(n);
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Entry)> {
         self.map.iter().map(|(k, e)| (&k[..], e))
     }
