@@ -53,20 +53,28 @@ pub fn unix_ms() -> u64 {
 }
 
 /// The wall clock at a command's start, from the time-stamp counter its stopwatch already
-/// read: the realtime clock is read once a millisecond (`REFRESH_NS`) and the ticks since then
-/// are added to it. A pipelined GET spent ~3.5 % of the server's CPU in the vDSO's
-/// `clock_gettime` (perf, issue 21); this is a subtraction and a multiply. A step of the
-/// system clock shows within that millisecond, as it would in the next read. Where the TSC is
-/// not used (`Stopwatch::Clock`) this is `unix_ms`.
-pub fn unix_ms_at(start: &crate::stopwatch::Stopwatch) -> u64 {
+/// read (`Stopwatch::tsc`: the tick and ns per tick). The realtime clock is read once a
+/// millisecond (`REFRESH_NS`) and the ticks since then are added to it: a pipelined GET spent
+/// ~3.5 % of the server's CPU in the vDSO's `clock_gettime` (perf, issue 21); this is a
+/// subtraction and a multiply. A step of the system clock shows within that millisecond, as it
+/// would in the next read. Deadlines are stamped with this clock, so a TSC rate that is off
+/// (a calibration disturbed by preemption) must not move it: each refresh compares the ticks'
+/// span with the realtime clock's, and after `MAX_STRIKES` disagreements of more than 1 % the
+/// thread reads the realtime clock every time. Where the TSC is not used (None) this is
+/// `unix_ms`.
+pub fn unix_ms_at(tsc: Option<(u64, f64)>) -> u64 {
     use std::cell::Cell;
     /// How long a reading of the realtime clock is extended with ticks.
     const REFRESH_NS: f64 = 1_000_000.0;
+    /// Disagreements (a mis-measured rate, or the system clock being stepped) before the ticks
+    /// are no longer trusted on this thread.
+    const MAX_STRIKES: u32 = 3;
     thread_local! {
         /// (realtime in ns, the tick it was read at), of the last reading on this thread.
         static BASE: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+        static STRIKES: Cell<u32> = const { Cell::new(0) };
     }
-    let crate::stopwatch::Stopwatch::Ticks(tick, ns_per_tick) = *start else {
+    let Some((tick, ns_per_tick)) = tsc else {
         return unix_ms();
     };
     let (base_ns, base_tick) = BASE.get();
@@ -76,7 +84,15 @@ pub fn unix_ms_at(start: &crate::stopwatch::Stopwatch) -> u64 {
     } else {
         let (s, ns) = realtime();
         let now_ns = s * 1_000_000_000 + ns;
-        BASE.set((now_ns, tick));
+        if base_ns != 0 && tick >= base_tick {
+            let real = now_ns.saturating_sub(base_ns) as f64;
+            if (since - real).abs() > real / 100.0 + 50_000.0 {
+                STRIKES.set(STRIKES.get().saturating_add(1));
+            }
+        }
+        if STRIKES.get() < MAX_STRIKES {
+            BASE.set((now_ns, tick));
+        }
         now_ns
     };
     (ns / 1_000_000).saturating_add_signed(offset_ms())
@@ -112,7 +128,7 @@ mod tests {
     fn the_command_clock_follows_the_realtime_clock() {
         for i in 0..2000 {
             let before = unix_ms();
-            let at = unix_ms_at(&crate::stopwatch::Stopwatch::start());
+            let at = unix_ms_at(crate::stopwatch::Stopwatch::start().tsc());
             let after = unix_ms();
             assert!(before <= at + 1 && at <= after + 1, "{before} {at} {after}");
             if i % 200 == 0 {
@@ -120,6 +136,34 @@ mod tests {
                 std::thread::sleep(std::time::Duration::from_millis(2));
             }
         }
+    }
+
+    /// A mis-measured TSC rate (here ten times too slow, so a "millisecond" of ticks would
+    /// last ten) is caught at the refreshes, and the thread then reads the realtime clock.
+    #[test]
+    fn a_wrong_tsc_rate_is_caught_and_no_longer_used() {
+        let Some((_, rate)) = crate::stopwatch::Stopwatch::start().tsc() else {
+            return; // no invariant TSC here: unix_ms_at is unix_ms already
+        };
+        std::thread::spawn(move || {
+            let wrong = || {
+                let (tick, _) = crate::stopwatch::Stopwatch::start().tsc().unwrap();
+                unix_ms_at(Some((tick, rate / 10.0)))
+            };
+            for _ in 0..12 {
+                wrong();
+                std::thread::sleep(std::time::Duration::from_millis(12));
+            }
+            for _ in 0..200 {
+                let before = unix_ms();
+                let at = wrong();
+                let after = unix_ms();
+                assert!(before <= at && at <= after, "{before} {at} {after}");
+                std::thread::sleep(std::time::Duration::from_micros(300));
+            }
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

@@ -146,7 +146,7 @@ fn process_frame(
 ) -> Option<Frame> {
     // One read of the TSC gives both the command's wall clock and its stopwatch's start.
     let started = crate::stopwatch::Stopwatch::start();
-    let mut now = crate::clock::unix_ms_at(&started);
+    let mut now = crate::clock::unix_ms_at(started.tsc());
     client.last_interaction_ms = now;
     if super::replication::is_replica(host.cluster()) {
         // A cluster follower expires nothing ahead of the leader (exec/cluster.rs).

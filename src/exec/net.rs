@@ -161,7 +161,6 @@ impl Transport {
     }
 }
 
-/// Writes the session's records until there are none or the socket is full.
 impl Conn {
     /// Lists the connection for the next pass, once.
     fn queue(&mut self, ready: &mut Vec<u64>, id: u64) {
@@ -172,6 +171,7 @@ impl Conn {
     }
 }
 
+/// Writes the session's records until there are none or the socket is full.
 fn flush_tls(tls: &mut rustls::ServerConnection, sock: &TcpStream) -> io::Result<()> {
     while tls.wants_write() {
         match tls.write_tls(&mut &*sock) {
