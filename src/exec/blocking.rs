@@ -105,6 +105,9 @@ fn resume(srv: &mut Server, id: u64, ready: Option<&bytes::Bytes>) {
     drive(srv, client, out);
 }
 
+/// Commands whose keys one prefetch covers (`KeyMap::prefetch` takes up to 32).
+const PREFETCH_WINDOW: usize = 32;
+
 /// Runs the client's pending pipeline until it ends, blocks, or the client must close, then
 /// hands the output to its connection and puts the client back.
 pub fn drive(srv: &mut Server, mut client: Box<Client>, mut out: BytesMut) {
@@ -115,7 +118,27 @@ pub fn drive(srv: &mut Server, mut client: Box<Client>, mut out: BytesMut) {
     let outer_pushes = std::mem::take(&mut srv.self_pushes);
     let mut blocked = srv.waiters.is_blocked(id);
     let mut postponed = false;
+    let mut ran = 0usize;
     while !blocked {
+        // A long pipeline's keys are prefetched a window ahead: `run_batch` covered the first
+        // `PREFETCH_WINDOW`, and half-way through each window the next one starts loading
+        // (at -P 64 half of a batch's lookups missed the cache without this).
+        if ran % PREFETCH_WINDOW == PREFETCH_WINDOW / 2
+            && client.pending.len() > PREFETCH_WINDOW / 2
+        {
+            if let Some(db) = srv.dbs.get(client.db) {
+                db.prefetch(
+                    client
+                        .pending
+                        .iter()
+                        .skip(PREFETCH_WINDOW / 2)
+                        .take(PREFETCH_WINDOW)
+                        .filter_map(|argv| argv.get(1))
+                        .map(|k| &k[..]),
+                );
+            }
+        }
+        ran += 1;
         let Some(argv) = client.pending.pop_front() else {
             break;
         };
