@@ -53,9 +53,6 @@ pub struct Server {
     /// Replies held until the log is durable (`appendfsync always`).
     held: Vec<(OutSender, Out)>,
     spare_out: Option<BytesMut>,
-    /// Replies bound straight for their sockets, written when the loop's pass ends
-    /// (`Net::write_stashed`): (client id, the bytes, whether they end its batch).
-    pub direct_stash: Vec<(u64, BytesMut, bool)>,
     /// When idle clients (`timeout`) are looked for next.
     next_idle_check: Instant,
 }
@@ -124,7 +121,6 @@ impl Server {
             changes: ChangeRecord::default(),
             held: Vec::new(),
             spare_out: None,
-            direct_stash: Vec::new(),
             next_idle_check: Instant::now(),
         };
         if !server.config.appendonly && server.config.cluster_node_id == 0 {
@@ -239,7 +235,7 @@ impl Server {
 
     /// Sends output for `client` (a batch's replies), or holds it until the log is durable
     /// (`appendfsync always`: nothing is acknowledged before its write is on disk).
-    pub fn deliver(&mut self, client: &Client, out: BytesMut, batch_done: bool, close: bool) {
+    pub fn deliver(&mut self, client: &Client, mut out: BytesMut, batch_done: bool, close: bool) {
         if self.stopping {
             // The batch may hold replies to units that were not logged: none may leave. The
             // connection closes as it would when Redis exits.
@@ -278,18 +274,20 @@ impl Server {
             && !close
             && limit.hard == 0
             && limit.soft == 0
-            && cs.direct.is_some()
             && cs.pending_out.load(Ordering::Acquire) == 0
         {
-            // Written when the loop's pass ends, every client's replies one after another
-            // (`Net::write_stashed`), as Redis writes its clients in beforeSleep. Written after
-            // each batch, a pipelining client that had read the last reply was asleep again by
-            // the next, and waking it (from inside our send) was 15 % of the server's CPU at
-            // -P 64 and ~5 % at -P 16 (perf: `sock_def_readable`). Nothing else for this client
-            // can be written before: its earlier output was all written (`pending_out` is 0),
-            // and output made for it later in the pass waits in the outbox for the round's end.
-            self.direct_stash.push((client.id, out, batch_done));
-            return;
+            // What the socket does not take now goes through the channel.
+            if let Some(n) = net::write_direct(cs, &self.shared, &out) {
+                if n == out.len() {
+                    if batch_done {
+                        cs.direct_done.store(true, Ordering::Release);
+                        client.out.wake();
+                    }
+                    self.recycle(out);
+                    return;
+                }
+                let _ = out.split_to(n);
+            }
         }
         let data = out.freeze();
         cs.pending_out.fetch_add(data.len(), Ordering::Relaxed);
@@ -325,7 +323,7 @@ impl Server {
         }
     }
 
-    pub(crate) fn recycle(&mut self, mut out: BytesMut) {
+    fn recycle(&mut self, mut out: BytesMut) {
         if out.capacity() <= 16 << 10 {
             out.clear();
             self.spare_out = Some(out);

@@ -759,6 +759,9 @@ impl Net {
             return;
         };
         c.touched = false;
+        if c.client.direct_done.swap(false, Ordering::Acquire) {
+            c.in_flight = false;
+        }
         if c.broken {
             self.close(id);
             return;
@@ -994,63 +997,21 @@ impl Net {
             if !self.accepted.is_empty() {
                 self.sync_clients(server);
             }
+            // Its output is looked at right after: a batch answered straight on its socket
+            // needs no wake-up (`OutSender::wake`).
+            self.outbox.serving.store(id, Ordering::Relaxed);
             self.lend(server, |s| s.run_batch(id, &mut batch));
+            self.outbox.serving.store(0, Ordering::Relaxed);
             self.drain_outbox(Some(id));
             self.settle(id, false);
         }
         self.serving.clear();
         self.batch = batch;
-        self.write_stashed(server);
         self.sync_clients(server);
-    }
-
-    /// Writes the replies the executor kept for the end of the pass (`Server::deliver`), in
-    /// the order they were made; what a socket does not take goes on as queued output.
-    fn write_stashed(&mut self, server: &mut Server) {
-        if server.direct_stash.is_empty() {
-            return;
-        }
-        let mut stash = std::mem::take(&mut server.direct_stash);
-        for (id, mut out, batch_done) in stash.drain(..) {
-            if let Some(c) = self.conns.get_mut(&id) {
-                let mut written = 0;
-                if c.wbuf.is_empty() && !c.broken {
-                    match c.io.write(&c.sock, &out) {
-                        Ok(n) => {
-                            written = n;
-                            self.shared.count_output(n);
-                            if n > 0 {
-                                c.last_activity = self.now;
-                            }
-                        }
-                        Err(_) => c.broken = true,
-                    }
-                }
-                let rest = out.split_off(written);
-                c.client
-                    .pending_out
-                    .fetch_add(rest.len(), Ordering::Relaxed);
-                // Ends the batch (the connection may send the next), queues the rest, and
-                // lists the connection to be settled at the round's end.
-                self.route(
-                    id,
-                    Out {
-                        data: rest.freeze(),
-                        batch_done,
-                        close: false,
-                    },
-                );
-            }
-            server.recycle(out);
-        }
-        server.direct_stash = stash;
     }
 
     /// After the executor's round: writes every connection it queued output for.
     pub fn flush(&mut self, server: &mut Server) {
-        // Replies made outside a pass (a blocked client timed out by the cron) come before
-        // anything parked for the same client.
-        self.write_stashed(server);
         self.drain_outbox(None);
         let mut touched = std::mem::take(&mut self.touched);
         for id in touched.drain(..) {

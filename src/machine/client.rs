@@ -3,7 +3,7 @@
 use super::CmdId;
 use bytes::{Bytes, BytesMut};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::mpsc;
@@ -33,10 +33,13 @@ enum Route {
 }
 
 /// The event loop's outbox: shared by every client's `OutSender` and the loop, which holds the
-/// receiving end.
+/// receiving end and sets `serving`.
 #[derive(Debug)]
 pub struct Outbox {
     tx: mpsc::UnboundedSender<(u64, Out)>,
+    /// The connection whose batch is running: the loop looks at it right after, so a batch
+    /// answered straight on its socket needs no wake-up.
+    pub serving: AtomicU64,
     /// Something was sent since the loop last looked: after most batches nothing was (the
     /// reply went straight to the socket), and this load is cheaper than the channel's
     /// `try_recv`.
@@ -47,6 +50,7 @@ impl Outbox {
     pub fn new(tx: mpsc::UnboundedSender<(u64, Out)>) -> Outbox {
         Outbox {
             tx,
+            serving: AtomicU64::new(0),
             sent: AtomicBool::new(false),
         }
     }
@@ -80,6 +84,22 @@ impl OutSender {
             Route::Own(tx) => tx.send(out).is_ok(),
         }
     }
+
+    /// Tells the connection a batch was answered directly (`ClientShared::direct_done`).
+    pub fn wake(&self) {
+        if let Route::Loop { outbox, id } = &self.0 {
+            if outbox.serving.load(Ordering::Relaxed) != *id {
+                let _ = outbox.send(
+                    *id,
+                    Out {
+                        data: Bytes::new(),
+                        batch_done: false,
+                        close: false,
+                    },
+                );
+            }
+        }
+    }
 }
 
 impl From<mpsc::UnboundedSender<Out>> for OutSender {
@@ -100,6 +120,9 @@ pub struct ClientShared {
     /// The socket of a plain TCP connection, for replies written straight to it
     /// (`exec::Server::deliver`); None for TLS, whose session only the event loop holds.
     pub direct: Option<std::sync::Weak<std::net::TcpStream>>,
+    /// A batch was answered directly on the socket (its `batch_done` did not go through the
+    /// channel).
+    pub direct_done: AtomicBool,
     /// `Client::authenticated` as of the last batch the executor answered: the connection's
     /// decoder applies Redis's pre-AUTH limits (10 arguments, 16 KB bulks) while it is false.
     pub authenticated: AtomicBool,
