@@ -43,11 +43,12 @@ const WAKER: Token = Token(usize::MAX);
 const WATCHED: Token = Token(usize::MAX / 2);
 /// Room kept free in a read buffer before a read (Redis reads 16 KB per event).
 const READ_CHUNK: usize = 16 * 1024;
-/// Bytes read from one connection in one turn before the others get theirs. 64 KB of lock
-/// writes is ~700 commands, a few ms of inserts into a large keyspace: with 256 KB a PING
-/// beside a bulk loader waited up to 15 ms (Redis, which reads 16 KB per event: 7-10 ms); with
-/// 64 KB 7-8 ms (bench/run growth, 2 M keys). Pipelining clients send far less per turn.
-const READ_BUDGET: usize = 64 * 1024;
+/// Bytes read from one connection in one turn before the others get theirs: 16 KB, as Redis
+/// reads per event (PROTO_IOBUF_LEN), ~180 lock writes. A PING beside a bulk loader of 2 M lock
+/// keys waited up to 15 ms with 256 KB, 7-9 ms with 64 KB, and 5-7.5 ms with 16 KB (p99.9 3.6-4.1
+/// ms against Redis's 5.5-7.5 in the same runs; bench/run growth). Pipelining clients send far
+/// less per turn.
+const READ_BUDGET: usize = 16 * 1024;
 
 /// Listeners take the tokens just below the waker's; clients use their id.
 fn listener_token(i: usize) -> Token {
