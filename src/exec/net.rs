@@ -76,9 +76,10 @@ enum Transport {
 impl Transport {
     /// Reads what the peer sent into `buf`: Ok(0) at its end, WouldBlock when nothing is there.
     /// TLS: as many records as it takes to give some plaintext (the handshake moves on here).
-    fn read(&mut self, sock: &TcpStream, buf: &mut BytesMut) -> io::Result<usize> {
+    /// `max` bounds a plain read (a TLS read gives one record's plaintext, at most 16 KB).
+    fn read(&mut self, sock: &TcpStream, buf: &mut BytesMut, max: usize) -> io::Result<usize> {
         let tls = match self {
-            Transport::Tcp => return read_into(sock, buf),
+            Transport::Tcp => return read_into(sock, buf, max),
             Transport::Tls(tls) => tls,
         };
         let mut eof = false;
@@ -570,8 +571,10 @@ impl Net {
                 if buf.capacity() - buf.len() < READ_CHUNK / 2 {
                     buf.reserve(READ_CHUNK * if own_buf { 1 } else { 4 });
                 }
-                let room = buf.capacity() - buf.len();
-                match c.io.read(&c.sock, buf) {
+                // One read takes at most the budget: the scratch buffer may have grown far
+                // larger, and a bulk loader keeps its socket full.
+                let room = (buf.capacity() - buf.len()).min(READ_BUDGET);
+                match c.io.read(&c.sock, buf, room) {
                     Ok(0) => {
                         c.eof = true;
                         c.readable = false;
@@ -1075,15 +1078,16 @@ fn sub_pending(c: &ClientShared, n: usize) {
 }
 
 /// One `recv` into the spare capacity of `buf`.
-fn read_into(sock: &TcpStream, buf: &mut BytesMut) -> io::Result<usize> {
+fn read_into(sock: &TcpStream, buf: &mut BytesMut, max: usize) -> io::Result<usize> {
     let spare = buf.spare_capacity_mut();
-    // SAFETY: recv writes at most `spare.len()` bytes into memory we own exclusively; only the
-    // bytes it reports as written are then exposed through `set_len`.
+    let len = spare.len().min(max);
+    // SAFETY: recv writes at most `len` <= `spare.len()` bytes into memory we own exclusively;
+    // only the bytes it reports as written are then exposed through `set_len`.
     let n = unsafe {
         libc::recv(
             sock.as_raw_fd(),
             spare.as_mut_ptr() as *mut libc::c_void,
-            spare.len(),
+            len,
             0,
         )
     };
