@@ -220,11 +220,25 @@ pub fn redis_server(extra: &[&str]) -> Server {
             if let Ok(Some(_)) = child.try_wait() {
                 break;
             }
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            if let Ok(stream) = TcpStream::connect(("127.0.0.1", port)) {
                 // The port was free when picked, but another server (a deadbolt on port 0) may
-                // have taken it since: make sure it is this child that answers.
-                let mut c = Conn::connect(port);
-                let info = c.cmd_str(&["INFO", "server"]);
+                // have taken it since: make sure it is this child that answers. A connection
+                // that is reset or stays silent is not this child's answer either: another
+                // port is tried (a reset here once failed a whole test).
+                stream.set_nodelay(true).unwrap();
+                let mut c = Conn {
+                    stream,
+                    buf: Vec::new(),
+                    tls: None,
+                };
+                let answer = c
+                    .try_send_raw(&resp_cmd(&["INFO", "server"]))
+                    .ok()
+                    .and_then(|_| c.try_read_reply(Duration::from_secs(5)));
+                let Some(answer) = answer else {
+                    break;
+                };
+                let info = String::from_utf8_lossy(&answer).into_owned();
                 // (A server started with a password cannot be asked; its own start is then
                 // trusted. Without one, a NOAUTH is another test's server on the same port:
                 // trusting it had a test talk to a server that test then killed.)
