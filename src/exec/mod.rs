@@ -488,25 +488,10 @@ impl Server {
         client.flush_deferred();
         crate::script::busy::apply_busy_marks(&mut self.state, &mut client);
         // A pipelined batch: the cache misses of all its keys overlap instead of coming one
-        // request after another (store/keymap.rs `prefetch`). argv[1] is the first key of
-        // most commands; for the others the hint is wasted, never wrong.
+        // request after another (store/keymap.rs `prefetch`); `drive` goes on a window ahead.
         if cmds.len() > 1 {
             if let Some(db) = self.dbs.get(client.db) {
-                db.prefetch(cmds.iter().filter_map(|argv| argv.get(1)).map(|k| &k[..]));
-                // A removal moves the last entry into its hole and rewrites that entry's slot.
-                let removals = cmds
-                    .iter()
-                    .filter(|argv| {
-                        argv.first().is_some_and(|name| {
-                            name.eq_ignore_ascii_case(b"del")
-                                || name.eq_ignore_ascii_case(b"unlink")
-                        })
-                    })
-                    .map(|argv| argv.len().saturating_sub(1))
-                    .sum::<usize>();
-                if removals > 0 {
-                    db.prefetch_removals(removals);
-                }
+                blocking::prefetch_commands(db, cmds.iter());
             }
         }
         client.pending.extend(cmds.drain(..));

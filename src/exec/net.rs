@@ -224,8 +224,8 @@ struct Conn {
     /// Chunks of its output waiting in `Net::parked`.
     parked: usize,
     /// Listed in `Net::ready` (or in the pass being served) and not reached yet. A connection
-    /// is listed once: listed twice (its event, then its full read budget, then its settle), a
-    /// client that keeps its socket full doubled its turns in every pass, and one pass, the
+    /// is listed once: when its event, its used-up read budget and its settle each listed it,
+    /// a client that kept its socket full doubled its turns in every pass, and one pass, the
     /// only place the loop polls, grew until everyone else waited seconds.
     queued: bool,
     protocol_error: Option<ProtocolError>,

@@ -592,9 +592,7 @@ impl<K: AsRef<[u8]>, V> KeyMap<K, V> {
             }
         }
     }
-}
 
-impl<K: AsRef<[u8]>, V> KeyMap<K, V> {
     /// Starts loading the index lines that point at the last `n` entries, for a batch that
     /// removes up to `n` keys: `swap_remove` moves the last entry into each hole and must find
     /// and rewrite the slot that points at it, a cache miss of its own in a large map after the
