@@ -15,11 +15,15 @@
 //!
 //! `loadgen cycle` measures replicated lock throughput (see cycle.rs).
 //!
+//! `loadgen pipe` is pipelined load in redis-benchmark's shape for the server-bound rows (see
+//! pipe.rs).
+//!
 //! `loadgen subscribe` is a helper for bench/run's PUBLISH fan-out: it opens S subscriber
 //! connections on one channel, prints `ready`, counts deliveries, answers `count` on stdin with the
 //! running total, and exits printing the total on `quit`/EOF.
 
 mod cycle;
+mod pipe;
 mod resp;
 
 use resp::{Conn, Reply};
@@ -60,7 +64,8 @@ const USAGE: &str =
 [--protocol redisson|setnx] [--lease-ms 30000] [--work-us 0] [--threads 1]\n       \
 loadgen subscribe [--addr A] [--subscribers S] [--channel C]\n       \
 loadgen cycle --target resp|etcd --addr A [--clients 50] [--duration 5] [--workload setnx|redisson] \
-[--wait-replicas 0] [--lease-ms 30000]";
+[--wait-replicas 0] [--lease-ms 30000]\n       \
+loadgen pipe [--addr A] [--clients 50] [--pipeline 16] [--requests N] [--keyspace R] -- CMD ARG...";
 
 fn die(msg: &str) -> ! {
     eprintln!("loadgen: {msg}\n{USAGE}");
@@ -121,6 +126,9 @@ fn parse_opts(args: &[String]) -> Opts {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("pipe") {
+        std::process::exit(pipe::pipe_main(&args[1..]));
+    }
     if args.first().map(String::as_str) == Some("cycle") {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
