@@ -864,3 +864,43 @@ fn a_client_streaming_without_pause_leaves_others_their_turn() {
         "a PING waited {worst:?} behind the streaming client ({pings} PINGs, {replies} SETs)"
     );
 }
+
+/// Replies wait for the end of the pass that produced them, as Redis writes its clients in
+/// `beforeSleep`; a script in the same pass that turns busy must not keep them: its hook
+/// writes them before it answers anyone -BUSY, as Redis's `processEventsWhileBlocked` does.
+/// A's PING and B's endless script arrive while DEBUG SLEEP holds the loop, so one pass meets
+/// both, A first; A's PONG must come within the busy threshold, not when the script ends.
+#[test]
+fn a_reply_held_for_the_end_of_its_pass_leaves_when_a_script_in_it_turns_busy() {
+    for (name, srv) in common::deadbolt_and_redis(&[
+        "--busy-reply-threshold",
+        "100",
+        "--enable-debug-command",
+        "local",
+    ]) {
+        let mut sleeper = srv.conn();
+        let mut a = srv.conn();
+        let mut b = srv.conn();
+        sleeper.send(&["DEBUG", "SLEEP", "0.5"]);
+        a.send(&["PING"]);
+        b.send(&["EVAL", "while true do end", "0"]);
+        assert_eq!(sleeper.read_reply(), b"+OK\r\n", "{name}");
+        let slept = Instant::now();
+        // Without the hook's write A waits for the script's end: never, until SCRIPT KILL.
+        let pong = a.try_read_reply(Duration::from_secs(3));
+        assert_eq!(pong.as_deref(), Some(&b"+PONG\r\n"[..]), "{name}");
+        assert!(
+            slept.elapsed() < Duration::from_secs(2),
+            "{name}: PONG {:?} after the sleep",
+            slept.elapsed()
+        );
+        let mut killer = srv.conn();
+        assert_eq!(killer.cmd(&["SCRIPT", "KILL"]), b"+OK\r\n", "{name}");
+        let killed = String::from_utf8_lossy(&b.read_reply()).into_owned();
+        assert!(
+            killed.starts_with("-ERR Script killed by user with SCRIPT KILL"),
+            "{name}: {killed:?}"
+        );
+        assert_eq!(a.cmd(&["PING"]), b"+PONG\r\n", "{name}");
+    }
+}

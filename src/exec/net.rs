@@ -223,6 +223,8 @@ struct Conn {
     touched: bool,
     /// Chunks of its output waiting in `Net::parked`.
     parked: usize,
+    /// Its `wbuf` holds replies of this pass, written when the pass ends (`Net::held`).
+    held: bool,
     /// Listed in `Net::ready` (or in the pass being served) and not reached yet. A connection
     /// is listed once: when its event, its used-up read budget and its settle each listed it,
     /// a client that kept its socket full doubled its turns in every pass, and one pass, the
@@ -265,6 +267,16 @@ pub struct Net {
     parked: Vec<(u64, Out)>,
     /// Connections closed, for the executor to forget.
     closed: Vec<u64>,
+    /// A pass is being served: replies that would go straight to a socket wait in its `wbuf`
+    /// until the pass ends (`Lent::hold`), as Redis writes its clients in `beforeSleep`.
+    /// Written one by one, each reply woke a client that had gone to sleep after the previous
+    /// one; on one machine each wake-up is an inter-processor interrupt paid in our `send`
+    /// (a VM exit in a VM), and a fast server met a sleeping client on nearly every reply.
+    deferring: bool,
+    /// The connections whose `wbuf` holds replies of this pass.
+    held: Vec<u64>,
+    /// Bytes held in this pass (`HELD_MAX`).
+    held_bytes: usize,
     /// TLS handshakes under way (the cron looks for stalled ones only when there are some).
     handshakes: usize,
     /// An accept failed (EMFILE…): try again on the next turn rather than wait for an event.
@@ -317,6 +329,20 @@ impl Lent {
             unsafe { (*net.as_ptr()).busy_turn() }
         }
     }
+
+    /// Keeps `data`, a reply to client `id` that could go straight to its socket (nothing of
+    /// its output is pending), for the end of the pass being served; false when no pass is
+    /// (the caller then writes it itself).
+    pub fn hold(&self, id: u64, cs: &ClientShared, data: &[u8]) -> bool {
+        let Some(net) = self.0 else {
+            return false;
+        };
+        // SAFETY: as in `while_busy`: the pointer is set only inside `Net::lend`, whose
+        // `&mut self` is not used until the lent call returns, and the executor (which calls
+        // this from `Server::deliver`, inside that call) never holds a reference into the Net;
+        // `hold_reply` does not call back into the executor.
+        unsafe { (*net.as_ptr()).hold_reply(id, cs, data) }
+    }
 }
 
 impl Net {
@@ -355,6 +381,9 @@ impl Net {
             touched: Vec::new(),
             parked: Vec::new(),
             closed: Vec::new(),
+            deferring: false,
+            held: Vec::new(),
+            held_bytes: 0,
             handshakes: 0,
             accept_retry: false,
             shared,
@@ -504,6 +533,7 @@ impl Net {
                 touched: false,
                 queued: false,
                 parked: 0,
+                held: false,
                 protocol_error: None,
                 last_activity: self.now,
             },
@@ -811,6 +841,10 @@ impl Net {
         let Some(c) = self.conns.get_mut(&id) else {
             return;
         };
+        if c.held {
+            // `flush_held` writes it when the pass ends.
+            return;
+        }
         let mut failed = false;
         if !c.wbuf.is_empty() {
             match c.io.write(&c.sock, &c.wbuf) {
@@ -903,8 +937,49 @@ impl Net {
         }
     }
 
+    /// `Lent::hold`.
+    fn hold_reply(&mut self, id: u64, cs: &ClientShared, data: &[u8]) -> bool {
+        // Holding copies the reply: a large one, or more than HELD_MAX in one pass (thousands
+        // of connections), goes out at once as before.
+        if !self.deferring || self.held_bytes + data.len() > HELD_MAX {
+            return false;
+        }
+        let Some(c) = self.conns.get_mut(&id) else {
+            return false;
+        };
+        if !matches!(c.io, Transport::Tcp) || c.broken || !c.wbuf.is_empty() {
+            return false;
+        }
+        // Counted as pending like any queued output: until it is written, the executor sends
+        // this client's next output through the outbox, which appends it after this.
+        cs.pending_out.fetch_add(data.len(), Ordering::Relaxed);
+        c.wbuf.extend_from_slice(data);
+        self.held_bytes += data.len();
+        if !c.held {
+            c.held = true;
+            self.held.push(id);
+        }
+        true
+    }
+
+    /// Writes the replies held in this pass.
+    fn flush_held(&mut self) {
+        self.held_bytes = 0;
+        let mut held = std::mem::take(&mut self.held);
+        for id in held.drain(..) {
+            if let Some(c) = self.conns.get_mut(&id) {
+                c.held = false;
+                self.write_out(id);
+            }
+        }
+        self.held = held;
+    }
+
     /// One pass of the hook's loop while a script is busy: read, answer, write; never run.
     fn busy_turn(&mut self) {
+        // The replies of the pass so far leave now, not when the script ends (Redis's
+        // processEventsWhileBlocked writes its clients too).
+        self.flush_held();
         self.poll_events(Some(Duration::ZERO));
         self.dispatch();
         let ids: Vec<u64> = self.ready.iter().chain(&self.serving).copied().collect();
@@ -987,6 +1062,7 @@ impl Net {
     fn serve_ready(&mut self, server: &mut Server) {
         std::mem::swap(&mut self.ready, &mut self.serving);
         let mut batch = std::mem::take(&mut self.batch);
+        self.deferring = true;
         let mut i = 0;
         while let Some(&id) = self.serving.get(i) {
             i += 1;
@@ -1009,6 +1085,8 @@ impl Net {
             self.drain_outbox(Some(id));
             self.settle(id, false);
         }
+        self.deferring = false;
+        self.flush_held();
         self.serving.clear();
         self.batch = batch;
         self.sync_clients(server);
@@ -1109,6 +1187,9 @@ pub(crate) fn write_direct(cs: &ClientShared, shared: &Shared, data: &[u8]) -> O
     shared.count_output(n);
     Some(n)
 }
+
+/// The most reply bytes a pass holds for its end (`Net::hold_reply`).
+const HELD_MAX: usize = 1 << 20;
 
 /// Writes as much as the socket takes now; 0 when it would block.
 fn write_some(sock: &TcpStream, data: &[u8]) -> io::Result<usize> {
