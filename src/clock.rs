@@ -73,10 +73,17 @@ pub fn unix_ms_at(tsc: Option<(u64, f64)>) -> u64 {
         /// (realtime in ns, the tick it was read at), of the last reading on this thread.
         static BASE: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
         static STRIKES: Cell<u32> = const { Cell::new(0) };
+        /// The ticks [from, to) of the last millisecond computed, and that millisecond: most
+        /// commands fall in the one before them, and two compares beat the conversion.
+        static MS: Cell<(u64, u64, u64)> = const { Cell::new((0, 0, 0)) };
     }
     let Some((tick, ns_per_tick)) = tsc else {
         return unix_ms();
     };
+    let (from, to, ms) = MS.get();
+    if tick >= from && tick < to {
+        return ms.saturating_add_signed(offset_ms());
+    }
     let (base_ns, base_tick) = BASE.get();
     let since = tick.wrapping_sub(base_tick) as f64 * ns_per_tick;
     let ns = if base_ns != 0 && tick >= base_tick && since < REFRESH_NS {
@@ -95,7 +102,14 @@ pub fn unix_ms_at(tsc: Option<(u64, f64)>) -> u64 {
         }
         now_ns
     };
-    (ns / 1_000_000).saturating_add_signed(offset_ms())
+    let ms = ns / 1_000_000;
+    if STRIKES.get() < MAX_STRIKES && ns_per_tick > 0.0 {
+        let into = (ns % 1_000_000) as f64;
+        let from = tick.saturating_sub((into / ns_per_tick) as u64);
+        let to = tick.saturating_add(((1_000_000.0 - into) / ns_per_tick) as u64);
+        MS.set((from, to, ms));
+    }
+    ms.saturating_add_signed(offset_ms())
 }
 
 pub fn unix_us() -> u64 {

@@ -66,9 +66,28 @@ fn watch_is_kept_when_nothing_changes_or_writes_fail() {
                 &["LPUSHX", "nokey", "x"],
             ],
         ));
+        // INCR and DECRBY that fail on the value (text, overflow, a hash) write nothing.
+        out.extend(cas(
+            s,
+            "t",
+            &[&["SET", "t", "text"]],
+            &[&["INCR", "t"], &["DECR", "t"]],
+        ));
+        out.extend(cas(
+            s,
+            "big",
+            &[&["SET", "big", "9223372036854775807"]],
+            &[&["INCR", "big"], &["INCRBY", "big", "5"]],
+        ));
+        out.extend(cas(
+            s,
+            "hh",
+            &[&["HSET", "hh", "f", "1"]],
+            &[&["INCR", "hh"], &["DECRBY", "hh", "2"]],
+        ));
         out
     });
-    assert_eq!(t.iter().filter(|r| r == &b"*1\r\n+OK\r\n").count(), 2);
+    assert_eq!(t.iter().filter(|r| r == &b"*1\r\n+OK\r\n").count(), 5);
 }
 
 #[test]

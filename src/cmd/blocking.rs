@@ -52,10 +52,10 @@ pub fn block(
     };
     let b = Blocked {
         db: ctx.client.db,
-        keys: keys.iter().map(own).collect(),
+        keys: keys.iter().map(|b| own(b)).collect(),
         deadline,
         kind,
-        argv: argv.iter().map(own).collect(),
+        argv: argv.iter().map(|b| own(b)).collect(),
         unblocked_with_error: false,
     };
     ctx.srv.waiters.block(ctx.client.id, b);

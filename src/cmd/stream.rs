@@ -586,7 +586,7 @@ fn xadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             "ERR The stream has exhausted the last possible ID, unable to add more items",
         ));
     }
-    let fields: Vec<Bytes> = argv[field_pos..].iter().map(own).collect();
+    let fields: Vec<Bytes> = argv[field_pos..].iter().map(|b| own(b)).collect();
     let id =
         match s.append(&fields, a.id, a.seq_given, now, max_bytes, max_entries) {
             Ok(id) => id,

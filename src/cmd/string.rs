@@ -376,20 +376,26 @@ fn msetnx(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 pub fn incr_by(ctx: &mut Ctx, key: &Bytes, delta: i64) -> CmdResult {
     let now = ctx.now;
     let db = ctx.db();
-    let (current, ttl) = match db.get(key, now) {
-        None => (0, 0),
-        Some(e) => match &e.value {
-            Value::Str(s) => (parse_i64(s).ok_or(CmdError::NotInteger)?, e.expires_at),
-            _ => return Err(CmdError::WrongType),
-        },
+    // One lookup; the new text in a small block of its own (`value::own`).
+    let updated = db.modify(key, now, |e| {
+        let Value::Str(s) = &e.value else {
+            return Err(CmdError::WrongType);
+        };
+        let current = parse_i64(s).ok_or(CmdError::NotInteger)?;
+        let new = current.checked_add(delta).ok_or(CmdError::Overflow)?;
+        e.value = Value::Str(crate::store::value::own(
+            itoa::Buffer::new().format(new).as_bytes(),
+        ));
+        Ok(new)
+    });
+    let new = match updated {
+        Some(r) => r?,
+        None => {
+            let text = crate::store::value::own(itoa::Buffer::new().format(delta).as_bytes());
+            db.set(key, Value::Str(text), 0);
+            delta
+        }
     };
-    let new = current.checked_add(delta).ok_or(CmdError::Overflow)?;
-    let mut buf = itoa::Buffer::new();
-    let text = Bytes::copy_from_slice(buf.format(new).as_bytes());
-    match db.get_mut(key, now) {
-        Some(e) => e.value = Value::Str(text),
-        None => db.set(key, Value::Str(text), ttl),
-    }
     ctx.changed(event::STRING, "incrby", key);
     Ok(Frame::Integer(new))
 }

@@ -187,6 +187,22 @@ impl Db {
         Some(self.map.value_mut(idx))
     }
 
+    /// `f` on the live entry for `key`, found once; the key counts as changed only when `f`
+    /// succeeds (a command that fails on the value, as INCR on text, changed nothing).
+    pub fn modify<T, E>(
+        &mut self,
+        key: &[u8],
+        now: u64,
+        f: impl FnOnce(&mut Entry) -> Result<T, E>,
+    ) -> Option<Result<T, E>> {
+        let idx = self.live_index(key, now)?;
+        let r = f(self.map.value_mut(idx));
+        if r.is_ok() {
+            self.changes.key(key);
+        }
+        Some(r)
+    }
+
     pub fn contains(&mut self, key: &[u8], now: u64) -> bool {
         self.live_index(key, now).is_some()
     }

@@ -124,7 +124,7 @@ impl Group {
             return false;
         }
         self.consumers.insert(
-            super::value::own(&Bytes::copy_from_slice(name)),
+            super::value::own(name),
             Consumer {
                 seen_time: now,
                 pel: BTreeSet::new(),

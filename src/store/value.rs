@@ -124,7 +124,7 @@ fn small<const N: usize>(b: &[u8]) -> Bytes {
 /// turns into a separate 24-byte shared header on its first clone, which every GET makes: one
 /// more allocation for the first read of each key, and one more cache line on every read and
 /// free after it (issue 21).
-pub fn own(b: &Bytes) -> Bytes {
+pub fn own(b: &[u8]) -> Bytes {
     match b.len() {
         0 => Bytes::new(),
         1..=23 => small::<23>(b),
