@@ -551,6 +551,28 @@ fn half_closed_client_gets_every_reply() {
     }
 }
 
+/// A pipeline that ends in a blocking command (or MONITOR) and a half-close: the replies before
+/// it still arrive, as in Redis, though the client is released at EOF. The data and the FIN
+/// usually arrive as one read, so the release comes in the same pass as the replies.
+#[test]
+fn half_closed_client_blocked_at_the_end_gets_the_replies_before() {
+    for (name, s) in common::deadbolt_and_redis(&[]) {
+        for last in [&["BLPOP", "nolist", "0"][..], &["MONITOR"]] {
+            for _ in 0..20 {
+                let mut c = s.conn();
+                let mut req = Vec::new();
+                req.extend(resp_cmd(&["SET", "k", "1"]));
+                req.extend(resp_cmd(&["INCR", "k"]));
+                req.extend(resp_cmd(last));
+                c.send_raw(&req);
+                c.stream.shutdown(std::net::Shutdown::Write).unwrap();
+                assert_eq!(c.read_reply(), b"+OK\r\n", "{name} {last:?}");
+                assert_eq!(c.read_reply(), b":2\r\n", "{name} {last:?}");
+            }
+        }
+    }
+}
+
 /// A client blocked in BLPOP that goes away is released: the next push is not handed to it.
 #[test]
 fn blocked_client_at_eof_is_released() {

@@ -141,3 +141,35 @@ fn invalid_values_are_refused_and_the_old_value_kept() {
         b"*2\r\n$16\r\nmaxmemory-policy\r\n$10\r\nnoeviction\r\n"
     );
 }
+
+/// Connections that once received a large reply do not keep a buffer of its size: after 100
+/// idle connections each read a ~216 KB reply (a list of 2 000 elements of 100 bytes, encoded
+/// into the connection's output), used_memory is back near where it was (21 MB would stay if
+/// each kept its write buffer).
+#[test]
+fn a_large_reply_leaves_no_buffer_behind() {
+    let s = common::deadbolt(&[]);
+    let mut c0 = s.conn();
+    let element = "x".repeat(100);
+    for _ in 0..20 {
+        let mut args = vec!["RPUSH", "biglist"];
+        args.extend(std::iter::repeat_n(element.as_str(), 100));
+        c0.cmd(&args);
+    }
+    let reply_len = c0.cmd(&["LRANGE", "biglist", "0", "-1"]).len();
+    assert_eq!(reply_len, 7 + 2000 * 108);
+    let mut conns: Vec<Conn> = (0..100).map(|_| s.conn()).collect();
+    for c in &mut conns {
+        assert_eq!(c.cmd(&["PING"]), b"+PONG\r\n");
+    }
+    let before = used(&mut c0);
+    for c in &mut conns {
+        assert_eq!(c.cmd(&["LRANGE", "biglist", "0", "-1"]).len(), reply_len);
+        assert_eq!(c.cmd(&["PING"]), b"+PONG\r\n");
+    }
+    let after = used(&mut c0);
+    assert!(
+        after < before + 4_000_000,
+        "used_memory {before} -> {after} after 100 connections read {reply_len} bytes each"
+    );
+}

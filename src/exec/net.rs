@@ -223,8 +223,9 @@ struct Conn {
     touched: bool,
     /// Chunks of its output waiting in `Net::parked`.
     parked: usize,
-    /// Its `wbuf` holds replies of this pass, written when the pass ends (`Net::held`).
-    held: bool,
+    /// The first `held` bytes of its `wbuf` are replies of this pass, written when the pass
+    /// ends (`Net::held`); 0 when none are.
+    held: usize,
     /// Listed in `Net::ready` (or in the pass being served) and not reached yet. A connection
     /// is listed once: when its event, its used-up read budget and its settle each listed it,
     /// a client that kept its socket full doubled its turns in every pass, and one pass, the
@@ -533,7 +534,7 @@ impl Net {
                 touched: false,
                 queued: false,
                 parked: 0,
-                held: false,
+                held: 0,
                 protocol_error: None,
                 last_activity: self.now,
             },
@@ -831,7 +832,9 @@ impl Net {
             || c.client.killed.load(Ordering::Relaxed)
         {
             c.closing = true;
-            c.wbuf.clear();
+            // Replies held for the end of the pass stay: written straight away, as they were
+            // before the pass held them, they would have left already.
+            c.wbuf.truncate(c.held);
         }
         self.write_out(id);
     }
@@ -841,7 +844,7 @@ impl Net {
         let Some(c) = self.conns.get_mut(&id) else {
             return;
         };
-        if c.held {
+        if c.held > 0 {
             // `flush_held` writes it when the pass ends.
             return;
         }
@@ -849,7 +852,13 @@ impl Net {
         if !c.wbuf.is_empty() {
             match c.io.write(&c.sock, &c.wbuf) {
                 Ok(n) => {
-                    let _ = c.wbuf.split_to(n);
+                    // All written: `clear` keeps the allocation for the next replies (and its
+                    // size visible to the check below); `split_to` would hide it.
+                    if n == c.wbuf.len() {
+                        c.wbuf.clear();
+                    } else {
+                        let _ = c.wbuf.split_to(n);
+                    }
                     self.shared.count_output(n);
                     sub_pending(&c.client, n);
                     if n > 0 {
@@ -858,7 +867,8 @@ impl Net {
                 }
                 Err(_) => failed = true,
             }
-            if c.wbuf.is_empty() && c.wbuf.capacity() > 64 << 10 {
+            // An idle connection keeps at most Redis's reply buffer (PROTO_REPLY_CHUNK_BYTES).
+            if c.wbuf.is_empty() && c.wbuf.capacity() > 16 << 10 {
                 c.wbuf = BytesMut::new();
             }
         } else if c.io.pending() {
@@ -944,6 +954,9 @@ impl Net {
         if !self.deferring || self.held_bytes + data.len() > HELD_MAX {
             return false;
         }
+        if data.is_empty() {
+            return true;
+        }
         let Some(c) = self.conns.get_mut(&id) else {
             return false;
         };
@@ -955,10 +968,9 @@ impl Net {
         cs.pending_out.fetch_add(data.len(), Ordering::Relaxed);
         c.wbuf.extend_from_slice(data);
         self.held_bytes += data.len();
-        if !c.held {
-            c.held = true;
-            self.held.push(id);
-        }
+        // The buffer was empty: what is held is its prefix.
+        c.held = data.len();
+        self.held.push(id);
         true
     }
 
@@ -968,7 +980,7 @@ impl Net {
         let mut held = std::mem::take(&mut self.held);
         for id in held.drain(..) {
             if let Some(c) = self.conns.get_mut(&id) {
-                c.held = false;
+                c.held = 0;
                 self.write_out(id);
             }
         }
