@@ -376,23 +376,20 @@ fn msetnx(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 pub fn incr_by(ctx: &mut Ctx, key: &Bytes, delta: i64) -> CmdResult {
     let now = ctx.now;
     let db = ctx.db();
-    // One lookup; the new text in a small block of its own (`value::own`).
+    // One lookup; the new text shared (0..9999, as Redis) or in a small block of its own.
     let updated = db.modify(key, now, |e| {
         let Value::Str(s) = &e.value else {
             return Err(CmdError::WrongType);
         };
         let current = parse_i64(s).ok_or(CmdError::NotInteger)?;
         let new = current.checked_add(delta).ok_or(CmdError::Overflow)?;
-        e.value = Value::Str(crate::store::value::own(
-            itoa::Buffer::new().format(new).as_bytes(),
-        ));
+        e.value = Value::Str(crate::store::value::integer_text(new));
         Ok(new)
     });
     let new = match updated {
         Some(r) => r?,
         None => {
-            let text = crate::store::value::own(itoa::Buffer::new().format(delta).as_bytes());
-            db.set(key, Value::Str(text), 0);
+            db.set(key, Value::Str(crate::store::value::integer_text(delta)), 0);
             delta
         }
     };

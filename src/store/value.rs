@@ -95,6 +95,29 @@ impl Value {
     }
 }
 
+/// The text of integer `v` as a stored value. 0..=9999 are shared, as Redis shares the objects
+/// of those integers (OBJ_SHARED_INTEGERS): each is a static slice of one buffer made on first
+/// use, so a counter in that range is stored without an allocation and replaced without a
+/// free; other values get a block of their own (`own`).
+pub fn integer_text(v: i64) -> Bytes {
+    const SHARED: usize = 10_000;
+    static TEXTS: std::sync::OnceLock<(&'static [u8], Vec<u32>)> = std::sync::OnceLock::new();
+    let Some(i) = usize::try_from(v).ok().filter(|&i| i < SHARED) else {
+        return own(itoa::Buffer::new().format(v).as_bytes());
+    };
+    let (all, starts) = TEXTS.get_or_init(|| {
+        let mut all = Vec::new();
+        let mut starts = Vec::with_capacity(SHARED + 1);
+        for n in 0..SHARED {
+            starts.push(all.len() as u32);
+            all.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+        }
+        starts.push(all.len() as u32);
+        (Vec::leak(all), starts)
+    });
+    Bytes::from_static(&all[starts[i] as usize..starts[i + 1] as usize])
+}
+
 /// A small value's bytes and the reference count `Bytes` keeps for them, in one block:
 /// `Bytes::from_owner` puts the count in front of the owner. `N + 1 + 8` is a size class.
 struct Small<const N: usize> {
@@ -157,6 +180,30 @@ mod tests {
         assert_eq!(std::mem::size_of::<Small<23>>() + 8, 32);
         assert_eq!(std::mem::size_of::<Small<39>>() + 8, 48);
         assert_eq!(std::mem::size_of::<Small<55>>() + 8, 64);
+    }
+
+    #[test]
+    fn integer_texts_are_the_decimal_text_shared_or_not() {
+        for v in [
+            0,
+            1,
+            9,
+            10,
+            99,
+            100,
+            4321,
+            9999,
+            10_000,
+            123_456,
+            -1,
+            -9999,
+            i64::MIN,
+            i64::MAX,
+        ] {
+            assert_eq!(&integer_text(v)[..], v.to_string().as_bytes(), "{v}");
+        }
+        // The shared range lies in the one static buffer: the same bytes each time.
+        assert_eq!(integer_text(42).as_ptr(), integer_text(42).as_ptr());
     }
 
     #[test]
