@@ -208,6 +208,23 @@ fn set_generic(
     };
     let now = ctx.now;
     let db = ctx.db();
+    if !o.get && o.cond != Cond::Xx && o.expire != ExpireOpt::KeepTtl {
+        // Nothing of the old entry is needed: one lookup.
+        let stored = db.put(
+            key,
+            || Value::Str(own(val)),
+            deadline.unwrap_or(0),
+            now,
+            o.cond == Cond::Nx,
+        );
+        if stored {
+            ctx.changed(event::STRING, "set", key);
+            if deadline.is_some() {
+                ctx.notify(event::GENERIC, "expire", key);
+            }
+        }
+        return Ok((stored, None));
+    }
     let (found, old, old_deadline) = match db.get(key, now) {
         None => (false, None, 0),
         Some(e) => {

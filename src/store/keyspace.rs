@@ -220,16 +220,58 @@ impl Db {
                 Some(old)
             }
             Err(h) => {
-                let mut stored = Key::new(key);
-                stored.set_lru(self.lru_now);
-                self.map.insert_new(h, stored, Entry { value, expires_at });
-                if self.record_created {
-                    self.created.push(Bytes::copy_from_slice(key));
-                }
+                self.insert_at(h, key, value, expires_at);
                 None
             }
         };
         self.count_deadline_change(old.unwrap_or(0), expires_at);
+    }
+
+    fn insert_at(&mut self, h: super::keymap::Hashed, key: &[u8], value: Value, expires_at: u64) {
+        let mut stored = Key::new(key);
+        stored.set_lru(self.lru_now);
+        self.map.insert_new(h, stored, Entry { value, expires_at });
+        if self.record_created {
+            self.created.push(Bytes::copy_from_slice(key));
+        }
+    }
+
+    /// SET without GET or KEEPTTL, with one lookup where `get` then `set` made two: stores
+    /// `value()` under `key` unless `only_if_absent` (NX) and the key is live; false when it
+    /// stored nothing. An expired entry is dropped first, as the lookup would have.
+    pub fn put(
+        &mut self,
+        key: &[u8],
+        value: impl FnOnce() -> Value,
+        expires_at: u64,
+        now: u64,
+        only_if_absent: bool,
+    ) -> bool {
+        self.lru_now = lru_clock(now);
+        let h = match self.map.lookup(key) {
+            Ok(idx) if !self.map.value(idx).is_expired(now) => {
+                self.map.key_mut(idx).set_lru(self.lru_now);
+                if only_if_absent {
+                    return false;
+                }
+                self.changes.key(key);
+                let e = self.map.value_mut(idx);
+                let old = std::mem::replace(&mut e.expires_at, expires_at);
+                e.value = value();
+                self.count_deadline_change(old, expires_at);
+                return true;
+            }
+            Ok(idx) => {
+                self.expire_now(idx);
+                self.set(key, value(), expires_at);
+                return true;
+            }
+            Err(h) => h,
+        };
+        self.changes.key(key);
+        self.insert_at(h, key, value(), expires_at);
+        self.count_deadline_change(0, expires_at);
+        true
     }
 
     pub fn records_created(&self) -> bool {
