@@ -160,12 +160,31 @@ fn start(mut cmd: Command, port_of: impl Fn(&str) -> Option<u16> + Send + 'stati
 }
 
 /// A free TCP port on 127.0.0.1 (bind, read, release).
+/// A port for a server a test starts with a fixed port (cluster nodes and their peer ports,
+/// redis-server). Taken below the kernel's ephemeral range (32768 and up by default): a port
+/// the kernel handed out for `bind(0)` and that was then closed can be given again to any
+/// outgoing connection's source (a cluster node dialling its peers) before the server binds it,
+/// and a node then failed with "Address already in use". Each process walks its own stretch of
+/// 20000..32000 (tests of one binary are threads of it: the counter keeps them apart), and a
+/// port still bound by something else is skipped.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const LOW: u32 = 20_000;
+    const SPAN: u32 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let _ = NEXT.compare_exchange(
+        u32::MAX,
+        (std::process::id() * 97) % SPAN,
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+    );
+    for _ in 0..SPAN {
+        let port = (LOW + NEXT.fetch_add(1, Ordering::Relaxed) % SPAN) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in {LOW}..{}", LOW + SPAN)
 }
 
 /// deadbolt and redis-server started with the same extra arguments, named, for tests that
