@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 /// Nanoseconds per TSC tick, or None where the TSC is not usable.
 static NS_PER_TICK: OnceLock<Option<f64>> = OnceLock::new();
 
-/// How long each of start-up's three measurements of the TSC rate takes: 1 ms keeps the error near 30 ns / 1 ms
-/// (3e-5), far below what a duration counted in microseconds shows.
+/// How long each of start-up's three measurements of the TSC rate takes: 1 ms keeps the error
+/// near 30 ns / 1 ms (3e-5), far below what a duration counted in microseconds shows.
 const CALIBRATION: Duration = Duration::from_millis(1);
 
 /// Measures the TSC rate; call once at start-up, before the first command (a later first

@@ -52,10 +52,10 @@ pub fn block(
     };
     let b = Blocked {
         db: ctx.client.db,
-        keys: keys.iter().map(|b| own(b)).collect(),
+        keys: keys.iter().map(own).collect(),
         deadline,
         kind,
-        argv: argv.iter().map(|b| own(b)).collect(),
+        argv: argv.iter().map(own).collect(),
         unblocked_with_error: false,
     };
     ctx.srv.waiters.block(ctx.client.id, b);

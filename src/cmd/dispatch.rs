@@ -262,10 +262,7 @@ fn process_frame(
     if let Some(queue) = client.multi.as_mut() {
         if !spec.has(flags::TX_CONTROL) {
             // Owned copies: a queued command must not pin the network read buffer.
-            queue.push((
-                id,
-                argv.iter().map(|b| crate::store::value::own(b)).collect(),
-            ));
+            queue.push((id, argv.iter().map(crate::store::value::own).collect()));
             return Some(Frame::simple("QUEUED"));
         }
     }

@@ -586,7 +586,7 @@ fn xadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             "ERR The stream has exhausted the last possible ID, unable to add more items",
         ));
     }
-    let fields: Vec<Bytes> = argv[field_pos..].iter().map(|b| own(b)).collect();
+    let fields: Vec<Bytes> = argv[field_pos..].iter().map(own).collect();
     let id =
         match s.append(&fields, a.id, a.seq_given, now, max_bytes, max_entries) {
             Ok(id) => id,
@@ -993,7 +993,7 @@ fn group_read(
             g.last_id = id;
         }
         if !noack {
-            let name = own(&Bytes::copy_from_slice(consumer));
+            let name = own(consumer);
             if let Some(old) = g.pel.get(&id).map(|n| n.consumer.clone()) {
                 if let Some(c) = g.consumers.get_mut(&old) {
                     c.pel.remove(&id);
@@ -1461,7 +1461,7 @@ fn claim(g: &mut Group, id: StreamId, consumer: &[u8], now: u64, created: &mut b
     let Some(n) = g.pel.get_mut(&id) else {
         return;
     };
-    let old = std::mem::replace(&mut n.consumer, own(&Bytes::copy_from_slice(consumer)));
+    let old = std::mem::replace(&mut n.consumer, own(consumer));
     if &old[..] != consumer {
         if let Some(c) = g.consumers.get_mut(&old) {
             c.pel.remove(&id);

@@ -276,17 +276,14 @@ impl Server {
             && limit.soft == 0
             && cs.pending_out.load(Ordering::Acquire) == 0
         {
-            // Inside the loop's pass the reply waits for the pass's end (`Lent::hold`).
-            if self.io.busy_loop.hold(client.id, cs, &out) {
-                if batch_done {
-                    cs.direct_done.store(true, Ordering::Release);
-                    client.out.wake();
-                }
-                self.recycle(out);
-                return;
-            }
-            // What the socket does not take now goes through the channel.
-            if let Some(n) = net::write_direct(cs, &self.shared, &out) {
+            // Inside the loop's pass the reply waits for the pass's end (`Lent::hold`);
+            // otherwise what the socket does not take now goes through the channel.
+            let taken = if self.io.busy_loop.hold(client.id, cs, &out) {
+                Some(out.len())
+            } else {
+                net::write_direct(cs, &self.shared, &out)
+            };
+            if let Some(n) = taken {
                 if n == out.len() {
                     if batch_done {
                         cs.direct_done.store(true, Ordering::Release);

@@ -147,7 +147,8 @@ fn small<const N: usize>(b: &[u8]) -> Bytes {
 /// turns into a separate 24-byte shared header on its first clone, which every GET makes: one
 /// more allocation for the first read of each key, and one more cache line on every read and
 /// free after it (issue 21).
-pub fn own(b: &[u8]) -> Bytes {
+pub fn own(b: impl AsRef<[u8]>) -> Bytes {
+    let b = b.as_ref();
     match b.len() {
         0 => Bytes::new(),
         1..=23 => small::<23>(b),
