@@ -367,8 +367,13 @@ impl<K: AsRef<[u8]>, V> KeyMap<K, V> {
         &mut self.at_mut(idx).key
     }
 
-    /// The index of `key`.
+    /// The index of `key`. An empty map answers without hashing, as Redis's `dictFind` does:
+    /// a pipelined DEL or GET of keys that are gone costs the hash otherwise (issue 21).
+    #[inline]
     pub fn index_of(&self, key: &[u8]) -> Option<usize> {
+        if self.len == 0 {
+            return None;
+        }
         self.lookup(key).ok()
     }
 
