@@ -46,12 +46,6 @@ impl CmdError {
             text.strip_prefix("ERR ").unwrap_or(&text)
         )))
     }
-
-    /// The error code (first word), as INFO errorstats reports it.
-    pub fn code(&self) -> String {
-        let text = self.to_string();
-        text.split(' ').next().unwrap_or("ERR").to_string()
-    }
 }
 
 fn lossy(b: &[u8]) -> Cow<'_, str> {
@@ -98,6 +92,21 @@ impl CmdError {
             name: argv.first().map(clip).unwrap_or_default(),
             args: argv.iter().skip(1).take(129).map(clip).collect(),
         }
+    }
+
+    /// The code INFO errorstats counts this reply under: the first word of its text, found
+    /// without formatting it.
+    pub fn code(&self) -> &str {
+        match self {
+            CmdError::WrongType => "WRONGTYPE",
+            CmdError::Other(text) => text.split(' ').next().unwrap_or_default(),
+            _ => "ERR",
+        }
+    }
+
+    /// The error reply, not counted (`dispatch::error_frame` counts it).
+    pub fn to_frame(&self) -> crate::protocol::Frame {
+        crate::protocol::Frame::Error(bytes::Bytes::from(self.to_bytes()))
     }
 
     pub fn to_bytes(&self) -> Vec<u8> {
@@ -160,6 +169,36 @@ mod tests {
             args: argv[1..].iter().map(|a| a.to_vec()).collect(),
         }
         .to_bytes()
+    }
+
+    /// INFO errorstats counts a reply under the first word of its text.
+    #[test]
+    fn code_is_the_first_word_of_the_reply() {
+        let errors = [
+            CmdError::WrongArity("get".into()),
+            CmdError::UnknownCommand {
+                name: b"nosuch".to_vec(),
+                args: vec![b"a b".to_vec()],
+            },
+            CmdError::UnknownSubcommand(b"x".to_vec(), "CLIENT"),
+            CmdError::Syntax,
+            CmdError::NotInteger,
+            CmdError::NotFloat,
+            CmdError::InvalidExpire("set"),
+            CmdError::WrongType,
+            CmdError::NoSuchKey,
+            CmdError::Overflow,
+            CmdError::err("NOSCRIPT No matching script."),
+            CmdError::err("BUSYKEY Target key name already exists."),
+            CmdError::err("NOSPACE"),
+            CmdError::err(""),
+        ];
+        for e in errors {
+            let text = e.to_bytes();
+            let first = text.split(|&b| b == b' ').next().unwrap_or_default();
+            assert_eq!(e.code().as_bytes(), first, "{e}");
+            assert_eq!(e.to_frame(), crate::protocol::Frame::Error(text.into()));
+        }
     }
 
     /// Expected bytes are redis-server 7.0.15's replies (without `-` and CRLF).

@@ -3,7 +3,7 @@
 
 use super::table::{flags, CmdId};
 use super::Ctx;
-use crate::error::CmdError;
+use crate::error::{CmdError, CmdResult};
 use crate::machine::client::Client;
 use crate::machine::{Host, State};
 use crate::protocol::encode::encode;
@@ -101,8 +101,16 @@ pub fn process(
     if tracking {
         srv.tracking_begin(client);
     }
-    let Some(reply) = process_frame(srv, host, client, &argv) else {
+    let Some(result) = process_frame(srv, host, client, &argv) else {
         return Some(argv);
+    };
+    let error_reply;
+    let reply = match &result {
+        Ok(frame) => frame,
+        Err(e) => {
+            error_reply = e.to_frame();
+            &error_reply
+        }
     };
     if srv.config.notify_keyspace_events != 0 {
         // Keys this command's lookups expired are announced before its reply, as in Redis.
@@ -115,7 +123,7 @@ pub fn process(
     // CLIENT REPLY OFF / SKIP silence replies, not pushes.
     let silenced = client.reply_off || client.reply_skip;
     if !std::mem::take(&mut client.skip_reply) && !silenced {
-        encode(&reply, client.resp3(), out);
+        encode(reply, client.resp3(), out);
     }
     client.reply_skip = std::mem::take(&mut client.reply_skip_next);
     if let Some(t) = client.tracking.as_deref_mut() {
@@ -143,7 +151,7 @@ fn process_frame(
     host: &mut dyn Host,
     client: &mut Client,
     argv: &[Bytes],
-) -> Option<Frame> {
+) -> Option<CmdResult> {
     // One read of the TSC gives both the command's wall clock and its stopwatch's start.
     let started = crate::stopwatch::Stopwatch::start();
     let mut now = crate::clock::unix_ms_at(started.tsc());
@@ -166,7 +174,7 @@ fn process_frame(
                     srv.stats.commands[id].rejected_calls += 1;
                 }
             }
-            return Some(error_frame(srv, e));
+            return Some(Ok(error_frame(srv, e)));
         }
     };
     let spec = crate::cmd::table::table().entries[id].spec;
@@ -181,11 +189,11 @@ fn process_frame(
     let cmd_flags = spec.flags | tx_flags;
     if !client.authenticated && !spec.has(flags::NO_AUTH) && srv.config.auth_required() {
         let e = CmdError::err("NOAUTH Authentication required.");
-        return Some(reject(srv, client, id, e));
+        return Some(Ok(reject(srv, client, id, e)));
     }
     if client.multi.is_some() && spec.has(flags::NO_MULTI) {
         let e = CmdError::err("ERR Command not allowed inside a transaction");
-        return Some(reject(srv, client, id, e));
+        return Some(Ok(reject(srv, client, id, e)));
     }
     if client.perms.is_some() {
         let context = if client.multi.is_some() {
@@ -195,7 +203,7 @@ fn process_frame(
         };
         if let Err(d) = super::acl::check(srv, client, id, argv, context) {
             let e = super::acl::noperm(d, &table.entries[id].full_name);
-            return Some(reject(srv, client, id, e));
+            return Some(Ok(reject(srv, client, id, e)));
         }
     }
     // maxmemory with noeviction: commands that may add data are refused while over the limit;
@@ -212,13 +220,13 @@ fn process_frame(
             && crate::alloc::used_memory() as u64 > srv.config.maxmemory
         {
             let e = CmdError::err("OOM command not allowed when used memory > 'maxmemory'.");
-            return Some(reject(srv, client, id, e));
+            return Some(Ok(reject(srv, client, id, e)));
         }
     }
     // Redis refuses PING too while the disk is failing, so a health check sees MISCONF.
     if cmd_flags & flags::WRITE != 0 || spec.name == "ping" {
         if let Err(e) = writes_refused(srv, &*host, cmd_flags & flags::WRITE != 0) {
-            return Some(reject(srv, client, id, e));
+            return Some(Ok(reject(srv, client, id, e)));
         }
     }
     // A replica refuses writes (and EXEC of writes, and scripts that declare they write)
@@ -230,17 +238,17 @@ fn process_frame(
             || super::functions::declares_writes(srv, spec, argv))
     {
         let e = CmdError::err(super::replication::READONLY);
-        return Some(reject(srv, client, id, e));
+        return Some(Ok(reject(srv, client, id, e)));
     }
     // RESP2 has no way to tell pushes from replies, so a subscribed connection only talks pub/sub.
     if client.resp == 2 && client.pubsub.subscribed() && !spec.has(flags::PUBSUB_OK) {
         let name = &crate::cmd::table::table().entries[id].full_name;
         let e = CmdError::erf(format!("Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"));
-        return Some(reject(srv, client, id, e));
+        return Some(Ok(reject(srv, client, id, e)));
     }
     if host.loading() && (!spec.has(flags::LOADING) || tx_inv_flags & flags::LOADING != 0) {
         let e = CmdError::err("LOADING Redis is loading the dataset in memory");
-        return Some(reject(srv, client, id, e));
+        return Some(Ok(reject(srv, client, id, e)));
     }
     // The replica and pause checks see EXEC with the flags of what it would run.
     let exec_spec;
@@ -254,7 +262,7 @@ fn process_frame(
         spec
     };
     if let Err(e) = super::observe::check_monitor(srv, client, effective) {
-        return Some(reject(srv, client, id, e));
+        return Some(Ok(reject(srv, client, id, e)));
     }
     if super::observe::paused(srv, effective, now) {
         return None;
@@ -263,7 +271,7 @@ fn process_frame(
         if !spec.has(flags::TX_CONTROL) {
             // Owned copies: a queued command must not pin the network read buffer.
             queue.push((id, argv.iter().map(crate::store::value::own).collect()));
-            return Some(Frame::simple("QUEUED"));
+            return Some(Ok(Frame::simple("QUEUED")));
         }
     }
     let mut ctx = Ctx {
@@ -302,17 +310,23 @@ pub fn run(ctx: &mut Ctx, id: CmdId, argv: &[Bytes]) -> Frame {
 /// `run` once the write refusals are known not to apply.
 fn execute(ctx: &mut Ctx, id: CmdId, argv: &[Bytes]) -> Frame {
     execute_timed(ctx, id, argv, crate::stopwatch::Stopwatch::start())
+        .unwrap_or_else(|e| e.to_frame())
 }
 
 /// `execute`, timed from `started`. A client's command is timed from where its clock was read,
 /// before the refusal checks (tens of ns more than Redis's `call()` counts, for one TSC read
 /// fewer per command).
+///
+/// The handler's result comes back as it is, an error already counted in the stats (its reply
+/// is `CmdError::to_frame`): moved into a `Frame` here, each reply was copied once more, and
+/// read back right after the handler wrote it in other widths, which stalls the store buffer
+/// (issue 21: ~2 % of the executor's time on a pipelined DEL).
 fn execute_timed(
     ctx: &mut Ctx,
     id: CmdId,
     argv: &[Bytes],
     started: crate::stopwatch::Stopwatch,
-) -> Frame {
+) -> CmdResult {
     let entry = &crate::cmd::table::table().entries[id];
     let spec = entry.spec;
     ctx.client.last_cmd = Some(entry.full_name.as_str());
@@ -350,26 +364,24 @@ fn execute_timed(
     if stats.latency_tracking && ctx.client.block_deadline.is_none() {
         st.latency.get_or_insert_with(Default::default).record(nsec);
     }
-    let frame = match result {
-        Ok(frame) => {
-            if let Frame::Error(e) = &frame {
-                if std::mem::take(&mut ctx.srv.stats.error_already_counted) {
-                    // A script's error that was counted where it happened (Redis's
-                    // afterErrorReply with ERR_REPLY_FLAG_NO_STATS_UPDATE): the script
-                    // still failed.
-                    ctx.srv.stats.commands[id].failed_calls += 1;
-                } else {
-                    // Handlers that build their own error frames (EXEC, EVAL).
-                    let code =
-                        String::from_utf8_lossy(e.split(|&b| b == b' ').next().unwrap_or(b"ERR"))
-                            .into_owned();
-                    ctx.srv.stats.count_error(&code);
-                }
+    match &result {
+        Ok(Frame::Error(e)) => {
+            if std::mem::take(&mut ctx.srv.stats.error_already_counted) {
+                // A script's error that was counted where it happened (Redis's
+                // afterErrorReply with ERR_REPLY_FLAG_NO_STATS_UPDATE): the script
+                // still failed.
+                ctx.srv.stats.commands[id].failed_calls += 1;
+            } else {
+                // Handlers that build their own error frames (EXEC, EVAL).
+                let code =
+                    String::from_utf8_lossy(e.split(|&b| b == b' ').next().unwrap_or(b"ERR"))
+                        .into_owned();
+                ctx.srv.stats.count_error(&code);
             }
-            frame
         }
-        Err(e) => error_frame(ctx.srv, e),
-    };
+        Ok(_) => {}
+        Err(e) => ctx.srv.stats.count_error(e.code()),
+    }
     // Failed: an error was replied since the last command (this one's own or a nested
     // one's) ended, as Redis's incrCommandStatsOnError counts it.
     let stats = &mut ctx.srv.stats;
@@ -377,16 +389,14 @@ fn execute_timed(
         stats.commands[id].failed_calls += 1;
     }
     stats.error_mark = stats.total_error_replies;
-    frame
+    result
 }
 
+/// The error reply for `e`, counted in INFO errorstats.
 pub fn error_frame(srv: &mut State, e: CmdError) -> Frame {
+    srv.stats.count_error(e.code());
     // Bytes, not Display: an unknown command's name is echoed raw, as Redis does.
-    let text = e.to_bytes();
-    let code_len = text.iter().position(|&b| b == b' ').unwrap_or(text.len());
-    srv.stats
-        .count_error(std::str::from_utf8(&text[..code_len]).unwrap_or("ERR"));
-    Frame::Error(Bytes::from(text))
+    e.to_frame()
 }
 
 /// Refusals that apply to every write: a failing append-only file (MISCONF, as Redis) and the
