@@ -138,6 +138,7 @@ pub fn process(
         out.extend_from_slice(&srv.ops.self_feed);
         srv.ops.self_feed.clear();
     }
+    crate::protocol::decode::recycle(argv);
     None
 }
 

@@ -105,6 +105,44 @@ impl std::error::Error for ProtocolError {}
 
 pub type Decoded = Vec<Bytes>;
 
+/// Argument tables a small request may take (`whole_small_request`), and at most how many
+/// empty ones this thread keeps for the next requests.
+const SPARE_ARGVS: usize = 256;
+
+thread_local! {
+    /// Emptied argument tables of `SMALL_ARGS` places: a pipelined request takes one instead of
+    /// an allocation, and `recycle` gives it back once the command ran (issue 21: an allocation
+    /// and a free per request, ~4 % of the executor's user time on a pipelined DEL).
+    static SPARE: std::cell::RefCell<Vec<Decoded>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// An empty argument table with room for `SMALL_ARGS` arguments.
+#[inline]
+fn spare_argv() -> Decoded {
+    SPARE
+        .try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.pop()))
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| Vec::with_capacity(SMALL_ARGS))
+}
+
+/// Hands a request's argument table back for the next request once its command ran (its
+/// arguments are dropped now, as they would be with it).
+#[inline]
+pub fn recycle(mut argv: Decoded) {
+    if argv.capacity() != SMALL_ARGS {
+        return;
+    }
+    argv.clear();
+    let _ = SPARE.try_with(|s| {
+        if let Ok(mut s) = s.try_borrow_mut() {
+            if s.len() < SPARE_ARGVS {
+                s.push(argv);
+            }
+        }
+    });
+}
+
 /// Per-connection decoder state: where the scan of a partial multibulk request stopped.
 #[derive(Debug, Default)]
 pub struct Decoder {
@@ -374,7 +412,7 @@ fn whole_small_request(
         pos = end + 2;
     }
     let mut frozen = buf.split_to(pos).freeze();
-    let mut args = Vec::with_capacity(count);
+    let mut args = spare_argv();
     // Every argument but the last is a slice (a reference count each); the last is the request
     // itself, cut down to it: one `slice` fewer (~80 instructions with its clone).
     let (last_start, last_end) = ranges[count - 1];
@@ -578,6 +616,34 @@ mod tests {
                 ),
             }
         }
+    }
+
+    /// A request's argument table, handed back, serves a later request: emptied (its
+    /// arguments, which pin the read buffer, are gone) and no request sees another's arguments.
+    #[test]
+    fn recycled_argument_tables_come_back_empty() {
+        let mut buf = BytesMut::from(
+            &b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"[..],
+        );
+        let mut d = Decoder::new();
+        let limits = DecodeLimits::default();
+        let first = d.decode(&mut buf, &limits).unwrap().unwrap();
+        assert_eq!(first.capacity(), SMALL_ARGS);
+        let table = first.as_ptr();
+        let arg = first[1].clone();
+        recycle(first);
+        let second = d.decode(&mut buf, &limits).unwrap().unwrap();
+        assert_eq!(second.as_ptr(), table, "the table was not reused");
+        assert_eq!(
+            second,
+            vec![Bytes::from_static(b"GET"), Bytes::from_static(b"k")]
+        );
+        assert_eq!(arg, Bytes::from_static(b"k"));
+        // A table of another size (a large request's) is not kept.
+        recycle(Vec::with_capacity(SMALL_ARGS * 4));
+        let third = spare_argv();
+        assert!(third.is_empty());
+        assert_eq!(third.capacity(), SMALL_ARGS);
     }
 
     fn decode_all(input: &[u8]) -> Result<Vec<Vec<Vec<u8>>>, ProtocolError> {
