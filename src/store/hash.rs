@@ -67,10 +67,6 @@ struct Found {
 }
 
 impl Packed {
-    fn as_ptr(&self) -> *const u8 {
-        self.0.as_ptr()
-    }
-
     fn iter(&self) -> PackedIter<'_> {
         PackedIter(&self.0)
     }
@@ -144,12 +140,12 @@ fn fits_small(field: &[u8], value: &[u8]) -> bool {
 }
 
 impl HashValue {
-    /// A small hash's packed bytes (for a prefetch); null for a table.
+    /// A small hash's packed bytes (for a prefetch); empty for a table.
     #[inline]
-    pub fn packed_ptr(&self) -> *const u8 {
+    pub fn packed_bytes(&self) -> &[u8] {
         match self {
-            HashValue::Small(p) => p.as_ptr(),
-            HashValue::Large(_) => std::ptr::null(),
+            HashValue::Small(p) => &p.0,
+            HashValue::Large(_) => &[],
         }
     }
 

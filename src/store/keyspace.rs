@@ -410,7 +410,7 @@ impl Db {
     /// Starts loading what looking these keys up will read, before a batch of requests runs
     /// (see `KeyMap::prefetch`).
     pub fn prefetch<'a>(&self, keys: impl Iterator<Item = &'a [u8]>) {
-        self.map.prefetch(keys, |e| e.value.first_line());
+        self.map.prefetch(keys, |e| e.value.own_bytes());
     }
 
     /// Before a batch that removes up to `n` keys (see `KeyMap::prefetch_tail`).

@@ -71,14 +71,14 @@ impl Value {
         }
     }
 
-    /// Where the value's own bytes start, for a prefetch: a string's bytes, a small hash's
-    /// packed fields; null for the rest (their first line is a header, not what is read).
+    /// The value's own bytes, for a prefetch: a string's bytes, a small hash's packed fields;
+    /// empty for the rest (their first line is a header, not what is read).
     #[inline]
-    pub fn first_line(&self) -> *const u8 {
+    pub fn own_bytes(&self) -> &[u8] {
         match self {
-            Value::Str(b) => b.as_ptr(),
-            Value::Hash(h) => h.packed_ptr(),
-            _ => std::ptr::null(),
+            Value::Str(b) => b,
+            Value::Hash(h) => h.packed_bytes(),
+            _ => &[],
         }
     }
 
