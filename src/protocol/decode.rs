@@ -112,7 +112,7 @@ const SPARE_ARGVS: usize = 256;
 thread_local! {
     /// Emptied argument tables of `SMALL_ARGS` places: a pipelined request takes one instead of
     /// an allocation, and `recycle` gives it back once the command ran (issue 21: an allocation
-    /// and a free per request, ~4 % of the executor's user time on a pipelined DEL).
+    /// and a free per request: 3 % of the instructions of a pipelined GET, callgrind).
     static SPARE: std::cell::RefCell<Vec<Decoded>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 

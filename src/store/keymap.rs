@@ -543,7 +543,7 @@ impl<K: AsRef<[u8]>, V> KeyMap<K, V> {
     /// (pipelined clients send 16 or more at once): first the index line of every key, then,
     /// reading those, the entry each one most likely points at, then, reading those, the line
     /// lines of the bytes `value_bytes` names in each entry's value (a string's bytes, a small
-    /// hash's packed fields; empty for none), at most `VALUE_PREFETCH` of them. The misses of
+    /// hash's packed fields; empty for none), those of its first `VALUE_PREFETCH` × 64 bytes. The misses of
     /// the whole batch then overlap instead of coming one after another, three or more per
     /// request. (Without the third pass a pipelined GET over 10 k keys spent 8 % of the
     /// server's CPU on the `lock incq` of the value's reference count: the first touch of its
@@ -624,8 +624,9 @@ impl<K: AsRef<[u8]>, V> KeyMap<K, V> {
 /// A cache line's size on the machines we run on.
 const LINE: usize = 64;
 
-/// At most how many of a value's lines `prefetch` loads: a lock owner or a small hash takes one
-/// or two; a large value is read from the cache later in its copy.
+/// How much of a value `prefetch` loads, in lines' worth of bytes from its start (the lines they
+/// touch, 4 or 5): a lock owner or a small hash takes one or two; the rest of a large value is
+/// read later, in its copy.
 const VALUE_PREFETCH: usize = 4;
 
 /// Asks the CPU to start loading the cache line at `p`.
