@@ -11,11 +11,12 @@
 //!
 //! Output: a batch's replies go to a plain socket's write buffer by `Server::deliver` when
 //! nothing is queued (`Lent::hold`), and the pass ends by writing them all (`flush_held`), so a
-//! client is woken once per pass rather than once per reply; everything else (TLS, pushes, wake-ups of blocked clients, replies held
-//! for the log's fsync, what did not fit in the socket) goes through the one outbox every
-//! client's `OutSender` feeds, in the order it was produced; the loop takes a connection's
-//! right after its batch, and everyone else's at the end of the round (`flush`), after the log
-//! is durable, as Redis writes clients in `beforeSleep`.
+//! client is woken once per pass rather than once per reply; everything else (TLS, pushes,
+//! wake-ups of blocked clients, replies held for the log's fsync, what did not fit in the
+//! socket) goes through the one outbox every client's `OutSender` feeds, in the order it was
+//! produced; the loop takes a connection's right after its batch, and everyone else's at the
+//! end of the round (`flush`), after the log is durable, as Redis writes clients in
+//! `beforeSleep`.
 //!
 //! While a script is busy the Lua hook calls `Lent::while_busy`: the loop, lent to the executor
 //! for the time it runs commands (`Net::lend`), reads the other connections and answers them

@@ -541,9 +541,9 @@ impl<K: AsRef<[u8]>, V> KeyMap<K, V> {
 
     /// Starts loading what looking up `keys` will read, for a batch of requests about to run
     /// (pipelined clients send 16 or more at once): first the index line of every key, then,
-    /// reading those, the entry each one most likely points at, then, reading those, the line
-    /// lines of the bytes `value_bytes` names in each entry's value (a string's bytes, a small
-    /// hash's packed fields; empty for none), those of its first `VALUE_PREFETCH` × 64 bytes. The misses of
+    /// reading those, the entry each one most likely points at, then, reading those, the lines
+    /// of the bytes `value_bytes` names in each entry's value (a string's bytes, a small hash's
+    /// packed fields; empty for none), up to `VALUE_PREFETCH` × 64 bytes of them. The misses of
     /// the whole batch then overlap instead of coming one after another, three or more per
     /// request. (Without the third pass a pipelined GET over 10 k keys spent 8 % of the
     /// server's CPU on the `lock incq` of the value's reference count: the first touch of its

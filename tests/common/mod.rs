@@ -159,8 +159,7 @@ fn start(mut cmd: Command, port_of: impl Fn(&str) -> Option<u16> + Send + 'stati
     }
 }
 
-/// A free TCP port on 127.0.0.1 (bind, read, release).
-/// A port for a server a test starts with a fixed port (cluster nodes and their peer ports,
+/// A free TCP port on 127.0.0.1 for a server a test starts with a fixed port (cluster nodes and their peer ports,
 /// redis-server). Taken below the kernel's ephemeral range (32768 and up by default): a port
 /// the kernel handed out for `bind(0)` and that was then closed can be given again to any
 /// outgoing connection's source (a cluster node dialling its peers) before the server binds it,
