@@ -12,6 +12,7 @@ lives in a temporary directory on disk (not tmpfs, so fsync costs what it costs)
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -178,12 +179,15 @@ class DeadboltCluster:
         self.ports = [free_port() for _ in range(n)]
         self.peer_ports = [free_port() for _ in range(n)]
         peers = " ".join("%d@127.0.0.1:%d:%d" % (i + 1, self.ports[i], self.peer_ports[i]) for i in range(n))
+        # Cluster mode refuses to start without the peer port's shared secret.
+        secret = secrets.token_hex(32)
         self.nodes = []
         for i in range(n):
             d = os.path.join(self.dir, "n%d" % (i + 1))
             os.makedirs(d)
             argv = [binary, "--port", str(self.ports[i]), "--bind", "127.0.0.1", "--dir", d,
-                    "--cluster-node-id", str(i + 1), "--cluster-peers", peers] + list(extra)
+                    "--cluster-node-id", str(i + 1), "--cluster-peers", peers,
+                    "--cluster-secret", secret] + list(extra)
             self.nodes.append(Proc(argv, os.path.join(d, "deadbolt.log")))
 
     def start(self, timeout=20):

@@ -62,7 +62,7 @@ pub async fn bind(cfg: &Config) -> std::io::Result<Vec<TcpListener>> {
 
 /// A `bind` entry as an address to listen on: Redis's `-` prefix marks it optional (a failure
 /// to bind it is logged, not fatal) and `*` is every IPv4 address.
-fn bind_host(addr: &str) -> (&str, bool) {
+pub(crate) fn bind_host(addr: &str) -> (&str, bool) {
     let (host, optional) = match addr.strip_prefix('-') {
         Some(h) => (h, true),
         None => (addr, false),

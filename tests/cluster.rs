@@ -79,6 +79,9 @@ impl Drop for Node {
     }
 }
 
+/// The peer port's shared secret every node of these clusters is started with.
+const SECRET: &str = "cluster-test-secret-0123456789";
+
 struct Cluster {
     nodes: Vec<Node>,
     _dir: TempDir,
@@ -109,6 +112,8 @@ fn cluster(name: &str, n: u64, extra: &[&str]) -> Cluster {
             &id.to_string(),
             "--cluster-peers",
             &peers,
+            "--cluster-secret",
+            SECRET,
         ]
         .iter()
         .map(|s| s.to_string())
@@ -562,6 +567,8 @@ fn a_node_joins_as_learner_is_promoted_and_removed() {
             &own,
             "--cluster-join",
             "yes",
+            "--cluster-secret",
+            SECRET,
         ]
         .iter()
         .map(|s| s.to_string())

@@ -38,7 +38,7 @@ fn shown_args(argv: &[Bytes]) -> Vec<Bytes> {
         // Redis redacts the values of its SENSITIVE_CONFIG directives (configSetCommand).
         for pair in out[2..].chunks_mut(2) {
             if let [name, value] = pair {
-                if ["requirepass", "masterauth", "masteruser"]
+                if ["requirepass", "masterauth", "masteruser", "cluster-secret"]
                     .iter()
                     .any(|sensitive| is(name, sensitive))
                 {

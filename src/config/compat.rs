@@ -291,7 +291,7 @@ compat_table! {
     "tls-client-cert-file" [] Live "" Kind::Str, TLS_TUNING;
     "tls-client-key-file" [] Live "" Kind::Str, TLS_TUNING;
     "tls-client-key-file-pass" [] Live "" Kind::Str, TLS_TUNING;
-    "tls-cluster" [] Live "no" Kind::Bool, Why::Refuse("deadbolt's cluster peers authenticate with masterauth but do not encrypt; bind the peer port to a private network");
+    "tls-cluster" [] Live "no" Kind::Bool, Why::Refuse("deadbolt's cluster peers authenticate with cluster-secret but do not encrypt; bind the peer port (cluster-peer-bind) to a private network");
     "tls-dh-params-file" [] Live "" Kind::Str, TLS_TUNING;
     "tls-key-file-pass" [] Live "" Kind::Str, Why::Refuse("encrypted private keys are not supported: give tls-key-file unencrypted (readable only by deadbolt's user)");
     "tls-prefer-server-ciphers" [] Live "no" Kind::Bool, TLS_TUNING;

@@ -526,7 +526,29 @@ pub static DIRECTIVES: &[Directive] = &[
             c.masterauth = (!v.is_empty()).then(|| v.to_string());
             Ok(())
         },
-        doc: "The password cluster nodes prove to each other when they connect on the peer port (an HMAC of a fresh nonce; it never crosses the wire). Empty: peers are not authenticated, so bind the peer port to a private network.",
+        doc: "The password cluster nodes prove to each other on the peer port when cluster-secret is not set (an HMAC of a fresh nonce; it never crosses the wire). Prefer cluster-secret: masterauth is often the clients' requirepass.",
+    },
+    Directive {
+        name: "cluster-secret",
+        aliases: &[],
+        apply: Apply::Immutable,
+        get: |c| c.cluster_secret.clone().unwrap_or_default(),
+        set: |c, v| {
+            c.cluster_secret = (!v.is_empty()).then(|| v.to_string());
+            Ok(())
+        },
+        doc: "Ours. The secret every cluster node proves on the peer port (an HMAC of a fresh nonce; it never crosses the wire), the same on every node; e.g. `openssl rand -hex 32`. A cluster node refuses to start without it (or masterauth). See docs/cluster-security.md.",
+    },
+    Directive {
+        name: "cluster-peer-bind",
+        aliases: &[],
+        apply: Apply::Immutable,
+        get: |c| c.cluster_peer_bind.join(" "),
+        set: |c, v| {
+            c.cluster_peer_bind = v.split_whitespace().map(str::to_string).collect();
+            Ok(())
+        },
+        doc: "Ours. Addresses the cluster peer port listens on, space separated, with bind's syntax. Empty, the default: the addresses of bind, as Redis's cluster bus.",
     },
     Directive {
         name: "save",

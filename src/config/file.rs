@@ -126,7 +126,7 @@ pub fn apply_text(
 /// Error messages quote the offending line; never with a password in it.
 fn redact(line: &str) -> String {
     let name = line.split_whitespace().next().unwrap_or("");
-    if ["user", "requirepass", "masterauth"]
+    if ["user", "requirepass", "masterauth", "cluster-secret"]
         .iter()
         .any(|n| name.eq_ignore_ascii_case(n))
     {

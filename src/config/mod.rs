@@ -129,6 +129,12 @@ pub struct Config {
     pub cluster_snapshot_every: u64,
     /// The password cluster peers prove to each other (Redis's replica-to-master password).
     pub masterauth: Option<String>,
+    /// Ours: the secret cluster peers prove to each other on the peer port; `masterauth` is
+    /// used when it is unset, and cluster mode refuses to start with neither.
+    pub cluster_secret: Option<String>,
+    /// Ours: the addresses the peer port listens on; empty: those of `bind`, as Redis's
+    /// cluster bus.
+    pub cluster_peer_bind: Vec<String>,
     /// `client-output-buffer-limit`, indexed by `ObufClass`.
     pub client_output_buffer_limit: [ObufLimit; 3],
     /// `notify-keyspace-events` as Redis's NOTIFY_* bits (see `event`).
@@ -277,6 +283,8 @@ impl Default for Config {
             cluster_clock_drift: 500,
             cluster_snapshot_every: 100_000,
             masterauth: None,
+            cluster_secret: None,
+            cluster_peer_bind: Vec::new(),
             client_output_buffer_limit: [
                 ObufLimit::default(),
                 ObufLimit {

@@ -112,9 +112,6 @@ impl ClusterIo {
                 "cluster-node-id {me} is not one of cluster-peers"
             )));
         };
-        let listen = std::net::ToSocketAddrs::to_socket_addrs(&(own.host.as_str(), own.peer_port))?
-            .next()
-            .ok_or_else(|| std::io::Error::other("the peer address does not resolve"))?;
         // A joining node starts with no membership and learns it from the leader's snapshot.
         let bootstrap: Addrs = if config.cluster_join {
             Addrs::new()
@@ -149,11 +146,12 @@ impl ClusterIo {
             .iter()
             .filter_map(|(&id, a)| peer_target(a).map(|t| (id, t)))
             .collect();
-        let peers = Peers::start(me, listen, &targets, config.masterauth.clone(), inbox)?;
+        let peers = Peers::from_config(me, config, own, &targets, inbox)?;
         let mut core = core;
         core.set_waker(peers.loop_waker());
         tracing::info!(
-            "Cluster node {me}: peers on {listen}, {} members, log in {}",
+            "Cluster node {me}: peers on {}, {} members, log in {}",
+            peers.listening(),
             view.members.len(),
             dir.display()
         );

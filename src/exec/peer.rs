@@ -12,8 +12,9 @@
 //!
 //! Wire: a frame is `u32 BE body length | u8 type | body` (the length excludes the type byte).
 //! - 3 NONCE (acceptor → dialer, first): 32 random bytes.
-//! - 1 HELLO (dialer → acceptor): node id (u64 BE) | HMAC-SHA256(masterauth, nonce | node id),
-//!   the empty key when no masterauth is set.
+//! - 1 HELLO (dialer → acceptor): node id (u64 BE) | HMAC-SHA256(secret, nonce | node id),
+//!   the secret being `cluster-secret` (else `masterauth`); the transport refuses to start
+//!   without one (docs/cluster-security.md).
 //! - 4 WELCOME (acceptor → dialer, empty): the HELLO was accepted. Without it a dialer with the
 //!   wrong secret could not tell a rejection from a peer that went away, and would believe (and
 //!   log) itself connected on every retry while its messages vanish.
@@ -21,8 +22,19 @@
 //!
 //! Nothing here blocks the executor: an undeliverable message is dropped and the loop is told
 //! with `Msg::PeerUnreachable`, and raft retransmits (it probes the peer again).
+//!
+//! Trust: a RAFT message is delivered only from a connection whose HELLO proved the secret, and
+//! only when its `from` is the node id that HELLO named and its `to` is this node; anything else
+//! is dropped (and logged, at most once per `DROP_LOG_EVERY` per connection). A connection that
+//! has not proved the secret holds one of a few handshake slots (`MAX_PENDING_PER_SOURCE` per
+//! source address, `MAX_PENDING` in all) for at most `ACCEPT_HANDSHAKE_DEADLINE`; a new
+//! connection over either budget pushes out the oldest unproven one, so idle or slow
+//! connections cannot keep a member from connecting, and authenticated connections are never
+//! counted against those budgets. The listener binds `cluster-peer-bind`, else `bind` (Redis's
+//! cluster bus listens on the `bind` addresses too).
 
 use super::{Inbox, Msg};
+use crate::config::{ClusterPeer, Config};
 use crate::replication::Message;
 use protobuf::Message as _;
 use sha2::{Digest, Sha256};
@@ -56,14 +68,20 @@ const BACKOFF_MAX: Duration = Duration::from_millis(500);
 const DIAL_TIMEOUT: Duration = Duration::from_secs(1);
 /// A peer that has not finished the handshake in this long is gone (or is not a peer).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// An accepted connection that has not proved the secret in this long, in all, is cut: a
+/// member's handshake is one round trip. The budget is the whole handshake, not each read, so
+/// a client trickling bytes cannot stretch it.
+const ACCEPT_HANDSHAKE_DEADLINE: Duration = Duration::from_secs(2);
+/// Unproven (handshaking) connections held at once from one source address, and in all.
+const MAX_PENDING_PER_SOURCE: usize = 4;
+const MAX_PENDING: usize = 32;
+/// Dropped messages (a wrong sender or recipient) are logged at most this often per connection.
+const DROP_LOG_EVERY: Duration = Duration::from_secs(10);
 /// A write that makes no progress for this long means the peer is dead without a FIN.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Frames up to this size are copied into one buffer so a batch of heartbeats and appends
 /// leaves in one write; bigger ones (snapshots) are written from their own buffer.
 const COALESCE: usize = 256 << 10;
-/// Inbound connections held at once: peers need one each; the rest of the room is for peers
-/// that reconnected before their old connection was noticed dead.
-const MAX_INBOUND: usize = 64;
 
 /// `host:port` for a socket address, with brackets for an IPv6 literal.
 pub fn addr_of(host: &str, port: u16) -> String {
@@ -77,7 +95,8 @@ pub fn addr_of(host: &str, port: u16) -> String {
 /// The transport: owned by the executor. Dropping it stops every thread it started.
 pub struct Peers {
     me: u64,
-    local: SocketAddr,
+    /// Every address the peer port listens on (the port filled in where it was 0).
+    local: Vec<SocketAddr>,
     key: Arc<[u8]>,
     inbox: Inbox,
     cap: usize,
@@ -123,11 +142,13 @@ struct Queue {
 }
 
 /// Accepted connections (handshaking or read by the executor), so `Drop` can close them and
-/// wait for the handshake threads, and the listener can cap how many are open.
+/// wait for the handshake threads, and the listener can bound the unproven ones.
 #[derive(Default)]
 struct Conns {
     next: u64,
     open: HashMap<u64, TcpStream>,
+    /// Connections still in their handshake, oldest first: (conn key, source, accepted at).
+    pending: VecDeque<(u64, IpAddr, std::time::Instant)>,
     threads: Vec<JoinHandle<()>>,
     /// Connections whose handshake passed, for the executor to take (`Inbound::adopt`):
     /// (conn key, peer id, socket, remote address).
@@ -155,6 +176,8 @@ struct InConn {
     from: SocketAddr,
     sock: TcpStream,
     buf: Vec<u8>,
+    /// Messages dropped for a wrong sender or recipient (logged rate-limited).
+    drops: RateLimited,
 }
 
 /// Token of the handshake threads' waker in `Inbound::poll`; connections count up from 0.
@@ -175,20 +198,119 @@ fn report(inbox: &Inbox, id: u64) {
 }
 
 impl Peers {
-    /// Binds `listen` (this node's host:peer_port) and starts one sender per peer
-    /// (`peers`: id and `host:peerport`, see `addr_of`; an entry for `me` is ignored).
-    pub fn start(
+    /// The transport of cluster node `me` as the configuration sets it up: the secret
+    /// (`cluster-secret`, else `masterauth`; an error without one) and the listen addresses
+    /// (`cluster-peer-bind`, else `bind`, on `own`'s peer port). `peers` as for `start`.
+    pub fn from_config(
         me: u64,
-        listen: SocketAddr,
+        config: &Config,
+        own: &ClusterPeer,
         peers: &[(u64, String)],
-        secret: Option<String>,
         inbox: Inbox,
     ) -> io::Result<Peers> {
-        let listener = TcpListener::bind(listen)?;
-        // Nonblocking so the accept loop can also wake on a timeout to see the stop flag.
-        listener.set_nonblocking(true)?;
-        let local = listener.local_addr()?;
-        let key: Arc<[u8]> = secret.map(String::into_bytes).unwrap_or_default().into();
+        let secret = match (&config.cluster_secret, &config.masterauth) {
+            (Some(s), _) | (None, Some(s)) if !s.is_empty() => s.clone(),
+            _ => {
+                return Err(io::Error::other(
+                    "cluster mode needs a shared secret for the peer port: set cluster-secret \
+                     (the same on every node, e.g. the output of `openssl rand -hex 32`); see \
+                     docs/cluster-security.md",
+                ))
+            }
+        };
+        if secret.len() < 16 {
+            tracing::warn!(
+                "cluster-secret is shorter than 16 characters: anyone who sees one peer handshake \
+                 can guess it offline"
+            );
+        }
+        let binds = if config.cluster_peer_bind.is_empty() {
+            &config.bind
+        } else {
+            &config.cluster_peer_bind
+        };
+        let mut listen = Vec::new();
+        for b in binds {
+            let (host, optional) = crate::bind_host(b);
+            match (host, own.peer_port)
+                .to_socket_addrs()
+                .map(|mut a| a.next())
+            {
+                Ok(Some(a)) => listen.push((a, optional)),
+                Ok(None) | Err(_) if optional => {
+                    tracing::warn!("Could not resolve optional peer address {b}")
+                }
+                Ok(None) => return Err(io::Error::other(format!("cannot resolve {host}"))),
+                Err(e) => return Err(io::Error::other(format!("cannot resolve {host}: {e}"))),
+            }
+        }
+        let p = Peers::start(me, &listen, peers, secret.as_bytes(), inbox)?;
+        // Others dial the address cluster-peers gives: say so if nothing listens there.
+        if let Ok(own_addrs) = (own.host.as_str(), own.peer_port).to_socket_addrs() {
+            let own_addrs: Vec<SocketAddr> = own_addrs.collect();
+            let covered = own_addrs.iter().any(|o| {
+                p.local.iter().any(|l| {
+                    l.port() == o.port()
+                        && (l.ip() == o.ip()
+                            || (l.ip().is_unspecified() && l.is_ipv4() == o.is_ipv4()))
+                })
+            });
+            if !covered {
+                tracing::warn!(
+                    "cluster-peers gives this node's peer address as {}:{}, but the peer port \
+                     listens on {}: other nodes may not reach it (set bind or cluster-peer-bind)",
+                    own.host,
+                    own.peer_port,
+                    p.listening()
+                );
+            }
+        }
+        Ok(p)
+    }
+
+    /// Binds every address of `listen` (an optional one may fail, with a warning; at least one
+    /// must bind) and starts one sender per peer (`peers`: id and `host:peerport`, see
+    /// `addr_of`; an entry for `me` is ignored). `secret` must not be empty: an empty key is
+    /// one anybody can prove.
+    pub fn start(
+        me: u64,
+        listen: &[(SocketAddr, bool)],
+        peers: &[(u64, String)],
+        secret: &[u8],
+        inbox: Inbox,
+    ) -> io::Result<Peers> {
+        if secret.is_empty() {
+            return Err(io::Error::other(
+                "the peer transport needs a non-empty secret",
+            ));
+        }
+        let mut listeners = Vec::new();
+        for &(addr, optional) in listen {
+            match TcpListener::bind(addr) {
+                Ok(l) => listeners.push(l),
+                Err(e) if optional => {
+                    tracing::warn!("Could not bind optional peer address {addr}: {e}")
+                }
+                Err(e) => {
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!("Could not listen for cluster peers on {addr}: {e}"),
+                    ))
+                }
+            }
+        }
+        if listeners.is_empty() {
+            return Err(io::Error::other(
+                "no address to listen for cluster peers on",
+            ));
+        }
+        let mut local = Vec::new();
+        for l in &listeners {
+            // Nonblocking so the accept loop can also wake on a timeout to see the stop flag.
+            l.set_nonblocking(true)?;
+            local.push(l.local_addr()?);
+        }
+        let key: Arc<[u8]> = secret.into();
         let stop = Arc::new(AtomicBool::new(false));
         let conns = Arc::new(Mutex::new(Conns::default()));
         let poll = mio::Poll::new()?;
@@ -205,7 +327,7 @@ impl Peers {
             let (key, stop, conns) = (key.clone(), stop.clone(), conns.clone());
             thread::Builder::new()
                 .name("peer-listen".into())
-                .spawn(move || run_listener(listener, key, waker, stop, conns))?
+                .spawn(move || run_listener(listeners, key, waker, stop, conns))?
         };
         let mut p = Peers {
             me,
@@ -228,9 +350,15 @@ impl Peers {
         Ok(p)
     }
 
-    /// The address actually bound (the port when `listen` had port 0).
+    /// The first address actually bound (the port filled in when it was 0).
     pub fn local_addr(&self) -> SocketAddr {
-        self.local
+        self.local[0]
+    }
+
+    /// Every address the peer port listens on, for the log.
+    pub fn listening(&self) -> String {
+        let all: Vec<String> = self.local.iter().map(|a| a.to_string()).collect();
+        all.join(" ")
     }
 
     /// The descriptor the executor watches in its epoll: readable whenever a peer connection
@@ -277,6 +405,25 @@ impl Peers {
                     lock(&self.conns).open.remove(&key);
                     continue;
                 }
+                // A node dials each peer over one connection at a time: an older one from the
+                // same id is a connection its sender has left (the node restarted or redialed)
+                // that was not yet seen closed.
+                let stale: Vec<usize> = inb
+                    .conns
+                    .iter()
+                    .filter(|(_, c)| c.peer == peer)
+                    .map(|(t, _)| *t)
+                    .collect();
+                for t in stale {
+                    if let Some(old) = inb.conns.remove(&t) {
+                        tracing::info!(
+                            "cluster: peer {peer} connected again (from {from}), closing its \
+                             older connection from {}",
+                            old.from
+                        );
+                        close_inbound(&inb.poll, &self.conns, old);
+                    }
+                }
                 inb.conns.insert(
                     token,
                     InConn {
@@ -285,6 +432,7 @@ impl Peers {
                         from,
                         sock,
                         buf: Vec::new(),
+                        drops: RateLimited::default(),
                     },
                 );
                 // Frames may have arrived before it was registered (edge-triggered epoll
@@ -306,23 +454,14 @@ impl Peers {
                 }
                 Err(end) => {
                     let c = inb.conns.remove(&token).expect("looked up above");
-                    let fd = c.sock.as_raw_fd();
-                    let _ = inb
-                        .poll
-                        .registry()
-                        .deregister(&mut mio::unix::SourceFd(&fd));
-                    lock(&self.conns).open.remove(&c.key);
-                    let _ = c.sock.shutdown(Shutdown::Both);
+                    let (peer, from) = (c.peer, c.from);
+                    close_inbound(&inb.poll, &self.conns, c);
                     match end {
                         ServeEnd::Closed => tracing::info!(
-                            "cluster: peer {} disconnected (inbound from {})",
-                            c.peer,
-                            c.from
+                            "cluster: peer {peer} disconnected (inbound from {from})"
                         ),
                         ServeEnd::BadHello(why) | ServeEnd::Failed(why) => tracing::info!(
-                            "cluster: closed the connection from peer {} ({}): {why}",
-                            c.peer,
-                            c.from
+                            "cluster: closed the connection from peer {peer} ({from}): {why}"
                         ),
                     }
                 }
@@ -522,6 +661,14 @@ impl Peers {
     }
 }
 
+/// Stops watching an authenticated inbound connection and closes it.
+fn close_inbound(poll: &mio::Poll, conns: &Mutex<Conns>, c: InConn) {
+    let fd = c.sock.as_raw_fd();
+    let _ = poll.registry().deregister(&mut mio::unix::SourceFd(&fd));
+    lock(conns).open.remove(&c.key);
+    let _ = c.sock.shutdown(Shutdown::Both);
+}
+
 fn stop_link(link: &Link) {
     let mut q = lock(&link.q);
     q.stop = true;
@@ -538,14 +685,15 @@ impl Drop for Peers {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
         // Wake the accept loop at once (it also wakes on its own every 200 ms).
-        let wake = match self.local.ip() {
+        let first = self.local[0];
+        let wake = match first.ip() {
             IpAddr::V4(ip) if ip.is_unspecified() => {
-                SocketAddr::new(Ipv4Addr::LOCALHOST.into(), self.local.port())
+                SocketAddr::new(Ipv4Addr::LOCALHOST.into(), first.port())
             }
             IpAddr::V6(ip) if ip.is_unspecified() => {
-                SocketAddr::new(Ipv6Addr::LOCALHOST.into(), self.local.port())
+                SocketAddr::new(Ipv6Addr::LOCALHOST.into(), first.port())
             }
-            _ => self.local,
+            _ => first,
         };
         let _ = TcpStream::connect_timeout(&wake, Duration::from_millis(200));
         if let Some(h) = self.listener.take() {
@@ -667,7 +815,7 @@ enum LinkState {
 
 enum DialError {
     Io(io::Error),
-    /// The peer closed the connection after our HELLO: it does not share our masterauth.
+    /// The peer closed the connection after our HELLO: it does not share our secret.
     Rejected,
     Stopped,
 }
@@ -749,7 +897,7 @@ fn run_sender(me: u64, link: Arc<Link>, key: Arc<[u8]>, inbox: Inbox) {
         if next != state {
             match &failure {
                 DialError::Rejected => tracing::warn!(
-                    "cluster: peer {id} at {addr} refused our HELLO (is masterauth the same on both nodes?)"
+                    "cluster: peer {id} at {addr} refused our HELLO (is cluster-secret the same on every node?)"
                 ),
                 DialError::Io(e) => tracing::info!("cluster: peer {id} at {addr} is unreachable: {e}"),
                 DialError::Stopped => {}
@@ -916,37 +1064,57 @@ fn write_batch(w: &mut impl Write, batch: &VecDeque<Vec<u8>>, out: &mut Vec<u8>)
 // ---- receiving ----
 
 fn run_listener(
-    listener: TcpListener,
+    listeners: Vec<TcpListener>,
     key: Arc<[u8]>,
     waker: Arc<mio::Waker>,
     stop: Arc<AtomicBool>,
     conns: Arc<Mutex<Conns>>,
 ) {
+    let mut refused = RateLimited::default();
     while !stop.load(Ordering::SeqCst) {
-        let (s, from) = match listener.accept() {
-            Ok(x) => x,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                wait_readable(&listener, 200);
-                continue;
+        cut_late_handshakes(&conns);
+        let mut accepted = None;
+        for l in &listeners {
+            match l.accept() {
+                Ok(x) => {
+                    accepted = Some(x);
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    // Out of descriptors and the like: retrying at once would spin.
+                    tracing::warn!("cluster: accept on the peer port failed: {e}");
+                    thread::sleep(Duration::from_millis(100));
+                }
             }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                // Out of descriptors and the like: retrying at once would spin.
-                tracing::warn!("cluster: accept on the peer port failed: {e}");
-                wait_readable(&listener, 100);
-                continue;
-            }
+        }
+        let Some((s, from)) = accepted else {
+            wait_readable(&listeners, 200);
+            continue;
         };
         if stop.load(Ordering::SeqCst) {
             break;
         }
         let mut c = lock(&conns);
         c.threads.retain(|h| !h.is_finished());
-        if c.open.len() >= MAX_INBOUND {
-            tracing::warn!(
-                "cluster: {MAX_INBOUND} peer connections open, refusing one from {from}"
-            );
-            continue;
+        let source = canonical_ip(from.ip());
+        let mut evicted = 0;
+        while c.pending.iter().filter(|p| p.1 == source).count() >= MAX_PENDING_PER_SOURCE {
+            evict_oldest(&mut c, Some(source));
+            evicted += 1;
+        }
+        while c.pending.len() >= MAX_PENDING {
+            evict_oldest(&mut c, None);
+            evicted += 1;
+        }
+        if evicted > 0 {
+            refused.note(evicted, |n| {
+                tracing::warn!(
+                    "cluster: too many unauthenticated peer connections (from {source} and \
+                     others): cut {n} of them that had not finished their handshake"
+                )
+            });
         }
         let Ok(clone) = s.try_clone() else { continue };
         let conn = c.next;
@@ -957,17 +1125,29 @@ fn run_listener(
                 .name("peer-hello".into())
                 .spawn(move || match handshake(&s, from, &key) {
                     Some(id) => {
-                        lock(&conns2).handed.push((conn, id, s, from));
-                        // The executor is gone only at shutdown, when nothing needs the socket.
-                        let _ = waker.wake();
+                        let mut c = lock(&conns2);
+                        // Cut while its HELLO was checked: it is not handed over.
+                        if let Some(at) = c.pending.iter().position(|p| p.0 == conn) {
+                            c.pending.remove(at);
+                            c.handed.push((conn, id, s, from));
+                            drop(c);
+                            // The executor is gone only at shutdown, when nothing needs it.
+                            let _ = waker.wake();
+                        } else {
+                            c.open.remove(&conn);
+                        }
                     }
                     None => {
-                        lock(&conns2).open.remove(&conn);
+                        let mut c = lock(&conns2);
+                        c.open.remove(&conn);
+                        c.pending.retain(|p| p.0 != conn);
                     }
                 });
         match spawned {
             Ok(h) => {
                 c.open.insert(conn, clone);
+                c.pending
+                    .push_back((conn, source, std::time::Instant::now()));
                 c.threads.push(h);
             }
             Err(e) => tracing::warn!("cluster: cannot start a handshake for {from}: {e}"),
@@ -975,15 +1155,76 @@ fn run_listener(
     }
 }
 
-fn wait_readable(l: &TcpListener, ms: i32) {
-    let mut p = libc::pollfd {
-        fd: l.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: `p` is one valid pollfd for the duration of the call and the listener (borrowed)
-    // keeps the fd open.
-    unsafe { libc::poll(&mut p, 1, ms) };
+/// The address a budget is kept for: an IPv4-mapped IPv6 address counts as its IPv4 address.
+fn canonical_ip(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// Cuts the oldest connection still in its handshake (from `source` when given): its thread's
+/// next read fails and it ends.
+fn evict_oldest(c: &mut Conns, source: Option<IpAddr>) {
+    let at = c
+        .pending
+        .iter()
+        .position(|p| source.is_none_or(|s| p.1 == s));
+    if let Some((key, _, _)) = at.and_then(|at| c.pending.remove(at)) {
+        if let Some(s) = c.open.remove(&key) {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+/// Cuts the handshakes that have run past `ACCEPT_HANDSHAKE_DEADLINE`.
+fn cut_late_handshakes(conns: &Mutex<Conns>) {
+    let mut c = lock(conns);
+    let now = std::time::Instant::now();
+    while c
+        .pending
+        .front()
+        .is_some_and(|p| now.duration_since(p.2) >= ACCEPT_HANDSHAKE_DEADLINE)
+    {
+        evict_oldest(&mut c, None);
+    }
+}
+
+/// A warning that may repeat often, logged at most once per `DROP_LOG_EVERY` with the count
+/// of occurrences since the last one.
+#[derive(Default)]
+struct RateLimited {
+    count: u64,
+    logged_at: Option<std::time::Instant>,
+}
+
+impl RateLimited {
+    fn note(&mut self, n: u64, log: impl FnOnce(u64)) {
+        self.count += n;
+        let now = std::time::Instant::now();
+        if self
+            .logged_at
+            .is_none_or(|t| now.duration_since(t) >= DROP_LOG_EVERY)
+        {
+            log(self.count);
+            self.count = 0;
+            self.logged_at = Some(now);
+        }
+    }
+}
+
+fn wait_readable(ls: &[TcpListener], ms: i32) {
+    let mut ps: Vec<libc::pollfd> = ls
+        .iter()
+        .map(|l| libc::pollfd {
+            fd: l.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: `ps` holds `ps.len()` valid pollfds for the duration of the call and the
+    // listeners (borrowed) keep their fds open.
+    unsafe { libc::poll(ps.as_mut_ptr(), ps.len() as libc::nfds_t, ms) };
 }
 
 enum ServeEnd {
@@ -1044,7 +1285,7 @@ fn handshake_inner(s: &TcpStream, key: &[u8]) -> Result<u64, ServeEnd> {
     let id = u64::from_be_bytes(idb);
     if !ct_eq(&hello[8..], &hello_mac(key, &nonce, id)) {
         return Err(ServeEnd::BadHello(format!(
-            "node {id} did not prove the shared secret (is masterauth the same on both nodes?)"
+            "node {id} did not prove the shared secret (is cluster-secret the same on every node?)"
         )));
     }
     // Only the header of the HELLO was read above, never past it: whatever RAFT frames follow
@@ -1124,12 +1365,17 @@ fn take_frames(me: u64, c: &mut InConn, deliver: &mut dyn FnMut(Message)) -> Res
             Err(e) => break Err(ServeEnd::Failed(format!("undecodable RAFT frame: {e}"))),
         };
         at += 5 + len;
-        if m.to != me {
-            tracing::debug!(
-                "cluster: dropped a message for node {} from peer {}",
-                m.to,
-                c.peer
-            );
+        // The handshake proved who is at the other end: a message claiming another sender, or
+        // meant for another node, is not believed.
+        if m.from != c.peer || m.to != me {
+            let (peer, from, to) = (c.peer, m.from, m.to);
+            let addr = c.from;
+            c.drops.note(1, |n| {
+                tracing::warn!(
+                    "cluster: dropped a message from {from} to {to} on the connection of peer \
+                     {peer} ({addr}); {n} such dropped since the last report"
+                )
+            });
             continue;
         }
         deliver(m);
@@ -1203,16 +1449,13 @@ mod tests {
         }
     }
 
+    /// The secret of a node started with `None`.
+    const KEY: &[u8] = b"test-secret";
+
     fn node_at(id: u64, listen: &str, secret: Option<&str>) -> (Peers, Got) {
         let (tx, rx) = unbounded_channel();
-        let p = Peers::start(
-            id,
-            listen.parse().unwrap(),
-            &[],
-            secret.map(String::from),
-            tx,
-        )
-        .unwrap();
+        let key = secret.map_or(KEY, str::as_bytes);
+        let p = Peers::start(id, &[(listen.parse().unwrap(), false)], &[], key, tx).unwrap();
         let g = Got {
             rx,
             raft: Vec::new(),
@@ -1505,30 +1748,39 @@ mod tests {
         let mut s = TcpStream::connect(baddr).unwrap();
         s.write_all(&header(u32::MAX as usize, HELLO)).unwrap();
         assert_closed(s, &mut b, &mut gb);
-        // A HELLO with a wrong MAC.
-        let mut s = TcpStream::connect(baddr).unwrap();
-        let _: [u8; NONCE_LEN] = read_exact_frame(&mut s, NONCE).unwrap();
-        write_frame(&mut s, HELLO, &[7u8; HELLO_LEN]).unwrap();
-        assert_closed(s, &mut b, &mut gb);
+        // A HELLO with a wrong MAC, and one keyed with the empty secret, each followed by a
+        // message that would be delivered if the HELLO were believed.
+        for key in [&b"wrong"[..], b""] {
+            let mut s = TcpStream::connect(baddr).unwrap();
+            let nonce: [u8; NONCE_LEN] = read_exact_frame(&mut s, NONCE).unwrap();
+            let mut hello = 9u64.to_be_bytes().to_vec();
+            hello.extend_from_slice(&hello_mac(key, &nonce, 9));
+            write_frame(&mut s, HELLO, &hello).unwrap();
+            let _ = s.write_all(&raft(&msg(9, 2, 0)));
+            assert_closed(s, &mut b, &mut gb);
+        }
 
         // After it: a length over the cap (nothing else is sent), an undecodable body, an
         // unknown frame type.
-        let mut s = raw_peer(baddr, 9, b"");
+        let mut s = raw_peer(baddr, 9, KEY);
         s.write_all(&header(MAX_FRAME + 1, RAFT)).unwrap();
         assert_closed(s, &mut b, &mut gb);
-        let mut s = raw_peer(baddr, 9, b"");
+        let mut s = raw_peer(baddr, 9, KEY);
         write_frame(&mut s, RAFT, &[0x10, 0x80]).unwrap();
         assert_closed(s, &mut b, &mut gb);
-        let mut s = raw_peer(baddr, 9, b"");
+        let mut s = raw_peer(baddr, 9, KEY);
         write_frame(&mut s, NONCE, &[0; NONCE_LEN]).unwrap();
         assert_closed(s, &mut b, &mut gb);
 
-        // A message for another node is dropped; the connection goes on.
-        let mut s = raw_peer(baddr, 9, b"");
+        // A message for another node, or claiming another sender than the one the handshake
+        // proved, is dropped; the connection goes on.
+        let mut s = raw_peer(baddr, 9, KEY);
         let mut f = raft(&msg(9, 99, 1));
+        f.extend(raft(&msg(1, 2, 7)));
         f.extend(raft(&msg(9, 2, 2)));
         s.write_all(&f).unwrap();
         assert!(gb.until(&mut b, 5, |g| !g.from(9).is_empty()));
+        assert!(gb.from(1).is_empty(), "a spoofed sender was believed");
 
         // The node still serves its peers.
         for i in 0..100 {
@@ -1587,5 +1839,84 @@ mod tests {
         drop(a);
         let _ = done_tx.send(());
         stuck.join().unwrap();
+    }
+
+    #[test]
+    fn an_empty_secret_is_refused() {
+        let (tx, _rx) = unbounded_channel();
+        let listen = [("127.0.0.1:0".parse().unwrap(), false)];
+        assert!(Peers::start(1, &listen, &[], b"", tx).is_err());
+    }
+
+    /// Whether `s` was closed by the other end within `wait`.
+    fn closed_within(s: &mut TcpStream, wait: Duration) -> bool {
+        s.set_read_timeout(Some(wait)).unwrap();
+        let mut buf = [0u8; 64];
+        let deadline = Instant::now() + wait;
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) => return true,
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return true,
+                Err(_) => return false,
+            }
+            if Instant::now() > deadline {
+                return false;
+            }
+        }
+    }
+
+    #[test]
+    fn idle_unauthenticated_connections_are_bounded_and_a_peer_still_connects() {
+        let (mut b, mut gb) = node(2, None);
+        let baddr = b.local_addr();
+        let mut idle: Vec<TcpStream> = (0..20)
+            .map(|_| TcpStream::connect(baddr).unwrap())
+            .collect();
+        // A real peer connects past them and delivers at once.
+        let (mut a, _ga) = node(1, None);
+        a.set_peer(2, at(&b));
+        let mut seq = 0;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while gb.raft.is_empty() {
+            assert!(Instant::now() < deadline, "the peer never got through");
+            a.send_now(msg(1, 2, seq));
+            seq += 1;
+            gb.until(&mut b, 0, |g| !g.raft.is_empty());
+            thread::sleep(Duration::from_millis(5));
+        }
+        // Over the per-source budget, the oldest were cut at once; the rest by the deadline.
+        let early = idle
+            .iter_mut()
+            .filter_map(|s| closed_within(s, Duration::from_millis(10)).then_some(()))
+            .count();
+        assert!(early >= 20 - MAX_PENDING_PER_SOURCE, "{early} of 20 cut");
+        for s in &mut idle {
+            assert!(closed_within(
+                s,
+                ACCEPT_HANDSHAKE_DEADLINE + Duration::from_secs(3)
+            ));
+        }
+        assert!(lock(&b.conns).pending.is_empty());
+    }
+
+    #[test]
+    fn a_peer_connecting_again_replaces_its_older_connection() {
+        let (mut b, mut gb) = node(2, None);
+        let baddr = b.local_addr();
+        let frame = |seq| {
+            let body = msg(9, 2, seq).write_to_bytes().unwrap();
+            let mut f = header(body.len(), RAFT).to_vec();
+            f.extend_from_slice(&body);
+            f
+        };
+        let mut first = raw_peer(baddr, 9, KEY);
+        first.write_all(&frame(1)).unwrap();
+        assert!(gb.until(&mut b, 5, |g| !g.raft.is_empty()));
+        let mut second = raw_peer(baddr, 9, KEY);
+        second.write_all(&frame(2)).unwrap();
+        assert!(gb.until(&mut b, 5, |g| g.raft.len() == 2));
+        assert!(closed_within(&mut first, Duration::from_secs(5)));
+        assert_eq!(b.inbound.conns.len(), 1);
     }
 }

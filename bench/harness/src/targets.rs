@@ -732,6 +732,10 @@ impl Target for DeadboltCluster {
                 (i + 1).to_string(),
                 "--cluster-peers".into(),
                 peers.clone(),
+                // Cluster mode refuses to start without the peer port's shared secret; the
+                // harness's nodes live in their own network namespaces, so a fixed one will do.
+                "--cluster-secret".into(),
+                "harness-peer-secret-0123456789abcdef".into(),
                 "--cluster-clock-drift".into(),
                 self.clock_drift_ms.to_string(),
                 "--appendfsync".into(),

@@ -107,12 +107,15 @@ class Cluster {
     this.ports = [];
     for (let i = 0; i < this.n; i++) this.ports.push([await freePort(), await freePort()]);
     const peers = this.ports.map(([p, pp], i) => `${i + 1}@127.0.0.1:${p}:${pp}`).join(' ');
+    // Cluster mode refuses to start without the peer port's shared secret.
+    const secret = require('crypto').randomBytes(32).toString('hex');
     this.procs = this.ports.map(([port], i) => {
       const dir = path.join(this.dir, `n${i + 1}`);
       fs.mkdirSync(dir);
       const log = fs.openSync(path.join(dir, 'server.log'), 'w');
       const proc = spawn(exe, ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir,
-        '--cluster-node-id', String(i + 1), '--cluster-peers', peers], { cwd: dir, stdio: ['ignore', log, log] });
+        '--cluster-node-id', String(i + 1), '--cluster-peers', peers, '--cluster-secret', secret],
+        { cwd: dir, stdio: ['ignore', log, log] });
       proc.exited = false;
       proc.on('exit', () => { proc.exited = true; });
       return proc;

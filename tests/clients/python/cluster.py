@@ -11,6 +11,7 @@ running) shows that the failover tests fail when there is no real failover.
 """
 
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -76,6 +77,8 @@ class Cluster:
         self.dir = tempfile.mkdtemp(prefix="clients-cluster-")
         self.ports = [(_free_port(), _free_port()) for _ in range(n)]
         peers = " ".join(f"{i + 1}@127.0.0.1:{p}:{pp}" for i, (p, pp) in enumerate(self.ports))
+        # Cluster mode refuses to start without the peer port's shared secret.
+        secret = secrets.token_hex(32)
         self.procs = []
         exe = deadbolt_bin()
         assert os.path.exists(exe), f"deadbolt binary not found at {exe} (cargo build)"
@@ -83,7 +86,8 @@ class Cluster:
             d = os.path.join(self.dir, f"n{i + 1}")
             os.makedirs(d)
             argv = [exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", d,
-                    "--cluster-node-id", str(i + 1), "--cluster-peers", peers, *extra]
+                    "--cluster-node-id", str(i + 1), "--cluster-peers", peers,
+                    "--cluster-secret", secret, *extra]
             log = open(os.path.join(d, "server.log"), "wb")
             self.procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                                stdin=subprocess.DEVNULL, cwd=d))
