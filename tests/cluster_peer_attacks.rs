@@ -125,6 +125,10 @@ struct Cluster {
 }
 
 fn cluster(name: &str) -> Cluster {
+    cluster_with(name, &[])
+}
+
+fn cluster_with(name: &str, extra: &[String]) -> Cluster {
     let dir = TempDir::new(name);
     let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
     let peers = ports
@@ -138,7 +142,7 @@ fn cluster(name: &str) -> Cluster {
         let id = i as u64 + 1;
         let node_dir = dir.0.join(format!("n{id}"));
         std::fs::create_dir_all(&node_dir).unwrap();
-        let args = [
+        let mut args: Vec<String> = [
             "--port",
             &port.to_string(),
             "--bind",
@@ -155,6 +159,7 @@ fn cluster(name: &str) -> Cluster {
         .iter()
         .map(|s| s.to_string())
         .collect();
+        args.extend_from_slice(extra);
         nodes.push(Node {
             id,
             port,
@@ -610,4 +615,78 @@ fn the_peer_port_listens_on_bind() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(TcpStream::connect(("127.0.0.1", peer_port)).is_err());
+}
+
+/// `tls-replication yes`: the cluster forms and replicates over TLS, and the peer port no
+/// longer speaks the plain-text handshake, even to a client that holds the secret.
+#[test]
+fn with_tls_replication_peers_talk_tls_only() {
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+    };
+    let pki = TempDir::new("peer-tls-pki");
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(DnType::CommonName, "peer test CA");
+    let ca_key = KeyPair::generate().unwrap();
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let mut leaf = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    leaf.extended_key_usages = vec![
+        ExtendedKeyUsagePurpose::ServerAuth,
+        ExtendedKeyUsagePurpose::ClientAuth,
+    ];
+    let key = KeyPair::generate().unwrap();
+    let cert = leaf.signed_by(&key, &ca_cert, &ca_key).unwrap();
+    let path = |n: &str| pki.0.join(n).display().to_string();
+    std::fs::write(path("ca.pem"), ca_cert.pem()).unwrap();
+    std::fs::write(path("node.pem"), cert.pem()).unwrap();
+    std::fs::write(path("node.key"), key.serialize_pem()).unwrap();
+    let extra: Vec<String> = [
+        "--tls-cert-file",
+        &path("node.pem"),
+        "--tls-key-file",
+        &path("node.key"),
+        "--tls-ca-cert-file",
+        &path("ca.pem"),
+        "--tls-replication",
+        "yes",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let cl = cluster_with("peer-tls", &extra);
+    let l = cl.leader(Duration::from_secs(15));
+    assert!(cl.nodes[l].logged("peer connections use TLS"));
+    assert_eq!(
+        resp(
+            cl.nodes[l].port,
+            &["SET", "k", "over-tls"],
+            Duration::from_secs(5)
+        )
+        .as_deref(),
+        Some("+OK\r\n")
+    );
+    for n in &cl.nodes {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while resp(n.port, &["GET", "k"], Duration::from_secs(1)).as_deref()
+            != Some("$8\r\nover-tls\r\n")
+        {
+            assert!(
+                Instant::now() < deadline,
+                "node {} never got the write",
+                n.id
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    // The plain-text handshake: the acceptor waits for a TLS ClientHello and sends no NONCE.
+    let mut s = TcpStream::connect(("127.0.0.1", cl.nodes[l].peer_port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    let mut head = [0u8; 5];
+    assert!(
+        s.read_exact(&mut head).is_err(),
+        "a plain-text NONCE: {head:?}"
+    );
+    assert!(closed_within(&mut s, Duration::from_secs(5)));
 }

@@ -12,7 +12,10 @@
 //!   thresholds (`hash-max-listpack-entries` ..., `list-max-listpack-size`) and `rdbcompression`,
 //!   which decide what OBJECT ENCODING, MEMORY USAGE and DUMP answer (`store/encoding.rs`);
 //!   `dbfilename`, `rdbchecksum` and `stop-writes-on-bgsave-error`, which RDB snapshots
-//!   follow (`persist/rdb_file.rs`).
+//!   follow (`persist/rdb_file.rs`); `tls-replication` / `tls-cluster` (either puts the
+//!   cluster peer connections under TLS, read when the node starts) and
+//!   `tls-client-cert-file` / `tls-client-key-file` (the certificate a node presents when it
+//!   dials a peer), `exec/peer.rs`.
 //!
 //! Names, aliases, defaults and which are immutable or protected are Redis 7.0.15's own
 //! (`CONFIG GET *` and `CONFIG SET` of each on a real redis-server; tests/ops_redis_conf.rs
@@ -60,9 +63,8 @@ const EVICT: Why =
     Why::Notice("deadbolt never evicts keys: over maxmemory it refuses writes that add data");
 const OBSERVE: Why =
     Why::Notice("deadbolt has no latency monitor, syslog output or process-title rewriting yet");
-const TLS_TUNING: Why = Why::Notice(
-    "TLS session caching, DH parameters and outgoing client certificates do not apply to deadbolt's TLS (rustls, no Redis replication or cluster bus)",
-);
+const TLS_TUNING: Why =
+    Why::Notice("TLS session caching and DH parameters do not apply to deadbolt's TLS (rustls)");
 const BEHAVIOUR: Why =
     Why::Notice("deadbolt keeps its own behaviour here (see README \"Configuration\")");
 
@@ -288,15 +290,15 @@ compat_table! {
     "tls-ca-cert-dir" [] Live "" Kind::Str, Why::Refuse("client certificates are verified against tls-ca-cert-file only; a CA directory would be ignored and clients it should admit or refuse would be judged differently");
     "tls-ciphers" [] Live "" Kind::Str, Why::Refuse("deadbolt's TLS (rustls) offers its own fixed modern cipher list; a restriction here would be silently ignored");
     "tls-ciphersuites" [] Live "" Kind::Str, Why::Refuse("deadbolt's TLS (rustls) offers its own fixed TLS 1.3 suites; a restriction here would be silently ignored");
-    "tls-client-cert-file" [] Live "" Kind::Str, TLS_TUNING;
-    "tls-client-key-file" [] Live "" Kind::Str, TLS_TUNING;
+    "tls-client-cert-file" [] Live "" Kind::Str, Why::Works;
+    "tls-client-key-file" [] Live "" Kind::Str, Why::Works;
     "tls-client-key-file-pass" [] Live "" Kind::Str, TLS_TUNING;
-    "tls-cluster" [] Live "no" Kind::Bool, Why::Refuse("deadbolt's cluster peers authenticate with cluster-secret but do not encrypt; bind the peer port (cluster-peer-bind) to a private network");
+    "tls-cluster" [] Live "no" Kind::Bool, Why::Works;
     "tls-dh-params-file" [] Live "" Kind::Str, TLS_TUNING;
     "tls-key-file-pass" [] Live "" Kind::Str, Why::Refuse("encrypted private keys are not supported: give tls-key-file unencrypted (readable only by deadbolt's user)");
     "tls-prefer-server-ciphers" [] Live "no" Kind::Bool, TLS_TUNING;
     "tls-protocols" [] Live "" Kind::Str, Why::Refuse("deadbolt's TLS (rustls) always offers TLS 1.2 and 1.3; a narrower list would be silently ignored");
-    "tls-replication" [] Live "no" Kind::Bool, REPL;
+    "tls-replication" [] Live "no" Kind::Bool, Why::Works;
     "tls-session-cache-size" [] Live "20480" Kind::Int, TLS_TUNING;
     "tls-session-cache-timeout" [] Live "300" Kind::Int, TLS_TUNING;
     "tls-session-caching" [] Live "yes" Kind::Bool, TLS_TUNING;

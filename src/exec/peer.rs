@@ -37,6 +37,7 @@ use super::{Inbox, Msg};
 use crate::config::{ClusterPeer, Config};
 use crate::replication::Message;
 use protobuf::Message as _;
+use rustls::{ClientConnection, ServerConnection};
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
@@ -108,6 +109,8 @@ pub struct Peers {
     flush_buf: std::cell::RefCell<Vec<u8>>,
     /// Authenticated inbound connections, read by the executor (`receive`).
     inbound: Inbound,
+    /// Peer connections are TLS sessions (`tls-replication yes`).
+    tls: Option<PeerTls>,
 }
 
 /// One peer's outgoing side, shared by `Peers::send` and that peer's sender thread.
@@ -115,6 +118,9 @@ struct Link {
     id: u64,
     q: Mutex<Queue>,
     cv: Condvar,
+    /// Dial with TLS; then only the sender writes (the executor's direct write in `flush`
+    /// would bypass the session).
+    tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 struct Queue {
@@ -150,10 +156,19 @@ struct Conns {
     /// Connections still in their handshake, oldest first: (conn key, source, accepted at).
     pending: VecDeque<(u64, IpAddr, std::time::Instant)>,
     threads: Vec<JoinHandle<()>>,
-    /// Connections whose handshake passed, for the executor to take (`Inbound::adopt`):
-    /// (conn key, peer id, socket, remote address).
-    handed: Vec<(u64, u64, TcpStream, SocketAddr)>,
+    /// Connections whose handshake passed, for the executor to take (`Peers::receive`).
+    handed: Vec<Handed>,
 }
+
+/// A connection whose handshake passed: (conn key, peer id, socket, remote address, TLS
+/// session).
+type Handed = (
+    u64,
+    u64,
+    TcpStream,
+    SocketAddr,
+    Option<Box<ServerConnection>>,
+);
 
 /// The executor's side of receiving: its own epoll set of authenticated peer connections
 /// (registered in the executor's epoll as one descriptor, so a frame arriving wakes the loop
@@ -178,6 +193,75 @@ struct InConn {
     buf: Vec<u8>,
     /// Messages dropped for a wrong sender or recipient (logged rate-limited).
     drops: RateLimited,
+    /// The TLS session over `sock` (`tls-replication yes`); it may already hold decrypted
+    /// bytes read during the handshake.
+    tls: Option<Box<ServerConnection>>,
+}
+
+/// TLS for peer connections: `tls-replication yes` with the server's TLS configured, as Redis
+/// encrypts its replication links. Both sides verify the other's certificate against
+/// `tls-ca-cert-file`; the shared secret is still proved inside the session.
+#[derive(Clone)]
+pub struct PeerTls {
+    server: Arc<rustls::ServerConfig>,
+    client: Arc<rustls::ClientConfig>,
+}
+
+impl PeerTls {
+    /// From the server's TLS settings; the dialing side presents `tls-client-cert-file` /
+    /// `tls-client-key-file` when set, else `tls-cert-file` / `tls-key-file` (as Redis's
+    /// replication client). The error is a start-up message.
+    pub fn from_config(cfg: &Config) -> Result<PeerTls, String> {
+        use rustls::pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer};
+        if cfg.tls_ca_cert_file.is_empty() {
+            return Err(
+                "tls-replication yes needs tls-ca-cert-file: nodes verify each other's certificates"
+                    .into(),
+            );
+        }
+        let server = crate::server::tls::server_config(cfg)?;
+        let mut server = (*server).clone();
+        // The acceptor never writes after its WELCOME: the dialer takes anything readable for
+        // the end of the connection. Session tickets would be such bytes.
+        server.send_tls13_tickets = 0;
+        let (cert_file, key_file) = match (
+            cfg.compat_value("tls-client-cert-file"),
+            cfg.compat_value("tls-client-key-file"),
+        ) {
+            ("", _) | (_, "") => (cfg.tls_cert_file.as_str(), cfg.tls_key_file.as_str()),
+            (c, k) => (c, k),
+        };
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert_file)
+            .and_then(|it| it.collect::<Result<_, _>>())
+            .map_err(|e| format!("Failed to load certificate: {cert_file}: {e}"))?;
+        let key = PrivateKeyDer::from_pem_file(key_file)
+            .map_err(|e| format!("Failed to load private key: {key_file}: {e}"))?;
+        let mut roots = rustls::RootCertStore::empty();
+        let cas = CertificateDer::pem_file_iter(&cfg.tls_ca_cert_file)
+            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| {
+                format!(
+                    "Failed to load CA certificate(s): {}: {e}",
+                    cfg.tls_ca_cert_file
+                )
+            })?;
+        for ca in cas {
+            roots
+                .add(ca)
+                .map_err(|e| format!("Failed to load CA certificate(s): {e}"))?;
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let client = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("Failed to configure TLS: {e}"))?
+            .with_root_certificates(roots)
+            .with_client_auth_cert(certs, key)
+            .map_err(|e| format!("Failed to configure TLS: client certificate and key: {e}"))?;
+        Ok(PeerTls {
+            server: Arc::new(server),
+            client: Arc::new(client),
+        })
+    }
 }
 
 /// Token of the handshake threads' waker in `Inbound::poll`; connections count up from 0.
@@ -244,7 +328,19 @@ impl Peers {
                 Err(e) => return Err(io::Error::other(format!("cannot resolve {host}: {e}"))),
             }
         }
-        let p = Peers::start(me, &listen, peers, secret.as_bytes(), inbox)?;
+        // Redis encrypts replication links with tls-replication and its cluster bus with
+        // tls-cluster; the peer port carries both kinds of traffic, so either turns TLS on.
+        let tls = if config.compat_value("tls-replication") == "yes"
+            || config.compat_value("tls-cluster") == "yes"
+        {
+            Some(PeerTls::from_config(config).map_err(io::Error::other)?)
+        } else {
+            None
+        };
+        let p = Peers::start(me, &listen, peers, secret.as_bytes(), tls, inbox)?;
+        if p.tls.is_some() {
+            tracing::info!("cluster: peer connections use TLS (tls-replication yes)");
+        }
         // Others dial the address cluster-peers gives: say so if nothing listens there.
         if let Ok(own_addrs) = (own.host.as_str(), own.peer_port).to_socket_addrs() {
             let own_addrs: Vec<SocketAddr> = own_addrs.collect();
@@ -277,6 +373,7 @@ impl Peers {
         listen: &[(SocketAddr, bool)],
         peers: &[(u64, String)],
         secret: &[u8],
+        tls: Option<PeerTls>,
         inbox: Inbox,
     ) -> io::Result<Peers> {
         if secret.is_empty() {
@@ -325,9 +422,10 @@ impl Peers {
         };
         let handle = {
             let (key, stop, conns) = (key.clone(), stop.clone(), conns.clone());
+            let server_tls = tls.as_ref().map(|t| t.server.clone());
             thread::Builder::new()
                 .name("peer-listen".into())
-                .spawn(move || run_listener(listeners, key, waker, stop, conns))?
+                .spawn(move || run_listener(listeners, key, server_tls, waker, stop, conns))?
         };
         let mut p = Peers {
             me,
@@ -341,6 +439,7 @@ impl Peers {
             conns,
             flush_buf: Default::default(),
             inbound,
+            tls,
         };
         for (id, addr) in peers {
             if *id != me && !p.links.contains_key(id) {
@@ -390,7 +489,7 @@ impl Peers {
         }
         if adopt {
             let handed = std::mem::take(&mut lock(&self.conns).handed);
-            for (key, peer, sock, from) in handed {
+            for (key, peer, sock, from, tls) in handed {
                 let token = inb.next_token;
                 inb.next_token += 1;
                 let fd = sock.as_raw_fd();
@@ -433,6 +532,7 @@ impl Peers {
                         sock,
                         buf: Vec::new(),
                         drops: RateLimited::default(),
+                        tls,
                     },
                 );
                 // Frames may have arrived before it was registered (edge-triggered epoll
@@ -551,6 +651,11 @@ impl Peers {
             if q.frames.is_empty() {
                 continue;
             }
+            if link.tls.is_some() {
+                drop(q);
+                link.cv.notify_one();
+                continue;
+            }
             let fd = q.stream.as_ref().map(|s| s.as_raw_fd());
             let (Some(fd), true, false, true) = (fd, q.connected, q.writing, q.partial.is_empty())
             else {
@@ -648,6 +753,7 @@ impl Peers {
                 partial: Vec::new(),
             }),
             cv: Condvar::new(),
+            tls: self.tls.as_ref().map(|t| t.client.clone()),
         });
         let handle = {
             let (me, link, key, inbox) =
@@ -857,7 +963,8 @@ fn run_sender(me: u64, link: Arc<Link>, key: Arc<[u8]>, inbox: Inbox) {
                     q.unreachable = false;
                     q.connected = true;
                 }
-                let end = pump(&link, &stream);
+                let mut stream = stream;
+                let end = pump(&link, &mut stream);
                 {
                     let mut q = lock(&link.q);
                     q.stream = None;
@@ -926,7 +1033,55 @@ fn run_sender(me: u64, link: Arc<Link>, key: Arc<[u8]>, inbox: Inbox) {
     }
 }
 
-fn dial(me: u64, addr: &str, key: &[u8], link: &Link) -> Result<TcpStream, DialError> {
+/// A dialed connection: plain, or a TLS session over the socket.
+enum PeerStream {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<ClientConnection, TcpStream>>),
+}
+
+impl PeerStream {
+    fn raw(&self) -> &TcpStream {
+        match self {
+            PeerStream::Plain(s) => s,
+            PeerStream::Tls(t) => &t.sock,
+        }
+    }
+}
+
+impl Read for PeerStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            PeerStream::Plain(s) => s.read(buf),
+            PeerStream::Tls(t) => t.read(buf),
+        }
+    }
+}
+
+impl Write for PeerStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            PeerStream::Plain(s) => s.write(buf),
+            PeerStream::Tls(t) => t.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            PeerStream::Plain(s) => s.flush(),
+            PeerStream::Tls(t) => t.flush(),
+        }
+    }
+}
+
+/// The host part of `host:port` (brackets of an IPv6 literal removed), as a TLS server name.
+fn server_name(addr: &str) -> io::Result<rustls::pki_types::ServerName<'static>> {
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    rustls::pki_types::ServerName::try_from(host.to_string())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{host}: {e}")))
+}
+
+fn dial(me: u64, addr: &str, key: &[u8], link: &Link) -> Result<PeerStream, DialError> {
     let mut last = io::Error::new(io::ErrorKind::NotFound, "the address resolves to nothing");
     let mut stream = None;
     for a in addr.to_socket_addrs()? {
@@ -938,7 +1093,7 @@ fn dial(me: u64, addr: &str, key: &[u8], link: &Link) -> Result<TcpStream, DialE
             Err(e) => last = e,
         }
     }
-    let mut s = stream.ok_or(last)?;
+    let s = stream.ok_or(last)?;
     {
         let mut q = lock(&link.q);
         if q.stop {
@@ -949,11 +1104,20 @@ fn dial(me: u64, addr: &str, key: &[u8], link: &Link) -> Result<TcpStream, DialE
     s.set_nodelay(true)?;
     s.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
     s.set_write_timeout(Some(HANDSHAKE_TIMEOUT))?;
+    let mut s = match &link.tls {
+        Some(cfg) => {
+            let conn =
+                ClientConnection::new(cfg.clone(), server_name(addr)?).map_err(io::Error::other)?;
+            PeerStream::Tls(Box::new(rustls::StreamOwned::new(conn, s)))
+        }
+        None => PeerStream::Plain(s),
+    };
     let nonce: [u8; NONCE_LEN] = read_exact_frame(&mut s, NONCE)?;
     let mut hello = [0u8; HELLO_LEN];
     hello[..8].copy_from_slice(&me.to_be_bytes());
     hello[8..].copy_from_slice(&hello_mac(key, &nonce, me));
     write_frame(&mut s, HELLO, &hello)?;
+    s.flush()?;
     match read_header(&mut s) {
         Ok(Some((0, WELCOME))) => {}
         Ok(Some((len, t))) => {
@@ -966,8 +1130,8 @@ fn dial(me: u64, addr: &str, key: &[u8], link: &Link) -> Result<TcpStream, DialE
         Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return Err(DialError::Rejected),
         Err(e) => return Err(e.into()),
     }
-    s.set_read_timeout(None)?;
-    s.set_write_timeout(Some(WRITE_TIMEOUT))?;
+    s.raw().set_read_timeout(None)?;
+    s.raw().set_write_timeout(Some(WRITE_TIMEOUT))?;
     Ok(s)
 }
 
@@ -986,8 +1150,7 @@ fn peer_closed(s: &TcpStream) -> bool {
     n > 0 && p.revents != 0
 }
 
-fn pump(link: &Link, s: &TcpStream) -> PumpEnd {
-    let mut w = s;
+fn pump(link: &Link, w: &mut PeerStream) -> PumpEnd {
     let mut out: Vec<u8> = Vec::new();
     loop {
         let (partial, batch) = {
@@ -1019,7 +1182,7 @@ fn pump(link: &Link, s: &TcpStream) -> PumpEnd {
                 return PumpEnd::Lost(e);
             }
         }
-        if peer_closed(s) {
+        if peer_closed(w.raw()) {
             let mut q = lock(&link.q);
             for f in batch.into_iter().rev() {
                 q.bytes += f.len();
@@ -1027,7 +1190,7 @@ fn pump(link: &Link, s: &TcpStream) -> PumpEnd {
             }
             return PumpEnd::Closed;
         }
-        let r = write_batch(&mut w, &batch, &mut out);
+        let r = write_batch(w, &batch, &mut out).and_then(|_| w.flush());
         if let Err(e) = r {
             return PumpEnd::Lost(e);
         }
@@ -1066,6 +1229,7 @@ fn write_batch(w: &mut impl Write, batch: &VecDeque<Vec<u8>>, out: &mut Vec<u8>)
 fn run_listener(
     listeners: Vec<TcpListener>,
     key: Arc<[u8]>,
+    tls: Option<Arc<rustls::ServerConfig>>,
     waker: Arc<mio::Waker>,
     stop: Arc<AtomicBool>,
     conns: Arc<Mutex<Conns>>,
@@ -1119,17 +1283,17 @@ fn run_listener(
         let Ok(clone) = s.try_clone() else { continue };
         let conn = c.next;
         c.next += 1;
-        let (key, waker, conns2) = (key.clone(), waker.clone(), conns.clone());
+        let (key, tls, waker, conns2) = (key.clone(), tls.clone(), waker.clone(), conns.clone());
         let spawned =
             thread::Builder::new()
                 .name("peer-hello".into())
-                .spawn(move || match handshake(&s, from, &key) {
-                    Some(id) => {
+                .spawn(move || match handshake(&s, from, &key, tls) {
+                    Some((id, session)) => {
                         let mut c = lock(&conns2);
                         // Cut while its HELLO was checked: it is not handed over.
                         if let Some(at) = c.pending.iter().position(|p| p.0 == conn) {
                             c.pending.remove(at);
-                            c.handed.push((conn, id, s, from));
+                            c.handed.push((conn, id, s, from, session));
                             drop(c);
                             // The executor is gone only at shutdown, when nothing needs it.
                             let _ = waker.wake();
@@ -1234,13 +1398,18 @@ enum ServeEnd {
 }
 
 /// The acceptor's side of the handshake, blocking with timeouts (on its own thread). Some(peer
-/// id) once the peer proved the shared secret: the socket is then non-blocking, ready for the
-/// executor to read.
-fn handshake(s: &TcpStream, from: SocketAddr, key: &[u8]) -> Option<u64> {
-    match handshake_inner(s, key) {
-        Ok(id) => {
-            tracing::info!("cluster: peer {id} connected (inbound)");
-            Some(id)
+/// id, TLS session) once the peer proved the shared secret: the socket is then non-blocking,
+/// ready for the executor to read.
+fn handshake(
+    s: &TcpStream,
+    from: SocketAddr,
+    key: &[u8],
+    tls: Option<Arc<rustls::ServerConfig>>,
+) -> Option<(u64, Option<Box<ServerConnection>>)> {
+    match handshake_tls(s, key, tls) {
+        Ok(done) => {
+            tracing::info!("cluster: peer {} connected (inbound)", done.0);
+            Some(done)
         }
         Err(ServeEnd::Closed) => None,
         Err(ServeEnd::BadHello(why)) => {
@@ -1254,7 +1423,11 @@ fn handshake(s: &TcpStream, from: SocketAddr, key: &[u8]) -> Option<u64> {
     }
 }
 
-fn handshake_inner(s: &TcpStream, key: &[u8]) -> Result<u64, ServeEnd> {
+fn handshake_tls(
+    s: &TcpStream,
+    key: &[u8],
+    tls: Option<Arc<rustls::ServerConfig>>,
+) -> Result<(u64, Option<Box<ServerConnection>>), ServeEnd> {
     let fail = |e: io::Error| ServeEnd::Failed(e.to_string());
     // Accepted sockets can inherit the listener's nonblocking mode on some platforms.
     s.set_nonblocking(false)
@@ -1262,14 +1435,33 @@ fn handshake_inner(s: &TcpStream, key: &[u8]) -> Result<u64, ServeEnd> {
         .and_then(|_| s.set_read_timeout(Some(HANDSHAKE_TIMEOUT)))
         .and_then(|_| s.set_write_timeout(Some(HANDSHAKE_TIMEOUT)))
         .map_err(fail)?;
+    let (id, session) = match tls {
+        None => (handshake_inner(&mut &*s, key)?, None),
+        Some(cfg) => {
+            let mut conn = ServerConnection::new(cfg).map_err(|e| fail(io::Error::other(e)))?;
+            let id = handshake_inner(&mut rustls::Stream::new(&mut conn, &mut &*s), key)?;
+            (id, Some(Box::new(conn)))
+        }
+    };
+    s.set_read_timeout(None)
+        .and_then(|_| s.set_write_timeout(None))
+        .and_then(|_| s.set_nonblocking(true))
+        .map_err(fail)?;
+    Ok((id, session))
+}
+
+/// NONCE, HELLO, WELCOME over `rw` (the socket, or a TLS session over it).
+fn handshake_inner(rw: &mut (impl Read + Write), key: &[u8]) -> Result<u64, ServeEnd> {
+    let fail = |e: io::Error| ServeEnd::Failed(e.to_string());
     let nonce = random_nonce().map_err(|e| ServeEnd::Failed(format!("no random nonce: {e}")))?;
-    write_frame(s, NONCE, &nonce).map_err(fail)?;
-    let mut r = s;
+    write_frame(&mut *rw, NONCE, &nonce)
+        .and_then(|_| rw.flush())
+        .map_err(fail)?;
     // The length is checked before anything is read into memory: only a 40-byte HELLO is valid.
-    let hello: [u8; HELLO_LEN] = match read_header(&mut r) {
+    let hello: [u8; HELLO_LEN] = match read_header(&mut *rw) {
         Ok(Some((HELLO_LEN, HELLO))) => {
             let mut b = [0u8; HELLO_LEN];
-            r.read_exact(&mut b).map_err(fail)?;
+            rw.read_exact(&mut b).map_err(fail)?;
             b
         }
         Ok(Some((len, t))) => {
@@ -1289,11 +1481,9 @@ fn handshake_inner(s: &TcpStream, key: &[u8]) -> Result<u64, ServeEnd> {
         )));
     }
     // Only the header of the HELLO was read above, never past it: whatever RAFT frames follow
-    // WELCOME stay in the socket for the executor.
-    write_frame(s, WELCOME, &[])
-        .and_then(|_| s.set_read_timeout(None))
-        .and_then(|_| s.set_write_timeout(None))
-        .and_then(|_| s.set_nonblocking(true))
+    // WELCOME stay in the socket (or, with TLS, in the session) for the executor.
+    write_frame(&mut *rw, WELCOME, &[])
+        .and_then(|_| rw.flush())
         .map_err(fail)?;
     Ok(id)
 }
@@ -1306,6 +1496,11 @@ fn read_frames(
     scratch: &mut [u8],
     deliver: &mut dyn FnMut(Message),
 ) -> Result<bool, ServeEnd> {
+    if let Some(mut session) = c.tls.take() {
+        let r = read_frames_tls(me, c, &mut session, scratch, deliver);
+        c.tls = Some(session);
+        return r;
+    }
     let mut read = 0;
     let drained = loop {
         if read >= RECV_BUDGET {
@@ -1337,6 +1532,73 @@ fn read_frames(
         c.buf = Vec::new();
     }
     Ok(drained)
+}
+
+/// `read_frames` through a TLS session: decrypted bytes the session holds first (the handshake
+/// may have read past it), then records from the socket until it has none.
+fn read_frames_tls(
+    me: u64,
+    c: &mut InConn,
+    session: &mut ServerConnection,
+    scratch: &mut [u8],
+    deliver: &mut dyn FnMut(Message),
+) -> Result<bool, ServeEnd> {
+    let mut read = 0;
+    loop {
+        loop {
+            match session.reader().read(scratch) {
+                // close_notify: the peer ended the session.
+                Ok(0) => {
+                    return Err(if c.buf.is_empty() {
+                        ServeEnd::Closed
+                    } else {
+                        ServeEnd::Failed("connection closed inside a frame".into())
+                    })
+                }
+                Ok(n) => {
+                    read += n;
+                    c.buf.extend_from_slice(&scratch[..n]);
+                    take_frames(me, c, deliver)?;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(ServeEnd::Failed(e.to_string())),
+            }
+        }
+        if read >= RECV_BUDGET {
+            return Ok(false);
+        }
+        match session.read_tls(&mut &c.sock) {
+            Ok(0) => {
+                return Err(if c.buf.is_empty() {
+                    ServeEnd::Closed
+                } else {
+                    ServeEnd::Failed("connection closed inside a frame".into())
+                })
+            }
+            Ok(_) => {
+                if let Err(e) = session.process_new_packets() {
+                    // The alert saying why, best effort.
+                    let _ = session.write_tls(&mut &c.sock);
+                    return Err(ServeEnd::Failed(format!("TLS: {e}")));
+                }
+                // Replies the protocol itself needs (a key update), best effort: the socket
+                // has room for a few bytes unless the peer stopped reading entirely.
+                while session.wants_write() {
+                    match session.write_tls(&mut &c.sock) {
+                        Ok(n) if n > 0 => {}
+                        _ => break,
+                    }
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(ServeEnd::Failed(e.to_string())),
+        }
+    }
+    if c.buf.is_empty() && c.buf.capacity() > 4 * COALESCE {
+        c.buf = Vec::new();
+    }
+    Ok(true)
 }
 
 /// Delivers the whole frames at the front of `c.buf` and keeps the incomplete rest.
@@ -1455,7 +1717,7 @@ mod tests {
     fn node_at(id: u64, listen: &str, secret: Option<&str>) -> (Peers, Got) {
         let (tx, rx) = unbounded_channel();
         let key = secret.map_or(KEY, str::as_bytes);
-        let p = Peers::start(id, &[(listen.parse().unwrap(), false)], &[], key, tx).unwrap();
+        let p = Peers::start(id, &[(listen.parse().unwrap(), false)], &[], key, None, tx).unwrap();
         let g = Got {
             rx,
             raft: Vec::new(),
@@ -1845,7 +2107,7 @@ mod tests {
     fn an_empty_secret_is_refused() {
         let (tx, _rx) = unbounded_channel();
         let listen = [("127.0.0.1:0".parse().unwrap(), false)];
-        assert!(Peers::start(1, &listen, &[], b"", tx).is_err());
+        assert!(Peers::start(1, &listen, &[], b"", None, tx).is_err());
     }
 
     /// Whether `s` was closed by the other end within `wait`.
@@ -1918,5 +2180,89 @@ mod tests {
         assert!(gb.until(&mut b, 5, |g| g.raft.len() == 2));
         assert!(closed_within(&mut first, Duration::from_secs(5)));
         assert_eq!(b.inbound.conns.len(), 1);
+    }
+
+    /// A CA and one node certificate (server and client use, for 127.0.0.1) in a fresh
+    /// directory, and the TLS settings every node of a test cluster would share.
+    fn test_tls(tag: &str) -> (PeerTls, std::path::PathBuf) {
+        use rcgen::{
+            BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+        };
+        let dir =
+            std::env::temp_dir().join(format!("deadbolt-peer-tls-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.distinguished_name
+            .push(DnType::CommonName, "peer test CA");
+        let ca_key = KeyPair::generate().unwrap();
+        let ca_cert = ca.self_signed(&ca_key).unwrap();
+        let mut leaf = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+        leaf.extended_key_usages = vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ];
+        let key = KeyPair::generate().unwrap();
+        let cert = leaf.signed_by(&key, &ca_cert, &ca_key).unwrap();
+        std::fs::write(dir.join("ca.pem"), ca_cert.pem()).unwrap();
+        std::fs::write(dir.join("node.pem"), cert.pem()).unwrap();
+        std::fs::write(dir.join("node.key"), key.serialize_pem()).unwrap();
+        let cfg = Config {
+            tls_ca_cert_file: dir.join("ca.pem").display().to_string(),
+            tls_cert_file: dir.join("node.pem").display().to_string(),
+            tls_key_file: dir.join("node.key").display().to_string(),
+            ..Default::default()
+        };
+        (PeerTls::from_config(&cfg).unwrap(), dir)
+    }
+
+    fn tls_node(id: u64, tls: &PeerTls) -> (Peers, Got) {
+        let (tx, rx) = unbounded_channel();
+        let listen = [("127.0.0.1:0".parse().unwrap(), false)];
+        let p = Peers::start(id, &listen, &[], KEY, Some(tls.clone()), tx).unwrap();
+        let g = Got {
+            rx,
+            raft: Vec::new(),
+            unreachable: Vec::new(),
+        };
+        (p, g)
+    }
+
+    #[test]
+    fn tls_peers_exchange_in_order_and_plain_text_is_refused() {
+        let (tls, dir) = test_tls("exchange");
+        let (mut a, mut ga) = tls_node(1, &tls);
+        let (mut b, mut gb) = tls_node(2, &tls);
+        a.set_peer(2, at(&b));
+        b.set_peer(1, at(&a));
+        let mut big = msg(1, 2, 10_000);
+        big.context = vec![7u8; 3 * RECV_BUDGET + 5].into();
+        for i in 0..10_000 {
+            a.send_now(msg(1, 2, i));
+            b.send_now(msg(2, 1, i));
+        }
+        a.send_now(big);
+        assert!(
+            gb.until(&mut b, 20, |g| g.raft.len() > 10_000),
+            "b got {}",
+            gb.raft.len()
+        );
+        assert!(ga.until(&mut a, 20, |g| g.raft.len() >= 10_000));
+        assert_eq!(gb.from(1), (0..=10_000).collect::<Vec<_>>());
+        assert_eq!(ga.from(2), (0..10_000).collect::<Vec<_>>());
+        // A plain-text peer (right secret, no TLS) gets nowhere, either way round.
+        let (mut p, mut gp) = node(3, None);
+        p.set_peer(2, at(&b));
+        b.set_peer(3, at(&p));
+        for i in 0..50 {
+            p.send_now(msg(3, 2, i));
+            b.send_now(msg(2, 3, i));
+            thread::sleep(Duration::from_millis(5));
+        }
+        gb.pump(&mut b);
+        gp.pump(&mut p);
+        assert!(gb.from(3).is_empty() && gp.raft.is_empty());
+        drop((a, b, p));
+        let _ = std::fs::remove_dir_all(dir);
     }
 }
