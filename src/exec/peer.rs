@@ -32,6 +32,11 @@
 //! connections cannot keep a member from connecting, and authenticated connections are never
 //! counted against those budgets. The listener binds `cluster-peer-bind`, else `bind` (Redis's
 //! cluster bus listens on the `bind` addresses too).
+//!
+//! TLS (`tls-replication yes` or `tls-cluster yes`, `PeerTls`): every connection is a rustls
+//! session and the frames above travel inside it. The sender thread owns its session (the
+//! executor's direct write in `flush` is skipped); the executor reads its sessions as it reads
+//! plain sockets (`read_frames_tls`).
 
 use super::{Inbox, Msg};
 use crate::config::{ClusterPeer, Config};
