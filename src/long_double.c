@@ -9,6 +9,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +56,16 @@ int deadbolt_ld_parse(const char *s, size_t len, unsigned char out[16]) {
 /* Whether the stored value is infinite (HINCRBYFLOAT refuses such an increment). */
 int deadbolt_ld_is_inf(const unsigned char v[16]) {
     return isinf(ld_load(v)) ? 1 : 0;
+}
+
+/* Redis's getTimeoutFromObjectOrReply in seconds: (long long) ceill(v * 1000.0), so a positive
+ * timeout under a millisecond waits one millisecond rather than for ever. Converting a value
+ * outside long long's range is undefined in C; x86-64 Redis gets LLONG_MIN there and answers
+ * "timeout is negative", so LLONG_MIN is returned explicitly. */
+long long deadbolt_ld_ceil_millis(const unsigned char v[16]) {
+    long double ms = ceill(ld_load(v) * 1000.0L);
+    if (!(ms >= -9223372036854775808.0L && ms < 9223372036854775808.0L)) return LLONG_MIN;
+    return (long long)ms;
 }
 
 /* a + b printed as Redis's ld2string(LD_STR_HUMAN) into out[0..out_len]. Returns the text's

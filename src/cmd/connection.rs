@@ -552,6 +552,12 @@ fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         } else if is(opt, "laddr") {
             filter_laddr = Some(String::from_utf8_lossy(val).into_owned());
         } else if is(opt, "user") {
+            if ctx.srv.config.users.get(val).is_none() {
+                // addReplyErrorFormat's `%s`: up to a NUL, CR and LF as spaces.
+                let name = val.split(|&b| b == 0).next().unwrap_or_default();
+                let name = String::from_utf8_lossy(name).replace(['\r', '\n'], " ");
+                return Err(CmdError::erf(format!("No such user '{name}'")));
+            }
             filter_user = Some(String::from_utf8_lossy(val).into_owned());
         } else if is(opt, "type") {
             if !(is(val, "normal")

@@ -173,6 +173,10 @@ fn process_frame(
                     .or_else(|| sentinel.then(|| table.lookup_sentinel(&argv[0])).flatten())
                 {
                     srv.stats.commands[id].rejected_calls += 1;
+                    if table.entries[id].spec.name == "exec" {
+                        let e = exec_abort(srv, client, e);
+                        return Some(Ok(error_frame(srv, e)));
+                    }
                 }
             }
             return Some(Ok(error_frame(srv, e)));
@@ -291,7 +295,32 @@ fn process_frame(
 fn reject(srv: &mut State, client: &mut Client, id: CmdId, e: CmdError) -> Frame {
     srv.stats.commands[id].rejected_calls += 1;
     super::tx::flag_transaction(client);
+    let e = if crate::cmd::table::table().entries[id].spec.name == "exec" {
+        exec_abort(srv, client, e)
+    } else {
+        e
+    };
     error_frame(srv, e)
+}
+
+/// Redis's `execCommandAbort`: an EXEC refused before it runs (NOPERM, NOAUTH, OOM, MISCONF,
+/// wrong arity...) discards the transaction and every WATCH, MULTI or not, and answers
+/// `EXECABORT Transaction discarded because of: <the refusal>`. Redis words the arity and
+/// RESP2 pub/sub refusals without an error code, so their `ERR ` is dropped.
+fn exec_abort(srv: &mut State, client: &mut Client, e: CmdError) -> CmdError {
+    client.multi = None;
+    client.multi_dirty = false;
+    srv.watches.unwatch_all(client.id);
+    let text = e.to_string();
+    let why = match text.strip_prefix("ERR ") {
+        Some(rest)
+            if matches!(e, CmdError::WrongArity(_)) || rest.starts_with("Can't execute '") =>
+        {
+            rest
+        }
+        _ => &text,
+    };
+    CmdError::err(format!("EXECABORT Transaction discarded because of: {why}"))
 }
 
 /// Executes a resolved command with the context's time, counting it in the stats.

@@ -94,8 +94,10 @@ fn restore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     };
     let value = rdb::restore(body).map_err(|_| CmdError::err("ERR Bad data format"))?;
     let deleted = replace && ctx.db().remove(key, now).is_some();
+    // Redis's `ttl += mstime()` wraps past i64 to a deadline in the past: such a key is
+    // already expired, so it is not stored.
     let when = if ttl != 0 && !absttl {
-        ttl.saturating_add(now as i64)
+        ttl.wrapping_add(now as i64)
     } else {
         ttl
     };

@@ -547,7 +547,7 @@ fn bpop_generic(ctx: &mut Ctx, argv: &[Bytes], end: End) -> CmdResult {
     let keys = &argv[1..argv.len() - 1];
     let timeout = parse_timeout(&argv[argv.len() - 1], ctx.now)?;
     let served = ctx.client.block_deadline.is_some();
-    for key in keys {
+    for key in blocking::serve_order(ctx, keys) {
         if ready(ctx, key, served)? {
             let v = pop_n(ctx, key, end, 1)?.and_then(|v| v.into_iter().next());
             if let Some(v) = v {
@@ -620,7 +620,7 @@ fn mpop(
     count: usize,
     served: bool,
 ) -> CmdResult<Option<Frame>> {
-    for key in keys {
+    for key in blocking::serve_order(ctx, keys) {
         if ready(ctx, key, served)? {
             if let Some(items) = pop_n(ctx, key, end, count)? {
                 return Ok(Some(Frame::Array(vec![

@@ -536,19 +536,26 @@ pub fn client_pause(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             String::from_utf8_lossy(&argv[1][..argv[1].len().min(128)])
         )));
     }
-    let ms = int_arg(&argv[2])
-        .map_err(|_| CmdError::err("ERR timeout is not an integer or out of range"))?;
-    if ms < 0 {
-        return Err(CmdError::err("ERR timeout is negative"));
-    }
+    // Redis checks the mode before the timeout.
     let all = match argv.len() {
         3 => true,
         _ if is(&argv[3], "all") => true,
         _ if is(&argv[3], "write") => false,
         _ => return Err(CmdError::err("ERR CLIENT PAUSE mode must be WRITE or ALL")),
     };
+    let ms = int_arg(&argv[2])
+        .map_err(|_| CmdError::err("ERR timeout is not an integer or out of range"))?;
+    if ms < 0 {
+        return Err(CmdError::err("ERR timeout is negative"));
+    }
     let p = &mut ctx.srv.ops.pause;
-    let until = ctx.now.saturating_add(ms as u64);
+    // Redis's end time is `timeout + mstime()` for a positive timeout and 0 for 0; past
+    // i64 the sum wraps negative. Both lie in the past: such a pause never takes effect
+    // (it can only make one in force stricter), so it answers OK and pauses no one.
+    let until = match u64::try_from(ms) {
+        Ok(ms) if ms > 0 && ms <= i64::MAX as u64 - ctx.now.min(i64::MAX as u64) => ctx.now + ms,
+        _ => 0,
+    };
     // Like Redis: a new pause never shortens or weakens one in force.
     if p.until_ms != 0 {
         p.all |= all;

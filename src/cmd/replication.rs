@@ -318,9 +318,7 @@ fn wait(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let n = int_arg(&argv[1])?;
     let t = int_arg(&argv[2])
         .map_err(|_| CmdError::err("ERR timeout is not an integer or out of range"))?;
-    if t < 0 {
-        return Err(CmdError::err("ERR timeout is negative"));
-    }
+    let t = super::blocking::millis_timeout(t, ctx.now)?;
     // The followers holding this client's last write (Redis: the replicas that acknowledged
     // its offset).
     let view = ctx.host.cluster();
@@ -331,11 +329,11 @@ fn wait(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if view.is_none() {
         // A lone server: nothing can change the count, only the deadline (or the client
         // leaving) ends it, and the loop answers `timed_out_reply` then.
-        return super::blocking::block(ctx, &[], t as u64, WaitKind::List, argv);
+        return super::blocking::block(ctx, &[], t, WaitKind::List, argv);
     }
     // Woken each time the commit index moves (exec/cluster.rs), when it counts again.
     let key = [Bytes::from_static(REPLICAS_KEY)];
-    super::blocking::block(ctx, &key, t as u64, WaitKind::Replicas, argv)
+    super::blocking::block(ctx, &key, t, WaitKind::Replicas, argv)
 }
 
 /// What a parked command answers when its deadline passes: WAIT the replicas that acked

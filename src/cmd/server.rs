@@ -1,7 +1,7 @@
 //! Server commands: INFO, CONFIG, COMMAND, TIME, LASTSAVE, DEBUG, SHUTDOWN (ROLE and WAIT:
 //! replication.rs).
 
-use super::args::{float_arg, glob_match, int_arg, is};
+use super::args::{glob_match, int_arg, is};
 use super::table::{flags, flags::*, CommandSpec, NO_KEYS};
 use super::Ctx;
 use crate::clock::unix_us;
@@ -124,10 +124,7 @@ fn debug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Err(CmdError::err("ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server."));
     }
     if is(&argv[1], "sleep") && argv.len() == 3 {
-        let secs = float_arg(&argv[2])?;
-        if secs > 0.0 {
-            std::thread::sleep(std::time::Duration::from_secs_f64(secs.min(3600.0)));
-        }
+        std::thread::sleep(debug_sleep_time(&argv[2]));
         return Ok(Frame::ok());
     }
     if is(&argv[1], "clock-offset") && argv.len() == 3 {
@@ -157,6 +154,25 @@ fn debug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         ]));
     }
     Err(CmdError::UnknownSubcommand(argv[1].to_vec(), "DEBUG"))
+}
+
+/// How long `DEBUG SLEEP <seconds>` stops the server, as Redis's debug.c computes it:
+/// `strtod(arg, NULL)` (any prefix, leading spaces, nothing read is 0), then
+/// `(long long)(secs * 1e6)` microseconds, which on x86-64 is i64::MIN when out of range (inf,
+/// 1e308, NaN); a negative time fails nanosleep with EINVAL, so it returns at once. Capped at an
+/// hour (Redis would sleep up to 292 thousand years).
+fn debug_sleep_time(arg: &[u8]) -> std::time::Duration {
+    let mut text: Vec<u8> = arg.iter().copied().take_while(|&b| b != 0).collect();
+    text.push(0);
+    // SAFETY: `text` is NUL-terminated and outlives the call; a null end pointer is allowed.
+    let secs = unsafe { libc::strtod(text.as_ptr().cast(), std::ptr::null_mut()) };
+    let us = secs * 1e6;
+    let us = if (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&us) {
+        us as i64
+    } else {
+        i64::MIN
+    };
+    std::time::Duration::from_micros(us.clamp(0, 3_600_000_000) as u64)
 }
 
 fn shutdown(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {

@@ -761,13 +761,7 @@ fn parse_read(ctx: &Ctx, argv: &[Bytes], group_cmd: bool) -> CmdResult<ReadArgs>
 fn parse_block_ms(arg: &[u8], now: u64) -> CmdResult<u64> {
     let ms = crate::protocol::number::parse_i64(arg)
         .ok_or_else(|| CmdError::err("ERR timeout is not an integer or out of range"))?;
-    if ms < 0 {
-        return Err(CmdError::err("ERR timeout is negative"));
-    }
-    if ms > 0 && ms > i64::MAX - now as i64 {
-        return Err(CmdError::err("ERR timeout is out of range"));
-    }
-    Ok(ms as u64)
+    super::blocking::millis_timeout(ms, now)
 }
 
 fn xread(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {

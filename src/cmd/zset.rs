@@ -924,7 +924,7 @@ fn bzpop_generic(ctx: &mut Ctx, argv: &[Bytes], max: bool) -> CmdResult {
     let timeout = parse_timeout(&argv[argv.len() - 1], ctx.now)?;
     // Served again after a key got data: other keys' types are not looked at (see zmpop_from).
     let served = ctx.client.block_deadline.is_some();
-    for key in keys {
+    for key in blocking::serve_order(ctx, keys) {
         if ready(ctx, key, served)? {
             if let Some((m, s)) = pop_members(ctx, key, max, 1)?.into_iter().next() {
                 return Ok(Frame::Array(vec![
@@ -1517,7 +1517,7 @@ fn zmpop_from(
     count: usize,
     served: bool,
 ) -> CmdResult<Option<Frame>> {
-    for key in keys {
+    for key in blocking::serve_order(ctx, keys) {
         if !ready(ctx, key, served)? {
             continue;
         }

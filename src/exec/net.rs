@@ -773,18 +773,32 @@ impl Net {
         if c.broken || o.data.is_empty() {
             return;
         }
-        if c.wbuf.is_empty() {
+        let rest = if c.wbuf.is_empty() {
             // Straight from the chunk; only what the transport does not take is copied.
             match c.io.write(&c.sock, &o.data) {
                 Ok(n) => {
                     self.shared.count_output(n);
                     sub_pending(&c.client, n);
-                    c.wbuf.extend_from_slice(&o.data[n..]);
+                    &o.data[n..]
                 }
-                Err(_) => c.broken = true,
+                Err(_) => {
+                    c.broken = true;
+                    return;
+                }
             }
         } else {
-            c.wbuf.extend_from_slice(&o.data);
+            &o.data[..]
+        };
+        if !append_output(&mut c.wbuf, rest) {
+            // Only this client goes (`settle` closes a broken connection), as Redis closes a
+            // client past its output buffer limit; every other client keeps being served.
+            tracing::warn!(
+                "Client id={id} closed: no memory for its output buffer ({} bytes queued, {} more)",
+                c.wbuf.len(),
+                rest.len()
+            );
+            c.wbuf = BytesMut::new();
+            c.broken = true;
         }
     }
 
@@ -1260,6 +1274,40 @@ impl IdleSpin {
         let gap = gap.min(self.max * 8).as_nanos() as u64;
         self.avg_gap_ns = self.avg_gap_ns / 8 * 7 + gap / 8;
     }
+}
+
+/// Appends `data` to a connection's output buffer; false, with the buffer unchanged, when the
+/// memory for it cannot be had. A client that reads nothing while asking for large values
+/// makes this buffer grow without bound (no output limit is set by default, as in Redis), and
+/// `BytesMut`'s own growth aborts the whole process when an allocation fails: growth here is
+/// fallible, so only that client is lost. Room already there is used as before; only growing
+/// takes the slow path.
+#[inline]
+fn append_output(wbuf: &mut BytesMut, data: &[u8]) -> bool {
+    if wbuf.capacity() - wbuf.len() >= data.len() || wbuf.try_reclaim(data.len()) {
+        wbuf.extend_from_slice(data);
+        return true;
+    }
+    grow_output(wbuf, data)
+}
+
+/// `append_output`'s growth: doubling, as `BytesMut` does; when that much memory is not there,
+/// exactly what is needed (a large buffer's doubling is what fails first); else false.
+#[cold]
+fn grow_output(wbuf: &mut BytesMut, data: &[u8]) -> bool {
+    let Some(need) = wbuf.len().checked_add(data.len()) else {
+        return false;
+    };
+    let mut v: Vec<u8> = Vec::new();
+    let doubled = need.max(wbuf.capacity().saturating_mul(2));
+    if v.try_reserve_exact(doubled).is_err() && v.try_reserve_exact(need).is_err() {
+        return false;
+    }
+    v.extend_from_slice(wbuf);
+    v.extend_from_slice(data);
+    // Takes over the vector's allocation, spare capacity included (no copy).
+    *wbuf = BytesMut::from(Bytes::from(v));
+    true
 }
 
 #[cfg(test)]

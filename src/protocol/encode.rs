@@ -128,6 +128,13 @@ pub fn encode(frame: &Frame, resp3: bool, out: &mut BytesMut) {
                 out.extend_from_slice(if *b { b":1\r\n" } else { b":0\r\n" });
             }
         }
+        Frame::BigNumber(text) => {
+            if resp3 {
+                put_line(out, b'(', text);
+            } else {
+                put_bulk(out, text);
+            }
+        }
         Frame::Verbatim(text) => {
             if resp3 {
                 put_len(out, b'=', text.len() + 4);

@@ -21,6 +21,9 @@ pub enum Frame {
     /// coordinates: `addReplyHumanLongDouble`): `,text` in RESP3, a bulk string in RESP2.
     DoubleText(f64, Bytes),
     Boolean(bool),
+    /// A big number's digits (a Lua script's `{big_number = …}`): `(text` in RESP3, a bulk
+    /// string in RESP2 (Redis's addReplyBigNum).
+    BigNumber(Bytes),
     /// Text with a format hint (`=` in RESP3, a bulk string in RESP2); INFO uses it.
     Verbatim(Bytes),
     Push(Vec<Frame>),

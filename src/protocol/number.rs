@@ -143,6 +143,7 @@ pub struct LongDouble([u8; 16]);
 extern "C" {
     fn deadbolt_ld_parse(s: *const std::ffi::c_char, len: usize, out: *mut u8) -> std::ffi::c_int;
     fn deadbolt_ld_is_inf(v: *const u8) -> std::ffi::c_int;
+    fn deadbolt_ld_ceil_millis(v: *const u8) -> std::ffi::c_longlong;
     fn deadbolt_ld_add_human(
         a: *const u8,
         b: *const u8,
@@ -174,6 +175,14 @@ impl LongDouble {
         // SAFETY: reads the 16 bytes of `self`, which hold a long double written by the C side
         // (or ZERO).
         unsafe { deadbolt_ld_is_inf(self.0.as_ptr()) == 1 }
+    }
+
+    /// Seconds to whole milliseconds as Redis's `(long long) ceill(self * 1000.0)`; a value
+    /// outside i64's range (inf included) gives `i64::MIN`, as the conversion does on x86-64.
+    pub fn ceil_millis(&self) -> i64 {
+        // SAFETY: reads the 16 bytes of `self`, which hold a long double written by the C side
+        // (or ZERO).
+        unsafe { deadbolt_ld_ceil_millis(self.0.as_ptr()) }
     }
 
     /// `self + other` in long double, printed as Redis's `ld2string(LD_STR_HUMAN)` (`%.17Lf`,

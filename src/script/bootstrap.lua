@@ -477,11 +477,12 @@ for _, name in pairs({'redis', 'string', 'table', 'math', 'coroutine', 'bit', 'c
   rawset(G, name, proxy(rawget(G, name)))
 end
 
--- The string metatable: getmetatable('') hands out a read-only view whose __index is the
--- read-only string library.
+-- The string metatable: getmetatable('') hands out a read-only view that holds only __index,
+-- the read-only string library, as Redis's read-only metatable does (its __metatable field
+-- reads as nil, so the view is of a copy without that field).
 local smt = getmetatable_('')
 smt.__index = rawget(G, 'string')
-smt.__metatable = proxy(smt)
+smt.__metatable = proxy({__index = smt.__index})
 protected[smt] = true
 
 local function no_global(_, k)

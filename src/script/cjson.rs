@@ -105,10 +105,13 @@ fn append_string(s: &[u8], out: &mut Vec<u8>) {
     out.push(b'"');
 }
 
-/// lua-cjson's `lua_array_length`: Some(max index) for an array, None for an object.
+/// lua-cjson's `lua_array_length`: Some(max index) for an array, None for an object. Its
+/// `max` is a C `int` assigned from the double key: a key of 2^31 or more converts (on x86-64)
+/// to INT_MIN, which every later key exceeds and which, left last, makes the table an object
+/// (`{[1]=1,[2^31]=2}` encodes as `{"1":1,"2147483648":2}` in Redis).
 fn array_length(t: &Table, cfg: &Config) -> Result<Option<usize>, String> {
-    let mut max = 0f64;
-    let mut items = 0usize;
+    let mut max: i32 = 0;
+    let mut items: i64 = 0;
     for pair in t.pairs::<Value, Value>() {
         let (k, _) = pair.map_err(|e| e.to_string())?;
         let k = match k {
@@ -117,24 +120,29 @@ fn array_length(t: &Table, cfg: &Config) -> Result<Option<usize>, String> {
             _ => return Ok(None),
         };
         if k.floor() == k && k >= 1.0 {
-            if k > max {
-                max = k;
+            if k > f64::from(max) {
+                max = if k < 2_147_483_648.0 {
+                    k as i32
+                } else {
+                    i32::MIN
+                };
             }
             items += 1;
         } else {
             return Ok(None);
         }
     }
+    let max = i64::from(max);
     if cfg.sparse_ratio > 0
-        && max > (items * cfg.sparse_ratio) as f64
-        && max > cfg.sparse_safe as f64
+        && max > items.saturating_mul(cfg.sparse_ratio as i64)
+        && max > cfg.sparse_safe as i64
     {
         if !cfg.sparse_convert {
             return Err("Cannot serialise table: excessively sparse array".into());
         }
         return Ok(None);
     }
-    Ok(if max > 0.0 { Some(max as usize) } else { None })
+    Ok(if max > 0 { Some(max as usize) } else { None })
 }
 
 fn append(v: &Value, cfg: &Config, depth: usize, out: &mut Vec<u8>) -> Result<(), String> {

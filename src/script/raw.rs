@@ -211,6 +211,14 @@ unsafe fn push_frame(l: *mut ffi::lua_State, f: &Frame, resp3: bool, depth: usiz
                 ffi::lua_pushnumber(l, if *b { 1.0 } else { 0.0 })
             }
         }
+        Frame::BigNumber(text) => {
+            if resp3 {
+                push_bytes(l, text);
+                push_field(l, b"big_number");
+            } else {
+                push_bytes(l, text)
+            }
+        }
         Frame::Verbatim(text) => {
             if resp3 {
                 ffi::lua_createtable(l, 0, 2);
@@ -362,7 +370,7 @@ unsafe fn table_to_frame(l: *mut ffi::lua_State, fields: c_int, resp3: bool) -> 
     }
     ffi::lua_pop(l, 1);
     if get_field(l, fields, F_BIG) == ffi::LUA_TSTRING {
-        let f = Frame::Bulk(Bytes::copy_from_slice(bytes_at(l, -1)));
+        let f = Frame::BigNumber(one_line(bytes_at(l, -1)));
         ffi::lua_pop(l, 1);
         return f;
     }
