@@ -13,7 +13,19 @@
 //! that every node names every other one the way that one names itself (`SENTINEL myid`).
 //! While a node knows no leader it knows no master: get-master-addr-by-name answers nil and the
 //! other lookups by name answer "No such master", which every client takes as "ask another
-//! Sentinel / retry".
+//! Sentinel / retry". A follower answers those only after it waited for the election (up to
+//! an election timeout and a margin, the client parked, exec/cluster.rs): a client told "no
+//! master" asks the next Sentinel in its list, and during an election that is often the dead
+//! leader, where redis-py's default retries spend seconds on a refused port.
+//!
+//! Every member is a Sentinel, so the leader's death takes one Sentinel with it. redis-py's
+//! `discover_master` (SENTINEL MASTERS) moves the Sentinel that answered to the head of its
+//! list, and asks the head first on every reconnection: were the leader to answer it, the
+//! leader would be the client's first Sentinel when it dies, and every failover would cost
+//! the client its retries against the dead port (about 4 s at its defaults). So while another
+//! voter is reachable, the leader lists no master in SENTINEL MASTERS and clients learn the
+//! master from a follower, which stays alive when the leader dies. (ioredis and Redisson ask
+//! get-master-addr-by-name and keep no such order; the leader still names itself there.)
 
 use super::args::int_arg;
 use super::server::{spec_acl as spec, ADMIN_CATS};
@@ -89,6 +101,9 @@ pub static COMMANDS: &[CommandSpec] = &[
 
 /// Sentinel's refusal of an unknown master name (sentinelGetMasterByNameOrReplyError).
 const NO_SUCH_MASTER: &str = "ERR No such master with that name";
+/// Redis's `shared.masterdownerr`, without the leading `-`.
+pub const MASTERDOWN: &str =
+    "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
 /// Redis's `shared.roslaveerr`, without the leading `-`.
 pub const READONLY: &str = "READONLY You can't write against a read only replica.";
 /// Sentinel's `down-after-milliseconds`: here the longest election timeout (10 ticks of 50 ms
@@ -130,6 +145,27 @@ pub fn replica_read_needs_leader(argv: &[Bytes], in_multi: bool) -> bool {
         "exec" => in_multi,
         _ => spec.flags & super::table::flags::READONLY != 0,
     }
+}
+
+/// SENTINEL subcommands that name the master or its replicas: on a follower that knows no
+/// live leader they wait for the election (see the module comment).
+pub fn discovery_waits_for_leader(argv: &[Bytes]) -> bool {
+    let (Some(cmd), Some(sub)) = (argv.first(), argv.get(1)) else {
+        return false;
+    };
+    if !cmd.eq_ignore_ascii_case(b"sentinel") {
+        return false;
+    }
+    [
+        &b"get-master-addr-by-name"[..],
+        b"masters",
+        b"master",
+        b"replicas",
+        b"slaves",
+        b"sentinels",
+    ]
+    .iter()
+    .any(|s| sub.eq_ignore_ascii_case(s))
 }
 
 /// Redis's `evalGetCommandFlags` for the replica check: a script with a shebang is a write
@@ -482,8 +518,17 @@ pub fn sentinel_entry(m: &Member) -> Frame {
     ])
 }
 
-/// SENTINEL masters: `*1` with the master's entry, `*0` while no leader is known.
+/// SENTINEL masters: `*1` with the master's entry, `*0` while no leader is known, and on the
+/// leader itself while another voter is reachable (see the module comment).
 pub fn masters(view: &ClusterView, config_name: &str) -> Frame {
+    let leader_abstains = view.role == StateRole::Leader
+        && view
+            .members
+            .iter()
+            .any(|m| m.id != view.id && m.voter && m.active);
+    if leader_abstains {
+        return Frame::Array(vec![]);
+    }
     Frame::Array(
         master_of(view, config_name, config_name.as_bytes())
             .map(|m| master_entry(view, config_name, m))

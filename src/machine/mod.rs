@@ -82,6 +82,12 @@ pub trait Host {
     fn cluster(&self) -> Option<&crate::replication::ClusterView>;
     /// RAFT ADDLEARNER/PROMOTE/REMOVE/TRANSFER on the consensus core; Err: the error reply.
     fn cluster_admin(&mut self, op: &crate::replication::Admin) -> Result<(), String>;
+    /// A cluster follower gave up confirming this batch's reads with a leader: commands that
+    /// may not run on stale data answer MASTERDOWN, as on a Redis replica whose master link is
+    /// down with `replica-serve-stale-data no`.
+    fn cluster_masterdown(&self) -> bool {
+        false
+    }
 }
 
 /// The state machine's data.
