@@ -7,8 +7,9 @@
 //! master named by `sentinel-master-name` (DESIGN.md in src/replication, §3, holds the bytes a
 //! real redis-sentinel 7.0.15 sends and what redis-py, ioredis and Redisson read of them).
 //!
-//! What a view does not carry is rendered as a healthy, idle Sentinel shows it (link and ping
-//! counters 0, `down-after-milliseconds` the election timeout): clients read only names,
+//! What a view does not carry is rendered as a healthy, idle Sentinel shows it (link counters
+//! 0, `down-after-milliseconds` the election timeout), except the ping times, which say how
+//! long ago this node last heard from each member (`fill_pings`): clients read only names,
 //! addresses, flags, offsets and counts. A member's run id is its node id in 40 hex digits, so
 //! that every node names every other one the way that one names itself (`SENTINEL myid`).
 //! While a node knows no leader it knows no master: get-master-addr-by-name answers nil and the
@@ -518,6 +519,42 @@ pub fn sentinel_entry(m: &Member) -> Frame {
     ])
 }
 
+/// Sets the ping fields of every entry in a SENTINEL reply (`*N` of entries, or one entry)
+/// from how long ago this node last heard from the member the entry's runid names, as
+/// redis-sentinel renders its links: last-ok-ping-reply and last-ping-reply the time since
+/// the last reply, last-ping-sent 0 while replies keep coming (a PING is never outstanding
+/// longer than the probe period) and otherwise the time the PING has been waiting.
+pub fn fill_pings(reply: &mut Frame, idle_ms: &dyn Fn(u64) -> Option<u64>) {
+    let entries: &mut [Frame] = match reply {
+        Frame::Array(items) => items,
+        one @ Frame::Map(_) => std::slice::from_mut(one),
+        _ => return,
+    };
+    for entry in entries {
+        let Frame::Map(pairs) = entry else { continue };
+        let id = pairs.iter().find_map(|(k, v)| match (k, v) {
+            (Frame::Bulk(k), Frame::Bulk(v)) if &k[..] == b"runid" => std::str::from_utf8(v)
+                .ok()
+                .and_then(|h| u64::from_str_radix(h, 16).ok()),
+            _ => None,
+        });
+        let Some(ms) = id.and_then(idle_ms) else {
+            continue;
+        };
+        // One probe period without a reply is a PING waiting, not one lost.
+        let sent = if ms < 200 { 0 } else { ms };
+        for (k, v) in pairs.iter_mut() {
+            let Frame::Bulk(k) = k else { continue };
+            let value = match &k[..] {
+                b"last-ok-ping-reply" | b"last-ping-reply" => ms,
+                b"last-ping-sent" => sent,
+                _ => continue,
+            };
+            *v = Frame::bulk_from(value.to_string());
+        }
+    }
+}
+
 /// SENTINEL masters: `*1` with the master's entry, `*0` while no leader is known, and on the
 /// leader itself while another voter is reachable (see the module comment).
 pub fn masters(view: &ClusterView, config_name: &str) -> Frame {
@@ -617,22 +654,30 @@ fn sentinel_get_master_addr(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 fn sentinel_masters(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     let name = ctx.srv.config.sentinel_master_name.clone();
-    Ok(masters(view_of(ctx)?, &name))
+    let mut r = masters(view_of(ctx)?, &name);
+    fill_pings(&mut r, &|id| ctx.host.cluster_idle_ms(id));
+    Ok(r)
 }
 
 fn sentinel_master(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let name = ctx.srv.config.sentinel_master_name.clone();
-    master(view_of(ctx)?, &name, &argv[2])
+    let mut r = master(view_of(ctx)?, &name, &argv[2])?;
+    fill_pings(&mut r, &|id| ctx.host.cluster_idle_ms(id));
+    Ok(r)
 }
 
 fn sentinel_replicas(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let name = ctx.srv.config.sentinel_master_name.clone();
-    replicas_of(view_of(ctx)?, &name, &argv[2])
+    let mut r = replicas_of(view_of(ctx)?, &name, &argv[2])?;
+    fill_pings(&mut r, &|id| ctx.host.cluster_idle_ms(id));
+    Ok(r)
 }
 
 fn sentinel_sentinels(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let name = ctx.srv.config.sentinel_master_name.clone();
-    sentinels_of(view_of(ctx)?, &name, &argv[2])
+    let mut r = sentinels_of(view_of(ctx)?, &name, &argv[2])?;
+    fill_pings(&mut r, &|id| ctx.host.cluster_idle_ms(id));
+    Ok(r)
 }
 
 fn sentinel_myid(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {

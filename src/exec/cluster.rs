@@ -143,6 +143,8 @@ pub struct ClusterIo {
     heard: Vec<(u64, Instant)>,
     /// The view is refreshed at least this often (liveness changes without commits).
     view_due: Instant,
+    /// When this node started: a member never heard from has been silent since then.
+    opened: Instant,
     drift: u64,
     snapshot_every: u64,
     buf: Vec<u8>,
@@ -236,6 +238,7 @@ impl ClusterIo {
             heard: Vec::new(),
             handing_over: None,
             view_due: Instant::now(),
+            opened: Instant::now(),
             drift: config.cluster_clock_drift,
             snapshot_every: config.cluster_snapshot_every,
             buf: Vec::new(),
@@ -312,6 +315,18 @@ impl ClusterIo {
             return true;
         }
         self.leader_alive(leader, now)
+    }
+
+    /// Milliseconds since member `id` was last heard from, through raft or the probe's PINGs
+    /// (itself: 0; never: since this node started).
+    pub fn idle_ms(&self, id: u64, now: Instant) -> u64 {
+        if id == self.core.id() {
+            return 0;
+        }
+        let heard = self.heard.iter().find(|h| h.0 == id).map(|h| h.1);
+        let pinged = self.probes.seen(id).last_ok;
+        let last = heard.max(pinged).unwrap_or(self.opened);
+        now.saturating_duration_since(last).as_millis() as u64
     }
 
     fn leader_alive(&self, leader: u64, now: Instant) -> bool {

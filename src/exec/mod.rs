@@ -830,6 +830,10 @@ impl Host for Io {
         self.cluster.as_ref().map(|c| &c.view)
     }
 
+    fn cluster_idle_ms(&self, id: u64) -> Option<u64> {
+        self.cluster.as_ref().map(|c| c.idle_ms(id, Instant::now()))
+    }
+
     fn cluster_masterdown(&self) -> bool {
         // Set only while that one client's batch runs (exec/cluster.rs).
         self.cluster.as_ref().is_some_and(|c| c.masterdown != 0)

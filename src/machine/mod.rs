@@ -88,6 +88,11 @@ pub trait Host {
     fn cluster_masterdown(&self) -> bool {
         false
     }
+    /// Milliseconds since this cluster node last heard from member `id` (raft or its PINGs;
+    /// 0 for itself): Sentinel's last-ok-ping-reply. None outside cluster mode.
+    fn cluster_idle_ms(&self, _id: u64) -> Option<u64> {
+        None
+    }
 }
 
 /// The state machine's data.

@@ -663,3 +663,34 @@ fn masterdown_text_is_redis_masterdownerr() {
         "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."
     );
 }
+
+/// The ping fields say how long ago this node heard from the member each entry names; an
+/// entry whose member it knows nothing about keeps the idle rendering.
+#[test]
+fn ping_fields_come_from_when_each_member_was_heard() {
+    let mut v = view(2, StateRole::Follower, 1);
+    v.members.push(member(3, 17393, 0));
+    v.members[2].active = false;
+    let idle = |id: u64| match id {
+        1 => Some(40),
+        3 => Some(5300),
+        _ => None,
+    };
+    let mut reps = replicas_of(&v, "mymaster", b"mymaster").unwrap();
+    fill_pings(&mut reps, &idle);
+    let Frame::Array(items) = &reps else { panic!() };
+    // Itself (2): unknown to `idle`, left as rendered.
+    assert_eq!(value(&items[0], "last-ok-ping-reply"), "0");
+    assert_eq!(value(&items[1], "flags"), "slave,s_down,disconnected");
+    assert_eq!(value(&items[1], "last-ok-ping-reply"), "5300");
+    assert_eq!(value(&items[1], "last-ping-reply"), "5300");
+    assert_eq!(value(&items[1], "last-ping-sent"), "5300");
+    let mut m = master(&v, "mymaster", b"mymaster").unwrap();
+    fill_pings(&mut m, &idle);
+    assert_eq!(value(&m, "last-ok-ping-reply"), "40");
+    assert_eq!(
+        value(&m, "last-ping-sent"),
+        "0",
+        "a reply within the probe period"
+    );
+}
