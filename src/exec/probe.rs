@@ -213,3 +213,45 @@ fn run(t: &Target) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::net::TcpListener;
+
+    fn until(what: &str, mut f: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !f() {
+            assert!(Instant::now() < deadline, "{what} within 5 s");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// A member answering PINGs is seen; once its process is gone (its connection ends and
+    /// its port refuses) it is reported refused, without waiting for a timeout.
+    #[test]
+    fn a_member_that_answers_is_seen_and_a_gone_one_refused() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut buf = [0u8; 64];
+            // Answer a few PINGs, then go away with the listener (as a killed process).
+            for _ in 0..3 {
+                let n = s.read(&mut buf).unwrap();
+                assert_eq!(&buf[..n], b"*1\r\n$4\r\nPING\r\n");
+                s.write_all(b"+PONG\r\n").unwrap();
+            }
+        });
+        let mut p = Probes::new();
+        p.set(7, Some(addr));
+        until("a reply", || p.seen(7).last_ok.is_some());
+        assert!(!p.seen(7).refused);
+        server.join().unwrap();
+        until("refused", || p.seen(7).refused);
+        assert_eq!(p.seen(8).last_ok, None, "an unknown member was never seen");
+        p.set(7, None);
+        assert_eq!(p.seen(7).last_ok, None);
+    }
+}
