@@ -898,6 +898,19 @@ fn a_followers_sentinel_view_shows_the_other_follower_healthy() {
             },
         );
     }
+    // The leader lists no master to a client the first time (it learns the master from a
+    // follower, which outlives the leader), and does to one that asks again at once (its list
+    // may hold the leader alone).
+    let mut to_leader = cl.nodes[l].conn();
+    assert_eq!(text(&to_leader.cmd(&["SENTINEL", "MASTERS"])), "*0\r\n");
+    let again = text(&to_leader.cmd(&["SENTINEL", "MASTERS"]));
+    assert!(
+        again.starts_with(&format!(
+            "*1\r\n*40\r\n$4\r\nname\r\n$8\r\nmymaster\r\n$2\r\nip\r\n$9\r\n127.0.0.1\r\n$4\r\nport\r\n$5\r\n{}\r\n",
+            cl.nodes[l].port
+        )),
+        "{again}"
+    );
     // The other follower stopped: each follower reports it down.
     let (a, b) = (followers[0], followers[1]);
     cl.nodes[b].kill9();

@@ -25,7 +25,9 @@
 //! leader would be the client's first Sentinel when it dies, and every failover would cost
 //! the client its retries against the dead port (about 4 s at its defaults). So while another
 //! voter is reachable, the leader lists no master in SENTINEL MASTERS and clients learn the
-//! master from a follower, which stays alive when the leader dies. (ioredis and Redisson ask
+//! master from a follower, which stays alive when the leader dies; a client that asks the
+//! leader again within seconds (none of its other Sentinels named a master, or it lists the
+//! leader alone) is answered. (ioredis and Redisson ask
 //! get-master-addr-by-name and keep no such order; the leader still names itself there.)
 
 use super::args::int_arg;
@@ -555,17 +557,18 @@ pub fn fill_pings(reply: &mut Frame, idle_ms: &dyn Fn(u64) -> Option<u64>) {
     }
 }
 
-/// SENTINEL masters: `*1` with the master's entry, `*0` while no leader is known, and on the
-/// leader itself while another voter is reachable (see the module comment).
-pub fn masters(view: &ClusterView, config_name: &str) -> Frame {
-    let leader_abstains = view.role == StateRole::Leader
+/// Whether the leader may leave itself out of SENTINEL MASTERS: another voter is reachable
+/// to name it (see the module comment).
+pub fn leader_may_abstain(view: &ClusterView) -> bool {
+    view.role == StateRole::Leader
         && view
             .members
             .iter()
-            .any(|m| m.id != view.id && m.voter && m.active);
-    if leader_abstains {
-        return Frame::Array(vec![]);
-    }
+            .any(|m| m.id != view.id && m.voter && m.active)
+}
+
+/// SENTINEL masters: `*1` with the master's entry, `*0` while no leader is known.
+pub fn masters(view: &ClusterView, config_name: &str) -> Frame {
     Frame::Array(
         master_of(view, config_name, config_name.as_bytes())
             .map(|m| master_entry(view, config_name, m))
@@ -654,6 +657,12 @@ fn sentinel_get_master_addr(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 fn sentinel_masters(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     let name = ctx.srv.config.sentinel_master_name.clone();
+    // The leader lists no master the first time a client asks it while a follower can answer;
+    // a client that asks again soon after (it found no master elsewhere: its list may hold
+    // this node alone) is answered.
+    if leader_may_abstain(view_of(ctx)?) && ctx.host.cluster_first_masters_ask(ctx.client.id) {
+        return Ok(Frame::Array(vec![]));
+    }
     let mut r = masters(view_of(ctx)?, &name);
     fill_pings(&mut r, &|id| ctx.host.cluster_idle_ms(id));
     Ok(r)

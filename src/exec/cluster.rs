@@ -56,6 +56,10 @@ const LEADER_SUSPECT: Duration = Duration::from_millis(300);
 /// leader this node trusts: past the longest election timeout (20 ticks) with margin. After
 /// it, the node answers what it knows (no master, if none).
 const DISCOVERY_HOLD: Duration = Duration::from_millis(2000);
+/// A client that asks a leader SENTINEL MASTERS again within this long after being told no
+/// master is answered (and keeps being answered while it keeps asking that often).
+const MASTERS_REASK: Duration = Duration::from_secs(10);
+const MASTERS_REFUSED_MAX: usize = 1024;
 /// A follower whose leader's process is gone (the probe was refused) and that has not heard
 /// from it this long (heartbeats come every 2 ticks) starts the election itself, without
 /// waiting out raft's election timeout (10-20 ticks of silence).
@@ -145,6 +149,8 @@ pub struct ClusterIo {
     view_due: Instant,
     /// When this node started: a member never heard from has been silent since then.
     opened: Instant,
+    /// Clients this leader told "no master" in SENTINEL MASTERS, and when (`first_masters_ask`).
+    masters_refused: VecDeque<(u64, Instant)>,
     drift: u64,
     snapshot_every: u64,
     buf: Vec<u8>,
@@ -239,6 +245,7 @@ impl ClusterIo {
             handing_over: None,
             view_due: Instant::now(),
             opened: Instant::now(),
+            masters_refused: VecDeque::new(),
             drift: config.cluster_clock_drift,
             snapshot_every: config.cluster_snapshot_every,
             buf: Vec::new(),
@@ -327,6 +334,31 @@ impl ClusterIo {
         let pinged = self.probes.seen(id).last_ok;
         let last = heard.max(pinged).unwrap_or(self.opened);
         now.saturating_duration_since(last).as_millis() as u64
+    }
+
+    /// True the first time `client` asks this leader SENTINEL MASTERS (remembered, so it is
+    /// told no master); false while it asked within `MASTERS_REASK` (each ask renews that).
+    /// At most `MASTERS_REFUSED_MAX` clients are remembered (the oldest go first).
+    pub fn first_masters_ask(&mut self, client: u64, now: Instant) -> bool {
+        while self
+            .masters_refused
+            .front()
+            .is_some_and(|&(_, t)| now.duration_since(t) >= MASTERS_REASK)
+        {
+            self.masters_refused.pop_front();
+        }
+        let again = match self.masters_refused.iter().position(|r| r.0 == client) {
+            Some(i) => {
+                self.masters_refused.remove(i);
+                true
+            }
+            None => false,
+        };
+        if self.masters_refused.len() >= MASTERS_REFUSED_MAX {
+            self.masters_refused.pop_front();
+        }
+        self.masters_refused.push_back((client, now));
+        !again
     }
 
     fn leader_alive(&self, leader: u64, now: Instant) -> bool {

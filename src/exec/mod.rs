@@ -834,6 +834,12 @@ impl Host for Io {
         self.cluster.as_ref().map(|c| c.idle_ms(id, Instant::now()))
     }
 
+    fn cluster_first_masters_ask(&mut self, client: u64) -> bool {
+        self.cluster
+            .as_mut()
+            .is_some_and(|c| c.first_masters_ask(client, Instant::now()))
+    }
+
     fn cluster_masterdown(&self) -> bool {
         // Set only while that one client's batch runs (exec/cluster.rs).
         self.cluster.as_ref().is_some_and(|c| c.masterdown != 0)

@@ -93,6 +93,12 @@ pub trait Host {
     fn cluster_idle_ms(&self, _id: u64) -> Option<u64> {
         None
     }
+    /// SENTINEL MASTERS on a cluster leader: true the first time `client` asks (it is to be
+    /// told no master, so it learns the master from a follower), false when this node told it
+    /// so within the last few seconds (it has nowhere else to learn it).
+    fn cluster_first_masters_ask(&mut self, _client: u64) -> bool {
+        false
+    }
 }
 
 /// The state machine's data.
