@@ -282,8 +282,8 @@ fn locks_survive_a_leader_kill_and_locking_goes_on() {
     eprintln!("failover took {failover:?}");
     // The killed node comes back as a follower and catches up.
     cl.nodes[l].start();
-    // A follower that reaches no leader yet closes its clients (so they re-discover): each poll
-    // asks on a fresh connection (a full suite's load once made the first one see the close).
+    // A follower that reaches no leader yet answers MASTERDOWN (so clients re-discover): each
+    // poll asks on a fresh connection.
     eventually(Duration::from_secs(10), "catch-up", || {
         let mut back = cl.nodes[l].conn();
         back.try_send_raw(&common::resp_cmd(&["GET", "lock:new"]))
@@ -433,16 +433,22 @@ fn a_followers_reads_see_every_acknowledged_write_or_nothing() {
     assert!(addr.starts_with("*2\r\n"), "{addr}");
     follower.send(&["GET", "k"]);
     let asked = Instant::now();
-    let closed = follower.is_closed(Duration::from_secs(6));
+    let reply = follower.try_read_reply(Duration::from_secs(6));
     let waited = asked.elapsed();
     signal(&others, "-CONT");
-    assert!(
-        closed,
+    // Not the stale value: Redis's error for a replica whose master link is down, once the
+    // follower gave up finding a leader.
+    assert_eq!(
+        reply.as_deref().map(text),
+        Some(
+            "-MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.\r\n"
+                .to_string()
+        ),
         "a follower cut off from every leader answered a read"
     );
     assert!(
         waited >= Duration::from_millis(1500),
-        "closed after {waited:?}"
+        "answered after {waited:?}"
     );
     // Back in touch, it serves reads again.
     let mut again = cl.nodes[f].conn();
@@ -826,4 +832,133 @@ fn a_stream_with_consumer_groups_replicates_and_survives_failover() {
         bob.ends_with(":5\r\n"),
         "the claimed entry keeps its delivery count: {bob}"
     );
+}
+
+/// The `*2 ip port` a node answers to get-master-addr-by-name, as the port (None: nil or other).
+fn master_port(n: &Node) -> Option<u16> {
+    let r = text(
+        &n.conn()
+            .cmd(&["SENTINEL", "get-master-addr-by-name", "mymaster"]),
+    );
+    r.starts_with("*2")
+        .then(|| r.lines().nth(4)?.parse().ok())?
+}
+
+/// A follower asked where the master is while the leader is dead and the election runs waits
+/// for the new leader (the client parked, not the loop) and names it: never nil (clients then
+/// ask the next Sentinel, the dead node) and never the dead leader once it knows it is gone.
+#[test]
+fn discovery_on_a_follower_during_an_election_names_the_new_leader() {
+    let mut cl = cluster("cluster-discovery", 3, &[]);
+    let l = cl.leader(Duration::from_secs(10));
+    let dead = cl.nodes[l].port;
+    let f = (0..3).find(|&i| i != l).unwrap();
+    cl.nodes[l].kill9();
+    // The follower knows its leader is gone: INFO no longer links to the dead port.
+    eventually(Duration::from_secs(10), "the follower notices", || {
+        let info = text(&cl.nodes[f].conn().cmd(&["INFO", "replication"]));
+        !info.contains(&format!("master_port:{dead}\r\n"))
+    });
+    // Asked during the election (or just after it): the new leader, on a live node.
+    let named = master_port(&cl.nodes[f]);
+    assert!(
+        named.is_some(),
+        "a follower answered no master during an election"
+    );
+    assert_ne!(named, Some(dead), "a follower named the dead leader");
+    // SENTINEL MASTERS too (what redis-py asks), on a fresh connection.
+    let masters = text(&cl.nodes[f].conn().cmd(&["SENTINEL", "MASTERS"]));
+    assert!(!masters.contains(&format!("\r\n{dead}\r\n")), "{masters}");
+    let l2 = cl.leader(Duration::from_secs(10));
+    assert_eq!(named, Some(cl.nodes[l2].port));
+    // Other lookups, answered at once now that the leader is known, agree.
+    let other = (0..3).find(|&i| i != l && i != l2).unwrap();
+    assert_eq!(master_port(&cl.nodes[other]), Some(cl.nodes[l2].port));
+}
+
+/// A follower's Sentinel view of the other follower is true: followers exchange no raft
+/// messages, so what it reports comes from its own PINGs, as redis-sentinel's does.
+#[test]
+fn a_followers_sentinel_view_shows_the_other_follower_healthy() {
+    let mut cl = cluster("cluster-view", 3, &[]);
+    let l = cl.leader(Duration::from_secs(10));
+    let followers: Vec<usize> = (0..3).filter(|&i| i != l).collect();
+    for &f in &followers {
+        eventually(
+            Duration::from_secs(5),
+            "a healthy view on a follower",
+            || {
+                let reps = text(
+                    &cl.nodes[f]
+                        .conn()
+                        .cmd(&["SENTINEL", "replicas", "mymaster"]),
+                );
+                let sents = text(
+                    &cl.nodes[f]
+                        .conn()
+                        .cmd(&["SENTINEL", "sentinels", "mymaster"]),
+                );
+                reps.matches("flags\r\n$5\r\nslave\r\n").count() == 2
+                    && !reps.contains("s_down")
+                    && sents.matches("flags\r\n$8\r\nsentinel\r\n").count() == 2
+                    && !sents.contains("disconnected")
+            },
+        );
+    }
+    // The leader lists no master to a client the first time (it learns the master from a
+    // follower, which outlives the leader), and does to one that asks again at once (its list
+    // may hold the leader alone).
+    let mut to_leader = cl.nodes[l].conn();
+    assert_eq!(text(&to_leader.cmd(&["SENTINEL", "MASTERS"])), "*0\r\n");
+    let again = text(&to_leader.cmd(&["SENTINEL", "MASTERS"]));
+    assert!(
+        again.starts_with(&format!(
+            "*1\r\n*40\r\n$4\r\nname\r\n$8\r\nmymaster\r\n$2\r\nip\r\n$9\r\n127.0.0.1\r\n$4\r\nport\r\n$5\r\n{}\r\n",
+            cl.nodes[l].port
+        )),
+        "{again}"
+    );
+    // The other follower stopped: each follower reports it down.
+    let (a, b) = (followers[0], followers[1]);
+    cl.nodes[b].kill9();
+    eventually(
+        Duration::from_secs(5),
+        "the dead follower reported down",
+        || {
+            let reps = text(
+                &cl.nodes[a]
+                    .conn()
+                    .cmd(&["SENTINEL", "replicas", "mymaster"]),
+            );
+            let sents = text(
+                &cl.nodes[a]
+                    .conn()
+                    .cmd(&["SENTINEL", "sentinels", "mymaster"]),
+            );
+            // Itself is the one replica still up; the leader the one other Sentinel.
+            reps.matches("slave,s_down,disconnected").count() == 1
+                && reps.matches("flags\r\n$5\r\nslave\r\n").count() == 1
+                && sents.matches("sentinel,s_down,disconnected").count() == 1
+        },
+    );
+}
+
+/// A node that has no leader answers a read with Redis's MASTERDOWN (a replica whose master
+/// link is down), not a bare close, and keeps the connection.
+#[test]
+fn a_read_on_a_leaderless_node_gets_masterdown() {
+    let mut cl = cluster("cluster-masterdown", 3, &[]);
+    let l = cl.leader(Duration::from_secs(10));
+    let f = (0..3).find(|&i| i != l).unwrap();
+    for i in 0..3 {
+        if i != f {
+            cl.nodes[i].kill9();
+        }
+    }
+    let mut c = cl.nodes[f].conn();
+    assert_eq!(
+        text(&c.cmd(&["GET", "k"])),
+        "-MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.\r\n"
+    );
+    assert_eq!(c.cmd(&["PING"]), b"+PONG\r\n");
 }

@@ -251,6 +251,12 @@ fn process_frame(
         let e = CmdError::erf(format!("Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"));
         return Some(Ok(reject(srv, client, id, e)));
     }
+    // Redis's processCommand: a replica whose master link is down refuses what is not STALE
+    // (EXEC: when a queued command is not).
+    if host.cluster_masterdown() && (!spec.has(flags::STALE) || tx_inv_flags & flags::STALE != 0) {
+        let e = CmdError::err(super::replication::MASTERDOWN);
+        return Some(Ok(reject(srv, client, id, e)));
+    }
     if host.loading() && (!spec.has(flags::LOADING) || tx_inv_flags & flags::LOADING != 0) {
         let e = CmdError::err("LOADING Redis is loading the dataset in memory");
         return Some(Ok(reject(srv, client, id, e)));

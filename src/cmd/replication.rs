@@ -7,13 +7,28 @@
 //! master named by `sentinel-master-name` (DESIGN.md in src/replication, §3, holds the bytes a
 //! real redis-sentinel 7.0.15 sends and what redis-py, ioredis and Redisson read of them).
 //!
-//! What a view does not carry is rendered as a healthy, idle Sentinel shows it (link and ping
-//! counters 0, `down-after-milliseconds` the election timeout): clients read only names,
+//! What a view does not carry is rendered as a healthy, idle Sentinel shows it (link counters
+//! 0, `down-after-milliseconds` the election timeout), except the ping times, which say how
+//! long ago this node last heard from each member (`fill_pings`): clients read only names,
 //! addresses, flags, offsets and counts. A member's run id is its node id in 40 hex digits, so
 //! that every node names every other one the way that one names itself (`SENTINEL myid`).
 //! While a node knows no leader it knows no master: get-master-addr-by-name answers nil and the
 //! other lookups by name answer "No such master", which every client takes as "ask another
-//! Sentinel / retry".
+//! Sentinel / retry". A follower answers those only after it waited for the election (up to
+//! an election timeout and a margin, the client parked, exec/cluster.rs): a client told "no
+//! master" asks the next Sentinel in its list, and during an election that is often the dead
+//! leader, where redis-py's default retries spend seconds on a refused port.
+//!
+//! Every member is a Sentinel, so the leader's death takes one Sentinel with it. redis-py's
+//! `discover_master` (SENTINEL MASTERS) moves the Sentinel that answered to the head of its
+//! list, and asks the head first on every reconnection: were the leader to answer it, the
+//! leader would be the client's first Sentinel when it dies, and every failover would cost
+//! the client its retries against the dead port (about 4 s at its defaults). So while another
+//! voter is reachable, the leader lists no master in SENTINEL MASTERS and clients learn the
+//! master from a follower, which stays alive when the leader dies; a client that asks the
+//! leader again within seconds (none of its other Sentinels named a master, or it lists the
+//! leader alone) is answered. (ioredis and Redisson ask
+//! get-master-addr-by-name and keep no such order; the leader still names itself there.)
 
 use super::args::int_arg;
 use super::server::{spec_acl as spec, ADMIN_CATS};
@@ -89,6 +104,9 @@ pub static COMMANDS: &[CommandSpec] = &[
 
 /// Sentinel's refusal of an unknown master name (sentinelGetMasterByNameOrReplyError).
 const NO_SUCH_MASTER: &str = "ERR No such master with that name";
+/// Redis's `shared.masterdownerr`, without the leading `-`.
+pub const MASTERDOWN: &str =
+    "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
 /// Redis's `shared.roslaveerr`, without the leading `-`.
 pub const READONLY: &str = "READONLY You can't write against a read only replica.";
 /// Sentinel's `down-after-milliseconds`: here the longest election timeout (10 ticks of 50 ms
@@ -130,6 +148,27 @@ pub fn replica_read_needs_leader(argv: &[Bytes], in_multi: bool) -> bool {
         "exec" => in_multi,
         _ => spec.flags & super::table::flags::READONLY != 0,
     }
+}
+
+/// SENTINEL subcommands that name the master or its replicas: on a follower that knows no
+/// live leader they wait for the election (see the module comment).
+pub fn discovery_waits_for_leader(argv: &[Bytes]) -> bool {
+    let (Some(cmd), Some(sub)) = (argv.first(), argv.get(1)) else {
+        return false;
+    };
+    if !cmd.eq_ignore_ascii_case(b"sentinel") {
+        return false;
+    }
+    [
+        &b"get-master-addr-by-name"[..],
+        b"masters",
+        b"master",
+        b"replicas",
+        b"slaves",
+        b"sentinels",
+    ]
+    .iter()
+    .any(|s| sub.eq_ignore_ascii_case(s))
 }
 
 /// Redis's `evalGetCommandFlags` for the replica check: a script with a shebang is a write
@@ -480,6 +519,52 @@ pub fn sentinel_entry(m: &Member) -> Frame {
     ])
 }
 
+/// Sets the ping fields of every entry in a SENTINEL reply (`*N` of entries, or one entry)
+/// from how long ago this node last heard from the member the entry's runid names, as
+/// redis-sentinel renders its links: last-ok-ping-reply and last-ping-reply the time since
+/// the last reply, last-ping-sent 0 while replies keep coming (a PING is never outstanding
+/// longer than the probe period) and otherwise the time the PING has been waiting.
+pub fn fill_pings(reply: &mut Frame, idle_ms: &dyn Fn(u64) -> Option<u64>) {
+    let entries: &mut [Frame] = match reply {
+        Frame::Array(items) => items,
+        one @ Frame::Map(_) => std::slice::from_mut(one),
+        _ => return,
+    };
+    for entry in entries {
+        let Frame::Map(pairs) = entry else { continue };
+        let id = pairs.iter().find_map(|(k, v)| match (k, v) {
+            (Frame::Bulk(k), Frame::Bulk(v)) if &k[..] == b"runid" => std::str::from_utf8(v)
+                .ok()
+                .and_then(|h| u64::from_str_radix(h, 16).ok()),
+            _ => None,
+        });
+        let Some(ms) = id.and_then(idle_ms) else {
+            continue;
+        };
+        // One probe period without a reply is a PING waiting, not one lost.
+        let sent = if ms < 200 { 0 } else { ms };
+        for (k, v) in pairs.iter_mut() {
+            let Frame::Bulk(k) = k else { continue };
+            let value = match &k[..] {
+                b"last-ok-ping-reply" | b"last-ping-reply" => ms,
+                b"last-ping-sent" => sent,
+                _ => continue,
+            };
+            *v = Frame::bulk_from(value.to_string());
+        }
+    }
+}
+
+/// Whether the leader may leave itself out of SENTINEL MASTERS: another voter is reachable
+/// to name it (see the module comment).
+pub fn leader_may_abstain(view: &ClusterView) -> bool {
+    view.role == StateRole::Leader
+        && view
+            .members
+            .iter()
+            .any(|m| m.id != view.id && m.voter && m.active)
+}
+
 /// SENTINEL masters: `*1` with the master's entry, `*0` while no leader is known.
 pub fn masters(view: &ClusterView, config_name: &str) -> Frame {
     Frame::Array(
@@ -570,22 +655,36 @@ fn sentinel_get_master_addr(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 fn sentinel_masters(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     let name = ctx.srv.config.sentinel_master_name.clone();
-    Ok(masters(view_of(ctx)?, &name))
+    // The leader lists no master the first time a client asks it while a follower can answer;
+    // a client that asks again soon after (it found no master elsewhere: its list may hold
+    // this node alone) is answered.
+    if leader_may_abstain(view_of(ctx)?) && ctx.host.cluster_first_masters_ask(ctx.client.id) {
+        return Ok(Frame::Array(vec![]));
+    }
+    let mut r = masters(view_of(ctx)?, &name);
+    fill_pings(&mut r, &|id| ctx.host.cluster_idle_ms(id));
+    Ok(r)
 }
 
 fn sentinel_master(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let name = ctx.srv.config.sentinel_master_name.clone();
-    master(view_of(ctx)?, &name, &argv[2])
+    let mut r = master(view_of(ctx)?, &name, &argv[2])?;
+    fill_pings(&mut r, &|id| ctx.host.cluster_idle_ms(id));
+    Ok(r)
 }
 
 fn sentinel_replicas(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let name = ctx.srv.config.sentinel_master_name.clone();
-    replicas_of(view_of(ctx)?, &name, &argv[2])
+    let mut r = replicas_of(view_of(ctx)?, &name, &argv[2])?;
+    fill_pings(&mut r, &|id| ctx.host.cluster_idle_ms(id));
+    Ok(r)
 }
 
 fn sentinel_sentinels(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let name = ctx.srv.config.sentinel_master_name.clone();
-    sentinels_of(view_of(ctx)?, &name, &argv[2])
+    let mut r = sentinels_of(view_of(ctx)?, &name, &argv[2])?;
+    fill_pings(&mut r, &|id| ctx.host.cluster_idle_ms(id));
+    Ok(r)
 }
 
 fn sentinel_myid(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {

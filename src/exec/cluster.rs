@@ -11,8 +11,12 @@
 //!   do. They refuse writes (-READONLY). A batch that reads keys (or runs a script) waits for a
 //!   read barrier the leader confirms (raft's ReadIndex, forwarded) and for this node to apply
 //!   up to it, so a follower's read is as linearizable as the leader's; a follower that finds
-//!   no leader for 2 s closes the connection instead of answering from stale state. Keys count
-//!   as expired there once their deadline plus the clock bound passed.
+//!   no leader for 2 s answers MASTERDOWN (as a Redis replica whose master link is down)
+//!   instead of answering from stale state. Keys count as expired there once their deadline
+//!   plus the clock bound passed.
+//! - **Sentinel discovery** on a follower that cannot name a live leader waits for the
+//!   election (the client parked, like a read), and a follower that finds its leader's process
+//!   gone (probe.rs) starts the election without waiting out raft's timeout.
 //! - **A new leader first proposes EXTEND** (every deadline moves `cluster-clock-drift` later,
 //!   at the same log position on every node) and serves no client until it is applied: a lock
 //!   cannot expire earlier than under the leader that granted it, as long as no two clocks
@@ -42,9 +46,37 @@ const MAX_CATCH_UP: u32 = 2;
 /// A follower asks its barrier again when no answer came this long (the leader dropped it:
 /// not yet committed in its term, gone, or the message was lost).
 const READ_REASK: Duration = Duration::from_millis(200);
-/// A follower that cannot confirm a read with any leader this long closes the connection (its
+/// A follower that cannot confirm a read with any leader this long answers it MASTERDOWN (its
 /// client then looks for the leader elsewhere) rather than answer from state that may be stale.
 const READ_GIVE_UP: Duration = Duration::from_millis(2000);
+/// A follower stops trusting its leader when it has not heard from it for this long (it sends
+/// a heartbeat every 2 ticks), or at once when the probe finds its process gone.
+const LEADER_SUSPECT: Duration = Duration::from_millis(300);
+/// The longest a discovery request (SENTINEL get-master-addr-by-name, MASTERS …) waits for a
+/// leader this node trusts: past the longest election timeout (20 ticks) with margin. After
+/// it, the node answers what it knows (no master, if none).
+const DISCOVERY_HOLD: Duration = Duration::from_millis(2000);
+/// A client that asks a leader SENTINEL MASTERS again within this long after being told no
+/// master is answered (and keeps being answered while it keeps asking that often).
+const MASTERS_REASK: Duration = Duration::from_secs(10);
+const MASTERS_REFUSED_MAX: usize = 1024;
+/// A follower whose leader's process is gone (the probe was refused) and that has not heard
+/// from it this long (heartbeats come every 2 ticks) starts the election itself, without
+/// waiting out raft's election timeout (10-20 ticks of silence).
+const HASTEN_SILENCE: Duration = Duration::from_millis(150);
+/// The followers start it one after the other, in the order of their ids, so that one wins
+/// at once instead of both splitting the votes.
+const HASTEN_STAGGER: Duration = Duration::from_millis(100);
+/// A hastened election that produced no leader in this long is started again.
+const HASTEN_RETRY: Duration = Duration::from_millis(150);
+/// At most this many times: after them raft's own election timeout takes over (a node that
+/// cannot win, alone or behind, must not bump the term every few ticks).
+const HASTEN_RETRIES: u32 = 3;
+/// A follower holding SENTINEL MASTERS requests (redis-py: it is the head of those clients'
+/// Sentinel lists) lets the other follower go first: were it elected, those clients would ask
+/// it first and, told no master (the leader lists none), go on down their lists, where the
+/// dead node may be.
+const HASTEN_DEFER: Duration = Duration::from_millis(250);
 
 /// A reply that leaves once the log commits `index` and the read barrier `read` is confirmed,
 /// while this node still leads in `term`.
@@ -75,6 +107,23 @@ pub struct ClusterIo {
     /// The client whose parked batch is being run now (it does not park again).
     pub read_cleared: u64,
     read_reask_at: Instant,
+    /// Clients whose batches ask where the master is while this node trusts no leader:
+    /// (client, since, asks SENTINEL MASTERS), answered once it does (`discovery_ready`) or
+    /// after `DISCOVERY_HOLD`.
+    discovery_parked: Vec<(u64, Instant, bool)>,
+    /// The leader raft follows (the view stops naming one whose process is gone).
+    raft_leader: u64,
+    /// The term in which this node last started an election early (`hasten_election`), and
+    /// when.
+    hastened_term: u64,
+    hastened_at: Option<Instant>,
+    hasten_retries: u32,
+    /// The client whose parked discovery batch is being run now (it does not park again).
+    pub discovery_cleared: u64,
+    /// The client whose batch runs after a read found no leader: its reads answer MASTERDOWN.
+    pub masterdown: u64,
+    /// PINGs to every other member's client port (Sentinel's view of them).
+    probes: super::probe::Probes,
     held: VecDeque<Held>,
     /// Whether the last unit that ended was logged: a batch ending in a logged unit is covered
     /// by that entry's commit, any other needs a read barrier.
@@ -98,6 +147,10 @@ pub struct ClusterIo {
     heard: Vec<(u64, Instant)>,
     /// The view is refreshed at least this often (liveness changes without commits).
     view_due: Instant,
+    /// When this node started: a member never heard from has been silent since then.
+    opened: Instant,
+    /// Clients this leader told "no master" in SENTINEL MASTERS, and when (`first_masters_ask`).
+    masters_refused: VecDeque<(u64, Instant)>,
     drift: u64,
     snapshot_every: u64,
     buf: Vec<u8>,
@@ -147,6 +200,10 @@ impl ClusterIo {
             .filter_map(|(&id, a)| peer_target(a).map(|t| (id, t)))
             .collect();
         let peers = Peers::from_config(me, config, own, &targets, inbox)?;
+        let mut probes = super::probe::Probes::new();
+        for (&id, a) in &dialed {
+            probes.set(id, probe_target(a));
+        }
         let mut core = core;
         core.set_waker(peers.loop_waker());
         tracing::info!(
@@ -167,6 +224,14 @@ impl ClusterIo {
             read_parked: Vec::new(),
             read_cleared: 0,
             read_reask_at: Instant::now(),
+            discovery_parked: Vec::new(),
+            raft_leader: 0,
+            hastened_term: 0,
+            hastened_at: None,
+            hasten_retries: 0,
+            discovery_cleared: 0,
+            masterdown: 0,
+            probes,
             held: VecDeque::new(),
             last_unit_logged: false,
             transfer_asked: false,
@@ -177,6 +242,8 @@ impl ClusterIo {
             heard: Vec::new(),
             handing_over: None,
             view_due: Instant::now(),
+            opened: Instant::now(),
+            masters_refused: VecDeque::new(),
             drift: config.cluster_clock_drift,
             snapshot_every: config.cluster_snapshot_every,
             buf: Vec::new(),
@@ -238,6 +305,144 @@ impl ClusterIo {
         }
         let seq = self.core.need_read();
         self.read_parked.push((seq, client, now));
+    }
+
+    /// Whether this node knows a leader it can vouch for: itself, or one it heard from within
+    /// `LEADER_SUSPECT` whose process the probe has not found gone. A dead leader is named to
+    /// no client once this node can tell (a client sent there would only be refused, and
+    /// redis-py then falls through to the next Sentinel in its list: the dead node itself).
+    pub fn discovery_ready(&self, now: Instant) -> bool {
+        let leader = self.view.leader;
+        if leader == 0 {
+            return false;
+        }
+        if leader == self.core.id() {
+            return true;
+        }
+        self.leader_alive(leader, now)
+    }
+
+    /// Milliseconds since member `id` was last heard from, through raft or the probe's PINGs
+    /// (itself: 0; never: since this node started).
+    pub fn idle_ms(&self, id: u64, now: Instant) -> u64 {
+        if id == self.core.id() {
+            return 0;
+        }
+        let heard = self.heard.iter().find(|h| h.0 == id).map(|h| h.1);
+        let pinged = self.probes.seen(id).last_ok;
+        let last = heard.max(pinged).unwrap_or(self.opened);
+        now.saturating_duration_since(last).as_millis() as u64
+    }
+
+    /// True the first time `client` asks this leader SENTINEL MASTERS (remembered, so it is
+    /// told no master); false while it asked within `MASTERS_REASK` (each ask renews that).
+    /// At most `MASTERS_REFUSED_MAX` clients are remembered (the oldest go first).
+    pub fn first_masters_ask(&mut self, client: u64, now: Instant) -> bool {
+        while self
+            .masters_refused
+            .front()
+            .is_some_and(|&(_, t)| now.duration_since(t) >= MASTERS_REASK)
+        {
+            self.masters_refused.pop_front();
+        }
+        let again = match self.masters_refused.iter().position(|r| r.0 == client) {
+            Some(i) => {
+                self.masters_refused.remove(i);
+                true
+            }
+            None => false,
+        };
+        if self.masters_refused.len() >= MASTERS_REFUSED_MAX {
+            self.masters_refused.pop_front();
+        }
+        self.masters_refused.push_back((client, now));
+        !again
+    }
+
+    fn leader_alive(&self, leader: u64, now: Instant) -> bool {
+        let heard = self
+            .heard
+            .iter()
+            .any(|&(id, t)| id == leader && now.duration_since(t) < LEADER_SUSPECT);
+        heard && !self.probes.seen(leader).refused
+    }
+
+    /// A batch asking where the master is, on a node that cannot name a live leader yet: it
+    /// waits (without blocking the loop) for the election rather than answer "no master",
+    /// which sends clients on to the next Sentinel in their list, often the dead leader.
+    pub fn park_discovery(&mut self, client: u64, masters: bool) {
+        match self.discovery_parked.iter_mut().find(|p| p.0 == client) {
+            Some(p) => p.2 |= masters,
+            None => self
+                .discovery_parked
+                .push((client, Instant::now(), masters)),
+        }
+    }
+
+    /// A follower that knows its leader's process is gone starts the election at once (as
+    /// raft's leadership transfer does: no pre-vote, and voters do not wait out their leader
+    /// lease) rather than after raft's election timeout. Only when raft has been silent too,
+    /// so a leader that is alive but unreachable on its client port is never deposed by it.
+    fn hasten_election(&mut self, now: Instant) {
+        let leader = self.raft_leader;
+        let me = self.core.id();
+        let term = self.core.term();
+        if let Some(at) = self.hastened_at {
+            // Still no leader: a vote was lost (a peer link that pointed at a process since
+            // restarted loses what is written to it, and is redialled on the next write), so
+            // campaign again rather than wait out raft's election timeout.
+            if leader != 0 || self.core.is_leader() || self.hasten_retries >= HASTEN_RETRIES {
+                self.hastened_at = None;
+            } else if now.duration_since(at) >= HASTEN_RETRY {
+                self.hastened_at = Some(now);
+                self.hasten_retries += 1;
+                self.core.campaign();
+            }
+            return;
+        }
+        if leader == 0 || leader == me || self.hastened_term == term || self.core.is_leader() {
+            return;
+        }
+        let seen = self.probes.seen(leader);
+        let last_heard = self.heard.iter().find(|h| h.0 == leader).map(|h| h.1);
+        let silent_since = match last_heard {
+            Some(t) if now.duration_since(t) >= HASTEN_SILENCE => t,
+            _ => return,
+        };
+        if !seen.refused {
+            return;
+        }
+        // Live voters other than the dead leader, by id: the first goes first.
+        let Some(rank) = self
+            .view
+            .members
+            .iter()
+            .filter(|m| m.voter && m.id != leader && (m.id == me || m.active))
+            .position(|m| m.id == me)
+        else {
+            return; // a learner never campaigns
+        };
+        let mut delay = HASTEN_SILENCE + HASTEN_STAGGER * rank as u32;
+        if self.discovery_parked.iter().any(|p| p.2) {
+            delay += HASTEN_DEFER;
+        }
+        if now.duration_since(silent_since) < delay {
+            return;
+        }
+        self.hastened_term = term;
+        self.hastened_at = Some(now);
+        self.hasten_retries = 0;
+        let mut m = raft::eraftpb::Message::default();
+        m.set_msg_type(raft::eraftpb::MessageType::MsgTimeoutNow);
+        m.from = leader;
+        m.to = me;
+        m.term = term;
+        tracing::info!(
+            "Cluster node {me}: leader {leader} is gone (its port refuses): starting the election"
+        );
+        if let Err(e) = self.core.step(m) {
+            tracing::debug!("Could not start the election: {e}");
+        }
     }
 
     /// The index of the unit that just ended, when it was logged.
@@ -386,15 +591,31 @@ impl ClusterIo {
 
     fn refresh_view(&mut self, now: Instant) {
         self.view = self.core.view();
+        self.raft_leader = self.view.leader;
         let me = self.core.id();
         // Silent for longer than the longest election timeout: down, as Sentinel's s_down.
+        // Heard through raft (leader and followers) or answering the probe's PINGs (the only
+        // news a follower has of the other followers).
         let window = TICK * 20;
         for m in &mut self.view.members {
-            m.active = m.id == me
-                || self
-                    .heard
-                    .iter()
-                    .any(|&(id, t)| id == m.id && now.duration_since(t) < window);
+            let heard = self
+                .heard
+                .iter()
+                .any(|&(id, t)| id == m.id && now.duration_since(t) < window);
+            let seen = self.probes.seen(m.id);
+            let pinged = !seen.refused
+                && seen
+                    .last_ok
+                    .is_some_and(|t| now.saturating_duration_since(t) < window);
+            m.active = m.id == me || heard || pinged;
+        }
+        // A leader whose process is gone is no longer named (ROLE, INFO, SENTINEL), though
+        // raft keeps it until the election ends.
+        if self.view.leader != me && self.view.leader != 0 {
+            let leader = self.view.leader;
+            if self.probes.seen(leader).refused && !self.leader_alive(leader, now) {
+                self.view.leader = 0;
+            }
         }
         self.view_due = now + TICK;
     }
@@ -407,6 +628,17 @@ fn peer_target(addr: &str) -> Option<String> {
     let _port = w.next()?;
     let peer = w.next()?;
     Some(format!("{host}:{peer}"))
+}
+
+/// "host port peerport" → "host:port", the client port the probe PINGs.
+fn probe_target(addr: &str) -> Option<String> {
+    let mut w = addr.split(' ');
+    let host = w.next()?;
+    let port = w.next()?;
+    if port == "0" {
+        return None;
+    }
+    Some(super::peer::addr_of(host, port.parse().ok()?))
 }
 
 /// "host port peerport" → (host, port): where clients reach a member.
@@ -566,6 +798,21 @@ impl Server {
                 c.read_reask_at = now + READ_REASK;
             }
         }
+        if !c.core.is_leader() {
+            c.hasten_election(now);
+        }
+        let mut discovery_ready = Vec::new();
+        if !c.discovery_parked.is_empty() {
+            let ready = c.discovery_ready(now);
+            c.discovery_parked.retain(|&(id, since, _)| {
+                if ready || now.duration_since(since) >= DISCOVERY_HOLD {
+                    discovery_ready.push(id);
+                    false
+                } else {
+                    true
+                }
+            });
+        }
         let open_now = c.gate_open && !c.gate_waiting.is_empty();
         let waiting = if open_now || !c.core.is_leader() {
             std::mem::take(&mut c.gate_waiting)
@@ -580,10 +827,24 @@ impl Server {
             self.run_batch(id, &mut Vec::new());
         }
         for id in reads_given_up {
-            if let Some(client) = self.state.clients.get_mut(&id) {
-                tracing::debug!("A replica read found no leader to confirm it: closing the client");
-                client.pending.clear();
-                client.kill();
+            // Redis's replica with its master link down (replica-serve-stale-data no): the
+            // batch runs, and what would read answers MASTERDOWN.
+            tracing::debug!("A replica read found no leader to confirm it: MASTERDOWN");
+            if let Some(c) = self.io.cluster.as_mut() {
+                c.masterdown = id;
+            }
+            self.run_batch(id, &mut Vec::new());
+            if let Some(c) = self.io.cluster.as_mut() {
+                c.masterdown = 0;
+            }
+        }
+        for id in discovery_ready {
+            if let Some(c) = self.io.cluster.as_mut() {
+                c.discovery_cleared = id;
+            }
+            self.run_batch(id, &mut Vec::new());
+            if let Some(c) = self.io.cluster.as_mut() {
+                c.discovery_cleared = 0;
             }
         }
         for id in reads_ready {
@@ -697,11 +958,13 @@ impl Server {
         for (id, addr) in &now {
             if c.dialed.get(id) != Some(addr) {
                 c.peers.set_peer(*id, peer_target(addr));
+                c.probes.set(*id, probe_target(addr));
             }
         }
         for id in c.dialed.keys() {
             if !now.contains_key(id) {
                 c.peers.set_peer(*id, None);
+                c.probes.set(*id, None);
             }
         }
         c.dialed = now;

@@ -8,6 +8,7 @@ pub mod blocking;
 pub mod cluster;
 pub mod net;
 pub mod peer;
+mod probe;
 
 use crate::clock::unix_ms;
 use crate::cmd::dispatch;
@@ -472,8 +473,33 @@ impl Server {
             return;
         }
         if let Some(c) = self.io.cluster.as_mut().filter(|c| !c.is_leader()) {
+            // Where-is-the-master asked while no live leader is known waits for the election
+            // (exec/cluster.rs `park_discovery`).
+            if c.discovery_cleared != id
+                && c.read_cleared != id
+                && c.masterdown != id
+                && !c.discovery_ready(Instant::now())
+            {
+                if let Some(client) = self.state.clients.get_mut(&id) {
+                    let mut asks = false;
+                    let mut masters = false;
+                    for argv in cmds.iter().chain(client.pending.iter()) {
+                        if crate::cmd::replication::discovery_waits_for_leader(argv) {
+                            asks = true;
+                            masters |= argv
+                                .get(1)
+                                .is_some_and(|s| s.eq_ignore_ascii_case(b"masters"));
+                        }
+                    }
+                    if asks {
+                        client.pending.extend(cmds.drain(..));
+                        c.park_discovery(id, masters);
+                        return;
+                    }
+                }
+            }
             // A follower reads only what a barrier confirmed with the leader covers.
-            if c.read_cleared != id {
+            if c.read_cleared != id && c.masterdown != id {
                 if let Some(client) = self.state.clients.get_mut(&id) {
                     let in_multi = client.multi.is_some();
                     if cmds.iter().chain(client.pending.iter()).any(|argv| {
@@ -802,6 +828,21 @@ impl Host for Io {
 
     fn cluster(&self) -> Option<&crate::replication::ClusterView> {
         self.cluster.as_ref().map(|c| &c.view)
+    }
+
+    fn cluster_idle_ms(&self, id: u64) -> Option<u64> {
+        self.cluster.as_ref().map(|c| c.idle_ms(id, Instant::now()))
+    }
+
+    fn cluster_first_masters_ask(&mut self, client: u64) -> bool {
+        self.cluster
+            .as_mut()
+            .is_some_and(|c| c.first_masters_ask(client, Instant::now()))
+    }
+
+    fn cluster_masterdown(&self) -> bool {
+        // Set only while that one client's batch runs (exec/cluster.rs).
+        self.cluster.as_ref().is_some_and(|c| c.masterdown != 0)
     }
 
     fn cluster_admin(&mut self, op: &crate::replication::Admin) -> Result<(), String> {

@@ -82,6 +82,23 @@ pub trait Host {
     fn cluster(&self) -> Option<&crate::replication::ClusterView>;
     /// RAFT ADDLEARNER/PROMOTE/REMOVE/TRANSFER on the consensus core; Err: the error reply.
     fn cluster_admin(&mut self, op: &crate::replication::Admin) -> Result<(), String>;
+    /// A cluster follower gave up confirming this batch's reads with a leader: commands that
+    /// may not run on stale data answer MASTERDOWN, as on a Redis replica whose master link is
+    /// down with `replica-serve-stale-data no`.
+    fn cluster_masterdown(&self) -> bool {
+        false
+    }
+    /// Milliseconds since this cluster node last heard from member `id` (raft or its PINGs;
+    /// 0 for itself): Sentinel's last-ok-ping-reply. None outside cluster mode.
+    fn cluster_idle_ms(&self, _id: u64) -> Option<u64> {
+        None
+    }
+    /// SENTINEL MASTERS on a cluster leader: true the first time `client` asks (it is to be
+    /// told no master, so it learns the master from a follower), false when this node told it
+    /// so within the last few seconds (it has nowhere else to learn it).
+    fn cluster_first_masters_ask(&mut self, _client: u64) -> bool {
+        false
+    }
 }
 
 /// The state machine's data.

@@ -384,6 +384,13 @@ impl Cluster {
         self.node.transfer_leader(id);
     }
 
+    /// Starts an election now (with pre-vote, as raft's own timeout would).
+    pub fn campaign(&mut self) {
+        if let Err(e) = self.node.campaign() {
+            tracing::debug!("Could not campaign: {e}");
+        }
+    }
+
     /// Compacts the log up to `index` (≤ applied): `data` is the state after applying it, in
     /// AOF base format. A follower that lags behind `index` is then sent this snapshot.
     pub fn compact(&mut self, index: u64, data: Vec<u8>) -> io::Result<()> {

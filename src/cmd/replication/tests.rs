@@ -606,3 +606,86 @@ fn wait_counts_only_connected_replicas() {
         Frame::Integer(1)
     );
 }
+
+/// The leader may leave itself out of SENTINEL MASTERS while another voter is reachable
+/// (clients then learn the master from a follower, which outlives the leader's death), never
+/// when it is alone; a follower never does.
+#[test]
+fn the_leader_abstains_only_while_a_follower_can_answer() {
+    let mut v = view(1, StateRole::Leader, 1);
+    assert!(leader_may_abstain(&v));
+    v.members[1].active = false;
+    assert!(!leader_may_abstain(&v));
+    // A learner does not count: clients list the voters.
+    v.members[1].active = true;
+    v.members[1].voter = false;
+    assert!(!leader_may_abstain(&v));
+    assert!(!leader_may_abstain(&view(2, StateRole::Follower, 1)));
+}
+
+#[test]
+fn discovery_subcommands_are_the_ones_that_name_the_master() {
+    let argv = |s: &str| -> Vec<Bytes> {
+        s.split(' ')
+            .map(|w| Bytes::copy_from_slice(w.as_bytes()))
+            .collect()
+    };
+    for yes in [
+        "SENTINEL get-master-addr-by-name mymaster",
+        "sentinel MASTERS",
+        "SENTINEL master mymaster",
+        "SENTINEL replicas mymaster",
+        "SENTINEL slaves mymaster",
+        "SENTINEL sentinels mymaster",
+    ] {
+        assert!(discovery_waits_for_leader(&argv(yes)), "{yes}");
+    }
+    for no in [
+        "SENTINEL myid",
+        "SENTINEL help",
+        "PING",
+        "GET masters",
+        "SENTINEL",
+    ] {
+        assert!(!discovery_waits_for_leader(&argv(no)), "{no}");
+    }
+}
+
+#[test]
+fn masterdown_text_is_redis_masterdownerr() {
+    assert_eq!(
+        MASTERDOWN,
+        "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."
+    );
+}
+
+/// The ping fields say how long ago this node heard from the member each entry names; an
+/// entry whose member it knows nothing about keeps the idle rendering.
+#[test]
+fn ping_fields_come_from_when_each_member_was_heard() {
+    let mut v = view(2, StateRole::Follower, 1);
+    v.members.push(member(3, 17393, 0));
+    v.members[2].active = false;
+    let idle = |id: u64| match id {
+        1 => Some(40),
+        3 => Some(5300),
+        _ => None,
+    };
+    let mut reps = replicas_of(&v, "mymaster", b"mymaster").unwrap();
+    fill_pings(&mut reps, &idle);
+    let Frame::Array(items) = &reps else { panic!() };
+    // Itself (2): unknown to `idle`, left as rendered.
+    assert_eq!(value(&items[0], "last-ok-ping-reply"), "0");
+    assert_eq!(value(&items[1], "flags"), "slave,s_down,disconnected");
+    assert_eq!(value(&items[1], "last-ok-ping-reply"), "5300");
+    assert_eq!(value(&items[1], "last-ping-reply"), "5300");
+    assert_eq!(value(&items[1], "last-ping-sent"), "5300");
+    let mut m = master(&v, "mymaster", b"mymaster").unwrap();
+    fill_pings(&mut m, &idle);
+    assert_eq!(value(&m, "last-ok-ping-reply"), "40");
+    assert_eq!(
+        value(&m, "last-ping-sent"),
+        "0",
+        "a reply within the probe period"
+    );
+}
