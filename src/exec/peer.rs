@@ -668,6 +668,14 @@ impl Peers {
                 link.cv.notify_one();
                 continue;
             };
+            // A peer that restarted has closed this connection: a send would still succeed
+            // and its messages (votes among them) would vanish. The sender finds it closed,
+            // keeps the frames and dials again.
+            if fd_closed(fd) {
+                drop(q);
+                link.cv.notify_one();
+                continue;
+            }
             out.clear();
             for f in &q.frames {
                 out.extend_from_slice(&header(f.len(), RAFT));
@@ -1144,13 +1152,18 @@ fn dial(me: u64, addr: &str, key: &[u8], link: &Link) -> Result<PeerStream, Dial
 /// WELCOME, so anything readable means the connection is over. Checked before each batch so a
 /// restarted peer's first messages are not written into the dead connection and lost silently.
 fn peer_closed(s: &TcpStream) -> bool {
+    fd_closed(s.as_raw_fd())
+}
+
+/// `peer_closed` on a descriptor the caller keeps open.
+fn fd_closed(fd: RawFd) -> bool {
     let mut p = libc::pollfd {
-        fd: s.as_raw_fd(),
+        fd,
         events: libc::POLLIN | libc::POLLRDHUP,
         revents: 0,
     };
     // SAFETY: `p` is one valid pollfd for the duration of the call and the fd stays open
-    // (`s` is borrowed); a zero timeout makes it a check, not a wait.
+    // (the caller keeps it open); a zero timeout makes it a check, not a wait.
     let n = unsafe { libc::poll(&mut p, 1, 0) };
     n > 0 && p.revents != 0
 }
