@@ -31,6 +31,10 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     let inv_config_file = inv.config_file.is_some();
+    if let Some(why) = cfg.cluster_refusal() {
+        eprintln!("deadbolt: {why}");
+        return ExitCode::FAILURE;
+    }
     if inv.test_config {
         println!("Configuration OK");
         return ExitCode::SUCCESS;

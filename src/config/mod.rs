@@ -315,6 +315,24 @@ impl Default for Config {
 }
 
 impl Config {
+    /// The peer port's shared secret: `cluster-secret`, else `masterauth`; None when neither
+    /// is set (a cluster node then refuses to start).
+    pub fn peer_secret(&self) -> Option<&str> {
+        [&self.cluster_secret, &self.masterauth]
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
+            .find(|s| !s.is_empty())
+    }
+
+    /// Why this configuration cannot start a cluster node, if it cannot.
+    pub fn cluster_refusal(&self) -> Option<&'static str> {
+        (!self.cluster_peers.is_empty() && self.peer_secret().is_none()).then_some(
+            "cluster mode needs a shared secret for the peer port: set cluster-secret (the same \
+             on every node, e.g. the output of `openssl rand -hex 32`); see \
+             docs/cluster-security.md",
+        )
+    }
     pub fn find(name: &str) -> Option<&'static Directive> {
         all_directives().find(|d| {
             d.name.eq_ignore_ascii_case(name)

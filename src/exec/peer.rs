@@ -297,16 +297,10 @@ impl Peers {
         peers: &[(u64, String)],
         inbox: Inbox,
     ) -> io::Result<Peers> {
-        let secret = match (&config.cluster_secret, &config.masterauth) {
-            (Some(s), _) | (None, Some(s)) if !s.is_empty() => s.clone(),
-            _ => {
-                return Err(io::Error::other(
-                    "cluster mode needs a shared secret for the peer port: set cluster-secret \
-                     (the same on every node, e.g. the output of `openssl rand -hex 32`); see \
-                     docs/cluster-security.md",
-                ))
-            }
-        };
+        let secret = config
+            .peer_secret()
+            .ok_or_else(|| io::Error::other(config.cluster_refusal().unwrap_or("no secret")))?
+            .to_string();
         if secret.len() < 16 {
             tracing::warn!(
                 "cluster-secret is shorter than 16 characters: anyone who sees one peer handshake \
