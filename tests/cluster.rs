@@ -820,3 +820,51 @@ fn a_stream_with_consumer_groups_replicates_and_survives_failover() {
         "the claimed entry keeps its delivery count: {bob}"
     );
 }
+
+/// One connection pipelining a bulk load (50 k SETs written without waiting for replies, as
+/// `redis-cli --pipe` does) while the log is compacted under it: every SET is acknowledged and
+/// the leader keeps its office: no node's term moves (an election, even a failed one, would
+/// raise it). The long form (1 M SETs, 10 tries) is bench/cluster-catchup bigwrite.
+#[test]
+fn a_pipelined_bulk_load_through_one_connection_causes_no_election() {
+    use std::io::{Read, Write};
+    let cl = cluster("cluster-bulk", 3, &["--cluster-snapshot-every", "1000"]);
+    let l = cl.leader(Duration::from_secs(10));
+    let term = |n: &Node| {
+        raft_status(n)
+            .lines()
+            .find_map(|l| l.strip_prefix("term:").map(|t| t.trim().to_string()))
+            .expect("term line")
+    };
+    let before: Vec<String> = cl.nodes.iter().map(term).collect();
+    const N: usize = 50_000;
+    let value = "v".repeat(100);
+    let mut load = Vec::new();
+    for i in 0..N {
+        load.extend_from_slice(&common::resp_cmd(&[
+            "SET",
+            &format!("lock:big:{i}"),
+            &value,
+            "PX",
+            "3600000",
+        ]));
+    }
+    let mut sock = std::net::TcpStream::connect(("127.0.0.1", cl.nodes[l].port)).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut writer = sock.try_clone().unwrap();
+    let send = std::thread::spawn(move || writer.write_all(&load).map(|_| writer));
+    let want = b"+OK\r\n".repeat(N);
+    let mut got = vec![0u8; want.len()];
+    sock.read_exact(&mut got)
+        .expect("every SET answered (the connection was not closed)");
+    assert!(got == want, "every SET acknowledged");
+    drop(send.join().unwrap().expect("load written"));
+    let after: Vec<String> = cl.nodes.iter().map(term).collect();
+    assert_eq!(before, after, "no election during the load");
+    assert_eq!(
+        cl.nodes[l].conn().cmd(&["DBSIZE"]),
+        format!(":{}\r\n", N + 1).into_bytes(),
+        "the load and the probe key"
+    );
+}

@@ -39,6 +39,15 @@ pub const TICK: Duration = Duration::from_millis(50);
 /// Ticks made up at once after the loop was late (see `tick_until`).
 const MAX_CATCH_UP: u32 = 2;
 
+/// The log is compacted once its entries take more memory than this (or than the last
+/// snapshot, whichever is more): see `maybe_compact`.
+const LOG_BYTES: u64 = 64 << 20;
+/// ... or once an entry the snapshot does not cover is this old.
+const LOG_AGE: Duration = Duration::from_secs(600);
+/// What stays of the log behind a snapshot, at most: a follower this close behind (a restart,
+/// a pause) catches up from entries rather than the whole state.
+const LOG_RETAIN: u64 = 8 << 20;
+
 /// A follower asks its barrier again when no answer came this long (the leader dropped it:
 /// not yet committed in its term, gone, or the message was lost).
 const READ_REASK: Duration = Duration::from_millis(200);
@@ -543,7 +552,7 @@ impl Server {
         // acks commit replies that leave at the end of this turn. The turn after comes at
         // once, as the loop must not sleep on messages stepped but not yet processed (the
         // socket they came from is drained, so epoll would not wake it).
-        if c.receive() {
+        if c.receive() || c.core.has_ready() {
             c.peers.wake_loop();
         }
         c.release_covered();
@@ -731,28 +740,58 @@ impl Server {
         c.announced_leader = c.view.leader;
     }
 
-    /// Compacts the log into a snapshot of the state every `cluster-snapshot-every` entries (or
-    /// when a lagging follower needs a newer one), only while the state is exactly the applied
-    /// one (a leader with units in flight waits).
+    /// Compacts the log into a snapshot of the state when it grew past its bounds, or when a
+    /// lagging follower needs a newer snapshot, only while the state is exactly the applied
+    /// one (a leader with units in flight waits). The bounds, any of which triggers:
+    /// - size: the log's entries take more memory than `LOG_BYTES` or than the last snapshot
+    ///   (so a dataset larger than `LOG_BYTES` costs at most one snapshot per its own size of
+    ///   log, and memory stays within the dataset's size twice plus `LOG_BYTES`, however far
+    ///   behind a follower is: one that needs what was compacted gets the snapshot);
+    /// - age: an entry the snapshot does not cover is older than `LOG_AGE`;
+    /// - count: `cluster-snapshot-every` entries, and at least one per key, since the last one.
+    ///
+    /// The snapshot is encoded on the loop (the state lives here) and written to disk beside it.
     fn maybe_compact(&mut self, c: &mut ClusterIo) {
         let applied = c.core.applied();
         let wanted = c.core.snapshot_wanted();
-        // A snapshot is written on the loop thread: at least one entry per key since the last
-        // one keeps its cost per entry bounded however large the dataset is.
+        let stats = c.core.log_stats();
+        if stats.compacting || applied <= stats.snapshot_index {
+            if wanted {
+                // Asked again next round (take_snapshot_wanted cleared it).
+                tracing::debug!("Snapshot wanted while one is being written: deferred");
+            }
+            return;
+        }
         let keys: u64 = self.state.dbs.iter().map(|d| d.len() as u64).sum();
-        if !(wanted || applied >= c.compacted_at + c.snapshot_every.max(keys)) {
+        let by_count = applied >= c.compacted_at + c.snapshot_every.max(keys);
+        let by_size = stats.log_bytes > LOG_BYTES.max(stats.snapshot_bytes);
+        let by_age = stats
+            .oldest
+            .is_some_and(|t| t.elapsed() >= LOG_AGE && stats.log_bytes > LOG_RETAIN);
+        if !(wanted || by_count || by_size || by_age) {
             return;
         }
         if c.core.proposed() > applied || applied == 0 {
             if wanted {
-                // Asked again next round (take_snapshot_wanted cleared it).
                 tracing::debug!("Snapshot wanted while units are in flight: deferred");
             }
             return;
         }
+        let started = Instant::now();
         let data = super::snapshot(&self.state, 0);
-        match c.core.compact(applied, data) {
-            Ok(()) => c.compacted_at = applied,
+        let bytes = data.len();
+        // The window kept behind the snapshot is also at most a quarter of the entries
+        // between two compactions by count.
+        let retain_entries = c.snapshot_every / 4;
+        match c.core.compact(applied, data, LOG_RETAIN, retain_entries) {
+            Ok(true) => {
+                c.compacted_at = applied;
+                tracing::info!(
+                    "Cluster log compacted to {applied}: a {bytes} byte snapshot, encoded in {} ms",
+                    started.elapsed().as_millis()
+                );
+            }
+            Ok(false) => {}
             Err(e) => tracing::warn!("Cannot compact the cluster log: {e}"),
         }
     }

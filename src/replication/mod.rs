@@ -12,6 +12,7 @@ mod tests;
 
 use std::io;
 use std::path::Path;
+use std::time::Instant;
 
 use protobuf::Message as _;
 use raft::eraftpb::{
@@ -22,6 +23,13 @@ use raft::{Config, RawNode, ReadOnlyOption};
 pub use raft::eraftpb::Message;
 pub use raft::StateRole;
 pub use store::{Addrs, LogStore};
+
+/// Bytes of entries in one append message.
+pub const MAX_MSG: u64 = 256 << 10;
+/// Append messages unanswered per follower.
+pub const MAX_INFLIGHT: usize = 32;
+/// Bytes of committed entries applied per round.
+pub const MAX_APPLY: u64 = 4 << 20;
 
 /// `Entry.context` of an EXTEND entry (clock section of raft-research.md): every node shifts
 /// its deadlines at the same log position. A unit's context is empty.
@@ -38,6 +46,20 @@ pub enum Applied<'a> {
     Extend(u64),
     /// The membership changed to this.
     Conf(&'a ConfState),
+}
+
+/// The log's size and age (`Cluster::log_stats`).
+#[derive(Debug, Clone, Copy)]
+pub struct LogStats {
+    /// Memory the log's entries take.
+    pub log_bytes: u64,
+    /// The last snapshot's state, in bytes.
+    pub snapshot_bytes: u64,
+    pub snapshot_index: u64,
+    /// When the oldest entry after the snapshot was appended (None: there is none).
+    pub oldest: Option<std::time::Instant>,
+    /// A compaction's snapshot is still being written to disk.
+    pub compacting: bool,
 }
 
 /// What changed in a round, for the loop's own reactions (hold or drop replies, publish
@@ -131,8 +153,15 @@ impl Cluster {
             read_only_option: ReadOnlyOption::Safe,
             // The state machine starts from the snapshot; raft redelivers what follows it.
             applied: snap,
-            max_size_per_msg: 1 << 20,
-            max_inflight_msgs: 256,
+            // Flow control per follower: at most MAX_INFLIGHT appends of MAX_MSG bytes
+            // unanswered (8 MiB). One that is far behind is streamed that much at a time and
+            // never has more queued for it, so its heartbeats wait behind at most that on the
+            // wire, and the leader's memory does not grow with its lag.
+            max_size_per_msg: MAX_MSG,
+            max_inflight_msgs: MAX_INFLIGHT,
+            // Committed entries handed out per round: a follower catching up applies this much
+            // and goes back to its loop (peers' messages, ticks, clients) before the rest.
+            max_committed_size_per_ready: MAX_APPLY,
             ..Default::default()
         };
         cfg.validate().map_err(other)?;
@@ -153,6 +182,12 @@ impl Cluster {
 
     pub fn id(&self) -> u64 {
         self.node.raft.id
+    }
+
+    /// Work is left for another round right away (committed entries beyond one round's share,
+    /// `MAX_APPLY`): the loop must not sleep until the next tick.
+    pub fn has_ready(&self) -> bool {
+        self.node.has_ready()
     }
 
     /// Leader as of the last round (`on_round` reports changes). Between a round and the next,
@@ -385,12 +420,42 @@ impl Cluster {
     }
 
     /// Compacts the log up to `index` (≤ applied): `data` is the state after applying it, in
-    /// AOF base format. A follower that lags behind `index` is then sent this snapshot.
-    pub fn compact(&mut self, index: u64, data: Vec<u8>) -> io::Result<()> {
+    /// AOF base format. A follower that lags behind what stays of the log (the last entries
+    /// up to `index`, at most `retain` bytes and `retain_entries` of them, and everything
+    /// after) is then sent this snapshot. The files are written beside the loop
+    /// (`LogStore::compact`); false: not started, as a previous snapshot is still being
+    /// written.
+    pub fn compact(
+        &mut self,
+        index: u64,
+        data: Vec<u8>,
+        retain: u64,
+        retain_entries: u64,
+    ) -> io::Result<bool> {
         if index > self.node.raft.raft_log.applied {
             return Err(other(format!("compact to {index} beyond applied")));
         }
-        self.node.mut_store().compact(index, data)
+        self.node
+            .mut_store()
+            .compact(index, data, retain, retain_entries)
+    }
+
+    /// Waits for a compaction's snapshot files and rewrites the log (a loop never waits: its
+    /// rounds finish a compaction once the files are written).
+    pub fn wait_compaction(&mut self) -> io::Result<()> {
+        self.node.mut_store().finish_compaction(true)
+    }
+
+    /// What the loop decides compaction by: the log's size and age, the last snapshot's size.
+    pub fn log_stats(&self) -> LogStats {
+        let store = self.node.store();
+        LogStats {
+            log_bytes: store.log_bytes(),
+            snapshot_bytes: store.snapshot_bytes(),
+            snapshot_index: store.snapshot_index(),
+            oldest: store.unsnapshotted_since(),
+            compacting: store.compacting(),
+        }
     }
 
     /// True when a follower needs a snapshot newer than the stored one (it joined after it was
@@ -455,6 +520,7 @@ impl Cluster {
         if !leading {
             self.node.mut_store().drain()?;
         }
+        self.node.mut_store().finish_compaction(false)?;
         self.take_durable()?;
         if let Some(index) = self.restore.take() {
             apply(index, Applied::Snapshot(self.node.store().snapshot_data()));
@@ -495,6 +561,16 @@ impl Cluster {
         }
         // 1. Messages a leader may send before its own write (heartbeats, appends).
         for m in rd.take_messages() {
+            if m.get_msg_type() == raft::eraftpb::MessageType::MsgSnapshot {
+                // Rare and large: what it costs the loop to hand one to the transport.
+                let (to, bytes, started) = (m.to, m.get_snapshot().data.len(), Instant::now());
+                out(m);
+                tracing::info!(
+                    "Cluster: a {bytes} byte snapshot queued for node {to} in {} ms",
+                    started.elapsed().as_millis()
+                );
+                continue;
+            }
             out(m);
         }
         sent();
