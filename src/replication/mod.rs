@@ -129,6 +129,14 @@ pub struct Cluster {
     restore: Option<u64>,
 }
 
+/// A unit that moves or replaces more than the keys it names (SWAPDB, FUNCTION ...), as the
+/// log writes them (RESP bulk strings, upper case). A key or value spelled the same only makes
+/// a snapshot start over.
+fn not_replayable(data: &[u8]) -> bool {
+    const MARKS: [&[u8]; 2] = [b"$6\r\nSWAPDB\r\n", b"$8\r\nFUNCTION\r\n"];
+    MARKS.iter().any(|m| data.windows(m.len()).any(|w| w == *m))
+}
+
 fn other(e: impl std::fmt::Display) -> io::Error {
     io::Error::other(e.to_string())
 }
@@ -432,12 +440,59 @@ impl Cluster {
         retain: u64,
         retain_entries: u64,
     ) -> io::Result<bool> {
+        let mut wire = self.wire_prefix();
+        wire.extend_from_slice(&data);
+        self.compact_wire(index, wire, retain, retain_entries)
+    }
+
+    /// `compact` with the state already behind `wire_prefix` (no copy of it is made).
+    pub fn compact_wire(
+        &mut self,
+        index: u64,
+        wire: Vec<u8>,
+        retain: u64,
+        retain_entries: u64,
+    ) -> io::Result<bool> {
         if index > self.node.raft.raft_log.applied {
             return Err(other(format!("compact to {index} beyond applied")));
         }
         self.node
             .mut_store()
-            .compact(index, data, retain, retain_entries)
+            .compact(index, wire, retain, retain_entries)
+    }
+
+    /// What a snapshot's data starts with (see `compact_wire`).
+    pub fn wire_prefix(&self) -> Vec<u8> {
+        self.node.store().wire_prefix()
+    }
+
+    /// Appends to `out` the units of entries `(from, to]` (all applied), in log order, to be
+    /// replayed over a dump of the state taken while they were applied: each unit holds its
+    /// keys' final states, so replaying it over a key already past it converges on the same
+    /// state. False when one of them does not replay so (an EXTEND, SWAPDB, a FUNCTION
+    /// command: the dump would count it twice) or the entries are no longer in the log.
+    pub fn replayable_units(&self, from: u64, to: u64, out: &mut Vec<u8>) -> io::Result<bool> {
+        use raft::{GetEntriesContext, Storage};
+        if to <= from {
+            return Ok(true);
+        }
+        let store = self.node.store();
+        if from + 1 < store.first_index().map_err(other)? || to > self.applied() {
+            return Ok(false);
+        }
+        let entries = store
+            .entries(from + 1, to + 1, None, GetEntriesContext::empty(false))
+            .map_err(other)?;
+        for e in &entries {
+            if e.get_entry_type() != EntryType::EntryNormal || e.data.is_empty() {
+                continue;
+            }
+            if e.context.as_ref() == EXTEND || not_replayable(&e.data) {
+                return Ok(false);
+            }
+            out.extend_from_slice(&e.data);
+        }
+        Ok(true)
     }
 
     /// Waits for a compaction's snapshot files and rewrites the log (a loop never waits: its
