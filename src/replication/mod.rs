@@ -17,6 +17,7 @@ use std::time::Instant;
 use protobuf::Message as _;
 use raft::eraftpb::{
     ConfChange, ConfChangeSingle, ConfChangeType, ConfChangeV2, ConfState, Entry, EntryType,
+    MessageType,
 };
 use raft::{Config, RawNode, ReadOnlyOption};
 
@@ -595,6 +596,14 @@ impl Cluster {
         if !self.node.has_ready() {
             return Ok(outcome);
         }
+        let snapshot_out = |m: &Message| m.get_msg_type() == MessageType::MsgSnapshot;
+        if self.node.raft.state == StateRole::Leader && self.node.raft.msgs.iter().any(snapshot_out)
+        {
+            // Handing a snapshot to the transport holds the loop (encoding hundreds of MB took
+            // 0.3-0.45 s): every follower hears a heartbeat just before, so none of them starts
+            // an election over that silence.
+            self.node.raft.bcast_heartbeat();
+        }
         let mut rd = self.node.ready();
         if let Some(ss) = rd.ss() {
             let (role, leader) = (ss.raft_state, ss.leader_id);
@@ -614,21 +623,27 @@ impl Cluster {
             self.role = role;
             self.leader = leader;
         }
-        // 1. Messages a leader may send before its own write (heartbeats, appends).
+        // 1. Messages a leader may send before its own write (heartbeats, appends), snapshots
+        // last: the others are on the wire before the loop spends time on them.
+        let mut snapshots = Vec::new();
         for m in rd.take_messages() {
-            if m.get_msg_type() == raft::eraftpb::MessageType::MsgSnapshot {
-                // Rare and large: what it costs the loop to hand one to the transport.
-                let (to, bytes, started) = (m.to, m.get_snapshot().data.len(), Instant::now());
+            if snapshot_out(&m) {
+                snapshots.push(m);
+            } else {
                 out(m);
-                tracing::info!(
-                    "Cluster: a {bytes} byte snapshot queued for node {to} in {} ms",
-                    started.elapsed().as_millis()
-                );
-                continue;
             }
-            out(m);
         }
         sent();
+        for m in snapshots {
+            // Rare and large: what it costs the loop to hand one to the transport.
+            let (to, bytes, started) = (m.to, m.get_snapshot().data.len(), Instant::now());
+            out(m);
+            sent();
+            tracing::info!(
+                "Cluster: a {bytes} byte snapshot queued for node {to} in {} ms",
+                started.elapsed().as_millis()
+            );
+        }
         // 2. A snapshot from the leader replaces the state.
         if !rd.snapshot().is_empty() {
             let snap = rd.snapshot().clone();
