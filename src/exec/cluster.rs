@@ -43,6 +43,35 @@ pub const TICK: Duration = Duration::from_millis(50);
 /// Ticks made up at once after the loop was late (see `tick_until`).
 const MAX_CATCH_UP: u32 = 2;
 
+/// The log is compacted once its entries take more memory than this (or than the last
+/// snapshot, whichever is more): see `maybe_compact`.
+const LOG_BYTES: u64 = 64 << 20;
+/// ... or once an entry the snapshot does not cover is this old.
+const LOG_AGE: Duration = Duration::from_secs(600);
+/// What stays of the log behind a snapshot, at most: a follower this close behind (a restart,
+/// a pause) catches up from entries rather than the whole state.
+const LOG_RETAIN: u64 = 8 << 20;
+/// Keys a snapshot being built encodes per round (a few ms).
+const SLICE_KEYS: usize = 8192;
+
+/// A snapshot built a slice per round while the loop goes on: a dump of the keyspace whose
+/// keys may be at any state from `from` on, made exact at `to` by replaying the units of the
+/// entries `(from, to]` after it (each holds its keys' final states, so a key dumped at a
+/// later state ends at the same one). Dropped when the state is replaced or rebuilt, the
+/// leadership or the membership changes.
+struct Building {
+    /// The index the state was at when the dump started.
+    from: u64,
+    /// `Cluster::wire_prefix`, the libraries, the keys so far.
+    data: Vec<u8>,
+    /// The database being dumped, and the SCAN cursor in it (None: not started).
+    db: usize,
+    cursor: Option<u64>,
+    /// The index the state was at when the dump ended: compacted once it is applied.
+    to: Option<u64>,
+    began: Instant,
+}
+
 /// A follower asks its barrier again when no answer came this long (the leader dropped it:
 /// not yet committed in its term, gone, or the message was lost).
 const READ_REASK: Duration = Duration::from_millis(200);
@@ -141,6 +170,7 @@ pub struct ClusterIo {
     /// The last leader clients were told about (for +switch-master).
     announced_leader: u64,
     compacted_at: u64,
+    building: Option<Building>,
     /// Shutting down as leader: leadership is being handed over until then.
     handing_over: Option<Instant>,
     /// When each peer was last heard from (members' `active`).
@@ -239,6 +269,7 @@ impl ClusterIo {
             broken: false,
             announced_leader: 0,
             compacted_at: 0,
+            building: None,
             heard: Vec::new(),
             handing_over: None,
             view_due: Instant::now(),
@@ -252,6 +283,16 @@ impl ClusterIo {
 
     pub fn is_leader(&self) -> bool {
         self.core.is_leader()
+    }
+
+    /// The log index the state reflects: on a leader, its last proposal (it ran its units
+    /// before logging them), elsewhere what was applied.
+    fn state_index(&self) -> u64 {
+        if self.core.is_leader() {
+            self.core.proposed().max(self.core.applied())
+        } else {
+            self.core.applied()
+        }
     }
 
     /// A leader whose EXTEND is not applied yet: client batches wait.
@@ -741,6 +782,14 @@ impl Server {
                 c.drift
             );
         }
+        if outcome.stepped_down
+            || outcome.became_leader
+            || outcome.leader_changed.is_some()
+            || conf_changed
+        {
+            // The state was replaced, or what it is made exact by may change.
+            c.building = None;
+        }
         if outcome.stepped_down || c.broken {
             self.step_down(&mut c);
         }
@@ -773,7 +822,7 @@ impl Server {
         // acks commit replies that leave at the end of this turn. The turn after comes at
         // once, as the loop must not sleep on messages stepped but not yet processed (the
         // socket they came from is drained, so epoll would not wake it).
-        if c.receive() {
+        if c.receive() || c.core.has_ready() {
             c.peers.wake_loop();
         }
         c.release_covered();
@@ -943,6 +992,7 @@ impl Server {
         }
         c.broken = false;
         c.last_unit_logged = false;
+        c.building = None;
     }
 
     /// The transport follows the membership: new members are dialled, removed ones forgotten.
@@ -992,28 +1042,140 @@ impl Server {
         c.announced_leader = c.view.leader;
     }
 
-    /// Compacts the log into a snapshot of the state every `cluster-snapshot-every` entries (or
-    /// when a lagging follower needs a newer one), only while the state is exactly the applied
-    /// one (a leader with units in flight waits).
+    /// Compacts the log into a snapshot of the state when it grew past its bounds, or when a
+    /// lagging follower needs a newer snapshot. The bounds, any of which starts one:
+    /// - size: the log's entries take more memory than `LOG_BYTES` or than the last snapshot
+    ///   (so a dataset larger than `LOG_BYTES` costs at most one snapshot per its own size of
+    ///   log, and memory stays within the dataset's size twice plus `LOG_BYTES`, however far
+    ///   behind a follower is: one that needs what was compacted gets the snapshot);
+    /// - age: an entry the snapshot does not cover is older than `LOG_AGE`;
+    /// - count: `cluster-snapshot-every` entries, and at least one per key, since the last one.
+    ///
+    /// The snapshot is encoded `SLICE_KEYS` keys per round (`Building`), so the loop never
+    /// stops for the whole dataset: 1 M keys took 0.5-1.5 s in one go, on every node at about
+    /// the same time, and the followers elected a new leader.
     fn maybe_compact(&mut self, c: &mut ClusterIo) {
-        let applied = c.core.applied();
-        let wanted = c.core.snapshot_wanted();
-        // A snapshot is written on the loop thread: at least one entry per key since the last
-        // one keeps its cost per entry bounded however large the dataset is.
-        let keys: u64 = self.state.dbs.iter().map(|d| d.len() as u64).sum();
-        if !(wanted || applied >= c.compacted_at + c.snapshot_every.max(keys)) {
+        if c.building.is_some() {
+            self.build_snapshot(c);
             return;
         }
-        if c.core.proposed() > applied || applied == 0 {
+        let applied = c.core.applied();
+        let wanted = c.core.snapshot_wanted();
+        let stats = c.core.log_stats();
+        if stats.compacting || applied <= stats.snapshot_index || applied == 0 {
             if wanted {
                 // Asked again next round (take_snapshot_wanted cleared it).
-                tracing::debug!("Snapshot wanted while units are in flight: deferred");
+                tracing::debug!("Snapshot wanted while one is being written: deferred");
             }
             return;
         }
-        let data = super::snapshot(&self.state, 0);
-        match c.core.compact(applied, data) {
-            Ok(()) => c.compacted_at = applied,
+        let keys: u64 = self.state.dbs.iter().map(|d| d.len() as u64).sum();
+        let by_count = applied >= c.compacted_at + c.snapshot_every.max(keys);
+        let by_size = stats.log_bytes > LOG_BYTES.max(stats.snapshot_bytes);
+        let by_age = stats
+            .oldest
+            .is_some_and(|t| t.elapsed() >= LOG_AGE && stats.log_bytes > LOG_RETAIN);
+        if !(wanted || by_count || by_size || by_age) {
+            return;
+        }
+        let mut data = c.core.wire_prefix();
+        // The function libraries first, as exec::snapshot (a change to them while the keys
+        // are encoded makes the snapshot start over: see `replayable_units`).
+        for code in crate::script::functions::library_codes(&self.state) {
+            emit::command(&mut data, &[b"FUNCTION", b"LOAD", &code]);
+        }
+        c.building = Some(Building {
+            from: c.state_index(),
+            data,
+            db: 0,
+            cursor: None,
+            to: None,
+            began: Instant::now(),
+        });
+        self.build_snapshot(c);
+    }
+
+    /// One round's share of the snapshot being built, and once the dump is complete and the
+    /// entries it may be behind are applied, the compaction itself.
+    fn build_snapshot(&mut self, c: &mut ClusterIo) {
+        let state_index = c.state_index();
+        let Some(b) = c.building.as_mut() else {
+            return;
+        };
+        let dbs = &self.state.dbs;
+        let mut budget = SLICE_KEYS;
+        while b.to.is_none() && budget > 0 {
+            let Some(db) = dbs.get(b.db) else {
+                b.to = Some(state_index);
+                break;
+            };
+            let cursor = match b.cursor {
+                Some(cursor) => cursor,
+                None if db.is_empty() => {
+                    b.db += 1;
+                    continue;
+                }
+                None => {
+                    emit::command(
+                        &mut b.data,
+                        &[b"SELECT", itoa::Buffer::new().format(b.db).as_bytes()],
+                    );
+                    0
+                }
+            };
+            // At time 0 nothing is expired: every key the log has not deleted.
+            let out = &mut b.data;
+            let start = if cursor == 0 {
+                db.len() as u64
+            } else {
+                cursor.min(db.len() as u64)
+            };
+            let next = db.scan(cursor, budget, 0, |k, e| emit::key_state(out, k, Some(e)));
+            budget -= budget.min(start.saturating_sub(next).max(1) as usize);
+            if next == 0 {
+                b.db += 1;
+                b.cursor = None;
+            } else {
+                b.cursor = Some(next);
+            }
+        }
+        let Some(to) = b.to else {
+            return;
+        };
+        if c.core.applied() < to {
+            return;
+        }
+        let Some(mut b) = c.building.take() else {
+            return;
+        };
+        let encoded = b.began.elapsed();
+        let started = Instant::now();
+        match c.core.replayable_units(b.from, to, &mut b.data) {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::info!("Cluster snapshot started over: its window holds a unit that does not replay over it");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!("Cannot compact the cluster log: {e}");
+                return;
+            }
+        }
+        let bytes = b.data.len();
+        // The window kept behind the snapshot is also at most a quarter of the entries
+        // between two compactions by count.
+        let retain_entries = c.snapshot_every / 4;
+        match c.core.compact_wire(to, b.data, LOG_RETAIN, retain_entries) {
+            Ok(true) => {
+                c.compacted_at = to;
+                tracing::info!(
+                    "Cluster log compacted to {to}: a {bytes} byte snapshot, encoded over {} ms ({} entries replayed), replayed and handed over in {} ms",
+                    encoded.as_millis(),
+                    to - b.from,
+                    started.elapsed().as_millis()
+                );
+            }
+            Ok(false) => {}
             Err(e) => tracing::warn!("Cannot compact the cluster log: {e}"),
         }
     }

@@ -51,6 +51,12 @@ const READ_CHUNK: usize = 16 * 1024;
 /// ms against Redis's 5.5-7.5 in the same runs; bench/run growth). Pipelining clients send far
 /// less per turn.
 const READ_BUDGET: usize = 16 * 1024;
+/// Bytes of requests one batch runs at most. A connection reads on while its batch waits (for
+/// an fsync, or in a cluster for the log to commit), so a pipelining client's next batch
+/// would be everything that arrived meanwhile: a bulk loader through one connection built
+/// batches of hundreds of thousands of commands, each holding the loop (and a cluster
+/// leader's heartbeats) for seconds, until the followers elected another leader.
+const MAX_BATCH_BYTES: usize = 256 * 1024;
 
 /// Listeners take the tokens just below the waker's; clients use their id.
 fn listener_token(i: usize) -> Token {
@@ -689,12 +695,15 @@ impl Net {
             let auth_required = c.client.auth_required(&self.shared);
             let server_auth = self.shared.auth_required.load(Ordering::Relaxed);
             c.decoder.set_auth_required(auth_required);
+            let unread = buf.len();
             loop {
                 match c.decoder.decode(buf, &limits) {
                     Ok(Some(args)) => {
                         let end = auth_may_change(auth_required, server_auth, &args);
                         batch.push(args);
-                        if end {
+                        // The rest waits for the next batch (`settle` queues it once this
+                        // one's replies are out).
+                        if end || unread - buf.len() >= MAX_BATCH_BYTES {
                             break;
                         }
                     }

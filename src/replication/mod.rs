@@ -12,16 +12,25 @@ mod tests;
 
 use std::io;
 use std::path::Path;
+use std::time::Instant;
 
 use protobuf::Message as _;
 use raft::eraftpb::{
     ConfChange, ConfChangeSingle, ConfChangeType, ConfChangeV2, ConfState, Entry, EntryType,
+    MessageType,
 };
 use raft::{Config, RawNode, ReadOnlyOption};
 
 pub use raft::eraftpb::Message;
 pub use raft::StateRole;
 pub use store::{Addrs, LogStore};
+
+/// Bytes of entries in one append message.
+pub const MAX_MSG: u64 = 256 << 10;
+/// Append messages unanswered per follower.
+pub const MAX_INFLIGHT: usize = 32;
+/// Bytes of committed entries applied per round.
+pub const MAX_APPLY: u64 = 4 << 20;
 
 /// `Entry.context` of an EXTEND entry (clock section of raft-research.md): every node shifts
 /// its deadlines at the same log position. A unit's context is empty.
@@ -38,6 +47,20 @@ pub enum Applied<'a> {
     Extend(u64),
     /// The membership changed to this.
     Conf(&'a ConfState),
+}
+
+/// The log's size and age (`Cluster::log_stats`).
+#[derive(Debug, Clone, Copy)]
+pub struct LogStats {
+    /// Memory the log's entries take.
+    pub log_bytes: u64,
+    /// The last snapshot's state, in bytes.
+    pub snapshot_bytes: u64,
+    pub snapshot_index: u64,
+    /// When the oldest entry after the snapshot was appended (None: there is none).
+    pub oldest: Option<std::time::Instant>,
+    /// A compaction's snapshot is still being written to disk.
+    pub compacting: bool,
 }
 
 /// What changed in a round, for the loop's own reactions (hold or drop replies, publish
@@ -107,6 +130,14 @@ pub struct Cluster {
     restore: Option<u64>,
 }
 
+/// A unit that moves or replaces more than the keys it names (SWAPDB, FUNCTION ...), as the
+/// log writes them (RESP bulk strings, upper case). A key or value spelled the same only makes
+/// a snapshot start over.
+fn not_replayable(data: &[u8]) -> bool {
+    const MARKS: [&[u8]; 2] = [b"$6\r\nSWAPDB\r\n", b"$8\r\nFUNCTION\r\n"];
+    MARKS.iter().any(|m| data.windows(m.len()).any(|w| w == *m))
+}
+
 fn other(e: impl std::fmt::Display) -> io::Error {
     io::Error::other(e.to_string())
 }
@@ -131,8 +162,15 @@ impl Cluster {
             read_only_option: ReadOnlyOption::Safe,
             // The state machine starts from the snapshot; raft redelivers what follows it.
             applied: snap,
-            max_size_per_msg: 1 << 20,
-            max_inflight_msgs: 256,
+            // Flow control per follower: at most MAX_INFLIGHT appends of MAX_MSG bytes
+            // unanswered (8 MiB). One that is far behind is streamed that much at a time and
+            // never has more queued for it, so its heartbeats wait behind at most that on the
+            // wire, and the leader's memory does not grow with its lag.
+            max_size_per_msg: MAX_MSG,
+            max_inflight_msgs: MAX_INFLIGHT,
+            // Committed entries handed out per round: a follower catching up applies this much
+            // and goes back to its loop (peers' messages, ticks, clients) before the rest.
+            max_committed_size_per_ready: MAX_APPLY,
             ..Default::default()
         };
         cfg.validate().map_err(other)?;
@@ -153,6 +191,12 @@ impl Cluster {
 
     pub fn id(&self) -> u64 {
         self.node.raft.id
+    }
+
+    /// Work is left for another round right away (committed entries beyond one round's share,
+    /// `MAX_APPLY`): the loop must not sleep until the next tick.
+    pub fn has_ready(&self) -> bool {
+        self.node.has_ready()
     }
 
     /// Leader as of the last round (`on_round` reports changes). Between a round and the next,
@@ -392,12 +436,89 @@ impl Cluster {
     }
 
     /// Compacts the log up to `index` (≤ applied): `data` is the state after applying it, in
-    /// AOF base format. A follower that lags behind `index` is then sent this snapshot.
-    pub fn compact(&mut self, index: u64, data: Vec<u8>) -> io::Result<()> {
+    /// AOF base format. A follower that lags behind what stays of the log (the last entries
+    /// up to `index`, at most `retain` bytes and `retain_entries` of them, and everything
+    /// after) is then sent this snapshot. The files are written beside the loop
+    /// (`LogStore::compact`); false: not started, as a previous snapshot is still being
+    /// written.
+    pub fn compact(
+        &mut self,
+        index: u64,
+        data: Vec<u8>,
+        retain: u64,
+        retain_entries: u64,
+    ) -> io::Result<bool> {
+        let mut wire = self.wire_prefix();
+        wire.extend_from_slice(&data);
+        self.compact_wire(index, wire, retain, retain_entries)
+    }
+
+    /// `compact` with the state already behind `wire_prefix` (no copy of it is made).
+    pub fn compact_wire(
+        &mut self,
+        index: u64,
+        wire: Vec<u8>,
+        retain: u64,
+        retain_entries: u64,
+    ) -> io::Result<bool> {
         if index > self.node.raft.raft_log.applied {
             return Err(other(format!("compact to {index} beyond applied")));
         }
-        self.node.mut_store().compact(index, data)
+        self.node
+            .mut_store()
+            .compact(index, wire, retain, retain_entries)
+    }
+
+    /// What a snapshot's data starts with (see `compact_wire`).
+    pub fn wire_prefix(&self) -> Vec<u8> {
+        self.node.store().wire_prefix()
+    }
+
+    /// Appends to `out` the units of entries `(from, to]` (all applied), in log order, to be
+    /// replayed over a dump of the state taken while they were applied: each unit holds its
+    /// keys' final states, so replaying it over a key already past it converges on the same
+    /// state. False when one of them does not replay so (an EXTEND, SWAPDB, a FUNCTION
+    /// command: the dump would count it twice) or the entries are no longer in the log.
+    pub fn replayable_units(&self, from: u64, to: u64, out: &mut Vec<u8>) -> io::Result<bool> {
+        use raft::{GetEntriesContext, Storage};
+        if to <= from {
+            return Ok(true);
+        }
+        let store = self.node.store();
+        if from + 1 < store.first_index().map_err(other)? || to > self.applied() {
+            return Ok(false);
+        }
+        let entries = store
+            .entries(from + 1, to + 1, None, GetEntriesContext::empty(false))
+            .map_err(other)?;
+        for e in &entries {
+            if e.get_entry_type() != EntryType::EntryNormal || e.data.is_empty() {
+                continue;
+            }
+            if e.context.as_ref() == EXTEND || not_replayable(&e.data) {
+                return Ok(false);
+            }
+            out.extend_from_slice(&e.data);
+        }
+        Ok(true)
+    }
+
+    /// Waits for a compaction's snapshot files and rewrites the log (a loop never waits: its
+    /// rounds finish a compaction once the files are written).
+    pub fn wait_compaction(&mut self) -> io::Result<()> {
+        self.node.mut_store().finish_compaction(true)
+    }
+
+    /// What the loop decides compaction by: the log's size and age, the last snapshot's size.
+    pub fn log_stats(&self) -> LogStats {
+        let store = self.node.store();
+        LogStats {
+            log_bytes: store.log_bytes(),
+            snapshot_bytes: store.snapshot_bytes(),
+            snapshot_index: store.snapshot_index(),
+            oldest: store.unsnapshotted_since(),
+            compacting: store.compacting(),
+        }
     }
 
     /// True when a follower needs a snapshot newer than the stored one (it joined after it was
@@ -462,6 +583,7 @@ impl Cluster {
         if !leading {
             self.node.mut_store().drain()?;
         }
+        self.node.mut_store().finish_compaction(false)?;
         self.take_durable()?;
         if let Some(index) = self.restore.take() {
             apply(index, Applied::Snapshot(self.node.store().snapshot_data()));
@@ -480,6 +602,14 @@ impl Cluster {
         }
         if !self.node.has_ready() {
             return Ok(outcome);
+        }
+        let snapshot_out = |m: &Message| m.get_msg_type() == MessageType::MsgSnapshot;
+        if self.node.raft.state == StateRole::Leader && self.node.raft.msgs.iter().any(snapshot_out)
+        {
+            // Handing a snapshot to the transport holds the loop (encoding hundreds of MB took
+            // 0.3-0.45 s): every follower hears a heartbeat just before, so none of them starts
+            // an election over that silence.
+            self.node.raft.bcast_heartbeat();
         }
         let mut rd = self.node.ready();
         if let Some(ss) = rd.ss() {
@@ -500,11 +630,27 @@ impl Cluster {
             self.role = role;
             self.leader = leader;
         }
-        // 1. Messages a leader may send before its own write (heartbeats, appends).
+        // 1. Messages a leader may send before its own write (heartbeats, appends), snapshots
+        // last: the others are on the wire before the loop spends time on them.
+        let mut snapshots = Vec::new();
         for m in rd.take_messages() {
-            out(m);
+            if snapshot_out(&m) {
+                snapshots.push(m);
+            } else {
+                out(m);
+            }
         }
         sent();
+        for m in snapshots {
+            // Rare and large: what it costs the loop to hand one to the transport.
+            let (to, bytes, started) = (m.to, m.get_snapshot().data.len(), Instant::now());
+            out(m);
+            sent();
+            tracing::info!(
+                "Cluster: a {bytes} byte snapshot queued for node {to} in {} ms",
+                started.elapsed().as_millis()
+            );
+        }
         // 2. A snapshot from the leader replaces the state.
         if !rd.snapshot().is_empty() {
             let snap = rd.snapshot().clone();

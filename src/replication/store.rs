@@ -12,16 +12,16 @@
 //! - `snapshot.aof` + `snapshot.meta`: the compacted state (AOF base format, opaque here) and its
 //!   index, term, ConfState and addresses.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use protobuf::Message as _;
 use raft::eraftpb::{ConfState, Entry, HardState, Snapshot, SnapshotMetadata};
-use raft::storage::MemStorage;
 use raft::{GetEntriesContext, RaftState, Storage, StorageError};
 
 use crate::persist::aof::write_atomically;
@@ -49,7 +49,7 @@ fn corrupt(what: impl std::fmt::Display) -> io::Error {
 }
 
 pub struct LogStore {
-    mem: MemStorage,
+    mem: MemLog,
     dir: PathBuf,
     log: Arc<File>,
     /// Where the next record goes: the end of the last one (zeros may follow).
@@ -63,8 +63,13 @@ pub struct LogStore {
     pending: Vec<u8>,
     /// raft.state must be rewritten before this round's persisted messages leave.
     state_dirty: bool,
-    /// The last snapshot, with its data: what a lagging follower is sent.
+    /// The last snapshot in the form a lagging follower is sent (`join_wire`: the members'
+    /// addresses, then the state from `snap_at` on), built once per snapshot: raft asks for it
+    /// on every retry, and handing it out is a reference count.
     snap: Snapshot,
+    snap_at: usize,
+    /// A compaction's snapshot being written to disk by a helper thread (the loop goes on).
+    snap_write: Option<SnapWrite>,
     pub(crate) addrs: Addrs,
     /// raft asked for a snapshot this store could not give (see `snapshot`).
     wanted: std::cell::Cell<bool>,
@@ -77,14 +82,14 @@ impl LogStore {
     /// a snapshot's ConfState.
     pub fn open(dir: &Path, bootstrap: &Addrs) -> io::Result<LogStore> {
         std::fs::create_dir_all(dir)?;
-        let mem = MemStorage::new();
-        let mut snap = Snapshot::default();
+        let mut mem = MemLog::default();
+        let mut meta = SnapshotMetadata::default();
+        let mut data = Vec::new();
         let mut addrs = Addrs::new();
         let meta_path = dir.join(SNAP_META);
         if meta_path.exists() {
-            (snap, addrs) = read_snapshot(dir)?;
+            (meta, data, addrs) = read_snapshot(dir)?;
         } else if !bootstrap.is_empty() && !dir.join(STATE).exists() {
-            let meta = snap.mut_metadata();
             meta.index = 1;
             meta.term = 1;
             meta.set_conf_state(ConfState::from((
@@ -92,12 +97,14 @@ impl LogStore {
                 Vec::<u64>::new(),
             )));
             addrs = bootstrap.clone();
-            write_snapshot(dir, &snap, &addrs)?;
+            write_snapshot(dir, &meta, &data, &addrs)?;
         }
+        let wire = join_wire(&addrs, &data);
+        let snap_at = wire.len() - data.len();
+        drop(data);
+        let snap = snapshot(meta, wire);
         if snap.get_metadata().index > 0 {
-            mem.wl()
-                .apply_snapshot(snapshot_without_data(&snap))
-                .map_err(corrupt)?;
+            mem.apply_snapshot(snap.get_metadata()).map_err(corrupt)?;
         }
         let snap_index = snap.get_metadata().index;
         let log_path = dir.join(LOG);
@@ -114,7 +121,7 @@ impl LogStore {
         // The log may have just been created: its name must survive a power loss too.
         File::open(dir)?.sync_all()?;
         {
-            let mut core = mem.wl();
+            let core = &mut mem;
             let mut last = snap_index;
             for e in entries {
                 // Entries up to the snapshot survive a crash between writing the snapshot and
@@ -137,7 +144,7 @@ impl LogStore {
         let state_path = dir.join(STATE);
         if state_path.exists() {
             let (mut hs, cs, a) = decode_state(&std::fs::read(&state_path)?)?;
-            let last = mem.last_index().map_err(corrupt)?;
+            let last = mem.last_index();
             // The log is fsynced before the state in every round, so this is damage, and raft
             // would panic on it.
             if hs.commit > last {
@@ -153,10 +160,9 @@ impl LogStore {
             let state_is_newer = hs.commit >= snap_index;
             hs.commit = hs.commit.max(snap_index);
             hs.term = hs.term.max(snap.get_metadata().term);
-            let mut core = mem.wl();
-            core.set_hardstate(hs);
+            mem.hs = hs;
             if state_is_newer && cs != ConfState::default() {
-                core.set_conf_state(cs);
+                mem.cs = cs;
                 addrs = a;
             }
         }
@@ -172,21 +178,19 @@ impl LogStore {
             pending: Vec::new(),
             state_dirty: false,
             snap,
+            snap_at,
+            snap_write: None,
             addrs,
             wanted: Default::default(),
         })
     }
 
     pub fn hard_state(&self) -> HardState {
-        self.mem.rl().hard_state().clone()
+        self.mem.hs.clone()
     }
 
     pub fn conf_state(&self) -> ConfState {
-        // MemStorage's initial_state is a plain copy of its fields and never fails.
-        self.mem
-            .initial_state()
-            .map(|s| s.conf_state)
-            .unwrap_or_default()
+        self.mem.cs.clone()
     }
 
     pub fn snapshot_index(&self) -> u64 {
@@ -199,7 +203,38 @@ impl LogStore {
     }
 
     pub fn snapshot_data(&self) -> &[u8] {
-        &self.snap.data
+        &self.snap.data[self.snap_at..]
+    }
+
+    /// What a snapshot's wire form starts with (the members' addresses): a snapshot is built
+    /// behind it, so handing it to raft copies nothing.
+    pub fn wire_prefix(&self) -> Vec<u8> {
+        join_wire(&self.addrs, &[])
+    }
+
+    /// Memory the log's entries take (compaction by size).
+    pub fn log_bytes(&self) -> u64 {
+        self.mem.bytes
+    }
+
+    /// Bytes of the last snapshot's state.
+    pub fn snapshot_bytes(&self) -> u64 {
+        (self.snap.data.len() - self.snap_at) as u64
+    }
+
+    /// When the first entry after the snapshot was appended (within a second; None: there is
+    /// none): compaction by age.
+    pub fn unsnapshotted_since(&self) -> Option<Instant> {
+        let after = self.snapshot_index() + 1;
+        if after > self.mem.last_index() {
+            return None;
+        }
+        self.mem.appended_at(after)
+    }
+
+    /// A compaction's snapshot is still being written.
+    pub fn compacting(&self) -> bool {
+        self.snap_write.is_some()
     }
 
     /// Buffers entries for the next `sync`; raft reads them from memory at once.
@@ -207,7 +242,7 @@ impl LogStore {
         for e in entries {
             encode_record(&mut self.pending, e)?;
         }
-        self.mem.wl().append(entries).map_err(corrupt)
+        self.mem.append(entries).map_err(corrupt)
     }
 
     /// Term and vote must be durable before this node's votes and acks leave, so a change marks
@@ -216,20 +251,19 @@ impl LogStore {
     /// commit index from the leader, so a stale commit on disk only delays applying; writing it
     /// every round would add two fsyncs to each one.
     pub fn set_hard_state(&mut self, hs: &HardState) {
-        let mut core = self.mem.wl();
-        let old = core.hard_state();
+        let old = &self.mem.hs;
         if old.term != hs.term || old.vote != hs.vote {
             self.state_dirty = true;
         }
-        core.set_hardstate(hs.clone());
+        self.mem.hs = hs.clone();
     }
 
     pub fn set_commit(&mut self, commit: u64) {
-        self.mem.wl().mut_hard_state().commit = commit;
+        self.mem.hs.commit = commit;
     }
 
     pub fn set_conf_state(&mut self, cs: ConfState) {
-        self.mem.wl().set_conf_state(cs);
+        self.mem.cs = cs;
         self.state_dirty = true;
     }
 
@@ -318,14 +352,17 @@ impl LogStore {
     /// old state or the new one), then the in-memory log is replaced and raft.log emptied.
     pub fn install_snapshot(&mut self, wire: &Snapshot) -> io::Result<()> {
         self.drain()?;
+        // A compaction's files being written would race with these; its snapshot is older.
+        if let Some(w) = self.snap_write.take() {
+            let _ = w.join();
+        }
         let (addrs, data) = split_wire(&wire.data)?;
-        let snap = &snapshot(wire.get_metadata().clone(), data.to_vec());
-        write_snapshot(&self.dir, snap, &addrs)?;
+        write_snapshot(&self.dir, wire.get_metadata(), data, &addrs)?;
+        self.snap_at = wire.data.len() - data.len();
         self.mem
-            .wl()
-            .apply_snapshot(snapshot_without_data(snap))
+            .apply_snapshot(wire.get_metadata())
             .map_err(corrupt)?;
-        self.snap = snap.clone();
+        self.snap = wire.clone();
         self.addrs = addrs;
         self.pending.clear();
         self.rewrite_log(&[])?;
@@ -333,45 +370,97 @@ impl LogStore {
         self.sync()
     }
 
-    /// Compacts the log up to `index` (applied, ≤ commit): `data` is the state after applying
-    /// it. Entries after `index` are kept, rewritten into a fresh raft.log.
-    pub fn compact(&mut self, index: u64, data: Vec<u8>) -> io::Result<()> {
-        if index <= self.snapshot_index() {
-            return Ok(());
+    /// Compacts the log up to `index` (applied, ≤ commit): `wire` is `wire_prefix` followed
+    /// by the state after applying it. raft is handed the new snapshot at once; its files are written by a helper thread
+    /// (hundreds of MB for a large dataset: seconds of fsync the loop must not wait for), and
+    /// once they are durable `finish_compaction` rewrites raft.log without the entries they
+    /// cover. The entries from `keep` on stay in memory (a follower briefly behind catches up
+    /// from them rather than from the whole snapshot): the newest at or before `index`, at
+    /// most `retain` bytes and `retain_entries` of them. False: not started (nothing new to
+    /// cover, the previous snapshot is still being written, or the membership changed since
+    /// the prefix was taken).
+    pub fn compact(
+        &mut self,
+        index: u64,
+        wire: Vec<u8>,
+        retain: u64,
+        retain_entries: u64,
+    ) -> io::Result<bool> {
+        let prefix = self.wire_prefix();
+        if index <= self.snapshot_index() || self.snap_write.is_some() || !wire.starts_with(&prefix)
+        {
+            return Ok(false);
         }
         self.drain()?;
         let term = self.mem.term(index).map_err(corrupt)?;
-        let last = self.mem.last_index().map_err(corrupt)?;
-        let tail = if last > index {
-            self.mem
-                .entries(index + 1, last + 1, None, GetEntriesContext::empty(false))
-                .map_err(corrupt)?
-        } else {
-            Vec::new()
-        };
-        let (hs, cs) = (self.hard_state(), self.conf_state());
         let mut meta = SnapshotMetadata {
             index,
             term,
             ..Default::default()
         };
-        meta.set_conf_state(cs.clone());
-        let snap = snapshot(meta, data);
-        // The buffered records reach the file first, so the rewrite below sees all of them, and
-        // the state is written with a commit ≥ `index` (see `open`).
+        meta.set_conf_state(self.conf_state());
+        // The state is written with a commit ≥ `index` before the snapshot can exist (see
+        // `open`), and the buffered records reach the file before it is rewritten.
         self.state_dirty = true;
         self.sync()?;
-        write_snapshot(&self.dir, &snap, &self.addrs)?;
+        self.snap_at = prefix.len();
+        let old = std::mem::replace(&mut self.snap, snapshot(meta, wire));
+        let keep = self.mem.keep_from(index, retain, retain_entries);
+        let dropped = self.mem.compact_to(keep).map_err(corrupt)?;
+        let (dir, snap, at, addrs) = (
+            self.dir.clone(),
+            self.snap.clone(),
+            self.snap_at,
+            self.addrs.clone(),
+        );
+        let thread = std::thread::Builder::new()
+            .name("raft-snapshot".into())
+            .spawn(move || {
+                // Freed here rather than on the loop (a million entries: ~0.2 s).
+                drop((old, dropped));
+                write_snapshot(&dir, snap.get_metadata(), &snap.data[at..], &addrs)
+            })?;
+        self.snap_write = Some(SnapWrite {
+            index,
+            thread: Some(thread),
+        });
+        Ok(true)
+    }
+
+    /// Once a compaction's snapshot is durable: raft.log is rewritten with only the entries
+    /// after it. A failed write leaves the old snapshot and the whole log on disk (a restart
+    /// recovers from them) and is logged; the next compaction tries again.
+    /// `wait`: even if the write is still under way (tests; a loop never waits).
+    pub fn finish_compaction(&mut self, wait: bool) -> io::Result<()> {
+        if !wait && !self.snap_write.as_ref().is_some_and(SnapWrite::finished) {
+            return Ok(());
+        }
+        let Some(w) = self.snap_write.take() else {
+            return Ok(());
+        };
+        let index = w.index;
+        if let Err(e) = w.join() {
+            tracing::warn!("Cannot write the cluster snapshot at {index}: {e}");
+            return Ok(());
+        }
+        let started = Instant::now();
+        self.drain()?;
+        self.sync()?;
+        let last = self.mem.last_index();
+        let tail = if last > index {
+            self.mem
+                .entries(index + 1, last + 1, None)
+                .map_err(corrupt)?
+        } else {
+            Vec::new()
+        };
         self.rewrite_log(&tail)?;
-        let mut core = self.mem.wl();
-        core.apply_snapshot(snapshot_without_data(&snap))
-            .map_err(corrupt)?;
-        core.append(&tail).map_err(corrupt)?;
-        // apply_snapshot moved commit back to `index`; the node's real state stays.
-        core.set_hardstate(hs);
-        core.set_conf_state(cs);
-        drop(core);
-        self.snap = snap;
+        // On the loop (its appends must follow the rewrite): worth watching on a slow disk.
+        tracing::info!(
+            "Cluster log rewritten after the snapshot at {index}: {} entries kept, in {} ms",
+            tail.len(),
+            started.elapsed().as_millis()
+        );
         Ok(())
     }
 
@@ -398,8 +487,33 @@ fn snapshot(meta: SnapshotMetadata, data: Vec<u8>) -> Snapshot {
     s
 }
 
-fn snapshot_without_data(s: &Snapshot) -> Snapshot {
-    snapshot(s.get_metadata().clone(), Vec::new())
+/// A compaction's snapshot files being written beside the loop (`LogStore::compact`).
+struct SnapWrite {
+    index: u64,
+    thread: Option<std::thread::JoinHandle<io::Result<()>>>,
+}
+
+impl SnapWrite {
+    fn finished(&self) -> bool {
+        self.thread.as_ref().is_none_or(|t| t.is_finished())
+    }
+
+    fn join(mut self) -> io::Result<()> {
+        match self.thread.take().map(|t| t.join()) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(io::Error::other("the snapshot writer panicked")),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for SnapWrite {
+    /// The files must not change after their owner is gone (a node reopening them).
+    fn drop(&mut self) {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 fn encode_record(buf: &mut Vec<u8>, e: &Entry) -> io::Result<()> {
@@ -823,15 +937,20 @@ fn decode_state(data: &[u8]) -> io::Result<(HardState, ConfState, Addrs)> {
 /// The data goes to `snapshot.aof.next` first, then the metadata (with the data's checksum)
 /// replaces snapshot.meta atomically, then the data is renamed into place. Whatever point a
 /// crash interrupts, `read_snapshot` finds a data file that matches the metadata.
-fn write_snapshot(dir: &Path, snap: &Snapshot, addrs: &Addrs) -> io::Result<()> {
+fn write_snapshot(
+    dir: &Path,
+    meta: &SnapshotMetadata,
+    data: &[u8],
+    addrs: &Addrs,
+) -> io::Result<()> {
     let next = dir.join(SNAP_NEXT);
     {
         let mut f = File::create(&next)?;
-        f.write_all(&snap.data)?;
+        f.write_all(data)?;
         f.sync_all()?;
     }
-    let meta = snap.get_metadata().write_to_bytes().map_err(corrupt)?;
-    let crc = crc32fast::hash(&snap.data).to_le_bytes().to_vec();
+    let meta = meta.write_to_bytes().map_err(corrupt)?;
+    let crc = crc32fast::hash(data).to_le_bytes().to_vec();
     write_atomically(&dir.join(SNAP_META), &encode_parts(&[meta, crc], addrs)?)?;
     std::fs::rename(&next, dir.join(SNAP_DATA))?;
     File::open(dir)?.sync_all()
@@ -870,7 +989,7 @@ fn parse_addrs(text: &str) -> Option<Addrs> {
     Some(addrs)
 }
 
-fn read_snapshot(dir: &Path) -> io::Result<(Snapshot, Addrs)> {
+fn read_snapshot(dir: &Path) -> io::Result<(SnapshotMetadata, Vec<u8>, Addrs)> {
     let (parts, addrs) = decode_parts(&std::fs::read(dir.join(SNAP_META))?, 2, SNAP_META)?;
     let meta = SnapshotMetadata::parse_from_bytes(&parts[0]).map_err(corrupt)?;
     let crc = parts[1].as_slice();
@@ -883,12 +1002,15 @@ fn read_snapshot(dir: &Path) -> io::Result<(Snapshot, Addrs)> {
         }
         std::fs::rename(dir.join(SNAP_NEXT), dir.join(SNAP_DATA))?;
     }
-    Ok((snapshot(meta, data), addrs))
+    Ok((meta, data, addrs))
 }
 
 impl Storage for LogStore {
     fn initial_state(&self) -> raft::Result<RaftState> {
-        self.mem.initial_state()
+        Ok(RaftState {
+            hard_state: self.mem.hs.clone(),
+            conf_state: self.mem.cs.clone(),
+        })
     }
 
     fn entries(
@@ -896,9 +1018,9 @@ impl Storage for LogStore {
         low: u64,
         high: u64,
         max_size: impl Into<Option<u64>>,
-        context: GetEntriesContext,
+        _context: GetEntriesContext,
     ) -> raft::Result<Vec<Entry>> {
-        self.mem.entries(low, high, max_size, context)
+        self.mem.entries(low, high, max_size.into())
     }
 
     fn term(&self, idx: u64) -> raft::Result<u64> {
@@ -906,11 +1028,11 @@ impl Storage for LogStore {
     }
 
     fn first_index(&self) -> raft::Result<u64> {
-        self.mem.first_index()
+        Ok(self.mem.first_index())
     }
 
     fn last_index(&self) -> raft::Result<u64> {
-        self.mem.last_index()
+        Ok(self.mem.last_index())
     }
 
     /// The last compaction's snapshot, data included (MemStorage's own carries no data), with
@@ -923,13 +1045,276 @@ impl Storage for LogStore {
         let cs = meta.get_conf_state();
         let names_to = cs.voters.contains(&to) || cs.learners.contains(&to);
         if meta.index >= request_index && meta.index > 0 && names_to {
-            let data = join_wire(&self.addrs, &self.snap.data);
-            Ok(snapshot(self.snap.get_metadata().clone(), data))
+            Ok(self.snap.clone())
         } else {
             self.wanted.set(true);
             Err(raft::Error::Store(
                 StorageError::SnapshotTemporarilyUnavailable,
             ))
         }
+    }
+}
+
+/// The log in memory, what raft reads: the entries after the compaction point, their summed
+/// sizes (compaction by size) and coarse append times (compaction by age). `entries` costs
+/// O(entries returned): raft-rs's `MemStorage` copies the whole tail from `low` before cutting
+/// it to one message, O(tail) per append message, which for a follower far behind is the
+/// whole log on every message.
+#[derive(Default)]
+struct MemLog {
+    hs: HardState,
+    cs: ConfState,
+    /// Index and term of the entry just before `entries[0]` (a snapshot's, or the point the
+    /// log was compacted to).
+    base: (u64, u64),
+    entries: VecDeque<Entry>,
+    /// Sum of `entry_bytes` over `entries`.
+    bytes: u64,
+    /// (first index appended, when), at most one mark per `MARK_EVERY`: the age of the oldest
+    /// entry kept, to within that.
+    marks: VecDeque<(u64, Instant)>,
+}
+
+/// Appends closer together than this share one age mark, so marks stay few at any rate.
+const MARK_EVERY: Duration = Duration::from_secs(1);
+
+/// What an entry costs in memory, for compaction by size: its payload plus the struct.
+fn entry_bytes(e: &Entry) -> u64 {
+    (e.data.len() + e.context.len() + std::mem::size_of::<Entry>()) as u64
+}
+
+impl MemLog {
+    fn first_index(&self) -> u64 {
+        self.base.0 + 1
+    }
+
+    fn last_index(&self) -> u64 {
+        self.base.0 + self.entries.len() as u64
+    }
+
+    fn term(&self, idx: u64) -> raft::Result<u64> {
+        if idx == self.base.0 {
+            return Ok(self.base.1);
+        }
+        if idx < self.base.0 {
+            return Err(raft::Error::Store(StorageError::Compacted));
+        }
+        match self.entries.get((idx - self.base.0 - 1) as usize) {
+            Some(e) => Ok(e.term),
+            None => Err(raft::Error::Store(StorageError::Unavailable)),
+        }
+    }
+
+    /// Entries `[low, high)`, cut as raft-rs's `limit_size` cuts them: the first always, then
+    /// while the encoded sizes sum to at most `max_size`. Only the entries returned are read.
+    fn entries(&self, low: u64, high: u64, max_size: Option<u64>) -> raft::Result<Vec<Entry>> {
+        if low < self.first_index() {
+            return Err(raft::Error::Store(StorageError::Compacted));
+        }
+        if high > self.last_index() + 1 || low > high {
+            return Err(raft::Error::Store(StorageError::Unavailable));
+        }
+        let max = max_size.unwrap_or(u64::MAX);
+        let from = (low - self.base.0 - 1) as usize;
+        let n = (high - low) as usize;
+        let mut out = Vec::with_capacity(n.min(1024));
+        let mut size = 0u64;
+        for e in self.entries.range(from..from + n) {
+            #[cfg(test)]
+            VISITED.with(|v| v.set(v.get() + 1));
+            size += u64::from(e.compute_size());
+            if !out.is_empty() && size > max {
+                break;
+            }
+            out.push(e.clone());
+        }
+        Ok(out)
+    }
+
+    /// Appends `ents`, replacing any entries from `ents[0].index` on (a new leader's).
+    fn append(&mut self, ents: &[Entry]) -> raft::Result<()> {
+        let Some(first) = ents.first() else {
+            return Ok(());
+        };
+        if first.index < self.first_index() || first.index > self.last_index() + 1 {
+            return Err(raft::Error::Store(StorageError::Unavailable));
+        }
+        let keep = (first.index - self.first_index()) as usize;
+        for e in self.entries.drain(keep..) {
+            self.bytes -= entry_bytes(&e);
+        }
+        while self.marks.back().is_some_and(|&(i, _)| i >= first.index) {
+            self.marks.pop_back();
+        }
+        for e in ents {
+            self.bytes += entry_bytes(e);
+            self.entries.push_back(e.clone());
+        }
+        let now = Instant::now();
+        if self
+            .marks
+            .back()
+            .is_none_or(|&(_, t)| now.duration_since(t) >= MARK_EVERY)
+        {
+            self.marks.push_back((first.index, now));
+        }
+        Ok(())
+    }
+
+    /// Drops the entries before `keep` (the log then starts at `keep`, ≤ last + 1).
+    /// Returns them: hundreds of thousands of entries take a while to free, which the caller
+    /// may do off the loop.
+    fn compact_to(&mut self, keep: u64) -> raft::Result<VecDeque<Entry>> {
+        if keep <= self.first_index() {
+            return Ok(VecDeque::new());
+        }
+        if keep > self.last_index() + 1 {
+            return Err(raft::Error::Store(StorageError::Unavailable));
+        }
+        let term = self.term(keep - 1)?;
+        let n = (keep - self.first_index()) as usize;
+        // split_off copies the (short) rest, not the entries dropped.
+        let rest = self.entries.split_off(n);
+        let dropped = std::mem::replace(&mut self.entries, rest);
+        for e in &dropped {
+            self.bytes -= entry_bytes(e);
+        }
+        self.base = (keep - 1, term);
+        // The oldest mark at or before `keep` still dates the first entry kept (an upper bound
+        // of its age); the ones before it go.
+        while self.marks.len() > 1 && self.marks[1].0 <= keep {
+            self.marks.pop_front();
+        }
+        if self.entries.is_empty() {
+            self.marks.clear();
+        }
+        Ok(dropped)
+    }
+
+    /// The log is replaced by a snapshot (MemStorage's `apply_snapshot`).
+    fn apply_snapshot(&mut self, meta: &SnapshotMetadata) -> raft::Result<()> {
+        if self.first_index() > meta.index {
+            return Err(raft::Error::Store(StorageError::SnapshotOutOfDate));
+        }
+        self.base = (meta.index, meta.term);
+        self.hs.term = self.hs.term.max(meta.term);
+        self.hs.commit = meta.index;
+        self.entries.clear();
+        self.bytes = 0;
+        self.marks.clear();
+        self.cs = meta.get_conf_state().clone();
+        Ok(())
+    }
+
+    /// When entry `idx` was appended (at the latest; None: the log is empty).
+    fn appended_at(&self, idx: u64) -> Option<Instant> {
+        if self.entries.is_empty() {
+            return None;
+        }
+        let p = self.marks.partition_point(|&(i, _)| i <= idx);
+        self.marks.get(p.saturating_sub(1)).map(|&(_, t)| t)
+    }
+
+    /// The first index to keep when compacting to `index` so that the entries kept at or
+    /// before it are at most `count` and take at most `retain` bytes (walks only those).
+    fn keep_from(&self, index: u64, retain: u64, count: u64) -> u64 {
+        let first = self.first_index();
+        let index = index.min(self.last_index());
+        let mut keep = index + 1;
+        let mut bytes = 0;
+        while keep > first && index + 1 - keep < count {
+            let e = &self.entries[(keep - 1 - first) as usize];
+            bytes += entry_bytes(e);
+            if bytes > retain {
+                break;
+            }
+            keep -= 1;
+        }
+        keep
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Entries `MemLog::entries` looked at (its cost is asserted, not timed).
+    static VISITED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+#[cfg(test)]
+mod mem_tests {
+    use super::*;
+
+    fn log(n: u64, size: usize) -> MemLog {
+        let mut m = MemLog::default();
+        let ents: Vec<Entry> = (1..=n)
+            .map(|i| Entry {
+                index: i,
+                term: 1,
+                data: vec![b'x'; size].into(),
+                ..Default::default()
+            })
+            .collect();
+        m.append(&ents).expect("append");
+        m
+    }
+
+    fn visited() -> u64 {
+        VISITED.with(|v| v.replace(0))
+    }
+
+    #[test]
+    fn entries_cut_as_raft_cuts_them_and_read_only_what_they_return() {
+        let m = log(100_000, 100);
+        for max in [0u64, 1, 99, 1000, 4096, 256 << 10] {
+            visited();
+            let got = m.entries(10, 100_001, Some(max)).expect("entries");
+            // raft-rs's own cut of the whole tail is the reference.
+            let mut want: Vec<Entry> = m.entries.range(9..).cloned().collect();
+            raft::util::limit_size(&mut want, Some(max));
+            assert_eq!(got, want, "max {max}");
+            assert!(!got.is_empty(), "at least one entry");
+            let size: u64 = got.iter().map(|e| u64::from(e.compute_size())).sum();
+            assert!(got.len() == 1 || size <= max, "{size} bytes over {max}");
+            // The entries returned and the one that did not fit: never the tail.
+            assert!(visited() <= got.len() as u64 + 1, "max {max}");
+        }
+        assert_eq!(m.entries(5, 9, None).expect("range").len(), 4);
+        assert_eq!(
+            m.entries(7, 7, Some(0)).expect("empty"),
+            Vec::<Entry>::new()
+        );
+        assert!(m.entries(5, 100_002, None).is_err(), "past the end");
+    }
+
+    #[test]
+    fn compaction_keeps_terms_bytes_and_a_bounded_window() {
+        let mut m = log(1000, 100);
+        let per = entry_bytes(&m.entries[0]);
+        assert_eq!(m.bytes, 1000 * per);
+        // 10 entries' worth kept behind index 900.
+        let keep = m.keep_from(900, 10 * per, u64::MAX);
+        assert_eq!(keep, 891);
+        assert_eq!(m.keep_from(900, u64::MAX, 3), 898);
+        assert_eq!(m.keep_from(900, 0, u64::MAX), 901);
+        m.compact_to(keep).expect("compact");
+        assert_eq!(m.first_index(), 891);
+        assert_eq!(m.term(890).expect("base term"), 1);
+        assert!(matches!(
+            m.term(889),
+            Err(raft::Error::Store(StorageError::Compacted))
+        ));
+        assert!(m.entries(890, 900, None).is_err());
+        assert_eq!(m.bytes, 110 * per);
+        assert!(m.appended_at(891).is_some());
+        // A new leader's entries replace the tail and its bytes.
+        let e = Entry {
+            index: 950,
+            term: 2,
+            ..Default::default()
+        };
+        m.append(std::slice::from_ref(&e)).expect("overwrite");
+        assert_eq!(m.last_index(), 950);
+        assert_eq!(m.bytes, 59 * per + entry_bytes(&e));
+        assert!(m.append(&[Entry { index: 10, ..e }]).is_err(), "compacted");
     }
 }

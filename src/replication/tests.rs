@@ -142,7 +142,7 @@ impl Net {
                 }
                 if c.snapshot_wanted() {
                     let at = c.view().applied;
-                    c.compact(at, format!("STATE@{at}").into_bytes())
+                    c.compact(at, format!("STATE@{at}").into_bytes(), 0, 0)
                         .expect("compact");
                 }
             }
@@ -504,9 +504,12 @@ fn compaction_then_a_lagging_node_catches_up_by_snapshot() {
     assert!(net.run(20, |net| net.units(leader).len() == 10));
     let applied = net.c(leader).view().applied;
     net.c(leader)
-        .compact(applied, b"SNAPSHOT".to_vec())
+        .compact(applied, b"SNAPSHOT".to_vec(), 0, 0)
         .expect("compact");
-    assert!(net.c(leader).compact(applied + 5, Vec::new()).is_err());
+    assert!(net
+        .c(leader)
+        .compact(applied + 5, Vec::new(), 0, 0)
+        .is_err());
     net.heal();
     net.c(leader).propose_unit(unit(10)).expect("after");
     assert!(net.run(50, |net| net.has_unit(lag, &unit(10))));
@@ -532,6 +535,46 @@ fn compaction_then_a_lagging_node_catches_up_by_snapshot() {
     // Installing the snapshot emptied the old log: nothing it covers is replayed again.
     let dir = net.nodes[&lag].dir.clone();
     assert!(store::log_indexes(&dir).iter().all(|&i| i > applied));
+}
+
+#[test]
+fn compaction_keeps_a_window_for_a_follower_briefly_behind() {
+    let mut net = Net::new(3);
+    let leader = net.elect();
+    let lag = (1..=3).find(|&id| id != leader).expect("follower");
+    net.isolate(lag);
+    for i in 0..10 {
+        net.c(leader).propose_unit(unit(i)).expect("propose");
+    }
+    assert!(net.run(20, |net| net.units(leader).len() == 10));
+    let applied = net.c(leader).view().applied;
+    let grown = net.c(leader).log_stats();
+    assert!(grown.log_bytes > 0 && grown.oldest.is_some());
+    assert!(net
+        .c(leader)
+        .compact(applied, b"SNAPSHOT".to_vec(), u64::MAX, u64::MAX)
+        .expect("compact"));
+    // One snapshot is written at a time.
+    assert!(!net
+        .c(leader)
+        .compact(applied, b"OTHER".to_vec(), 0, 0)
+        .expect("second"));
+    net.c(leader).wait_compaction().expect("written");
+    let after = net.c(leader).log_stats();
+    assert_eq!(after.snapshot_index, applied);
+    assert!(!after.compacting && after.oldest.is_none());
+    // The leader's raft.log no longer holds what the snapshot covers.
+    let dir = net.nodes[&leader].dir.clone();
+    assert!(store::log_indexes(&dir).iter().all(|&i| i > applied));
+    net.heal();
+    net.c(leader).propose_unit(unit(10)).expect("after");
+    assert!(net.run(50, |net| net.has_unit(lag, &unit(10))));
+    // Caught up from the entries kept behind the snapshot, not from the snapshot.
+    assert!(!net.nodes[&lag]
+        .applied
+        .iter()
+        .any(|(_, g)| matches!(g, Got::Snapshot(d) if d == b"SNAPSHOT")));
+    assert_eq!(net.units(lag), (0..=10).map(unit).collect::<Vec<_>>());
 }
 
 #[test]
