@@ -22,6 +22,8 @@ RUN mkdir -p src && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
 # build.rs compiles the C in src/ (long double arithmetic, the Lua pattern matcher).
 COPY build.rs ./
 COPY src ./src
+# The lock scripts we ship are compiled into the binary (src/script/native.rs includes them).
+COPY lua ./lua
 RUN cargo build --release --locked \
     && install -D -m 0755 target/release/deadbolt /out/deadbolt \
     && strip /out/deadbolt

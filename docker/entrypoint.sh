@@ -10,7 +10,7 @@ if [ "${1:-}" = "deadbolt" ]; then
     shift
 fi
 case "${1:-}" in
-    --help|-h|--version|-V)
+    --help|-h|--version|-v)
         exec deadbolt "$1" ;;
     ""|-*)
         # The shipped config first, so directives given here override it (last one wins).
