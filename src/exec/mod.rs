@@ -205,9 +205,11 @@ impl Server {
     /// release the replies that waited for it.
     fn after_round(&mut self) {
         if let Some(aof) = self.io.aof.as_mut() {
-            let ok = aof.flush();
-            if !ok && aof.fsync == Fsync::Always {
-                fatal("Can't persist the AOF when the AOF fsync policy is 'always'. Exiting...");
+            // Under `always` the round's replies are held and claim durability: a failed write
+            // or fsync cannot be answered, so the server exits as Redis does, and the held
+            // replies never leave. A short write was cut back first (`Aof::flush`).
+            if !aof.flush() && aof.fsync == Fsync::Always {
+                fatal("Can't recover from AOF write error when the AOF fsync policy is 'always'. Exiting...");
             }
         }
         for (out, msg) in self.held.drain(..) {
@@ -609,7 +611,9 @@ impl Server {
         self.rdb_cron(now);
         let (io, st) = (&mut self.io, &self.state);
         if let Some(aof) = io.aof.as_mut() {
-            aof.poll_rewrite();
+            if !aof.cron() && aof.fsync == Fsync::Always {
+                fatal("Can't recover from AOF write error when the AOF fsync policy is 'always'. Exiting...");
+            }
             if aof.should_auto_rewrite(
                 st.config.auto_aof_rewrite_percentage,
                 st.config.auto_aof_rewrite_min_size,
