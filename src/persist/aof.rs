@@ -228,6 +228,10 @@ pub struct Aof {
     pub rewrites: u64,
     /// The database SELECTed in the log so far.
     pub selected_db: Option<usize>,
+    /// The background fsync was failing at the last cron.
+    fsync_failed_seen: bool,
+    /// A failed fsync was followed by a good one: rewrite the log (`take_rewrite_after_fsync_error`).
+    rewrite_after_fsync_error: bool,
 }
 
 /// Reads and validates the manifest: Ok(None) when there is none (a fresh start).
@@ -352,6 +356,8 @@ impl Aof {
             streams: Default::default(),
             rewrites: 0,
             selected_db: None,
+            fsync_failed_seen: false,
+            rewrite_after_fsync_error: false,
         };
         aof.start_fsync_thread();
         Ok(aof)
@@ -494,7 +500,9 @@ impl Aof {
                         self.last_write_error = super::strerror(&e);
                         return false;
                     }
-                    self.bio.failed.store(false, Ordering::Release);
+                    if self.bio.failed.swap(false, Ordering::AcqRel) {
+                        self.rewrite_after_fsync_error = true;
+                    }
                     self.unsynced = false;
                     self.last_fsync = Instant::now();
                 }
@@ -517,10 +525,21 @@ impl Aof {
         true
     }
 
+    /// True once after a failed fsync was followed by a successful one: the kernel may have
+    /// dropped pages of the failed range, so the log should be rewritten from memory.
+    pub fn take_rewrite_after_fsync_error(&mut self) -> bool {
+        std::mem::take(&mut self.rewrite_after_fsync_error)
+    }
+
     /// Periodic work: retries a failed write or fsync (Redis tries once a second) and installs
     /// a finished rewrite. Returns false when a retried write or `always` fsync failed.
     pub fn cron(&mut self) -> bool {
         self.poll_rewrite();
+        let failed = self.bio.failed.load(Ordering::Acquire);
+        if self.fsync_failed_seen && !failed {
+            self.rewrite_after_fsync_error = true;
+        }
+        self.fsync_failed_seen = failed;
         if !self.last_write_ok || self.unsynced || self.bio.failed.load(Ordering::Acquire) {
             return self.flush();
         }

@@ -206,6 +206,16 @@ impl Loader {
         (loaded, self.total_bytes.max(loaded))
     }
 
+    /// Where the unit last returned ends, for messages: "<file> at offset <n>".
+    pub fn position(&self) -> String {
+        let path = self
+            .files
+            .get(self.index)
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        format!("{path} at offset {}", self.pos)
+    }
+
     /// Reads files[index] into memory; false when every file is done.
     fn open_current(&mut self) -> Result<bool, LoadError> {
         let Some(path) = self.files.get(self.index) else {
