@@ -321,17 +321,18 @@ fn sample() -> &'static Sample {
 }
 
 /// Offsets to damage in a file of `len` bytes: all of them with DISK_FAULTS_OFFSETS=all,
-/// otherwise that many (default 12) spread over the file with a seeded random choice.
+/// otherwise the first 4 and the last 32 bytes (the first headers; the last unit, where
+/// damage makes a torn tail) and that many more (default 24) chosen at random, seeded.
 fn offsets(len: usize, seed: u64) -> Vec<usize> {
-    let want = std::env::var("DISK_FAULTS_OFFSETS").unwrap_or_else(|_| "12".into());
+    let want = std::env::var("DISK_FAULTS_OFFSETS").unwrap_or_else(|_| "24".into());
     if want == "all" {
         return (0..len).collect();
     }
     let n: usize = want.parse().expect("DISK_FAULTS_OFFSETS: a number or all");
     let mut rng = fastrand::Rng::with_seed(seed);
-    // The first bytes of the file hold the first headers: always in.
-    let mut v: BTreeSet<usize> = (0..4.min(len)).collect();
-    while v.len() < n.min(len) {
+    let mut v: BTreeSet<usize> = (0..4.min(len)).chain(len.saturating_sub(32)..len).collect();
+    let fixed = v.len();
+    while v.len() < (fixed + n).min(len) {
         v.insert(rng.usize(..len));
     }
     v.into_iter().collect()
@@ -347,6 +348,7 @@ const MAX_UNIT: usize = 512;
 struct Tally {
     variants: usize,
     both_refuse: usize,
+    deadbolt_refuses_redis_not_run: usize,
     deadbolt_refuses_redis_loads: usize,
     same_keys: usize,
     deadbolt_more_keys: usize,
@@ -411,7 +413,12 @@ fn byte_damage_is_refused_or_loads_at_least_what_redis_loads() {
     println!("byte damage (seed {seed:#x}): {t:?}");
     assert!(t.variants > 0);
     // The suite means something only if it met both refusals and loads.
-    assert!(t.both_refuse > 0 && t.same_keys > 0, "{t:?}");
+    assert!(
+        t.both_refuse + t.deadbolt_refuses_redis_not_run > 0
+            && t.same_keys > 0
+            && t.deadbolt_truncated_tail > 0,
+        "{t:?}"
+    );
 }
 
 fn damage_one(s: &Sample, fi: usize, name: &str, at: usize, v: u8, tally: &Mutex<Tally>) {
@@ -429,7 +436,14 @@ fn damage_one(s: &Sample, fi: usize, name: &str, at: usize, v: u8, tally: &Mutex
         std::fs::write(aof.join(name), &data).unwrap();
     }
     let d = classify_deadbolt(&d_dir);
-    let r = classify_redis(&r_dir);
+    // A refusal meets the assertion whatever Redis does; the long form skips Redis there
+    // (DISK_FAULTS_COMPARE_REFUSALS=0) to cover every offset in less time.
+    let compare = std::env::var("DISK_FAULTS_COMPARE_REFUSALS").map_or(true, |v| v != "0");
+    let r = if compare || matches!(d, Outcome::Loaded(_)) {
+        classify_redis(&r_dir)
+    } else {
+        Outcome::Refused(-1, "not run".into())
+    };
     let case = format!("file {name} offset {at} byte {v:#04x}");
     let mut t = tally.lock().unwrap();
     t.variants += 1;
@@ -443,7 +457,9 @@ fn damage_one(s: &Sample, fi: usize, name: &str, at: usize, v: u8, tally: &Mutex
                     || log.contains("Unknown command"),
                 "{case}: refusal without a clear line: {log}"
             );
-            if matches!(r, Outcome::Refused(..)) {
+            if r == Outcome::Refused(-1, "not run".into()) {
+                t.deadbolt_refuses_redis_not_run += 1;
+            } else if matches!(r, Outcome::Refused(..)) {
                 t.both_refuse += 1;
             } else {
                 t.deadbolt_refuses_redis_loads += 1;
@@ -943,6 +959,10 @@ fn fsync_eio_under_everysec_refuses_writes_until_fsync_works() {
     let misconf = "-MISCONF Errors writing to the AOF file: Input/output error\r\n";
     assert_eq!(refused.as_deref(), Some(misconf));
     assert!(took < Duration::from_millis(2500), "MISCONF after {took:?}");
+    println!(
+        "EIO under everysec: MISCONF {} ms after fsync began failing",
+        took.as_millis()
+    );
     assert_eq!(c.cmd_str(&["PING"]), misconf);
     assert!(c
         .cmd_str(&["INFO", "persistence"])
@@ -1058,6 +1078,16 @@ fn kill9_during_a_rewrite_under_load_loses_no_acknowledged_write() {
     }
     let (_p, mut c) = start_deadbolt(&dir.0, "everysec");
     assert_all_present(&mut c, &all_acked, "kill -9 during rewrite");
+    // What interrupted rewrites left (temporary files, bases no manifest names) is gone.
+    let aof = dir.0.join("appendonlydir");
+    let named: Vec<String> = manifest_entries(&aof).into_iter().map(|e| e.0).collect();
+    for e in std::fs::read_dir(&aof).unwrap() {
+        let name = e.unwrap().file_name().to_string_lossy().into_owned();
+        assert!(
+            name == MANIFEST || named.contains(&name) || name.contains(".incr."),
+            "left behind: {name}"
+        );
+    }
     println!(
         "kill -9 during rewrite: {rounds} rounds, {} acknowledged writes all present",
         all_acked.len()

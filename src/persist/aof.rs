@@ -262,6 +262,32 @@ fn read_manifest(dir: &Path, filename: &str) -> Result<Option<Vec<ManifestEntry>
         .map_err(|e| manifest_refused(&mpath, &e))
 }
 
+/// Removes what a crash in the middle of a rewrite can leave in the AOF directory: temporary
+/// files of `write_atomically` (`<filename>.*.tmp`) and a base file of this naming scheme
+/// (`<filename>.<seq>.base.aof`) that the manifest does not name. Neither holds anything the
+/// manifest's files do not; on a nearly full disk they would keep its space.
+fn remove_leftovers(dir: &Path, filename: &str, manifest: &[ManifestEntry]) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let prefix = format!("{filename}.");
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some(rest) = name.strip_prefix(&prefix) else {
+            continue;
+        };
+        let orphan_base = rest
+            .strip_suffix(".base.aof")
+            .is_some_and(|seq| !seq.is_empty() && seq.bytes().all(|b| b.is_ascii_digit()))
+            && !manifest.iter().any(|m| m.name == name);
+        if name.ends_with(".tmp") || orphan_base {
+            tracing::info!("Removing {name}, left in the AOF directory by an interrupted rewrite");
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
 impl Aof {
     pub fn manifest_path(dir: &Path, filename: &str) -> PathBuf {
         dir.join(format!("{filename}.manifest"))
@@ -315,6 +341,7 @@ impl Aof {
             });
             write_atomically(&mpath, render_manifest(&manifest).as_bytes())?;
         }
+        remove_leftovers(&dir, &filename, &manifest);
         let last = manifest
             .iter()
             .rfind(|e| !e.base)
