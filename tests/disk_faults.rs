@@ -23,6 +23,8 @@ const MANIFEST: &str = "appendonly.aof.manifest";
 struct Proc {
     child: Child,
     log: Arc<Mutex<Vec<String>>>,
+    /// The threads reading its output: they end when it exits (and closes its pipes).
+    readers: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl Drop for Proc {
@@ -39,19 +41,31 @@ impl Proc {
             .stdin(Stdio::null());
         let mut child = cmd.spawn().expect("spawn server");
         let log = Arc::new(Mutex::new(Vec::new()));
+        let mut readers = Vec::new();
         for stream in [
             Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>,
             Box::new(child.stderr.take().unwrap()),
         ] {
             let log = log.clone();
-            std::thread::spawn(move || {
+            readers.push(std::thread::spawn(move || {
                 for line in BufReader::new(stream).lines() {
                     let Ok(line) = line else { break };
                     log.lock().unwrap().push(line);
                 }
-            });
+            }));
         }
-        Proc { child, log }
+        Proc {
+            child,
+            log,
+            readers,
+        }
+    }
+
+    /// After the process exited: every line it wrote is in `log`.
+    fn drain(&mut self) {
+        for r in self.readers.drain(..) {
+            let _ = r.join();
+        }
     }
 
     fn log_text(&self) -> String {
@@ -72,8 +86,7 @@ impl Proc {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Ok(Some(st)) = self.child.try_wait() {
-                // The log threads may still hold the last lines: let them finish.
-                std::thread::sleep(Duration::from_millis(30));
+                self.drain();
                 return Err(st.code().unwrap_or(-1));
             }
             if self.logged("Ready to accept connections").is_some() {
@@ -102,7 +115,7 @@ impl Proc {
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
             if let Ok(Some(st)) = self.child.try_wait() {
-                std::thread::sleep(Duration::from_millis(30));
+                self.drain();
                 return Some(st.code().unwrap_or(-1));
             }
             std::thread::sleep(Duration::from_millis(5));
