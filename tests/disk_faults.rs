@@ -1106,3 +1106,28 @@ fn kill9_during_a_rewrite_under_load_loses_no_acknowledged_write() {
         all_acked.len()
     );
 }
+
+/// fsync failing with EIO under `always`: the write whose fsync failed is never acknowledged
+/// and the server exits with status 1, as Redis ("Can't persist AOF for fsync error when the
+/// AOF fsync policy is 'always'"); after a restart every acknowledged write is there.
+#[test]
+fn fsync_eio_under_always_exits_without_acknowledging() {
+    let dir = TempDir::new("disk-faults-eio-always");
+    let flag = dir.0.join("fail-fsync");
+    let mut cmd = deadbolt_cmd(&dir.0, "always");
+    cmd.env("LD_PRELOAD", shim())
+        .env("FSYNC_SHIM_FAIL_IF", &flag);
+    let (mut p, mut c) = start_deadbolt_with(cmd);
+    let acked = write_until_refused(&mut c, "before", "v", 20);
+    assert_eq!(acked.len(), 20);
+    std::fs::write(&flag, b"").unwrap();
+    assert_eq!(
+        write_until_refused(&mut c, "during", "v", 5),
+        Vec::<String>::new()
+    );
+    assert_eq!(p.wait_exit(Duration::from_secs(10)), Some(1));
+    assert!(p.logged("fsync error").is_some(), "{}", p.log_text());
+    std::fs::remove_file(&flag).unwrap();
+    let (_p, mut c) = start_deadbolt(&dir.0, "always");
+    assert_all_present(&mut c, &acked, "EIO under always");
+}
