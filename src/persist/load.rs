@@ -262,6 +262,15 @@ impl Loader {
                 Parsed::Annotation(next) => self.pos = next,
                 Parsed::Command(args, next) => {
                     self.pos = next;
+                    // Resolved as it is read, inside a MULTI block too (Redis looks each
+                    // command up before queueing it): a damaged EXEC must not turn its block
+                    // into an unterminated one that would be cut off as a torn tail.
+                    if crate::cmd::dispatch::resolve(&args).is_err() {
+                        let name = String::from_utf8_lossy(&args[0]).into_owned();
+                        return Err(
+                            self.corrupt(at, &format!("Unknown command '{}'", name.escape_debug()))
+                        );
+                    }
                     if args[0].eq_ignore_ascii_case(b"multi") {
                         if self.multi.is_some() {
                             return Err(self.corrupt(at, "MULTI inside a MULTI block"));
@@ -557,6 +566,14 @@ mod strict {
         let e = load_all(vec![first.clone(), second]).unwrap_err();
         assert!(e.contains("not the last file"), "{e}");
         assert_eq!(std::fs::read(&first).unwrap().len(), SET.len() + 5);
+        // A damaged EXEC (an unknown command) is refused, not read as a block torn at the end
+        // of the file that would be cut off with the unit after it.
+        let exe7 = b"*1\r\n$4\r\nEXE7\r\n";
+        let data = [SET, multi, SET, exe7, SET].concat();
+        let p = file_with(&data, "exec");
+        let e = load_all(vec![p.clone()]).unwrap_err();
+        assert!(e.contains("Unknown command 'EXE7'"), "{e}");
+        assert_eq!(std::fs::read(&p).unwrap(), data);
         // MULTI inside MULTI is refused, not a silent drop of the first block's commands.
         let p = file_with(&[multi, SET, multi, SET].concat(), "nested");
         assert!(load_all(vec![p]).unwrap_err().contains("MULTI inside"));
