@@ -444,8 +444,7 @@ pub fn writes_allowed(srv: &mut State, host: &dyn Host) -> Result<(), CmdError> 
 /// MISCONF (which Redis also gives PING) and, for writes only, the `lock-restart-delay` window.
 fn writes_refused(srv: &mut State, host: &dyn Host, write: bool) -> Result<(), CmdError> {
     if let Some(aof) = host.aof() {
-        if !aof.last_write_ok {
-            let why = aof.last_write_error.clone().unwrap_or_default();
+        if let Some(why) = aof.write_error() {
             return Err(
                 CmdError::erf(format!("Errors writing to the AOF file: {why}")).into_misconf(),
             );

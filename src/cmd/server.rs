@@ -935,7 +935,7 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
                 status(aof.is_none_or(|a| a.last_rewrite_ok)),
                 aof.map_or(0, |a| a.rewrites),
                 aof.map_or(0, |a| a.rewrite_failures_in_a_row),
-                status(aof.is_none_or(|a| a.last_write_ok)),
+                status(aof.is_none_or(|a| a.write_ok())),
             );
             if let Some(a) = aof {
                 let _ = write!(

@@ -206,9 +206,11 @@ impl Server {
     /// release the replies that waited for it.
     fn after_round(&mut self) {
         if let Some(aof) = self.io.aof.as_mut() {
-            let ok = aof.flush();
-            if !ok && aof.fsync == Fsync::Always {
-                fatal("Can't persist the AOF when the AOF fsync policy is 'always'. Exiting...");
+            // Under `always` the round's replies are held and claim durability: a failed write
+            // or fsync cannot be answered, so the server exits as Redis does, and the held
+            // replies never leave. A short write was cut back first (`Aof::flush`).
+            if !aof.flush() && aof.fsync == Fsync::Always {
+                fatal("Can't recover from AOF write error when the AOF fsync policy is 'always'. Exiting...");
             }
         }
         for (out, msg) in self.held.drain(..) {
@@ -343,6 +345,20 @@ impl Server {
     /// unit with Redis's unknown-command error text; the commands before it have run.
     /// The `lock-restart-delay` window does not refuse these writes (a client's are refused).
     pub fn apply_commands(&mut self, cmds: Vec<Vec<Bytes>>, now: u64) -> Result<(), String> {
+        self.apply_unit(cmds, now, false)
+    }
+
+    /// `apply_commands`; with `refuse_errors`, a command answered with an error also stops the
+    /// unit with that error. Start-up loads this way: a log deadbolt wrote replays without
+    /// errors, so an error means a damaged command (an option whose bytes changed, a number
+    /// that is no longer one), and skipping it would load fewer keys without saying so.
+    /// BUSYGROUP is not damage: re-creating a consumer group that is there already.
+    fn apply_unit(
+        &mut self,
+        cmds: Vec<Vec<Bytes>>,
+        now: u64,
+        refuse_errors: bool,
+    ) -> Result<(), String> {
         let Some(mut client) = self.loader_client.take() else {
             return Err("the loader client is in use".to_owned());
         };
@@ -366,7 +382,21 @@ impl Server {
                 now,
                 in_script: false,
             };
-            dispatch::run(&mut ctx, id, &argv);
+            if let crate::protocol::Frame::Error(e) = dispatch::run(&mut ctx, id, &argv) {
+                if refuse_errors && !e.starts_with(b"BUSYGROUP") {
+                    let args: Vec<String> = argv
+                        .iter()
+                        .take(3)
+                        .map(|a| String::from_utf8_lossy(a).into_owned())
+                        .collect();
+                    result = Err(format!(
+                        "the command '{}' was answered '{}'",
+                        args.join(" ").escape_debug(),
+                        String::from_utf8_lossy(&e)
+                    ));
+                    break;
+                }
+            }
         }
         self.loader_client = Some(client);
         self.state.writes_refused_until = refused_until;
@@ -382,8 +412,8 @@ impl Server {
         let done = loop {
             match loader.next_unit() {
                 Ok(Step::Apply(cmds)) => {
-                    if let Err(e) = self.apply_commands(cmds, unix_ms()) {
-                        fatal(&format!("Bad command in the append only file: {e}"));
+                    if let Err(e) = self.apply_unit(cmds, unix_ms(), true) {
+                        fatal(&format!("Bad command in the append only file (the unit ending in {}): {e}. Nothing was changed on disk. To recover: make a backup of the AOF directory, then repair that command by hand or restore the directory from a backup", loader.position()));
                     }
                 }
                 Ok(Step::Done) => break true,
@@ -635,7 +665,19 @@ impl Server {
         self.rdb_cron(now);
         let (io, st) = (&mut self.io, &self.state);
         if let Some(aof) = io.aof.as_mut() {
-            aof.poll_rewrite();
+            if !aof.cron() && aof.fsync == Fsync::Always {
+                fatal("Can't recover from AOF write error when the AOF fsync policy is 'always'. Exiting...");
+            }
+            // After a failed fsync the kernel may have dropped the failed range's pages even
+            // though a later fsync succeeds: the log is rewritten from memory, which holds
+            // every acknowledged write.
+            if !aof.rewrite_in_progress() && aof.take_rewrite_after_fsync_error() {
+                tracing::warn!("AOF fsync works again: rewriting the AOF from memory, as writes made before the failed fsync may not be on disk.");
+                if let Err(e) = io.start_rewrite(st) {
+                    tracing::warn!("Can't start the AOF rewrite: {e}");
+                }
+                return;
+            }
             if aof.should_auto_rewrite(
                 st.config.auto_aof_rewrite_percentage,
                 st.config.auto_aof_rewrite_min_size,

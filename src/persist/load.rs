@@ -1,8 +1,14 @@
 //! Loading the append-only file set at start-up, a bounded amount per executor round so that
 //! clients connecting meanwhile get `-LOADING` instead of hanging.
+//!
+//! The files are read with a strict parser of their own format (Redis's
+//! `loadSingleAppendOnlyFile`): `*<n>\r\n` then `n` times `$<len>\r\n<len bytes>\r\n`, and `#`
+//! annotation lines between commands. The only damage tolerated is a torn tail: the last file
+//! ending inside a command (or inside a MULTI block) with nothing complete after that point,
+//! which `aof-load-truncated yes` cuts off. Anything else is refused with the offset, so a
+//! damaged byte in the middle never silently drops what follows it.
 
-use crate::protocol::{DecodeLimits, Decoder};
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -12,6 +18,110 @@ pub enum LoadError {
     Fatal(String),
 }
 
+/// Longest annotation line (Redis's AOF_ANNOTATION_LINE_MAX_LEN).
+const ANNOTATION_MAX: usize = 1024;
+/// Longest `*<n>` / `$<len>` number accepted (more digits cannot be a real count).
+const MAX_DIGITS: usize = 18;
+
+/// What the bytes at one offset hold.
+#[derive(Debug, PartialEq)]
+enum Parsed {
+    /// A whole command and the offset after it.
+    Command(Vec<Bytes>, usize),
+    /// A `#` annotation line and the offset after it.
+    Annotation(usize),
+    /// A valid beginning of a command that the data ends inside.
+    Incomplete,
+    /// Not the file format; the reason.
+    Bad(&'static str),
+}
+
+/// Reads `<digits>\r\n` at `at`: Ok((value, offset after)), Err(None) when the data ends inside
+/// it, Err(Some(why)) when it is malformed.
+fn number(data: &[u8], at: usize) -> Result<(usize, usize), Option<&'static str>> {
+    let mut i = at;
+    let mut v: usize = 0;
+    while i < data.len() && data[i].is_ascii_digit() {
+        if i - at >= MAX_DIGITS {
+            return Err(Some("a length with too many digits"));
+        }
+        v = v * 10 + (data[i] - b'0') as usize;
+        i += 1;
+    }
+    if i == data.len() {
+        return Err(None);
+    }
+    if i == at {
+        return Err(Some("a length that is not a number"));
+    }
+    if data[i] != b'\r' {
+        return Err(Some("a length not followed by CRLF"));
+    }
+    match data.get(i + 1) {
+        None => Err(None),
+        Some(b'\n') => Ok((v, i + 2)),
+        Some(_) => Err(Some("a length not followed by CRLF")),
+    }
+}
+
+/// Parses what starts at `at` (which is below `data.len()`).
+fn parse_at(data: &Bytes, at: usize) -> Parsed {
+    let d: &[u8] = data;
+    if d[at] == b'#' {
+        let window = &d[at..d.len().min(at + ANNOTATION_MAX)];
+        return match window.iter().position(|&b| b == b'\n') {
+            Some(nl) => Parsed::Annotation(at + nl + 1),
+            None if window.len() < ANNOTATION_MAX => Parsed::Incomplete,
+            None => Parsed::Bad("an annotation line longer than 1024 bytes"),
+        };
+    }
+    if d[at] != b'*' {
+        return Parsed::Bad("a command that does not start with '*'");
+    }
+    let (argc, mut i) = match number(d, at + 1) {
+        Ok(v) => v,
+        Err(None) => return Parsed::Incomplete,
+        Err(Some(why)) => return Parsed::Bad(why),
+    };
+    if argc == 0 {
+        return Parsed::Bad("a command with no arguments");
+    }
+    let mut args = Vec::with_capacity(argc.min(16));
+    for _ in 0..argc {
+        match d.get(i) {
+            None => return Parsed::Incomplete,
+            Some(b'$') => {}
+            Some(_) => return Parsed::Bad("an argument that does not start with '$'"),
+        }
+        let (len, from) = match number(d, i + 1) {
+            Ok(v) => v,
+            Err(None) => return Parsed::Incomplete,
+            Err(Some(why)) => return Parsed::Bad(why),
+        };
+        let Some(end) = from.checked_add(len) else {
+            return Parsed::Bad("an argument length out of range");
+        };
+        // The CRLF after the bytes is checked as far as the data goes.
+        match (d.get(end), d.get(end + 1)) {
+            (None, _) => return Parsed::Incomplete,
+            (Some(b'\r'), None) => return Parsed::Incomplete,
+            (Some(b'\r'), Some(b'\n')) => {}
+            _ => return Parsed::Bad("an argument not followed by CRLF"),
+        }
+        args.push(data.slice(from..end));
+        i = end + 2;
+    }
+    Parsed::Command(args, i)
+}
+
+/// Whether a whole command starts somewhere after `from` at the beginning of a line: then the
+/// data ending inside the command at `from` is damage in the middle, not a torn tail.
+fn complete_command_after(data: &Bytes, from: usize) -> Option<usize> {
+    (from + 1..data.len())
+        .filter(|&p| data[p] == b'*' && data[p - 1] == b'\n')
+        .find(|&p| matches!(parse_at(data, p), Parsed::Command(..)))
+}
+
 pub struct Loader {
     files: Vec<PathBuf>,
     /// Reading one in-memory unit stream (a replicated entry or snapshot), not files: a torn
@@ -19,9 +129,8 @@ pub struct Loader {
     in_memory: bool,
     index: usize,
     opened: bool,
-    buf: BytesMut,
-    file_len: usize,
-    decoder: Decoder,
+    data: Bytes,
+    pos: usize,
     /// Commands of a MULTI block waiting for its EXEC, and where the block started.
     multi: Option<(usize, Vec<Vec<Bytes>>)>,
     pub truncated_ok: bool,
@@ -58,9 +167,8 @@ impl Loader {
             in_memory: false,
             index: 0,
             opened: false,
-            buf: BytesMut::new(),
-            file_len: 0,
-            decoder: Decoder::new(),
+            data: Bytes::new(),
+            pos: 0,
             multi: None,
             truncated_ok,
             commands: 0,
@@ -72,20 +180,17 @@ impl Loader {
     /// entry, or a snapshot being installed), grouping MULTI/EXEC blocks into units exactly
     /// as a file is grouped, so a follower applies an entry as start-up applies a unit.
     pub fn from_bytes(data: Bytes) -> Loader {
-        let file_len = data.len();
         Loader {
             done_bytes: 0,
-            total_bytes: file_len as u64,
+            total_bytes: data.len() as u64,
             started_unix: 0,
             progress_logged: Instant::now(),
             files: Vec::new(),
             in_memory: true,
             index: 0,
             opened: true,
-            // Bytes -> BytesMut reuses the allocation when `data` is its only handle.
-            buf: BytesMut::from(data),
-            file_len,
-            decoder: Decoder::new(),
+            data,
+            pos: 0,
             multi: None,
             truncated_ok: false,
             commands: 0,
@@ -93,16 +198,22 @@ impl Loader {
         }
     }
 
-    fn offset(&self) -> usize {
-        self.file_len - self.buf.len()
-    }
-
     /// (bytes read so far, bytes in all the files): Redis's loading_loaded_bytes and
     /// loading_total_bytes.
     pub fn progress(&self) -> (u64, u64) {
-        let current = if self.opened { self.offset() as u64 } else { 0 };
+        let current = if self.opened { self.pos as u64 } else { 0 };
         let loaded = self.done_bytes + current;
         (loaded, self.total_bytes.max(loaded))
+    }
+
+    /// Where the unit last returned ends, for messages: "<file> at offset <n>".
+    pub fn position(&self) -> String {
+        let path = self
+            .files
+            .get(self.index)
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        format!("{path} at offset {}", self.pos)
     }
 
     /// Reads files[index] into memory; false when every file is done.
@@ -110,30 +221,27 @@ impl Loader {
         let Some(path) = self.files.get(self.index) else {
             return Ok(false);
         };
-        let data = match std::fs::read(path) {
-            Ok(d) => d,
-            // An increment file listed but never created (crash right after the manifest write).
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => {
-                return Err(LoadError::Fatal(format!(
-                    "Fatal error: can't open the append log file {} for reading: {e}",
-                    path.display()
-                )))
-            }
-        };
-        self.file_len = data.len();
-        self.buf = BytesMut::from(&data[..]);
-        self.decoder = Decoder::new();
+        // Every file the manifest lists must exist (checked before loading starts, and again
+        // here): a missing one is a lost part of the log, never an empty one.
+        let data = std::fs::read(path).map_err(|e| {
+            LoadError::Fatal(format!(
+                "Fatal error: can't open the append log file {} for reading: {e}",
+                path.display()
+            ))
+        })?;
+        self.data = Bytes::from(data);
+        self.pos = 0;
         self.multi = None;
         self.opened = true;
         Ok(true)
     }
 
     fn next_file(&mut self) {
-        self.done_bytes += self.file_len as u64;
+        self.done_bytes += self.data.len() as u64;
         self.index += 1;
         self.opened = false;
-        self.buf.clear();
+        self.data = Bytes::new();
+        self.pos = 0;
     }
 
     /// The next unit to apply, or Done.
@@ -142,26 +250,31 @@ impl Loader {
             if !self.opened && !self.open_current()? {
                 return Ok(Step::Done);
             }
-            if self.buf.is_empty() {
+            if self.pos >= self.data.len() {
                 if let Some((start, _)) = self.multi.take() {
                     self.truncated(start, "MULTI without EXEC")?;
                 }
                 self.next_file();
                 continue;
             }
-            let at = self.offset();
-            if self.buf[0] != b'*' {
-                return Err(self.corrupt(at, "Bad file format reading the append only file"));
-            }
-            let limits = DecodeLimits {
-                max_bulk_len: i64::MAX,
-            };
-            match self.decoder.decode(&mut self.buf, &limits) {
-                Ok(Some(args)) => {
-                    if args.is_empty() {
-                        continue;
+            let at = self.pos;
+            match parse_at(&self.data, at) {
+                Parsed::Annotation(next) => self.pos = next,
+                Parsed::Command(args, next) => {
+                    self.pos = next;
+                    // Resolved as it is read, inside a MULTI block too (Redis looks each
+                    // command up before queueing it): a damaged EXEC must not turn its block
+                    // into an unterminated one that would be cut off as a torn tail.
+                    if crate::cmd::dispatch::resolve(&args).is_err() {
+                        let name = String::from_utf8_lossy(&args[0]).into_owned();
+                        return Err(
+                            self.corrupt(at, &format!("Unknown command '{}'", name.escape_debug()))
+                        );
                     }
                     if args[0].eq_ignore_ascii_case(b"multi") {
+                        if self.multi.is_some() {
+                            return Err(self.corrupt(at, "MULTI inside a MULTI block"));
+                        }
                         self.multi = Some((at, Vec::new()));
                         continue;
                     }
@@ -179,13 +292,19 @@ impl Loader {
                     self.commands += 1;
                     return Ok(Step::Apply(vec![args]));
                 }
-                Ok(None) => {
-                    // Bytes left that do not form a whole command: a torn write at the tail.
+                Parsed::Incomplete => {
+                    if let Some(next) = complete_command_after(&self.data, at) {
+                        return Err(self.corrupt(
+                            at,
+                            &format!("a command runs past the end of the file, but a complete command follows it at offset {next}: this is damage in the middle of the file, not a torn tail, and truncating here would drop everything after it"),
+                        ));
+                    }
+                    // A torn write at the tail: the unit it belongs to is dropped whole.
                     let start = self.multi.take().map(|(s, _)| s).unwrap_or(at);
                     self.truncated(start, "unexpected end of file")?;
                     self.next_file();
                 }
-                Err(e) => return Err(self.corrupt(at, &format!("{e}"))),
+                Parsed::Bad(why) => return Err(self.corrupt(at, why)),
             }
         }
     }
@@ -201,10 +320,11 @@ impl Loader {
                 "Bad format in a replicated entry at offset {at}: {why}"
             ));
         }
-        LoadError::Fatal(format!("Bad file format reading the append only file {path} at offset {at}: {why}. Make a backup of your AOF file, then use redis-check-aof --fix <filename.manifest>"))
+        LoadError::Fatal(format!("Bad file format reading the append only file {path} at offset {at}: {why}. Nothing was changed on disk. To recover: make a backup of the AOF directory, then repair the command at that offset by hand or restore the directory from a backup (redis-check-aof --fix <filename.manifest> would cut the file at this offset and lose every write after it)"))
     }
 
-    /// A torn tail: allowed (and cut off) only at the end of the last file with aof-load-truncated.
+    /// A torn tail: allowed (and cut off) only at the end of the last file with
+    /// aof-load-truncated; anywhere else the file is refused and left as it is.
     fn truncated(&mut self, at: usize, why: &str) -> Result<(), LoadError> {
         if self.in_memory {
             return Err(LoadError::Fatal(format!(
@@ -213,7 +333,13 @@ impl Loader {
         }
         let last = self.index + 1 == self.files.len();
         let path = self.files[self.index].clone();
-        if !(last && self.truncated_ok) {
+        if !last {
+            return Err(LoadError::Fatal(format!(
+                "Unexpected end of file reading the append only file {} at offset {at} ({why}), and it is not the last file of the manifest: later files hold writes made after it, so it is not cut. Nothing was changed on disk. To recover: restore the AOF directory from a backup, or repair the end of this file by hand.",
+                path.display()
+            )));
+        }
+        if !self.truncated_ok {
             return Err(LoadError::Fatal(format!(
                 "Unexpected end of file reading the append only file {} at offset {at} ({why}). You can: 1) Make a backup of your AOF file, then use ./redis-check-aof --fix <filename.manifest>. 2) Alternatively you can set the 'aof-load-truncated' configuration option to yes and restart the server.",
                 path.display()
@@ -233,7 +359,8 @@ impl Loader {
             .map_err(|e| LoadError::Fatal(format!("Error truncating the AOF file: {e}")))?;
         f.set_len(at as u64)
             .map_err(|e| LoadError::Fatal(format!("Error truncating the AOF file: {e}")))?;
-        let _ = f.sync_all();
+        f.sync_all()
+            .map_err(|e| LoadError::Fatal(format!("Error truncating the AOF file: {e}")))?;
         tracing::warn!(
             "AOF {} loaded anyway because aof-load-truncated is enabled",
             path.display()
@@ -341,5 +468,114 @@ mod tests {
         // Not RESP at all, and EXEC without MULTI.
         assert!(units(b"hello\r\n".to_vec()).is_err());
         assert!(units(b"*1\r\n$4\r\nEXEC\r\n".to_vec()).is_err());
+    }
+}
+
+#[cfg(test)]
+mod strict {
+    use super::*;
+
+    fn b(s: &[u8]) -> Bytes {
+        Bytes::copy_from_slice(s)
+    }
+
+    #[test]
+    fn parser_accepts_exactly_the_format() {
+        let d = b(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n");
+        assert_eq!(
+            parse_at(&d, 0),
+            Parsed::Command(vec![b(b"GET"), b(b"k")], d.len())
+        );
+        // Every proper prefix is incomplete, never bad.
+        for cut in 1..d.len() {
+            assert_eq!(parse_at(&d.slice(..cut), 0), Parsed::Incomplete, "{cut}");
+        }
+        // A NUL, a stray byte or a missing LF anywhere in a header is bad, not incomplete.
+        for (i, &c) in d.iter().enumerate() {
+            if c == b'*' || c == b'$' || c.is_ascii_alphabetic() {
+                continue;
+            }
+            let mut v = d.to_vec();
+            v[i] = 0;
+            assert!(
+                matches!(parse_at(&Bytes::from(v), 0), Parsed::Bad(_)),
+                "NUL at {i}"
+            );
+        }
+        assert!(matches!(parse_at(&b(b"*0\r\n"), 0), Parsed::Bad(_)));
+        assert!(matches!(parse_at(&b(b"*-1\r\n"), 0), Parsed::Bad(_)));
+        assert!(matches!(parse_at(&b(b"SET a b\r\n"), 0), Parsed::Bad(_)));
+        assert_eq!(parse_at(&b(b"#TS:1\r\n*1"), 0), Parsed::Annotation(7));
+    }
+
+    fn file_with(data: &[u8], name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("deadbolt-load-unit-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("f.aof");
+        std::fs::write(&p, data).unwrap();
+        p
+    }
+
+    fn load_all(files: Vec<PathBuf>) -> Result<usize, String> {
+        let mut l = Loader::new(files, true);
+        let mut n = 0;
+        loop {
+            match l.next_unit() {
+                Ok(Step::Apply(_)) => n += 1,
+                Ok(Step::Done) => return Ok(n),
+                Err(LoadError::Fatal(m)) => return Err(m),
+            }
+        }
+    }
+
+    const SET: &[u8] = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n";
+
+    #[test]
+    fn only_a_torn_tail_is_cut() {
+        // A NUL before the CRLF of a header in the middle: refused, the file left whole.
+        let mut data = [SET, SET, SET].concat();
+        data[SET.len() + 1] = 0;
+        let p = file_with(&data, "nul");
+        let e = load_all(vec![p.clone()]).unwrap_err();
+        assert!(e.contains("Bad file format"), "{e}");
+        assert_eq!(std::fs::read(&p).unwrap(), data);
+        // A length made larger in the middle runs to the end of the file, but complete
+        // commands follow: refused, not cut.
+        let long: &[u8] = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$999\r\nv\r\n";
+        let data = [SET, long, SET].concat();
+        let p = file_with(&data, "len");
+        let e = load_all(vec![p.clone()]).unwrap_err();
+        assert!(e.contains("not a torn tail"), "{e}");
+        assert_eq!(std::fs::read(&p).unwrap(), data);
+        // A real torn tail in the last file is cut at the last whole unit.
+        let data = [SET, SET, &SET[..10]].concat();
+        let p = file_with(&data, "torn");
+        assert_eq!(load_all(vec![p.clone()]), Ok(2));
+        assert_eq!(std::fs::read(&p).unwrap().len(), 2 * SET.len());
+        // A MULTI block torn anywhere goes as a whole.
+        let multi = b"*1\r\n$5\r\nMULTI\r\n";
+        let data = [SET, multi, SET, SET].concat();
+        let p = file_with(&data, "multi");
+        assert_eq!(load_all(vec![p.clone()]), Ok(1));
+        assert_eq!(std::fs::read(&p).unwrap().len(), SET.len());
+        // A torn file that is not the last one is refused and left as it is.
+        let first = file_with(&[SET, &SET[..5]].concat(), "first");
+        let second = first.with_file_name("g.aof");
+        std::fs::write(&second, SET).unwrap();
+        let e = load_all(vec![first.clone(), second]).unwrap_err();
+        assert!(e.contains("not the last file"), "{e}");
+        assert_eq!(std::fs::read(&first).unwrap().len(), SET.len() + 5);
+        // A damaged EXEC (an unknown command) is refused, not read as a block torn at the end
+        // of the file that would be cut off with the unit after it.
+        let exe7 = b"*1\r\n$4\r\nEXE7\r\n";
+        let data = [SET, multi, SET, exe7, SET].concat();
+        let p = file_with(&data, "exec");
+        let e = load_all(vec![p.clone()]).unwrap_err();
+        assert!(e.contains("Unknown command 'EXE7'"), "{e}");
+        assert_eq!(std::fs::read(&p).unwrap(), data);
+        // MULTI inside MULTI is refused, not a silent drop of the first block's commands.
+        let p = file_with(&[multi, SET, multi, SET].concat(), "nested");
+        assert!(load_all(vec![p]).unwrap_err().contains("MULTI inside"));
     }
 }

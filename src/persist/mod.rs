@@ -38,3 +38,13 @@ impl Fsync {
         }
     }
 }
+
+/// strerror's text of an I/O error, without Rust's " (os error N)" (Redis's log and MISCONF
+/// texts carry strerror alone).
+pub fn strerror(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error") {
+        Some(at) => s[..at].to_string(),
+        None => s,
+    }
+}
