@@ -60,21 +60,11 @@ pub async fn bind(cfg: &Config) -> std::io::Result<Vec<TcpListener>> {
     bind_port(cfg, cfg.port).await
 }
 
-/// A `bind` entry as an address to listen on: Redis's `-` prefix marks it optional (a failure
-/// to bind it is logged, not fatal) and `*` is every IPv4 address.
-pub(crate) fn bind_host(addr: &str) -> (&str, bool) {
-    let (host, optional) = match addr.strip_prefix('-') {
-        Some(h) => (h, true),
-        None => (addr, false),
-    };
-    (if host == "*" { "0.0.0.0" } else { host }, optional)
-}
-
 /// Binds every address of `cfg.bind` on `port` (the plain port or `tls-port`).
 pub async fn bind_port(cfg: &Config, port: u16) -> std::io::Result<Vec<TcpListener>> {
     let mut listeners = Vec::new();
     for addr in &cfg.bind {
-        let (host, optional) = bind_host(addr);
+        let (host, optional) = config::bind_host(addr);
         let target = if host.contains(':') {
             format!("[{host}]:{port}")
         } else {
@@ -138,7 +128,10 @@ pub async fn run(
     exec::adjust_open_files_limit(&mut cfg);
     let shared = Arc::new(machine::Shared::new(&cfg));
     if cfg.metrics_port != 0 {
-        let host = cfg.bind.first().map_or("127.0.0.1", |b| bind_host(b).0);
+        let host = cfg
+            .bind
+            .first()
+            .map_or("127.0.0.1", |b| config::bind_host(b).0);
         server::metrics::start(host, cfg.metrics_port, shared.clone())?;
     }
     let pidfile = cfg.pidfile.clone();

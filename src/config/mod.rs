@@ -578,3 +578,13 @@ pub fn parse_cluster_peers(v: &str) -> Result<Vec<ClusterPeer>, String> {
     }
     Ok(out)
 }
+
+/// A `bind` entry as an address to listen on: Redis's `-` prefix marks it optional (a failure
+/// to bind it is logged, not fatal) and `*` is every IPv4 address.
+pub fn bind_host(addr: &str) -> (&str, bool) {
+    let (host, optional) = match addr.strip_prefix('-') {
+        Some(h) => (h, true),
+        None => (addr, false),
+    };
+    (if host == "*" { "0.0.0.0" } else { host }, optional)
+}

@@ -314,7 +314,7 @@ impl Peers {
         };
         let mut listen = Vec::new();
         for b in binds {
-            let (host, optional) = crate::bind_host(b);
+            let (host, optional) = crate::config::bind_host(b);
             match (host, own.peer_port)
                 .to_socket_addrs()
                 .map(|mut a| a.next())
