@@ -929,7 +929,8 @@ impl Server {
             }
             Applied::Extend(_) | Applied::Conf(_) => return,
         };
-        let mut loader = Loader::from_bytes(Bytes::copy_from_slice(data));
+        let mut loader = Loader::from_bytes(Bytes::copy_from_slice(data))
+            .knowing(|a| crate::cmd::dispatch::resolve(a).is_ok());
         loop {
             match loader.next_unit() {
                 Ok(Step::Apply(cmds)) => {

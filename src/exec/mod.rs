@@ -96,7 +96,10 @@ impl Server {
     pub fn new(config: Config, shared: Arc<Shared>) -> Server {
         let loader = if config.appendonly {
             match Aof::files_to_load(&aof_dir(&config), &config.appendfilename) {
-                Ok(files) => Some(Loader::new(files, config.aof_load_truncated)),
+                Ok(files) => Some(
+                    Loader::new(files, config.aof_load_truncated)
+                        .knowing(|a| dispatch::resolve(a).is_ok()),
+                ),
                 Err(e) => fatal(&e),
             }
         } else {
