@@ -19,6 +19,12 @@
 //!   wrong secret could not tell a rejection from a peer that went away, and would believe (and
 //!   log) itself connected on every retry while its messages vanish.
 //! - 2 RAFT (dialer → acceptor): an `eraftpb::Message` in protobuf.
+//! - 5 SNAPSHOT (dialer → acceptor): a `MsgSnapshot` as `u32 BE head length | head | data`,
+//!   the head being the message in protobuf with its snapshot's data left out and `data` that
+//!   data, raw. The leader's snapshot is already in memory (the store hands raft a shared
+//!   buffer): the sender thread writes it from there, so neither the loop nor memory pays for
+//!   encoding hundreds of MB into a second buffer; the receiver hands raft the data as a slice
+//!   of the frame it read (no copy either).
 //!
 //! Nothing here blocks the executor: an undeliverable message is dropped and the loop is told
 //! with `Msg::PeerUnreachable`, and raft retransmits (it probes the peer again).
@@ -41,7 +47,9 @@
 use super::{Inbox, Msg};
 use crate::config::{ClusterPeer, Config};
 use crate::replication::Message;
+use bytes::Bytes;
 use protobuf::Message as _;
+use raft::eraftpb::MessageType;
 use rustls::{ClientConnection, ServerConnection};
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, VecDeque};
@@ -58,13 +66,15 @@ const HELLO: u8 = 1;
 const RAFT: u8 = 2;
 const NONCE: u8 = 3;
 const WELCOME: u8 = 4;
+const SNAPSHOT: u8 = 5;
 
 const NONCE_LEN: usize = 32;
 const HELLO_LEN: usize = 8 + 32;
-/// Snapshots travel as one RAFT frame (`cluster-max-frame`, 512mb in DESIGN.md §2).
+/// Snapshots travel as one SNAPSHOT frame (`cluster-max-frame`, 512mb in DESIGN.md §2).
 pub const MAX_FRAME: usize = 512 << 20;
-/// Bytes queued for one peer before messages are dropped. raft keeps up to 256 appends of 1 MiB
-/// in flight (replication/mod.rs); past this the peer is slower than we produce, and dropping
+/// Bytes queued for one peer before messages are dropped. raft keeps up to `MAX_INFLIGHT` (32)
+/// appends of `MAX_MSG` (256 KiB) in flight per follower (replication/mod.rs), 8 MiB; past this
+/// the peer is slower than we produce, and dropping
 /// puts it back in probe mode rather than growing memory. A message is always accepted into an
 /// empty queue, so a snapshot larger than the cap still goes.
 pub const DEFAULT_QUEUE_CAP: usize = 64 << 20;
@@ -129,8 +139,8 @@ struct Link {
 }
 
 struct Queue {
-    /// RAFT frame bodies, oldest first.
-    frames: VecDeque<Vec<u8>>,
+    /// Frames to send, oldest first.
+    frames: VecDeque<Frame>,
     bytes: usize,
     /// The last dial failed and no connection has been made since: new messages are dropped.
     unreachable: bool,
@@ -150,6 +160,29 @@ struct Queue {
     /// The rest of a frame the executor began writing itself (`Peers::send`); the sender
     /// writes it before anything else.
     partial: Vec<u8>,
+}
+
+/// One frame to send: `header(len, ty) | body | data`, `len` being `body.len() + data.len()`.
+/// `data` (a snapshot's, shared with the store) is written from its own buffer, never copied.
+struct Frame {
+    ty: u8,
+    body: Vec<u8>,
+    data: Bytes,
+}
+
+impl Frame {
+    fn raft(body: Vec<u8>) -> Frame {
+        Frame {
+            ty: RAFT,
+            body,
+            data: Bytes::new(),
+        }
+    }
+
+    /// The body length, as the header gives it.
+    fn len(&self) -> usize {
+        self.body.len() + self.data.len()
+    }
 }
 
 /// Accepted connections (handshaking or read by the executor), so `Drop` can close them and
@@ -186,6 +219,10 @@ struct Inbound {
     next_token: usize,
     /// One read's landing place, shared by every connection.
     scratch: Vec<u8>,
+    /// Connections left at `RECV_BUDGET` with bytes possibly still in the socket: read again
+    /// on the next turn whatever epoll says (it reports only new arrivals, and a sender done
+    /// sending brings none).
+    again: Vec<usize>,
 }
 
 /// One authenticated inbound connection: its socket (non-blocking) and the bytes of the frame
@@ -418,6 +455,7 @@ impl Peers {
             conns: HashMap::new(),
             next_token: 0,
             scratch: vec![0; RECV_CHUNK],
+            again: Vec::new(),
         };
         let handle = {
             let (key, stop, conns) = (key.clone(), stop.clone(), conns.clone());
@@ -477,12 +515,12 @@ impl Peers {
             }
             return;
         }
-        let mut ready: Vec<usize> = Vec::new();
+        let mut ready: Vec<usize> = std::mem::take(&mut inb.again);
         let mut adopt = false;
         for ev in inb.events.iter() {
             if ev.token() == HANDED {
                 adopt = true;
-            } else {
+            } else if !ready.contains(&ev.token().0) {
                 ready.push(ev.token().0);
             }
         }
@@ -549,6 +587,7 @@ impl Peers {
                 // Over the budget: the rest is read on the next turn, which the waker makes
                 // come at once (nothing new may arrive to trigger the edge).
                 Ok(false) => {
+                    inb.again.push(token);
                     let _ = inb.waker.wake();
                 }
                 Err(end) => {
@@ -596,12 +635,12 @@ impl Peers {
             report(&self.inbox, to);
             return;
         };
-        let body = match m.write_to_bytes() {
-            Ok(b) if b.len() <= MAX_FRAME => b,
-            Ok(b) => {
+        let frame = match encode(m) {
+            Ok(f) if f.len() <= MAX_FRAME => f,
+            Ok(f) => {
                 tracing::warn!(
                     "cluster: a {} byte message for peer {to} is over the {MAX_FRAME} byte frame cap, dropped",
-                    b.len()
+                    f.len()
                 );
                 report(&self.inbox, to);
                 return;
@@ -613,7 +652,7 @@ impl Peers {
             }
         };
         let mut q = lock(&link.q);
-        let over = q.bytes > 0 && q.bytes + body.len() > self.cap;
+        let over = q.bytes > 0 && q.bytes + frame.len() > self.cap;
         if q.unreachable || over || q.stop {
             if !q.reported {
                 q.reported = true;
@@ -622,8 +661,8 @@ impl Peers {
             }
             return;
         }
-        q.bytes += body.len();
-        q.frames.push_back(body);
+        q.bytes += frame.len();
+        q.frames.push_back(frame);
         // An idle sender is left asleep: `flush` writes the round's frames from here.
         let idle = q.connected && !q.writing;
         drop(q);
@@ -650,7 +689,10 @@ impl Peers {
             if q.frames.is_empty() {
                 continue;
             }
-            if link.tls.is_some() {
+            // A snapshot's data is written by the sender thread from the shared buffer: from
+            // here it would be copied into `out` and, for what the socket does not take at
+            // once, into `partial`, on the loop.
+            if link.tls.is_some() || q.frames.iter().any(|f| !f.data.is_empty()) {
                 drop(q);
                 link.cv.notify_one();
                 continue;
@@ -672,8 +714,8 @@ impl Peers {
             }
             out.clear();
             for f in &q.frames {
-                out.extend_from_slice(&header(f.len(), RAFT));
-                out.extend_from_slice(f);
+                out.extend_from_slice(&header(f.len(), f.ty));
+                out.extend_from_slice(&f.body);
             }
             // SAFETY: `fd` is the open socket `q.stream` owns, kept open by the lock we hold;
             // the buffer is valid for its length. MSG_DONTWAIT makes this one call
@@ -705,7 +747,7 @@ impl Peers {
             drop(q);
             link.cv.notify_one();
         }
-        // A snapshot's frame can be megabytes: it need not stay allocated.
+        // A round's appends can be megabytes: they need not stay allocated.
         if out.capacity() > 4 * COALESCE {
             *out = Vec::new();
         }
@@ -869,6 +911,24 @@ fn random_nonce() -> io::Result<[u8; NONCE_LEN]> {
 }
 
 // ---- framing ----
+
+/// A message as the frame that carries it: a snapshot with data as a SNAPSHOT frame (the data
+/// shared, not copied), anything else as a RAFT frame.
+fn encode(mut m: Message) -> protobuf::ProtobufResult<Frame> {
+    if m.get_msg_type() != MessageType::MsgSnapshot || m.get_snapshot().data.is_empty() {
+        return m.write_to_bytes().map(Frame::raft);
+    }
+    let data = m.mut_snapshot().take_data();
+    let head_len = m.compute_size() as usize;
+    let mut body = Vec::with_capacity(4 + head_len);
+    body.extend_from_slice(&(head_len as u32).to_be_bytes());
+    m.write_to_vec(&mut body)?;
+    Ok(Frame {
+        ty: SNAPSHOT,
+        body,
+        data,
+    })
+}
 
 fn header(len: usize, ty: u8) -> [u8; 5] {
     let l = (len as u32).to_be_bytes();
@@ -1213,21 +1273,27 @@ fn pump(link: &Link, w: &mut PeerStream) -> PumpEnd {
     }
 }
 
-/// Writes RAFT frames, coalescing small ones so a batch leaves in as few writes as possible.
-fn write_batch(w: &mut impl Write, batch: &VecDeque<Vec<u8>>, out: &mut Vec<u8>) -> io::Result<()> {
+/// Writes frames, coalescing small ones so a batch leaves in as few writes as possible; a big
+/// body, and a snapshot's data, is written from its own buffer.
+fn write_batch(w: &mut impl Write, batch: &VecDeque<Frame>, out: &mut Vec<u8>) -> io::Result<()> {
     out.clear();
     for f in batch {
         if !out.is_empty() && out.len() + 5 + f.len() > COALESCE {
             w.write_all(out)?;
             out.clear();
         }
-        out.extend_from_slice(&header(f.len(), RAFT));
-        if f.len() >= COALESCE {
+        out.extend_from_slice(&header(f.len(), f.ty));
+        if f.body.len() >= COALESCE {
             w.write_all(out)?;
             out.clear();
-            w.write_all(f)?;
+            w.write_all(&f.body)?;
         } else {
-            out.extend_from_slice(f);
+            out.extend_from_slice(&f.body);
+        }
+        if !f.data.is_empty() {
+            w.write_all(out)?;
+            out.clear();
+            w.write_all(&f.data)?;
         }
     }
     if !out.is_empty() {
@@ -1628,17 +1694,39 @@ fn take_frames(me: u64, c: &mut InConn, deliver: &mut dyn FnMut(Message)) -> Res
                 "a {len} byte frame is over the {MAX_FRAME} byte cap"
             )));
         }
-        if ty != RAFT {
+        if ty != RAFT && ty != SNAPSHOT {
             break Err(ServeEnd::Failed(format!("unexpected frame type {ty}")));
         }
-        let Some(body) = rest.get(5..5 + len) else {
+        if rest.len() < 5 + len {
+            // The rest of a big frame lands in one allocation sized by its header, at most
+            // `MAX_FRAME`: growing it by doubling would copy it again and again, on the loop.
+            // Only address space until the bytes arrive: pages are touched as they are read.
+            if len > COALESCE && c.buf.capacity() - at < 5 + len {
+                c.buf.drain(..at);
+                at = 0;
+                c.buf.reserve_exact(5 + len - c.buf.len());
+            }
             break Ok(());
+        }
+        let m = if ty == RAFT {
+            let m = Message::parse_from_bytes(&rest[5..5 + len]);
+            at += 5 + len;
+            match m {
+                Ok(m) => m,
+                Err(e) => break Err(ServeEnd::Failed(format!("undecodable RAFT frame: {e}"))),
+            }
+        } else {
+            // The frame leaves the buffer as it is (the bytes after it are copied into a new
+            // one), so the snapshot's data can be a slice of it.
+            c.buf.drain(..at);
+            at = 0;
+            let next = c.buf.split_off(5 + len);
+            let frame = Bytes::from(std::mem::replace(&mut c.buf, next));
+            match snapshot_message(frame.slice(5..)) {
+                Ok(m) => m,
+                Err(why) => break Err(ServeEnd::Failed(format!("bad SNAPSHOT frame: {why}"))),
+            }
         };
-        let m = match Message::parse_from_bytes(body) {
-            Ok(m) => m,
-            Err(e) => break Err(ServeEnd::Failed(format!("undecodable RAFT frame: {e}"))),
-        };
-        at += 5 + len;
         // The handshake proved who is at the other end: a message claiming another sender, or
         // meant for another node, is not believed.
         if m.from != c.peer || m.to != me {
@@ -1656,6 +1744,26 @@ fn take_frames(me: u64, c: &mut InConn, deliver: &mut dyn FnMut(Message)) -> Res
     };
     c.buf.drain(..at);
     result
+}
+
+/// The message a SNAPSHOT frame's body carries, its snapshot's data a slice of `body`.
+fn snapshot_message(body: Bytes) -> Result<Message, String> {
+    let head_len = match body.get(..4) {
+        Some(l) => u32::from_be_bytes([l[0], l[1], l[2], l[3]]) as usize,
+        None => return Err("no head length".into()),
+    };
+    let Some(head) = body.get(4..4 + head_len) else {
+        return Err(format!(
+            "a {head_len} byte head in a {} byte body",
+            body.len()
+        ));
+    };
+    let mut m = Message::parse_from_bytes(head).map_err(|e| e.to_string())?;
+    if m.get_msg_type() != MessageType::MsgSnapshot || !m.has_snapshot() {
+        return Err(format!("a {:?} message", m.get_msg_type()));
+    }
+    m.mut_snapshot().data = body.slice(4 + head_len..);
+    Ok(m)
 }
 
 #[cfg(test)]
@@ -1826,6 +1934,107 @@ mod tests {
         }
         assert_eq!(got, vec![(1, 3 * RECV_BUDGET + 5), (2, 0)]);
         assert!(turns > 1);
+    }
+
+    fn snapshot_msg(from: u64, to: u64, seq: u64, data: &Bytes) -> Message {
+        let mut m = msg(from, to, seq);
+        m.set_msg_type(MessageType::MsgSnapshot);
+        m.mut_snapshot().data = data.clone();
+        let meta = m.mut_snapshot().mut_metadata();
+        meta.index = 7;
+        meta.term = 3;
+        meta.mut_conf_state().voters = vec![1, 2, 3];
+        m
+    }
+
+    /// `a` (node 1) sends `b` (node 2) a heartbeat, a 40 MB snapshot, a snapshot claiming to be
+    /// from node 3 and a heartbeat: `b` reads them turn by turn as the loop does and gets the
+    /// heartbeats and the real snapshot, whole and in order, and not the impostor.
+    fn snapshot_arrives_whole_and_in_order(a: &Peers, b: &mut Peers) {
+        let data: Bytes = (0..40 << 20)
+            .map(|i: u32| (i % 251) as u8)
+            .collect::<Vec<_>>()
+            .into();
+        let started = Instant::now();
+        a.send_now(msg(1, 2, 1));
+        a.send_now(snapshot_msg(1, 2, 2, &data));
+        a.send_now(snapshot_msg(3, 2, 3, &data));
+        a.send_now(msg(1, 2, 4));
+        let queued = started.elapsed();
+        let mut got: Vec<Message> = Vec::new();
+        let (mut turns, mut longest) = (0, Duration::ZERO);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while got.last().map(|m| m.commit) != Some(4) {
+            assert!(Instant::now() < deadline, "got {} messages", got.len());
+            let t = Instant::now();
+            b.receive(&mut |m| got.push(m));
+            longest = longest.max(t.elapsed());
+            turns += 1;
+            thread::sleep(Duration::from_millis(1));
+        }
+        // Not asserted (timings): what the sending loop and the longest receiving turn cost.
+        eprintln!(
+            "40 MB snapshot: queued and flushed in {queued:?}, received in {turns} turns, the \
+             longest {longest:?}"
+        );
+        let seqs: Vec<(u64, MessageType)> = got.iter().map(|m| (m.commit, m.msg_type)).collect();
+        assert_eq!(
+            seqs,
+            vec![
+                (1, MessageType::MsgHeartbeat),
+                (2, MessageType::MsgSnapshot),
+                (4, MessageType::MsgHeartbeat)
+            ]
+        );
+        let snap = got[1].get_snapshot();
+        assert!(snap.data == data, "the snapshot's data differs");
+        let meta = snap.get_metadata();
+        assert_eq!((meta.index, meta.term), (7, 3));
+        assert_eq!(meta.get_conf_state().voters, vec![1, 2, 3]);
+        assert!(got[0].get_snapshot().data.is_empty() && got[2].get_snapshot().data.is_empty());
+        assert!(turns > 10, "{turns} turns");
+    }
+
+    #[test]
+    fn a_snapshot_arrives_whole_and_in_order_with_the_messages_around_it() {
+        let (mut a, _ga) = node(1, None);
+        let (mut b, _gb) = node(2, None);
+        a.set_peer(2, at(&b));
+        snapshot_arrives_whole_and_in_order(&a, &mut b);
+    }
+
+    #[test]
+    fn a_snapshot_arrives_whole_and_in_order_over_tls() {
+        let (tls, dir) = test_tls("snapshot");
+        let (mut a, _ga) = tls_node(1, &tls);
+        let (mut b, _gb) = tls_node(2, &tls);
+        a.set_peer(2, at(&b));
+        snapshot_arrives_whole_and_in_order(&a, &mut b);
+        drop((a, b));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_snapshot_frame_is_framed_and_read_as_sent() {
+        let data = Bytes::from_static(b"state bytes");
+        let f = encode(snapshot_msg(1, 2, 9, &data)).unwrap();
+        assert_eq!(f.ty, SNAPSHOT);
+        assert_eq!(f.data, data);
+        let mut wire = Vec::new();
+        write_batch(&mut wire, &VecDeque::from([f]), &mut Vec::new()).unwrap();
+        let len = u32::from_be_bytes([wire[0], wire[1], wire[2], wire[3]]) as usize;
+        assert_eq!((len + 5, wire[4]), (wire.len(), SNAPSHOT));
+        let m = snapshot_message(Bytes::from(wire[5..].to_vec())).unwrap();
+        assert_eq!((m.commit, m.get_snapshot().data.clone()), (9, data));
+        // A message without a snapshot's data stays a RAFT frame; a SNAPSHOT frame whose head
+        // is not a snapshot, or is longer than the body, is refused.
+        assert_eq!(encode(msg(1, 2, 1)).unwrap().ty, RAFT);
+        let mut body = vec![0, 0, 0, 2];
+        body.extend_from_slice(&msg(1, 2, 1).write_to_bytes().unwrap());
+        body[3] = (body.len() - 4) as u8;
+        assert!(snapshot_message(Bytes::from(body)).is_err());
+        assert!(snapshot_message(Bytes::from_static(&[0, 0, 1, 0, 1])).is_err());
+        assert!(snapshot_message(Bytes::from_static(&[0, 0])).is_err());
     }
 
     #[test]

@@ -606,9 +606,9 @@ impl Cluster {
         let snapshot_out = |m: &Message| m.get_msg_type() == MessageType::MsgSnapshot;
         if self.node.raft.state == StateRole::Leader && self.node.raft.msgs.iter().any(snapshot_out)
         {
-            // Handing a snapshot to the transport holds the loop (encoding hundreds of MB took
-            // 0.3-0.45 s): every follower hears a heartbeat just before, so none of them starts
-            // an election over that silence.
+            // The snapshot's receiver reads hundreds of MB before the heartbeats queued behind
+            // it on the same connection: it hears one just before, and every follower hears
+            // that the leader is alive before the transport starts on the snapshot.
             self.node.raft.bcast_heartbeat();
         }
         let mut rd = self.node.ready();
