@@ -37,6 +37,8 @@ const WAIT_HORIZON_MS: u64 = 30 * 1000;
 /// Histogram buckets: upper bounds 1, 2, 4 … 2^(BUCKETS-2) ms, then +Inf.
 const BUCKETS: usize = 22;
 
+const NO_LEASE: u8 = u8::MAX;
+
 /// How a known script reports its outcome.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Role {
@@ -60,91 +62,109 @@ enum Role {
 
 /// The scripts of lua/MANIFEST.tsv that acquire or release a lock (SHA1 as clients send it in
 /// EVALSHA; a unit test checks each against the file and the manifest).
-const SCRIPTS: &[(&[u8; 40], Role, &str)] = &[
+/// The fourth field: the ARGV index of an acquire script's lease in ms (`NO_LEASE`: none).
+const SCRIPTS: &[(&[u8; 40], Role, &str, u8)] = &[
     (
         b"149c5a8bf18676fd99e9e6e24923bd64d9b62f94",
         Role::AcquireNil,
         "redisson/rlock_trylockinnerasync.lua",
+        0,
     ),
     (
         b"6866459238a13a701d42f4971f12d9f3a50e2442",
         Role::ReleaseRedisson,
         "redisson/rlock_unlockinnerasync.lua",
+        NO_LEASE,
     ),
     (
         b"c3f8721cbb97f72bc19e972846bd7aaf91901658",
         Role::ReleaseOne,
         "redis-py/lua_release_script.lua",
+        NO_LEASE,
     ),
     (
         b"90da91872223f85eb1376a17e3c4df21ace8c54b",
         Role::ReleaseZero,
         "python-redis-lock/unlock_script.lua",
+        NO_LEASE,
     ),
     (
         b"a4aada0b36710970eedaaaeec4a6b7d8c78c4f80",
         Role::ReleaseOne,
         "pottery/release_script.lua",
+        NO_LEASE,
     ),
     (
         b"c75a9bf1538efcdb1f383acc3e273c5089d57e58",
         Role::AcquireOkOrError,
         "aioredlock/set_lock_script.lua",
+        1,
     ),
     (
         b"241e4ca540a1cc4ec1f32d9eb9f879e607d7e6e5",
         Role::ReleaseAio,
         "aioredlock/unset_lock_script.lua",
+        NO_LEASE,
     ),
     (
         b"1b77b94aa78451d55dfa97e18819bfbfc596cb5b",
         Role::AcquireCount,
         "sesamecare-redlock/acquire_script.lua",
+        2,
     ),
     (
         b"df51f6837dcfe303d334e6abea9aeae192bab216",
         Role::ReleaseCount,
         "sesamecare-redlock/release_script.lua",
+        NO_LEASE,
     ),
     (
         b"96da70f7716f27d278a5218544df37fd8b0a5e4c",
         Role::AcquireCount,
         "redlock-npm-v5/acquire_script.lua",
+        1,
     ),
     (
         b"e4612211c9f8f51c257e26e056b0a654b3187242",
         Role::ReleaseCount,
         "redlock-npm-v5/release_script.lua",
+        NO_LEASE,
     ),
     (
         b"e5a322e2634ef59a516e8ea150cb085afafee684",
         Role::AcquireCount,
         "redlock-npm-v4/lockscript.lua",
+        1,
     ),
     (
         b"0f0f23b9048b36752b5be114f357ba083449f908",
         Role::ReleaseCount,
         "redlock-npm-v4/unlockscript.lua",
+        NO_LEASE,
     ),
     (
         b"7157921a7cc7cfba979acf6d63f073151df17d12",
         Role::ReleaseOne,
         "redis-semaphore/mutex_release.lua",
+        NO_LEASE,
     ),
     (
         b"daf86bbf8740dd3ca86733367a016364b2110627",
         Role::ReleaseOne,
         "rslock/unlock_script.lua",
+        NO_LEASE,
     ),
     (
         b"544c68b7ffd46e5d7ccc58a27204557efba43310",
         Role::ReleaseOne,
         "redlock-rs/unlock_script.lua",
+        NO_LEASE,
     ),
     (
         b"e950836ed1e694540c503ef9972b8de518044d3b",
         Role::ReleaseOne,
         "redsync/deletescript.lua",
+        NO_LEASE,
     ),
 ];
 
@@ -200,6 +220,8 @@ pub struct PrefixStats {
     pub waiters: u64,
     pub hold: Histogram,
     pub wait: Histogram,
+    /// The prefix's latest late release (the Prometheus endpoint names its key and client).
+    pub last_late: Option<Box<LateRelease>>,
 }
 
 /// The maps below are keyed by hashes already: hashing them again would only cost time.
@@ -222,9 +244,80 @@ impl std::hash::Hasher for Identity {
 
 type ByHash = std::hash::BuildHasherDefault<Identity>;
 
+/// The client that sent a lock operation, as a late release names it (asked only then).
+pub trait Who {
+    fn id(&self) -> u64;
+    fn addr(&self) -> String;
+    fn name(&self) -> &[u8];
+}
+
+impl Who for crate::machine::client::Client {
+    fn id(&self) -> u64 {
+        self.id
+    }
+    fn addr(&self) -> String {
+        self.addr.to_string()
+    }
+    fn name(&self) -> &[u8] {
+        self.name.as_deref().unwrap_or_default()
+    }
+}
+
+/// A remembered acquire: key hash (0 = empty slot), acquire time << 16 | prefix, lease (ms, 0
+/// when the acquire named none).
+#[derive(Default, Clone, Copy, PartialEq, Debug)]
+struct Hold {
+    h: u64,
+    at: u64,
+    lease: u64,
+}
+
+impl Hold {
+    fn acquired_at(&self) -> u64 {
+        self.at >> 16
+    }
+}
+
+/// How many acquires a later acquire of the same key replaced unreleased are remembered: the
+/// previous holder's lease ran out, and its late release (if it ever comes) is matched here.
+const LAPSED: usize = 64;
+
+/// One late release as `LOCKS LATE` shows it and the log line says it.
+#[derive(Clone, Debug)]
+pub struct LateRelease {
+    pub id: u64,
+    /// Unix ms of the release.
+    pub at_ms: u64,
+    /// The key, its first `LATE_KEY_MAX` bytes.
+    pub key: Box<[u8]>,
+    pub client_id: u64,
+    pub client_addr: String,
+    pub client_name: Box<[u8]>,
+    /// The acquire this release belonged to, when it was remembered: unix ms, lease ms (0:
+    /// unknown), and how long after the lease ended the release came.
+    pub acquired_ms: Option<u64>,
+    pub lease_ms: u64,
+    pub late_ms: Option<u64>,
+}
+
+/// Keys in the late-release history are cut to this many bytes (SLOWLOG's string bound).
+const LATE_KEY_MAX: usize = 128;
+/// At most one late-release log line a second; the rest are counted in the next one.
+const LOG_INTERVAL_MS: u64 = 1000;
+
 pub struct Insight {
-    /// Direct-mapped by key hash: (key hash, acquire time << 16 | prefix); hash 0 = empty.
-    holds: Vec<(u64, u64)>,
+    /// Direct-mapped by key hash.
+    holds: Vec<Hold>,
+    /// Acquires replaced unreleased by a later acquire of their key (a ring, `LAPSED` long).
+    lapsed: [Hold; LAPSED],
+    lapsed_next: usize,
+    /// The latest late releases, newest first, at most `late_max`.
+    pub late_log: std::collections::VecDeque<LateRelease>,
+    pub late_max: usize,
+    late_next_id: u64,
+    /// When the last late-release line was logged (unix ms), and how many were not since.
+    late_logged_ms: u64,
+    late_unlogged: u64,
     /// Slots of `holds` in use.
     holds_used: usize,
     /// Hash of (client, key) → (first contended attempt, last attempt, prefix).
@@ -244,6 +337,13 @@ impl Default for Insight {
     fn default() -> Self {
         Insight {
             holds: Vec::new(),
+            lapsed: [Hold::default(); LAPSED],
+            lapsed_next: 0,
+            late_log: Default::default(),
+            late_max: 128,
+            late_next_id: 0,
+            late_logged_ms: 0,
+            late_unlogged: 0,
             holds_used: 0,
             waiting: Default::default(),
             prefixes: Vec::new(),
@@ -348,7 +448,7 @@ impl Insight {
         h ^ (h >> 29)
     }
 
-    fn acquired(&mut self, client: u64, key: &[u8], now: u64) {
+    fn acquired(&mut self, client: u64, key: &[u8], now: u64, lease: u64) {
         let p = self.prefix_id(key);
         let h = self.hash(key);
         self.prefixes[p as usize].acquires += 1;
@@ -367,22 +467,30 @@ impl Insight {
         }
         let slots = self.holds.len();
         let entry = &mut self.holds[slot(h, slots)];
-        if entry.0 == 0 {
+        if entry.h == 0 {
             self.holds_used += 1;
+        } else if entry.h == h | 1 {
+            // The key is acquired again unreleased: the previous holder's lease ran out.
+            self.lapsed[self.lapsed_next % LAPSED] = *entry;
+            self.lapsed_next = self.lapsed_next.wrapping_add(1);
         }
-        *entry = (h | 1, (now << 16) | u64::from(p));
+        *entry = Hold {
+            h: h | 1,
+            at: (now << 16) | u64::from(p),
+            lease,
+        };
     }
 
     fn grow_holds(&mut self) {
         let slots = (self.holds.len() * 2).clamp(HOLD_SLOTS_MIN, HOLD_SLOTS);
-        let old = std::mem::replace(&mut self.holds, vec![(0, 0); slots]);
+        let old = std::mem::replace(&mut self.holds, vec![Hold::default(); slots]);
         self.holds_used = 0;
-        for (h, v) in old.into_iter().filter(|(h, _)| *h != 0) {
-            let entry = &mut self.holds[slot(h, slots)];
-            if entry.0 == 0 {
+        for hold in old.into_iter().filter(|e| e.h != 0) {
+            let entry = &mut self.holds[slot(hold.h, slots)];
+            if entry.h == 0 {
                 self.holds_used += 1;
             }
-            *entry = (h, v);
+            *entry = hold;
         }
     }
 
@@ -406,29 +514,98 @@ impl Insight {
         s.releases += 1;
         let slots = self.holds.len();
         if let Some(entry) = self.holds.get_mut(slot(h, slots.max(1))) {
-            if entry.0 == h | 1 {
-                let at = entry.1 >> 16;
+            if entry.h == h | 1 {
+                let at = entry.acquired_at();
                 if now.saturating_sub(at) < HOLD_HORIZON_MS {
                     s.hold.add(now.saturating_sub(at));
                 }
-                *entry = (0, 0);
+                *entry = Hold::default();
                 self.holds_used -= 1;
             }
         }
     }
 
-    /// The key's hold entry stays: it may be another client's now (the one that took the key
-    /// after the lease ran out), whose release samples it.
-    fn late(&mut self, key: &[u8], n: u64) {
+    /// A release found the key gone or another owner's. The acquire it belonged to is the
+    /// key's remembered hold when that one's lease has run out (nobody took the key since), or
+    /// else the latest acquire of the key that a later one replaced unreleased. A hold whose
+    /// lease still runs stays: it is the current holder's, whose release samples it. The late
+    /// hold counts in the hold histogram; the release goes into the history and the log.
+    fn late(&mut self, client: &impl Who, key: &[u8], n: u64, now: u64) {
         let p = self.prefix_id(key);
+        let h = self.hash(key) | 1;
         self.prefixes[p as usize].late_releases += n;
+        let slots = self.holds.len();
+        let mut found = None;
+        if let Some(entry) = self.holds.get_mut(slot(h, slots.max(1))) {
+            let ran_out = entry.lease != 0 && entry.acquired_at() + entry.lease <= now;
+            if entry.h == h && ran_out {
+                found = Some(std::mem::take(entry));
+                self.holds_used -= 1;
+            }
+        }
+        if found.is_none() {
+            // Newest first.
+            for i in 1..=LAPSED.min(self.lapsed_next) {
+                let e = &mut self.lapsed[self.lapsed_next.wrapping_sub(i) % LAPSED];
+                if e.h == h {
+                    found = Some(std::mem::take(e));
+                    break;
+                }
+            }
+        }
+        if let Some(held) = found {
+            let ms = now.saturating_sub(held.acquired_at());
+            if ms < HOLD_HORIZON_MS {
+                self.prefixes[p as usize].hold.add(ms);
+            }
+        }
+        self.record_late(client, key, p, found, now);
+    }
+
+    fn record_late(&mut self, client: &impl Who, key: &[u8], p: u16, held: Option<Hold>, now: u64) {
+        let acquired_ms = held.map(|e| e.acquired_at());
+        let lease_ms = held.map_or(0, |e| e.lease);
+        let late_ms = held
+            .filter(|e| e.lease != 0)
+            .map(|e| now.saturating_sub(e.acquired_at() + e.lease));
+        let entry = LateRelease {
+            id: self.late_next_id,
+            at_ms: now,
+            key: key[..key.len().min(LATE_KEY_MAX)].into(),
+            client_id: client.id(),
+            client_addr: client.addr(),
+            client_name: client.name().into(),
+            acquired_ms,
+            lease_ms,
+            late_ms,
+        };
+        self.late_next_id += 1;
+        if now.saturating_sub(self.late_logged_ms) >= LOG_INTERVAL_MS {
+            self.late_logged_ms = now;
+            let unlogged = std::mem::take(&mut self.late_unlogged);
+            tracing::info!("{}", entry.log_line(unlogged));
+        } else {
+            self.late_unlogged += 1;
+        }
+        self.prefixes[p as usize].last_late = Some(Box::new(entry.clone()));
+        if self.late_max > 0 {
+            self.late_log.push_front(entry);
+            self.late_log.truncate(self.late_max);
+        }
+    }
+
+    /// CONFIG SET `lock-late-log-max-len` takes effect here (the cron's sweep, LOCKS LATE).
+    pub fn set_late_max(&mut self, n: usize) {
+        self.late_max = n;
+        self.late_log.truncate(n);
     }
 
     /// `SET key value NX …` or SETNX from a client (not from a script: the script's own
     /// outcome counts instead).
-    pub fn on_set_nx(&mut self, client: u64, key: &[u8], acquired: bool, now: u64) {
+    /// `lease`: the SET's expire in ms (0: none).
+    pub fn on_set_nx(&mut self, client: u64, key: &[u8], acquired: bool, now: u64, lease: u64) {
         if acquired {
-            self.acquired(client, key, now)
+            self.acquired(client, key, now, lease)
         } else {
             self.contended(client, key, now)
         }
@@ -437,34 +614,44 @@ impl Insight {
     /// A script ran: if it is a known lock script, its reply says what happened.
     pub fn on_script(
         &mut self,
-        client: u64,
+        who: &impl Who,
         sha: &[u8; 40],
         keys: &[bytes::Bytes],
+        args: &[bytes::Bytes],
         reply: &Frame,
         now: u64,
     ) {
-        let Some(&(_, role, _)) = SCRIPTS.iter().find(|(s, _, _)| *s == sha) else {
+        let Some(&(_, role, _, lease_arg)) = SCRIPTS.iter().find(|(s, _, _, _)| *s == sha) else {
             return;
         };
         let Some(key) = keys.first() else {
             return;
         };
+        let client = who.id();
+        let lease = || {
+            args.get(usize::from(lease_arg))
+                .and_then(|a| std::str::from_utf8(a).ok())
+                .and_then(|a| a.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
         match (role, reply) {
             (Role::AcquireCount, Frame::Integer(n)) if *n > 0 => {
                 for k in keys {
-                    self.acquired(client, k, now);
+                    self.acquired(client, k, now, lease());
                 }
             }
             (Role::AcquireCount, Frame::Integer(0)) => self.contended(client, key, now),
-            (Role::AcquireNil, Frame::Null | Frame::NullArray) => self.acquired(client, key, now),
+            (Role::AcquireNil, Frame::Null | Frame::NullArray) => {
+                self.acquired(client, key, now, lease())
+            }
             (Role::AcquireNil, Frame::Integer(_)) => self.contended(client, key, now),
-            (Role::AcquireOkOrError, Frame::Simple(_)) => self.acquired(client, key, now),
+            (Role::AcquireOkOrError, Frame::Simple(_)) => self.acquired(client, key, now, lease()),
             (Role::AcquireOkOrError, Frame::Error(_)) => self.contended(client, key, now),
             (Role::ReleaseOne, Frame::Integer(1)) | (Role::ReleaseZero, Frame::Integer(0)) => {
                 self.released(key, now)
             }
             (Role::ReleaseOne, Frame::Integer(_)) | (Role::ReleaseZero, Frame::Integer(_)) => {
-                self.late(key, 1)
+                self.late(who, key, 1, now)
             }
             (Role::ReleaseCount, Frame::Integer(n)) => {
                 let released = (*n).clamp(0, keys.len() as i64) as usize;
@@ -473,13 +660,13 @@ impl Insight {
                     self.released(k, now);
                 }
                 if released < keys.len() {
-                    self.late(key, (keys.len() - released) as u64);
+                    self.late(who, key, (keys.len() - released) as u64, now);
                 }
             }
             (Role::ReleaseRedisson, Frame::Integer(1)) => self.released(key, now),
-            (Role::ReleaseRedisson, Frame::Null | Frame::NullArray) => self.late(key, 1),
+            (Role::ReleaseRedisson, Frame::Null | Frame::NullArray) => self.late(who, key, 1, now),
             (Role::ReleaseAio, Frame::Integer(_)) => self.released(key, now),
-            (Role::ReleaseAio, Frame::Simple(_) | Frame::Error(_)) => self.late(key, 1),
+            (Role::ReleaseAio, Frame::Simple(_) | Frame::Error(_)) => self.late(who, key, 1, now),
             _ => {}
         }
     }
@@ -498,8 +685,8 @@ impl Insight {
             keep
         });
         for entry in self.holds.iter_mut() {
-            if entry.0 != 0 && now.saturating_sub(entry.1 >> 16) >= HOLD_HORIZON_MS {
-                *entry = (0, 0);
+            if entry.h != 0 && now.saturating_sub(entry.acquired_at()) >= HOLD_HORIZON_MS {
+                *entry = Hold::default();
                 self.holds_used -= 1;
             }
         }
@@ -515,7 +702,7 @@ impl Insight {
     fn held(&self, now: u64) -> usize {
         self.holds
             .iter()
-            .filter(|(h, v)| *h != 0 && now.saturating_sub(v >> 16) < HOLD_HORIZON_MS)
+            .filter(|e| e.h != 0 && now.saturating_sub(e.acquired_at()) < HOLD_HORIZON_MS)
             .count()
     }
 
@@ -572,6 +759,34 @@ impl Insight {
                 let _ = writeln!(out, "{name}{{prefix=\"{}\"}} {}", escape(&s.prefix), f(s));
             }
         }
+        for (name, help, value) in [
+            (
+                "deadbolt_lock_last_late_release_late_seconds",
+                "The latest late release of the prefix: how long after its lease ran out it came (NaN: its acquire was not seen), labelled with its key and client.",
+                (|e: &LateRelease| e.late_ms.map_or(f64::NAN, |ms| ms as f64 / 1000.0))
+                    as fn(&LateRelease) -> f64,
+            ),
+            (
+                "deadbolt_lock_last_late_release_timestamp_seconds",
+                "The latest late release of the prefix: when it came (Unix time), labelled with its key and client.",
+                |e: &LateRelease| e.at_ms as f64 / 1000.0,
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+            for s in &self.prefixes {
+                let Some(e) = &s.last_late else { continue };
+                let _ = writeln!(
+                    out,
+                    "{name}{{prefix=\"{}\",key=\"{}\",client_id=\"{}\",client_addr=\"{}\",client_name=\"{}\"}} {}",
+                    escape(&s.prefix),
+                    prom(&e.key),
+                    e.client_id,
+                    prom(e.client_addr.as_bytes()),
+                    prom(&e.client_name),
+                    value(e),
+                );
+            }
+        }
         for (name, help, pick) in [
             (
                 "deadbolt_lock_hold_seconds",
@@ -618,6 +833,58 @@ impl Insight {
     }
 }
 
+impl LateRelease {
+    /// The notice-level log line: which key, which client, how late, and the acquire.
+    pub fn log_line(&self, unlogged: u64) -> String {
+        use std::fmt::Write;
+        let mut l = format!(
+            "Lock released late: key '{}' by client id={} addr={} name={}",
+            printable(&self.key),
+            self.client_id,
+            self.client_addr,
+            printable(&self.client_name),
+        );
+        match (self.acquired_ms, self.late_ms) {
+            (Some(at), Some(late)) => {
+                let _ = write!(
+                    l,
+                    ", {late} ms after its lease of {} ms ran out (acquired at unix ms {at}, held {} ms)",
+                    self.lease_ms,
+                    self.at_ms.saturating_sub(at),
+                );
+            }
+            (Some(at), None) => {
+                let _ = write!(
+                    l,
+                    ", lease unknown (acquired at unix ms {at}, held {} ms)",
+                    self.at_ms.saturating_sub(at)
+                );
+            }
+            _ => l.push_str(", its acquire was not seen (lease and lateness unknown)"),
+        }
+        if unlogged > 0 {
+            let _ = write!(
+                l,
+                "; {unlogged} more late releases since the last such line (LOCKS LATE lists them)"
+            );
+        }
+        l
+    }
+}
+
+/// Bytes of a key or client name as a log line shows them (as CLIENT LIST's printable form).
+fn printable(b: &[u8]) -> String {
+    b.iter()
+        .map(|&c| {
+            if c.is_ascii_graphic() || c == b' ' {
+                (c as char).to_string()
+            } else {
+                format!("\\x{c:02x}")
+            }
+        })
+        .collect()
+}
+
 /// A Prometheus series of one figure per prefix: name, help text, the figure.
 type Series = (&'static str, &'static str, fn(&PrefixStats) -> u64);
 
@@ -636,6 +903,11 @@ fn label(p: &[u8]) -> String {
         .collect()
 }
 
+/// Bytes as a Prometheus label value.
+fn prom(b: &[u8]) -> String {
+    printable(b).replace('\\', "\\\\").replace('"', "\\\"")
+}
+
 /// A prefix as a Prometheus label value.
 fn escape(p: &[u8]) -> String {
     let l = label(p);
@@ -646,13 +918,35 @@ fn escape(p: &[u8]) -> String {
 mod tests {
     use super::*;
 
+    impl Who for u64 {
+        fn id(&self) -> u64 {
+            *self
+        }
+        fn addr(&self) -> String {
+            "127.0.0.1:1".into()
+        }
+        fn name(&self) -> &[u8] {
+            b""
+        }
+    }
+
     #[test]
     fn every_known_script_is_the_manifests_file() {
         let root = env!("CARGO_MANIFEST_DIR");
         let manifest =
             std::fs::read_to_string(format!("{root}/lua/MANIFEST.tsv")).expect("manifest");
-        for (sha, _, file) in SCRIPTS {
+        for (sha, _, file, lease_arg) in SCRIPTS {
             let body = std::fs::read(format!("{root}/lua/{file}")).expect(file);
+            if *lease_arg != NO_LEASE {
+                let text = String::from_utf8_lossy(&body);
+                let argv = format!("ARGV[{}]", lease_arg + 1);
+                assert!(
+                    text.lines()
+                        .any(|l| l.contains(&argv) && l.to_lowercase().contains("px")
+                            || l.contains(&argv) && l.contains("pexpire")),
+                    "{file}: the lease is {argv}"
+                );
+            }
             assert_eq!(
                 sha1_smol::Sha1::from(&body).digest().to_string().as_bytes(),
                 *sha,
@@ -673,12 +967,12 @@ mod tests {
         let mut i = Insight::default();
         let release = b"c3f8721cbb97f72bc19e972846bd7aaf91901658";
         let keys = [bytes::Bytes::from_static(b"lock:orders:1")];
-        i.on_set_nx(7, b"lock:orders:1", true, 1000);
-        i.on_set_nx(8, b"lock:orders:1", false, 1001);
-        i.on_script(7, release, &keys, &Frame::Integer(1), 1250);
-        i.on_set_nx(8, b"lock:orders:1", true, 1300);
+        i.on_set_nx(7, b"lock:orders:1", true, 1000, 0);
+        i.on_set_nx(8, b"lock:orders:1", false, 1001, 0);
+        i.on_script(&7u64, release, &keys, &[], &Frame::Integer(1), 1250);
+        i.on_set_nx(8, b"lock:orders:1", true, 1300, 0);
         // Client 8's lease runs out; someone else took the key; 8's release finds it foreign.
-        i.on_script(8, release, &keys, &Frame::Integer(0), 9000);
+        i.on_script(&8u64, release, &keys, &[], &Frame::Integer(0), 9000);
         let s = &i.prefixes()[0];
         assert_eq!(&*s.prefix, b"lock:orders");
         assert_eq!(
@@ -697,16 +991,62 @@ mod tests {
     }
 
     #[test]
+    fn a_late_release_finds_its_acquire_and_is_recorded() {
+        let mut i = Insight::default();
+        let release = b"c3f8721cbb97f72bc19e972846bd7aaf91901658";
+        let keys = [bytes::Bytes::from_static(b"lock:a:1")];
+        // 7 takes the key for 200 ms; it runs out; 8 takes it; 7's release comes 100 ms late.
+        i.on_set_nx(7, b"lock:a:1", true, 1000, 200);
+        i.on_set_nx(8, b"lock:a:1", true, 1250, 5000);
+        i.on_script(&7u64, release, &keys, &[], &Frame::Integer(0), 1300);
+        let e = i.late_log.front().expect("recorded").clone();
+        assert_eq!(
+            (e.client_id, e.acquired_ms, e.lease_ms, e.late_ms, e.at_ms),
+            (7, Some(1000), 200, Some(100), 1300)
+        );
+        assert_eq!(&*e.key, b"lock:a:1");
+        assert_eq!(
+            e.log_line(0),
+            "Lock released late: key 'lock:a:1' by client id=7 addr=127.0.0.1:1 name=, 100 ms after its lease of 200 ms ran out (acquired at unix ms 1000, held 300 ms)"
+        );
+        // The late hold is sampled; 8's hold stays for its own release.
+        assert_eq!(i.prefixes()[0].hold.count, 1);
+        assert_eq!(i.held(1300), 1);
+        i.on_script(&8u64, release, &keys, &[], &Frame::Integer(1), 1400);
+        assert_eq!(i.prefixes()[0].hold.count, 2);
+        // A lease that ran out with nobody taking the key: the key's own hold is the late one.
+        i.on_set_nx(9, b"lock:a:1", true, 2000, 100);
+        i.on_script(&9u64, release, &keys, &[], &Frame::Integer(0), 2150);
+        let e = i.late_log.front().unwrap().clone();
+        assert_eq!((e.client_id, e.late_ms, e.id), (9, Some(50), 1));
+        assert_eq!(i.held(2150), 0);
+        // A release whose acquire was never seen: recorded with what is known.
+        i.on_script(&9u64, release, &keys, &[], &Frame::Integer(0), 2160);
+        let e = i.late_log.front().unwrap().clone();
+        assert_eq!((e.acquired_ms, e.late_ms), (None, None));
+        // Bounded by its directive; the next log line says how many went unlogged.
+        i.set_late_max(2);
+        assert_eq!(i.late_log.len(), 2);
+        assert_eq!(i.late_unlogged, 2);
+        assert!(e
+            .log_line(2)
+            .ends_with("; 2 more late releases since the last such line (LOCKS LATE lists them)"));
+        let s = &i.prefixes()[0];
+        assert_eq!(s.late_releases, 3);
+        assert_eq!(s.last_late.as_ref().map(|e| e.id), Some(2));
+    }
+
+    #[test]
     fn redisson_outcomes() {
         let mut i = Insight::default();
         let acquire = b"149c5a8bf18676fd99e9e6e24923bd64d9b62f94";
         let unlock = b"6866459238a13a701d42f4971f12d9f3a50e2442";
         let keys = [bytes::Bytes::from_static(b"myLock")];
-        i.on_script(1, acquire, &keys, &Frame::Null, 0);
-        i.on_script(2, acquire, &keys, &Frame::Integer(29_000), 5);
-        i.on_script(1, unlock, &keys, &Frame::Integer(0), 10);
-        i.on_script(1, unlock, &keys, &Frame::Integer(1), 20);
-        i.on_script(2, unlock, &keys, &Frame::Null, 30);
+        i.on_script(&1u64, acquire, &keys, &[], &Frame::Null, 0);
+        i.on_script(&2u64, acquire, &keys, &[], &Frame::Integer(29_000), 5);
+        i.on_script(&1u64, unlock, &keys, &[], &Frame::Integer(0), 10);
+        i.on_script(&1u64, unlock, &keys, &[], &Frame::Integer(1), 20);
+        i.on_script(&2u64, unlock, &keys, &[], &Frame::Null, 30);
         let s = &i.prefixes()[0];
         assert_eq!(
             (s.acquires, s.contended, s.releases, s.late_releases),
@@ -721,14 +1061,14 @@ mod tests {
     fn bounded_prefixes_and_holds() {
         let mut i = Insight::default();
         for n in 0..(MAX_PREFIXES as u64 + 50) {
-            i.on_set_nx(1, format!("p{n}:k").as_bytes(), true, n);
+            i.on_set_nx(1, format!("p{n}:k").as_bytes(), true, n, 0);
         }
         assert_eq!(i.prefixes().len(), MAX_PREFIXES + 1);
         assert_eq!(&*i.prefixes()[MAX_PREFIXES].prefix, b"(other)");
         assert_eq!(i.prefixes()[MAX_PREFIXES].acquires, 50);
         // The hold table is fixed: many more keys than slots only replace samples.
         for n in 0..(HOLD_SLOTS as u64 * 4) {
-            i.on_set_nx(1, format!("k:{n}").as_bytes(), true, 1000);
+            i.on_set_nx(1, format!("k:{n}").as_bytes(), true, 1000, 0);
         }
         let held = i.held(1000);
         assert!(held <= HOLD_SLOTS && held > HOLD_SLOTS / 2, "{held}");
@@ -739,7 +1079,7 @@ mod tests {
         // A few locks, a small table.
         let mut k = Insight::default();
         for n in 0..50u64 {
-            k.on_set_nx(1, format!("k:{n}").as_bytes(), true, 0);
+            k.on_set_nx(1, format!("k:{n}").as_bytes(), true, 0, 0);
         }
         assert_eq!(k.holds.len(), HOLD_SLOTS_MIN);
         assert_eq!(k.held(0), k.holds_used);

@@ -124,7 +124,7 @@ fn a_release_after_the_lease_ran_out_is_counted_late() {
         "deadbolt_lock_contended_total{prefix=\"lock:orders\"} 1",
         "deadbolt_lock_late_releases_total{prefix=\"jobs\"} 1",
         "deadbolt_lock_wait_seconds_count{prefix=\"lock:orders\"} 1",
-        "deadbolt_lock_hold_seconds_bucket{prefix=\"lock:orders\",le=\"+Inf\"} 1",
+        "deadbolt_lock_hold_seconds_bucket{prefix=\"lock:orders\",le=\"+Inf\"} 2",
         "# TYPE deadbolt_lock_hold_seconds histogram",
     ] {
         assert!(text.contains(line), "{line} in {text}");

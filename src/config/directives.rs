@@ -428,6 +428,17 @@ pub static DIRECTIVES: &[Directive] = &[
         doc: "Ours. After a start that may have lost acknowledged writes (appendonly no, or appendfsync not always), refuse writes for this many ms. Set it to the longest lock lease clients use (Redlock's delayed restart). 0: off.",
     },
     Directive {
+        name: "lock-late-log-max-len",
+        aliases: &[],
+        apply: Apply::Live,
+        get: |c| c.lock_late_log_max_len.to_string(),
+        set: |c, v| {
+            c.lock_late_log_max_len = int_in(v, 0, 1_000_000)? as u64;
+            Ok(())
+        },
+        doc: "Ours. How many late lock releases LOCKS LATE keeps (newest first, like slowlog-max-len). 0: none kept; the log line and the counters stay.",
+    },
+    Directive {
         name: "metrics-port",
         aliases: &[],
         apply: Apply::Immutable,

@@ -590,6 +590,8 @@ impl Server {
         if now / 1000 != self.io.locks_swept_at / 1000 {
             self.io.locks_swept_at = now;
             self.state.locks.sweep(now);
+            let late_max = self.state.config.lock_late_log_max_len as usize;
+            self.state.locks.set_late_max(late_max);
             if self.state.config.metrics_port != 0 {
                 let mut text = String::with_capacity(4096);
                 self.state.locks.prometheus(&mut text);
