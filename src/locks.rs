@@ -264,12 +264,25 @@ impl Who for crate::machine::client::Client {
 }
 
 /// A remembered acquire: key hash (0 = empty slot), acquire time << 16 | prefix, lease (ms, 0
-/// when the acquire named none).
+/// when the acquire named none; at most `u32::MAX`, 49 days), and the acquiring client's id
+/// (its low 32 bits: enough to find a connected client, and it keeps a slot at 24 bytes).
 #[derive(Default, Clone, Copy, PartialEq, Debug)]
 struct Hold {
     h: u64,
     at: u64,
-    lease: u64,
+    lease: u32,
+    client: u32,
+}
+
+/// A held lock's remembered acquire, as LOCKS HELD shows it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Held {
+    /// Unix ms.
+    pub acquired_ms: u64,
+    /// 0: the acquire named no lease.
+    pub lease_ms: u64,
+    /// The acquiring client's id (low 32 bits).
+    pub client: u64,
 }
 
 impl Hold {
@@ -320,8 +333,8 @@ pub struct Insight {
     late_unlogged: u64,
     /// Slots of `holds` in use.
     holds_used: usize,
-    /// Hash of (client, key) → (first contended attempt, last attempt, prefix).
-    waiting: HashMap<u64, (u64, u64, u16), ByHash>,
+    /// Hash of (client, key) → (first contended attempt, last attempt, prefix, key hash).
+    waiting: HashMap<u64, (u64, u64, u16, u64), ByHash>,
     prefixes: Vec<PrefixStats>,
     index: HashMap<Box<[u8]>, u16, ahash::RandomState>,
     /// The prefix of the last lookup: lock keys of one service share theirs, and comparing a
@@ -457,7 +470,7 @@ impl Insight {
         } else {
             self.waiting.remove(&waiter(client, h))
         };
-        if let Some((first, _, _)) = waited {
+        if let Some((first, _, _, _)) = waited {
             let s = &mut self.prefixes[p as usize];
             s.wait.add(now.saturating_sub(first));
             s.waiters = s.waiters.saturating_sub(1);
@@ -477,7 +490,8 @@ impl Insight {
         *entry = Hold {
             h: h | 1,
             at: (now << 16) | u64::from(p),
-            lease,
+            lease: lease.min(u64::from(u32::MAX)) as u32,
+            client: client as u32,
         };
     }
 
@@ -502,7 +516,7 @@ impl Insight {
         if let Some(w) = self.waiting.get_mut(&w) {
             w.1 = now;
         } else if self.waiting.len() < MAX_WAITING {
-            self.waiting.insert(w, (now, now, p));
+            self.waiting.insert(w, (now, now, p, h | 1));
             self.prefixes[p as usize].waiters += 1;
         }
     }
@@ -537,7 +551,7 @@ impl Insight {
         let slots = self.holds.len();
         let mut found = None;
         if let Some(entry) = self.holds.get_mut(slot(h, slots.max(1))) {
-            let ran_out = entry.lease != 0 && entry.acquired_at() + entry.lease <= now;
+            let ran_out = entry.lease != 0 && entry.acquired_at() + u64::from(entry.lease) <= now;
             if entry.h == h && ran_out {
                 found = Some(std::mem::take(entry));
                 self.holds_used -= 1;
@@ -564,10 +578,10 @@ impl Insight {
 
     fn record_late(&mut self, client: &impl Who, key: &[u8], p: u16, held: Option<Hold>, now: u64) {
         let acquired_ms = held.map(|e| e.acquired_at());
-        let lease_ms = held.map_or(0, |e| e.lease);
+        let lease_ms = held.map_or(0, |e| u64::from(e.lease));
         let late_ms = held
             .filter(|e| e.lease != 0)
-            .map(|e| now.saturating_sub(e.acquired_at() + e.lease));
+            .map(|e| now.saturating_sub(e.acquired_at() + u64::from(e.lease)));
         let entry = LateRelease {
             id: self.late_next_id,
             at_ms: now,
@@ -592,6 +606,34 @@ impl Insight {
             self.late_log.push_front(entry);
             self.late_log.truncate(self.late_max);
         }
+    }
+
+    /// The remembered, unreleased acquire of `key` (within the sampling horizon), if any. A
+    /// key whose acquire was not seen, or whose slot a later lock took, has none.
+    pub fn held(&self, key: &[u8], now: u64) -> Option<Held> {
+        let h = self.hash(key) | 1;
+        let e = self.holds.get(slot(h, self.holds.len().max(1)))?;
+        (e.h == h && now.saturating_sub(e.acquired_at()) < HOLD_HORIZON_MS).then(|| Held {
+            acquired_ms: e.acquired_at(),
+            lease_ms: u64::from(e.lease),
+            client: u64::from(e.client),
+        })
+    }
+
+    /// How many distinct clients wait for each of `keys` (retrying within `WAIT_HORIZON_MS`):
+    /// one pass over the bounded waiting table.
+    pub fn waiting_for(&self, keys: &[&[u8]]) -> Vec<u64> {
+        let mut index: HashMap<u64, Vec<usize>, ByHash> = Default::default();
+        for (i, k) in keys.iter().enumerate() {
+            index.entry(self.hash(k) | 1).or_default().push(i);
+        }
+        let mut counts = vec![0; keys.len()];
+        for (_, _, _, h) in self.waiting.values() {
+            for &i in index.get(h).into_iter().flatten() {
+                counts[i] += 1;
+            }
+        }
+        counts
     }
 
     /// CONFIG SET `lock-late-log-max-len` takes effect here (the cron's sweep, LOCKS LATE).
@@ -675,7 +717,7 @@ impl Insight {
     /// second).
     pub fn sweep(&mut self, now: u64) {
         let prefixes = &mut self.prefixes;
-        self.waiting.retain(|_, (_, last, p)| {
+        self.waiting.retain(|_, (_, last, p, _)| {
             let keep = now.saturating_sub(*last) < WAIT_HORIZON_MS;
             if !keep {
                 if let Some(s) = prefixes.get_mut(*p as usize) {
@@ -699,7 +741,7 @@ impl Insight {
 
     /// Lock keys whose acquire is remembered and not released yet (within the horizon).
     #[cfg(test)]
-    fn held(&self, now: u64) -> usize {
+    fn held_count(&self, now: u64) -> usize {
         self.holds
             .iter()
             .filter(|e| e.h != 0 && now.saturating_sub(e.acquired_at()) < HOLD_HORIZON_MS)
@@ -983,7 +1025,7 @@ mod tests {
         assert_eq!((s.wait.count, s.wait.quantile(0.5)), (1, 512));
         assert_eq!(s.waiters, 0);
         // Client 8's hold is still there: the key's holder now is whoever took it.
-        assert_eq!(i.held(9000), 1);
+        assert_eq!(i.held_count(9000), 1);
         let mut text = String::new();
         i.info(&mut text);
         assert!(text.contains("lock_late_releases:1\r\n"), "{text}");
@@ -1011,7 +1053,7 @@ mod tests {
         );
         // The late hold is sampled; 8's hold stays for its own release.
         assert_eq!(i.prefixes()[0].hold.count, 1);
-        assert_eq!(i.held(1300), 1);
+        assert_eq!(i.held_count(1300), 1);
         i.on_script(&8u64, release, &keys, &[], &Frame::Integer(1), 1400);
         assert_eq!(i.prefixes()[0].hold.count, 2);
         // A lease that ran out with nobody taking the key: the key's own hold is the late one.
@@ -1019,7 +1061,7 @@ mod tests {
         i.on_script(&9u64, release, &keys, &[], &Frame::Integer(0), 2150);
         let e = i.late_log.front().unwrap().clone();
         assert_eq!((e.client_id, e.late_ms, e.id), (9, Some(50), 1));
-        assert_eq!(i.held(2150), 0);
+        assert_eq!(i.held_count(2150), 0);
         // A release whose acquire was never seen: recorded with what is known.
         i.on_script(&9u64, release, &keys, &[], &Frame::Integer(0), 2160);
         let e = i.late_log.front().unwrap().clone();
@@ -1070,10 +1112,10 @@ mod tests {
         for n in 0..(HOLD_SLOTS as u64 * 4) {
             i.on_set_nx(1, format!("k:{n}").as_bytes(), true, 1000, 0);
         }
-        let held = i.held(1000);
+        let held = i.held_count(1000);
         assert!(held <= HOLD_SLOTS && held > HOLD_SLOTS / 2, "{held}");
         assert_eq!(i.holds.len(), HOLD_SLOTS);
-        assert_eq!(i.held(1000 + HOLD_HORIZON_MS), 0);
+        assert_eq!(i.held_count(1000 + HOLD_HORIZON_MS), 0);
         i.sweep(1000 + HOLD_HORIZON_MS);
         assert_eq!(i.holds_used, 0);
         // A few locks, a small table.
@@ -1082,6 +1124,6 @@ mod tests {
             k.on_set_nx(1, format!("k:{n}").as_bytes(), true, 0, 0);
         }
         assert_eq!(k.holds.len(), HOLD_SLOTS_MIN);
-        assert_eq!(k.held(0), k.holds_used);
+        assert_eq!(k.held_count(0), k.holds_used);
     }
 }

@@ -233,3 +233,180 @@ fn locks_command_errors_docs_and_acl_like_redis() {
     assert!(denied.starts_with("-NOPERM"), "{denied}");
     assert!(c.cmd_str(&["LOCKS", "HELP"]).starts_with("*"));
 }
+
+/// A parsed RESP2 reply (enough for LOCKS HELD).
+#[derive(Debug, Clone, PartialEq)]
+enum R {
+    Int(i64),
+    Str(Option<String>),
+    Arr(Vec<R>),
+}
+
+fn parse(b: &[u8], at: &mut usize) -> R {
+    let end = *at + b[*at..].windows(2).position(|w| w == b"\r\n").unwrap();
+    let head = std::str::from_utf8(&b[*at + 1..end]).unwrap();
+    let kind = b[*at];
+    *at = end + 2;
+    match kind {
+        b':' => R::Int(head.parse().unwrap()),
+        b'+' | b'-' => R::Str(Some(head.to_string())),
+        b'$' if head == "-1" => R::Str(None),
+        b'$' => {
+            let n: usize = head.parse().unwrap();
+            let s = String::from_utf8_lossy(&b[*at..*at + n]).into_owned();
+            *at += n + 2;
+            R::Str(Some(s))
+        }
+        b'*' => {
+            let n: usize = head.parse().unwrap();
+            R::Arr((0..n).map(|_| parse(b, at)).collect())
+        }
+        k => panic!("unexpected reply type {k}"),
+    }
+}
+
+/// LOCKS HELD's reply: the next cursor and each row's fields by name.
+fn held(c: &mut common::Conn, args: &[&str]) -> (String, Vec<Vec<(String, R)>>) {
+    let reply = c.cmd(args);
+    let R::Arr(top) = parse(&reply, &mut 0) else {
+        panic!("{}", String::from_utf8_lossy(&reply))
+    };
+    let (R::Str(Some(cursor)), R::Arr(rows)) = (&top[0], &top[1]) else {
+        panic!("{top:?}")
+    };
+    let rows = rows
+        .iter()
+        .map(|r| {
+            let R::Arr(f) = r else { panic!("{r:?}") };
+            f.chunks(2)
+                .map(|p| match &p[0] {
+                    R::Str(Some(n)) => (n.clone(), p[1].clone()),
+                    other => panic!("{other:?}"),
+                })
+                .collect()
+        })
+        .collect();
+    (cursor.clone(), rows)
+}
+
+fn get<'a>(row: &'a [(String, R)], name: &str) -> &'a R {
+    &row.iter()
+        .find(|(n, _)| n == name)
+        .unwrap_or_else(|| panic!("{name} in {row:?}"))
+        .1
+}
+
+#[test]
+fn held_locks_list_their_holder_lease_and_waiters() {
+    let s = common::deadbolt(&[]);
+    let (mut a, mut w1, mut w2, mut op) = (s.conn(), s.conn(), s.conn(), s.conn());
+    assert_eq!(a.cmd(&["CLIENT", "SETNAME", "holder"]), b"+OK\r\n");
+    let a_id = number_after(&a.cmd_str(&["CLIENT", "ID"]), ":") as i64;
+    let key = "lock:orders:7";
+    assert_eq!(
+        a.cmd(&["SET", key, "tok-a", "NX", "PX", "5000"]),
+        b"+OK\r\n"
+    );
+    // Two clients wait; one retries twice: two waiters, not three.
+    for w in [1, 2, 1] {
+        let w = if w == 1 { &mut w1 } else { &mut w2 };
+        assert_eq!(
+            w.cmd(&["SET", key, "tok-w", "NX", "PX", "5000"]),
+            b"$-1\r\n"
+        );
+    }
+    // A Redisson lock taken twice by one thread (re-entrant), on a name without ':'.
+    let acquire = script("redisson/rlock_trylockinnerasync.lua");
+    for _ in 0..2 {
+        assert_eq!(
+            a.cmd(&["EVAL", &acquire, "1", "orders", "30000", "uuid-1:1"]),
+            b"$-1\r\n"
+        );
+    }
+    // Keys that are not locks: a plain SET, and a SET NX that was released.
+    assert_eq!(op.cmd(&["SET", "plain", "v"]), b"+OK\r\n");
+    assert_eq!(
+        op.cmd(&["SET", "lock:done", "t", "NX", "PX", "5000"]),
+        b"+OK\r\n"
+    );
+    let release = script("redis-py/lua_release_script.lua");
+    assert_eq!(
+        op.cmd(&["EVAL", &release, "1", "lock:done", "t"]),
+        b":1\r\n"
+    );
+
+    let (cursor, rows) = held(&mut op, &["LOCKS", "HELD", "0", "COUNT", "1000"]);
+    assert_eq!(cursor, "0");
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    let row = rows
+        .iter()
+        .find(|r| get(r, "key") == &R::Str(Some(key.into())))
+        .unwrap();
+    assert_eq!(get(row, "token"), &R::Str(Some("tok-a".into())));
+    assert_eq!(get(row, "reentrant"), &R::Int(1));
+    assert_eq!(get(row, "holder-id"), &R::Int(a_id));
+    assert_eq!(get(row, "holder-name"), &R::Str(Some("holder".into())));
+    let R::Str(Some(addr)) = get(row, "holder-addr") else {
+        panic!("{row:?}")
+    };
+    assert!(a
+        .cmd_str(&["CLIENT", "INFO"])
+        .contains(&format!("addr={addr} ")));
+    assert_eq!(get(row, "lease-ms"), &R::Int(5000));
+    let (R::Int(age), R::Int(remaining)) = (get(row, "age-ms"), get(row, "remaining-ms")) else {
+        panic!("{row:?}")
+    };
+    assert!(
+        (0..5000).contains(age) && (0..=5000).contains(remaining),
+        "{row:?}"
+    );
+    assert!(age + remaining <= 5001, "{row:?}");
+    assert_eq!(get(row, "waiters"), &R::Int(2));
+    let row = rows
+        .iter()
+        .find(|r| get(r, "key") == &R::Str(Some("orders".into())))
+        .unwrap();
+    assert_eq!(get(row, "token"), &R::Str(Some("uuid-1:1".into())));
+    assert_eq!(get(row, "reentrant"), &R::Int(2));
+    assert_eq!(get(row, "lease-ms"), &R::Int(30000));
+    assert_eq!(get(row, "waiters"), &R::Int(0));
+
+    // MATCH, and a walk with a small COUNT visits every key once, as SCAN does.
+    let (_, rows) = held(
+        &mut op,
+        &["LOCKS", "HELD", "0", "MATCH", "lock:*", "COUNT", "1000"],
+    );
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let mut found = Vec::new();
+    let mut cursor = "0".to_string();
+    let mut steps = 0;
+    loop {
+        let (next, rows) = held(&mut op, &["LOCKS", "HELD", &cursor, "COUNT", "1"]);
+        found.extend(rows.iter().map(|r| format!("{:?}", get(r, "key"))));
+        steps += 1;
+        cursor = next;
+        if cursor == "0" {
+            break;
+        }
+    }
+    found.sort();
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert_eq!(steps, 3, "one key (of three) a step");
+    // Redis's SCAN errors.
+    assert_eq!(op.cmd(&["LOCKS", "HELD", "x"]), b"-ERR invalid cursor\r\n");
+    assert_eq!(
+        op.cmd(&["LOCKS", "HELD", "0", "COUNT", "0"]),
+        op.cmd(&["SCAN", "0", "COUNT", "0"])
+    );
+    assert_eq!(
+        op.cmd(&["LOCKS", "HELD", "0", "TYPE", "string"]),
+        b"-ERR syntax error\r\n"
+    );
+    // Once released, the lock is gone from the view.
+    assert_eq!(a.cmd(&["EVAL", &release, "1", key, "tok-a"]), b":1\r\n");
+    let (_, rows) = held(
+        &mut op,
+        &["LOCKS", "HELD", "0", "MATCH", "lock:*", "COUNT", "1000"],
+    );
+    assert!(rows.is_empty(), "{rows:?}");
+}

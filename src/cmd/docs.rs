@@ -106,6 +106,16 @@ static OURS: &[Doc] = &[
         &[],
     ),
     server_doc(
+        "locks|held",
+        "Returns the held locks among the keys a SCAN step visits",
+        "O(N) for a step of N keys, plus O(W) for the W waiting clients",
+        &[
+            a("cursor", "integer", -1, "", "", "", 0, &[]),
+            a("pattern", "pattern", -1, "MATCH", "", "", OPTIONAL, &[]),
+            a("count", "integer", -1, "COUNT", "", "", OPTIONAL, &[]),
+        ],
+    ),
+    server_doc(
         "locks|help",
         "Show helpful text about the different subcommands",
         "O(1)",
