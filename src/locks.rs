@@ -34,8 +34,6 @@ const MAX_PREFIXES: usize = 100;
 const HOLD_HORIZON_MS: u64 = 10 * 60 * 1000;
 /// A client that has not retried for this long has given up waiting.
 const WAIT_HORIZON_MS: u64 = 30 * 1000;
-/// Histogram buckets: upper bounds 1, 2, 4 … 2^(BUCKETS-2) ms, then +Inf.
-const BUCKETS: usize = 22;
 
 const NO_LEASE: u8 = u8::MAX;
 
@@ -168,45 +166,88 @@ const SCRIPTS: &[(&[u8; 40], Role, &str, u8)] = &[
     ),
 ];
 
+/// A log-linear (HDR-style) histogram of milliseconds: each power of two is split into `SUB`
+/// equal sub-buckets, so a bucket is at most 1/`SUB` of its lower bound wide and a quantile,
+/// answered as its bucket's midpoint, is within 1/(2·`SUB`) (3.2 %) of the sample it stands
+/// for; below `SUB` ms each millisecond has its own bucket. Buckets are indexed by `ms - 1`,
+/// so every power of two of ms closes a bucket (the Prometheus `le` bounds are exact).
+/// Counts grow only up to the largest bucket used, at most `HIST_BUCKETS` (values past
+/// `HIST_MAX_MS` count in the last).
 #[derive(Default, Clone)]
 pub struct Histogram {
-    /// Counts per bucket (see `BUCKETS`).
-    pub buckets: [u64; BUCKETS],
+    counts: Vec<u64>,
     pub sum_ms: u64,
     pub count: u64,
 }
 
+const SUB_BITS: u32 = 4;
+const SUB: u64 = 1 << SUB_BITS;
+/// 2^24 ms (4.6 hours): longer holds and waits count as this long.
+const HIST_MAX_BITS: u32 = 24;
+const HIST_MAX_MS: u64 = 1 << HIST_MAX_BITS;
+const HIST_BUCKETS: usize = (SUB as usize) * (HIST_MAX_BITS - SUB_BITS + 1) as usize;
+/// The Prometheus buckets: `le` = 1, 2, 4 … 2^PROM_BOUNDS-1 ms, then +Inf.
+const PROM_BOUNDS: u32 = 21;
+
 impl Histogram {
+    fn index(ms: u64) -> usize {
+        let x = ms.saturating_sub(1).min(HIST_MAX_MS - 1);
+        if x < SUB {
+            return x as usize;
+        }
+        let k = 63 - x.leading_zeros();
+        let sub = (x >> (k - SUB_BITS)) & (SUB - 1);
+        (SUB as usize) * (k - SUB_BITS + 1) as usize + sub as usize
+    }
+
+    /// The smallest and largest ms bucket `i` holds (bucket 0 holds 0 and 1).
+    fn range(i: usize) -> (u64, u64) {
+        let i = i as u64;
+        if i == 0 {
+            return (0, 1);
+        }
+        if i < SUB {
+            return (i + 1, i + 1);
+        }
+        let k = i / SUB + u64::from(SUB_BITS) - 1;
+        let width = 1u64 << (k - u64::from(SUB_BITS));
+        let lo = (SUB + i % SUB) * width;
+        (lo + 1, lo + width)
+    }
+
     fn add(&mut self, ms: u64) {
-        let i = if ms <= 1 {
-            0
-        } else {
-            ((64 - (ms - 1).leading_zeros()) as usize).min(BUCKETS - 1)
-        };
-        self.buckets[i] += 1;
+        let i = Self::index(ms);
+        debug_assert!(i < HIST_BUCKETS);
+        if i >= self.counts.len() {
+            self.counts.resize(i + 1, 0);
+        }
+        self.counts[i] += 1;
         self.sum_ms += ms;
         self.count += 1;
     }
 
-    /// The upper bound (ms) of bucket `i`; None for the last (+Inf).
-    pub fn bound(i: usize) -> Option<u64> {
-        (i < BUCKETS - 1).then(|| 1u64 << i)
-    }
-
-    /// The bucket bound at or under which `q` of the samples fall (0 when empty).
+    /// The value under which `q` of the samples fall: the (upper) midpoint of the bucket of the
+    /// sample of that rank (0 when empty).
     pub fn quantile(&self, q: f64) -> u64 {
         if self.count == 0 {
             return 0;
         }
         let want = ((self.count as f64) * q).ceil().max(1.0) as u64;
         let mut seen = 0;
-        for (i, n) in self.buckets.iter().enumerate() {
+        for (i, n) in self.counts.iter().enumerate() {
             seen += n;
             if seen >= want {
-                return Self::bound(i).unwrap_or(1 << (BUCKETS - 2));
+                let (lo, hi) = Self::range(i);
+                return (lo + hi).div_ceil(2);
             }
         }
-        1 << (BUCKETS - 2)
+        0
+    }
+
+    /// Samples of at most `ms` ms, for `ms` a power of two (a bucket bound).
+    fn at_most(&self, ms: u64) -> u64 {
+        let last = Self::index(ms);
+        self.counts.iter().take(last + 1).sum()
     }
 }
 
@@ -845,25 +886,20 @@ impl Insight {
             for s in &self.prefixes {
                 let h = pick(s);
                 let p = escape(&s.prefix);
-                let mut cumulative = 0;
-                for (i, n) in h.buckets.iter().enumerate() {
-                    cumulative += n;
-                    match Histogram::bound(i) {
-                        Some(ms) => {
-                            let _ = writeln!(
-                                out,
-                                "{name}_bucket{{prefix=\"{p}\",le=\"{}\"}} {cumulative}",
-                                ms as f64 / 1000.0
-                            );
-                        }
-                        None => {
-                            let _ = writeln!(
-                                out,
-                                "{name}_bucket{{prefix=\"{p}\",le=\"+Inf\"}} {cumulative}"
-                            );
-                        }
-                    }
+                for b in 0..PROM_BOUNDS {
+                    let ms = 1u64 << b;
+                    let _ = writeln!(
+                        out,
+                        "{name}_bucket{{prefix=\"{p}\",le=\"{}\"}} {}",
+                        ms as f64 / 1000.0,
+                        h.at_most(ms)
+                    );
                 }
+                let _ = writeln!(
+                    out,
+                    "{name}_bucket{{prefix=\"{p}\",le=\"+Inf\"}} {}",
+                    h.count
+                );
                 let _ = writeln!(
                     out,
                     "{name}_sum{{prefix=\"{p}\"}} {}",
@@ -1021,15 +1057,15 @@ mod tests {
             (s.acquires, s.contended, s.releases, s.late_releases),
             (2, 1, 1, 1)
         );
-        assert_eq!((s.hold.count, s.hold.quantile(0.5)), (1, 256));
-        assert_eq!((s.wait.count, s.wait.quantile(0.5)), (1, 512));
+        assert_eq!((s.hold.count, s.hold.quantile(0.5)), (1, 253));
+        assert_eq!((s.wait.count, s.wait.quantile(0.5)), (1, 297));
         assert_eq!(s.waiters, 0);
         // Client 8's hold is still there: the key's holder now is whoever took it.
         assert_eq!(i.held_count(9000), 1);
         let mut text = String::new();
         i.info(&mut text);
         assert!(text.contains("lock_late_releases:1\r\n"), "{text}");
-        assert!(text.contains("lock_prefix0:prefix=lock:orders,acquires=2,contended=1,releases=1,late_releases=1,waiters=0,hold_p50_ms=256"), "{text}");
+        assert!(text.contains("lock_prefix0:prefix=lock:orders,acquires=2,contended=1,releases=1,late_releases=1,waiters=0,hold_p50_ms=253"), "{text}");
     }
 
     #[test]
@@ -1076,6 +1112,66 @@ mod tests {
         let s = &i.prefixes()[0];
         assert_eq!(s.late_releases, 3);
         assert_eq!(s.last_late.as_ref().map(|e| e.id), Some(2));
+    }
+
+    /// Every quantile is within 5 % (3.2 % by construction) of the sample of its rank, from
+    /// 1 ms to the histogram's top; the buckets tile the range with no gap or overlap.
+    #[test]
+    fn histogram_quantiles_within_five_percent() {
+        let mut next = 1;
+        for i in 0..HIST_BUCKETS {
+            let (lo, hi) = Histogram::range(i);
+            assert_eq!(lo, next.min(lo), "bucket {i}");
+            assert!(
+                lo <= hi && (i == 0 || lo == next),
+                "bucket {i}: {lo}..{hi}, {next}"
+            );
+            assert_eq!(Histogram::index(lo), i);
+            assert_eq!(Histogram::index(hi), i);
+            next = hi + 1;
+        }
+        assert_eq!(next, HIST_MAX_MS + 1);
+        assert_eq!(Histogram::index(u64::MAX), HIST_BUCKETS - 1);
+        let within = |got: u64, want: u64| {
+            let err = (got as f64 - want as f64).abs() / want.max(1) as f64;
+            assert!(err <= 0.05, "{got} for {want}: {:.1} %", err * 100.0);
+            err
+        };
+        let mut worst: f64 = 0.0;
+        for ms in (1..100_000).chain((100_000..HIST_MAX_MS).step_by(997)) {
+            let mut h = Histogram::default();
+            h.add(ms);
+            worst = worst.max(within(h.quantile(0.5), ms));
+        }
+        assert!(worst <= 1.0 / 32.0 + 1e-9, "{worst}");
+        // Mixed samples: p50 and p99 against the exact order statistics.
+        let mut rng = fastrand::Rng::with_seed(7);
+        for _ in 0..200 {
+            let mut h = Histogram::default();
+            let mut v: Vec<u64> = (0..rng.usize(1..500))
+                .map(|_| 1 + (rng.f64().powi(3) * 600_000.0) as u64)
+                .collect();
+            for &ms in &v {
+                h.add(ms);
+            }
+            v.sort_unstable();
+            for q in [0.5, 0.9, 0.99] {
+                let rank = ((v.len() as f64 * q).ceil() as usize).max(1);
+                within(h.quantile(q), v[rank - 1]);
+            }
+            assert_eq!(
+                h.at_most(1 << 20),
+                v.iter().filter(|&&x| x <= 1 << 20).count() as u64
+            );
+            assert_eq!(
+                h.at_most(1024),
+                v.iter().filter(|&&x| x <= 1024).count() as u64
+            );
+        }
+        // A 40 ms hold reads as 40 ms, not 64.
+        let mut h = Histogram::default();
+        h.add(40);
+        assert_eq!(h.quantile(0.99), 40);
     }
 
     #[test]
