@@ -383,6 +383,8 @@ pub struct Insight {
     last_prefix: Option<(Box<[u8]>, u16)>,
     /// Keys the hash of key bytes, so that clients cannot aim keys at one bucket.
     seed: u64,
+    /// The bytes that end a key's prefix (`lock-prefix-delimiters`).
+    delimiters: Vec<u8>,
     /// Runs of lock clients' scripts that took the native path (script/native.rs).
     pub native_script_runs: u64,
 }
@@ -404,6 +406,7 @@ impl Default for Insight {
             index: Default::default(),
             last_prefix: None,
             seed: fastrand::u64(..),
+            delimiters: vec![b':'],
             native_script_runs: 0,
         }
     }
@@ -421,30 +424,41 @@ fn waiter(client: u64, key_hash: u64) -> u64 {
     key_hash ^ client.wrapping_mul(MIX)
 }
 
-/// A lock key's prefix: up to its last ':' (`lock:orders:42` → `lock:orders`); a key without
-/// one has none.
-fn prefix_of(key: &[u8]) -> &[u8] {
-    match key.iter().rposition(|&b| b == b':') {
+/// Prefixes longer than this are cut (a Prometheus label, an INFO field).
+const MAX_PREFIX_LEN: usize = 64;
+
+/// A lock key's prefix: up to its last delimiter (`lock:orders:42` → `lock:orders`); a key
+/// without one is its own prefix less trailing digits (`orders` → `orders`, `job42` → `job`),
+/// and one of digits only has none (`(none)`). At most `MAX_PREFIX_LEN` bytes.
+fn prefix_of<'a>(key: &'a [u8], delimiters: &[u8]) -> &'a [u8] {
+    let p = match key.iter().rposition(|b| delimiters.contains(b)) {
         Some(i) => &key[..i],
-        None => b"",
-    }
+        None => {
+            let digits = key.iter().rev().take_while(|b| b.is_ascii_digit()).count();
+            &key[..key.len() - digits]
+        }
+    };
+    &p[..p.len().min(MAX_PREFIX_LEN)]
 }
 
 impl Insight {
     fn prefix_id(&mut self, key: &[u8]) -> u16 {
         if let Some((last, id)) = &self.last_prefix {
-            // The same prefix as last time: the key continues it with ':' and has no ':'
-            // after (`contains` on bytes is a memchr, cheaper than scanning back for ':').
+            // The same prefix as last time: the key continues it with a delimiter and has none
+            // after (with one delimiter `contains` on bytes is a memchr, cheaper than scanning
+            // back for it).
             let n = last.len();
-            if key.len() > n
-                && key[n] == b':'
-                && key[..n] == **last
-                && !key[n + 1..].contains(&b':')
+            let d = &self.delimiters;
+            let none_in = |b: &[u8]| match d.as_slice() {
+                [one] => !b.contains(one),
+                _ => !b.iter().any(|c| d.contains(c)),
+            };
+            if key.len() > n && d.contains(&key[n]) && key[..n] == **last && none_in(&key[n + 1..])
             {
                 return *id;
             }
         }
-        let p = prefix_of(key);
+        let p = prefix_of(key, &self.delimiters);
         let id = self.prefix_slow(p);
         self.last_prefix = Some((p.into(), id));
         id
@@ -675,6 +689,15 @@ impl Insight {
             }
         }
         counts
+    }
+
+    /// CONFIG SET `lock-prefix-delimiters` takes effect here (the cron): keys seen from now on
+    /// are grouped by the new rule; the prefixes already counted stay.
+    pub fn set_delimiters(&mut self, d: &[u8]) {
+        if self.delimiters != d {
+            self.delimiters = d.to_vec();
+            self.last_prefix = None;
+        }
     }
 
     /// CONFIG SET `lock-late-log-max-len` takes effect here (the cron's sweep, LOCKS LATE).
@@ -966,7 +989,7 @@ fn printable(b: &[u8]) -> String {
 /// A Prometheus series of one figure per prefix: name, help text, the figure.
 type Series = (&'static str, &'static str, fn(&PrefixStats) -> u64);
 
-/// A prefix as INFO shows it: `(none)` for keys without ':'; bytes that would break the
+/// A prefix as INFO shows it: `(none)` for the empty prefix (see `prefix_of`); bytes that would break the
 /// `key=value,…` line become '_'.
 fn label(p: &[u8]) -> String {
     if p.is_empty() {
@@ -1172,6 +1195,37 @@ mod tests {
         let mut h = Histogram::default();
         h.add(40);
         assert_eq!(h.quantile(0.99), 40);
+    }
+
+    #[test]
+    fn prefixes_of_names_with_and_without_delimiters() {
+        let colon = b":";
+        assert_eq!(prefix_of(b"lock:orders:42", colon), b"lock:orders");
+        assert_eq!(prefix_of(b"orders", colon), b"orders");
+        assert_eq!(prefix_of(b"job42", colon), b"job");
+        assert_eq!(prefix_of(b"42", colon), b"");
+        assert_eq!(prefix_of(b"locks/orders/7", colon), b"locks/orders/");
+        assert_eq!(prefix_of(b"locks/orders/7", b":/."), b"locks/orders");
+        assert_eq!(prefix_of(&[b'k'; 200], colon).len(), MAX_PREFIX_LEN);
+        let mut i = Insight::default();
+        for key in [
+            "orders", "orders", "lock:a:1", "lock:a:2", "orders", "jobs/x",
+        ] {
+            i.on_set_nx(1, key.as_bytes(), true, 0, 0);
+        }
+        i.set_delimiters(b":/");
+        i.on_set_nx(1, b"jobs/y", true, 0, 0);
+        let mut text = String::new();
+        i.info(&mut text);
+        for want in [
+            "prefix=orders,acquires=3,",
+            "prefix=lock:a,acquires=2,",
+            "prefix=jobs/x,acquires=1,",
+            "prefix=jobs,acquires=1,",
+        ] {
+            assert!(text.contains(want), "{want} in {text}");
+        }
+        assert!(!text.contains("(none)"), "{text}");
     }
 
     #[test]

@@ -323,6 +323,10 @@ fn held_locks_list_their_holder_lease_and_waiters() {
             b"$-1\r\n"
         );
     }
+    // A name without ':' (redis-py's `lock("orders")`) is its own prefix, not `(none)`.
+    let info = op.cmd_str(&["INFO", "locks"]);
+    assert!(info.contains("prefix=orders,acquires=2,"), "{info}");
+    assert!(!info.contains("(none)"), "{info}");
     // Keys that are not locks: a plain SET, and a SET NX that was released.
     assert_eq!(op.cmd(&["SET", "plain", "v"]), b"+OK\r\n");
     assert_eq!(

@@ -439,6 +439,20 @@ pub static DIRECTIVES: &[Directive] = &[
         doc: "Ours. How many late lock releases LOCKS LATE keeps (newest first, like slowlog-max-len). 0: none kept; the log line and the counters stay.",
     },
     Directive {
+        name: "lock-prefix-delimiters",
+        aliases: &[],
+        apply: Apply::Live,
+        get: |c| c.lock_prefix_delimiters.clone(),
+        set: |c, v| {
+            if v.is_empty() || v.len() > 8 || !v.bytes().all(|b| b.is_ascii_graphic()) {
+                return Err("argument must be 1 to 8 printable characters".into());
+            }
+            c.lock_prefix_delimiters = v.to_string();
+            Ok(())
+        },
+        doc: "Ours. The bytes that end a lock key's prefix in lock insight (INFO locks, metrics-port): a key is grouped under its part before the last of them (lock:orders:42 under lock:orders); a key with none under itself less trailing digits (orders under orders, job42 under job). 1 to 8 printable bytes.",
+    },
+    Directive {
         name: "metrics-port",
         aliases: &[],
         apply: Apply::Immutable,

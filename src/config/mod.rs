@@ -149,6 +149,8 @@ pub struct Config {
     pub slowlog_max_len: u64,
     /// Entries kept by LOCKS LATE (lock insight's late-release history).
     pub lock_late_log_max_len: u64,
+    /// The bytes that end a lock key's prefix in lock insight's per-prefix figures.
+    pub lock_prefix_delimiters: String,
     /// 0: no TLS listener. Otherwise TLS is served on this port beside the plain one.
     pub tls_port: u16,
     pub tls_cert_file: String,
@@ -307,6 +309,7 @@ impl Default for Config {
             slowlog_log_slower_than: 10000,
             slowlog_max_len: 128,
             lock_late_log_max_len: 128,
+            lock_prefix_delimiters: ":".into(),
             tls_port: 0,
             tls_cert_file: String::new(),
             tls_key_file: String::new(),

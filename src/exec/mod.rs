@@ -592,6 +592,8 @@ impl Server {
             self.state.locks.sweep(now);
             let late_max = self.state.config.lock_late_log_max_len as usize;
             self.state.locks.set_late_max(late_max);
+            let delimiters = self.state.config.lock_prefix_delimiters.as_bytes();
+            self.state.locks.set_delimiters(delimiters);
             if self.state.config.metrics_port != 0 {
                 let mut text = String::with_capacity(4096);
                 self.state.locks.prometheus(&mut text);
