@@ -258,6 +258,9 @@ pub struct PrefixStats {
     pub contended: u64,
     pub releases: u64,
     pub late_releases: u64,
+    /// Clients that found the lock held and began waiting for it (a client's retries while it
+    /// waits count once; `contended` counts every attempt).
+    pub waits: u64,
     pub waiters: u64,
     pub hold: Histogram,
     pub wait: Histogram,
@@ -572,7 +575,9 @@ impl Insight {
             w.1 = now;
         } else if self.waiting.len() < MAX_WAITING {
             self.waiting.insert(w, (now, now, p, h | 1));
-            self.prefixes[p as usize].waiters += 1;
+            let s = &mut self.prefixes[p as usize];
+            s.waiters += 1;
+            s.waits += 1;
         }
     }
 
@@ -829,7 +834,7 @@ impl Insight {
         for (i, s) in self.prefixes.iter().enumerate() {
             let _ = write!(
                 out,
-                "lock_prefix{i}:prefix={},acquires={},contended={},releases={},late_releases={},waiters={},hold_p50_ms={},hold_p99_ms={},wait_p50_ms={},wait_p99_ms={}\r\n",
+                "lock_prefix{i}:prefix={},acquires={},contended={},releases={},late_releases={},waiters={},hold_p50_ms={},hold_p99_ms={},wait_p50_ms={},wait_p99_ms={},waits={}\r\n",
                 label(&s.prefix),
                 s.acquires,
                 s.contended,
@@ -840,16 +845,53 @@ impl Insight {
                 s.hold.quantile(0.99),
                 s.wait.quantile(0.5),
                 s.wait.quantile(0.99),
+                s.waits,
             );
         }
     }
 
     /// The Prometheus text exposition of the same figures (`metrics-port`).
-    pub fn prometheus(&self, out: &mut String) {
+    pub fn prometheus(&self, out: &mut String, now: u64) {
         use std::fmt::Write;
-        let counters: [Series; 5] = [
+        // Held locks per prefix, and the oldest: remembered acquires whose lease still runs
+        // (or that named none), one pass over the bounded hold table.
+        let mut held = vec![(0u64, 0u64); self.prefixes.len()];
+        for e in self.holds.iter().filter(|e| e.h != 0) {
+            let at = e.acquired_at();
+            let running = e.lease == 0 || at + u64::from(e.lease) > now;
+            if let Some(h) = held.get_mut((e.at & 0xffff) as usize) {
+                if running && now.saturating_sub(at) < HOLD_HORIZON_MS {
+                    h.0 += 1;
+                    h.1 = h.1.max(now.saturating_sub(at));
+                }
+            }
+        }
+        for (name, help, pick) in [
+            (
+                "deadbolt_lock_held",
+                "Locks held now (acquired, not released, lease running), as far as sampled.",
+                (|h: (u64, u64)| h.0 as f64) as fn((u64, u64)) -> f64,
+            ),
+            (
+                "deadbolt_lock_oldest_held_seconds",
+                "Age of the oldest lock held now (0: none held).",
+                |h: (u64, u64)| h.1 as f64 / 1000.0,
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+            for (s, h) in self.prefixes.iter().zip(&held) {
+                let _ = writeln!(
+                    out,
+                    "{name}{{prefix=\"{}\"}} {}",
+                    escape(&s.prefix),
+                    pick(*h)
+                );
+            }
+        }
+        let counters: [Series; 6] = [
             ("deadbolt_lock_acquires_total", "Successful lock acquisitions.", |s| s.acquires),
             ("deadbolt_lock_contended_total", "Acquire attempts that found the lock held.", |s| s.contended),
+            ("deadbolt_lock_waits_total", "Clients that found the lock held and began waiting (retries count once).", |s| s.waits),
             ("deadbolt_lock_releases_total", "Releases by the lock's owner.", |s| s.releases),
             ("deadbolt_lock_late_releases_total", "Releases that found the lock gone or owned by someone else: the holder's lease ran out before it released (alert on any increase).", |s| s.late_releases),
             ("deadbolt_lock_waiters", "Clients retrying to acquire a held lock (no retry for 30 s: given up).", |s| s.waiters),

@@ -139,6 +139,21 @@ fn a_late_release_is_named_in_the_log_the_command_and_the_endpoint() {
         "{text}"
     );
     assert!(text.contains("deadbolt_lock_late_releases_total{prefix=\"lock:orders\"} 1"));
+    // B holds the key now; B waited once (its retries would not count again).
+    assert!(
+        text.contains("deadbolt_lock_held{prefix=\"lock:orders\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("deadbolt_lock_waits_total{prefix=\"lock:orders\"} 1"),
+        "{text}"
+    );
+    let oldest = text
+        .lines()
+        .find_map(|l| l.strip_prefix("deadbolt_lock_oldest_held_seconds{prefix=\"lock:orders\"} "))
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(oldest > 0.0 && oldest < 10.0, "{oldest}");
 
     // B's own release is on time: nothing new in the history.
     assert_eq!(b.cmd(&["EVAL", &release, "1", key, "tok-b"]), b":1\r\n");

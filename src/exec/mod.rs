@@ -596,7 +596,7 @@ impl Server {
             self.state.locks.set_delimiters(delimiters);
             if self.state.config.metrics_port != 0 {
                 let mut text = String::with_capacity(4096);
-                self.state.locks.prometheus(&mut text);
+                self.state.locks.prometheus(&mut text, now);
                 if let Ok(mut m) = self.state.shared.metrics.lock() {
                     *m = text;
                 }
