@@ -288,23 +288,12 @@ impl std::hash::Hasher for Identity {
 
 type ByHash = std::hash::BuildHasherDefault<Identity>;
 
-/// The client that sent a lock operation, as a late release names it (asked only then).
+/// The client that sent a lock operation, as a late release names it (asked only then;
+/// implemented for the connection's client in cmd/lockinsight.rs, above this layer).
 pub trait Who {
     fn id(&self) -> u64;
     fn addr(&self) -> String;
     fn name(&self) -> &[u8];
-}
-
-impl Who for crate::machine::client::Client {
-    fn id(&self) -> u64 {
-        self.id
-    }
-    fn addr(&self) -> String {
-        self.addr.to_string()
-    }
-    fn name(&self) -> &[u8] {
-        self.name.as_deref().unwrap_or_default()
-    }
 }
 
 /// A remembered acquire: key hash (0 = empty slot), acquire time << 16 | prefix, lease (ms, 0

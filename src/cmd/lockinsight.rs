@@ -17,6 +17,18 @@ use crate::protocol::Frame;
 use crate::store::value::Value;
 use bytes::Bytes;
 
+impl crate::locks::Who for crate::machine::client::Client {
+    fn id(&self) -> u64 {
+        self.id
+    }
+    fn addr(&self) -> String {
+        self.addr.to_string()
+    }
+    fn name(&self) -> &[u8] {
+        self.name.as_deref().unwrap_or_default()
+    }
+}
+
 /// How many entries `LOCKS LATE` without a count returns (SLOWLOG GET's default).
 const DEFAULT_COUNT: usize = 10;
 
