@@ -839,11 +839,9 @@ impl Insight {
         }
     }
 
-    /// The Prometheus text exposition of the same figures (`metrics-port`).
-    pub fn prometheus(&self, out: &mut String, now: u64) {
-        use std::fmt::Write;
-        // Held locks per prefix, and the oldest: remembered acquires whose lease still runs
-        // (or that named none), one pass over the bounded hold table.
+    /// Per prefix: locks held now and the age of the oldest (ms): remembered acquires whose
+    /// lease still runs (or that named none), one pass over the bounded hold table.
+    fn held_by_prefix(&self, now: u64) -> Vec<(u64, u64)> {
         let mut held = vec![(0u64, 0u64); self.prefixes.len()];
         for e in self.holds.iter().filter(|e| e.h != 0) {
             let at = e.acquired_at();
@@ -855,6 +853,13 @@ impl Insight {
                 }
             }
         }
+        held
+    }
+
+    /// The Prometheus text exposition of the same figures (`metrics-port`).
+    pub fn prometheus(&self, out: &mut String, now: u64) {
+        use std::fmt::Write;
+        let held = self.held_by_prefix(now);
         for (name, help, pick) in [
             (
                 "deadbolt_lock_held",
@@ -1015,6 +1020,73 @@ fn printable(b: &[u8]) -> String {
             }
         })
         .collect()
+}
+
+impl Insight {
+    /// The page at `/` on `metrics-port`: per prefix the held locks, the oldest hold, waiters,
+    /// counters and percentiles, then the latest late releases. Plain HTML and inline CSS, no
+    /// script: it reloads itself every 2 s (meta refresh).
+    pub fn html(&self, out: &mut String, now: u64) {
+        use std::fmt::Write;
+        out.push_str(concat!(
+            "<!doctype html><html><head><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"2\">",
+            "<title>deadbolt lock insight</title><style>",
+            "body{font:14px system-ui,sans-serif;margin:1.5em}table{border-collapse:collapse;margin-bottom:1.5em}",
+            "th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#eee}",
+            "td.k{text-align:left;font-family:monospace}.late{color:#b00;font-weight:bold}",
+            "</style></head><body><h1>deadbolt lock insight</h1>",
+        ));
+        let held = self.held_by_prefix(now);
+        out.push_str("<h2>Locks by prefix</h2><table><tr><th>prefix</th><th>held</th><th>oldest held (ms)</th><th>waiters</th><th>acquires</th><th>contended</th><th>waits</th><th>releases</th><th>late releases</th><th>hold p50 / p99 (ms)</th><th>wait p50 / p99 (ms)</th></tr>");
+        for (s, h) in self.prefixes.iter().zip(&held) {
+            let late = if s.late_releases > 0 {
+                " class=\"late\""
+            } else {
+                ""
+            };
+            let _ = write!(
+                out,
+                "<tr><td class=\"k\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td{late}>{}</td><td>{} / {}</td><td>{} / {}</td></tr>",
+                html_escape(&label(&s.prefix)),
+                h.0,
+                h.1,
+                s.waiters,
+                s.acquires,
+                s.contended,
+                s.waits,
+                s.releases,
+                s.late_releases,
+                s.hold.quantile(0.5),
+                s.hold.quantile(0.99),
+                s.wait.quantile(0.5),
+                s.wait.quantile(0.99),
+            );
+        }
+        out.push_str("</table><h2>Latest late releases</h2><table><tr><th>when (unix ms)</th><th>key</th><th>client id</th><th>client addr</th><th>client name</th><th>lease (ms)</th><th>late (ms)</th><th>held (ms)</th></tr>");
+        let opt = |v: Option<u64>| v.map_or("?".to_string(), |v| v.to_string());
+        for e in self.late_log.iter().take(50) {
+            let _ = write!(
+                out,
+                "<tr><td>{}</td><td class=\"k\">{}</td><td>{}</td><td class=\"k\">{}</td><td class=\"k\">{}</td><td>{}</td><td class=\"late\">{}</td><td>{}</td></tr>",
+                e.at_ms,
+                html_escape(&printable(&e.key)),
+                e.client_id,
+                html_escape(&e.client_addr),
+                html_escape(&printable(&e.client_name)),
+                if e.lease_ms == 0 { "?".to_string() } else { e.lease_ms.to_string() },
+                opt(e.late_ms),
+                opt(e.acquired_ms.map(|a| e.at_ms.saturating_sub(a))),
+            );
+        }
+        out.push_str("</table><p>Held locks by name: <code>LOCKS HELD 0 MATCH pattern</code>. Metrics: <a href=\"/metrics\">/metrics</a>.</p></body></html>\n");
+    }
+}
+
+fn html_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 /// A Prometheus series of one figure per prefix: name, help text, the figure.

@@ -13,9 +13,13 @@ fn script(path: &str) -> String {
 }
 
 fn scrape(port: u16) -> String {
+    http_get(port, "/metrics")
+}
+
+fn http_get(port: u16, path: &str) -> String {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
         .unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
@@ -154,6 +158,27 @@ fn a_late_release_is_named_in_the_log_the_command_and_the_endpoint() {
         .and_then(|v| v.parse::<f64>().ok())
         .unwrap_or_else(|| panic!("{text}"));
     assert!(oldest > 0.0 && oldest < 10.0, "{oldest}");
+
+    // The page at `/`: plain HTML that reloads itself, naming the key, the client and how late.
+    let page = http_get(metrics, "/");
+    assert!(page.starts_with("HTTP/1.1 200 OK\r\n"), "{page}");
+    assert!(
+        page.contains("Content-Type: text/html; charset=utf-8"),
+        "{page}"
+    );
+    assert!(page.contains("<meta http-equiv=\"refresh\""), "{page}");
+    assert!(
+        !page.contains("<script") && !page.contains("src=\"http"),
+        "{page}"
+    );
+    let row = format!(
+        "<td class=\"k\">{key}</td><td>{a_id}</td><td class=\"k\">{addr}</td><td class=\"k\">worker-a</td><td>200</td><td class=\"late\">{late}</td><td>{held}</td>"
+    );
+    assert!(page.contains(&row), "{row} in {page}");
+    assert!(
+        page.contains("<td class=\"k\">lock:orders</td><td>1</td>"),
+        "{page}"
+    );
 
     // B's own release is on time: nothing new in the history.
     assert_eq!(b.cmd(&["EVAL", &release, "1", key, "tok-b"]), b":1\r\n");

@@ -135,7 +135,7 @@ fn a_release_after_the_lease_ran_out_is_counted_late() {
         assert!(text.contains(line), "{line} in {text}");
     }
     let mut other = std::net::TcpStream::connect(("127.0.0.1", metrics)).unwrap();
-    other.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+    other.write_all(b"GET /nope HTTP/1.1\r\n\r\n").unwrap();
     let mut reply = String::new();
     other.read_to_string(&mut reply).unwrap();
     assert!(reply.starts_with("HTTP/1.1 404"), "{reply}");

@@ -461,7 +461,7 @@ pub static DIRECTIVES: &[Directive] = &[
             c.metrics_port = int_in(v, 0, 65535)? as u16;
             Ok(())
         },
-        doc: "Ours. A TCP port serving Prometheus's text format at /metrics on the first bind address: the lock insight of INFO locks (acquires, contention, late releases, hold and wait histograms by key prefix). 0, the default: off.",
+        doc: "Ours. A TCP port serving Prometheus's text format at /metrics on the first bind address: the lock insight of INFO locks (acquires, contention, late releases, hold and wait histograms by key prefix), and a live HTML page of it at /. 0, the default: off.",
     },
     Directive {
         name: "sentinel-master-name",

@@ -600,6 +600,11 @@ impl Server {
                 if let Ok(mut m) = self.state.shared.metrics.lock() {
                     *m = text;
                 }
+                let mut page = String::with_capacity(8192);
+                self.state.locks.html(&mut page, now);
+                if let Ok(mut m) = self.state.shared.page.lock() {
+                    *m = page;
+                }
             }
         }
         crate::cmd::observe::tick(self, now);
