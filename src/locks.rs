@@ -265,7 +265,7 @@ pub struct PrefixStats {
     pub hold: Histogram,
     pub wait: Histogram,
     /// The prefix's latest late release (the Prometheus endpoint names its key and client).
-    pub last_late: Option<Box<LateRelease>>,
+    pub last_late: Option<LateRelease>,
 }
 
 /// The maps below are keyed by hashes already: hashing them again would only cost time.
@@ -292,8 +292,8 @@ type ByHash = std::hash::BuildHasherDefault<Identity>;
 /// implemented for the connection's client in cmd/lockinsight.rs, above this layer).
 pub trait Who {
     fn id(&self) -> u64;
-    fn addr(&self) -> String;
-    fn name(&self) -> &[u8];
+    fn addr(&self) -> std::net::SocketAddr;
+    fn name(&self) -> Option<bytes::Bytes>;
 }
 
 /// A remembered acquire: key hash (0 = empty slot), acquire time << 16 | prefix, lease (ms, 0
@@ -334,11 +334,13 @@ pub struct LateRelease {
     pub id: u64,
     /// Unix ms of the release.
     pub at_ms: u64,
-    /// The key, its first `LATE_KEY_MAX` bytes.
-    pub key: Box<[u8]>,
+    /// The key, its first `LATE_KEY_MAX` bytes (inline: recording a late release allocates
+    /// nothing once the history is full).
+    key: [u8; LATE_KEY_MAX],
+    key_len: u8,
     pub client_id: u64,
-    pub client_addr: String,
-    pub client_name: Box<[u8]>,
+    pub client_addr: std::net::SocketAddr,
+    pub client_name: Option<bytes::Bytes>,
     /// The acquire this release belonged to, when it was remembered: unix ms, lease ms (0:
     /// unknown), and how long after the lease ended the release came.
     pub acquired_ms: Option<u64>,
@@ -606,7 +608,7 @@ impl Insight {
                 self.holds_used -= 1;
             }
         }
-        if found.is_none() {
+        if found.is_none() && self.lapsed_next != 0 {
             // Newest first.
             for i in 1..=LAPSED.min(self.lapsed_next) {
                 let e = &mut self.lapsed[self.lapsed_next.wrapping_sub(i) % LAPSED];
@@ -634,10 +636,16 @@ impl Insight {
         let entry = LateRelease {
             id: self.late_next_id,
             at_ms: now,
-            key: key[..key.len().min(LATE_KEY_MAX)].into(),
+            key: {
+                let mut k = [0u8; LATE_KEY_MAX];
+                let n = key.len().min(LATE_KEY_MAX);
+                k[..n].copy_from_slice(&key[..n]);
+                k
+            },
+            key_len: key.len().min(LATE_KEY_MAX) as u8,
             client_id: client.id(),
             client_addr: client.addr(),
-            client_name: client.name().into(),
+            client_name: client.name(),
             acquired_ms,
             lease_ms,
             late_ms,
@@ -650,11 +658,14 @@ impl Insight {
         } else {
             self.late_unlogged += 1;
         }
-        self.prefixes[p as usize].last_late = Some(Box::new(entry.clone()));
         if self.late_max > 0 {
-            self.late_log.push_front(entry);
-            self.late_log.truncate(self.late_max);
+            // Full: the oldest goes first, so the ring never grows past its capacity.
+            if self.late_log.len() >= self.late_max {
+                self.late_log.truncate(self.late_max - 1);
+            }
+            self.late_log.push_front(entry.clone());
         }
+        self.prefixes[p as usize].last_late = Some(entry);
     }
 
     /// The remembered, unreleased acquire of `key` (within the sampling horizon), if any. A
@@ -921,10 +932,10 @@ impl Insight {
                     out,
                     "{name}{{prefix=\"{}\",key=\"{}\",client_id=\"{}\",client_addr=\"{}\",client_name=\"{}\"}} {}",
                     escape(&s.prefix),
-                    prom(&e.key),
+                    prom(e.key()),
                     e.client_id,
-                    prom(e.client_addr.as_bytes()),
-                    prom(&e.client_name),
+                    prom(e.client_addr.to_string().as_bytes()),
+                    prom(e.client_name.as_deref().unwrap_or_default()),
                     value(e),
                 );
             }
@@ -971,15 +982,19 @@ impl Insight {
 }
 
 impl LateRelease {
+    pub fn key(&self) -> &[u8] {
+        &self.key[..usize::from(self.key_len)]
+    }
+
     /// The notice-level log line: which key, which client, how late, and the acquire.
     pub fn log_line(&self, unlogged: u64) -> String {
         use std::fmt::Write;
         let mut l = format!(
             "Lock released late: key '{}' by client id={} addr={} name={}",
-            printable(&self.key),
+            printable(self.key()),
             self.client_id,
             self.client_addr,
-            printable(&self.client_name),
+            printable(self.client_name.as_deref().unwrap_or_default()),
         );
         match (self.acquired_ms, self.late_ms) {
             (Some(at), Some(late)) => {
@@ -1069,10 +1084,10 @@ impl Insight {
                 out,
                 "<tr><td>{}</td><td class=\"k\">{}</td><td>{}</td><td class=\"k\">{}</td><td class=\"k\">{}</td><td>{}</td><td class=\"late\">{}</td><td>{}</td></tr>",
                 e.at_ms,
-                html_escape(&printable(&e.key)),
+                html_escape(&printable(e.key())),
                 e.client_id,
-                html_escape(&e.client_addr),
-                html_escape(&printable(&e.client_name)),
+                html_escape(&e.client_addr.to_string()),
+                html_escape(&printable(e.client_name.as_deref().unwrap_or_default())),
                 if e.lease_ms == 0 { "?".to_string() } else { e.lease_ms.to_string() },
                 opt(e.late_ms),
                 opt(e.acquired_ms.map(|a| e.at_ms.saturating_sub(a))),
@@ -1126,11 +1141,11 @@ mod tests {
         fn id(&self) -> u64 {
             *self
         }
-        fn addr(&self) -> String {
-            "127.0.0.1:1".into()
+        fn addr(&self) -> std::net::SocketAddr {
+            ([127, 0, 0, 1], 1).into()
         }
-        fn name(&self) -> &[u8] {
-            b""
+        fn name(&self) -> Option<bytes::Bytes> {
+            None
         }
     }
 
@@ -1208,7 +1223,7 @@ mod tests {
             (e.client_id, e.acquired_ms, e.lease_ms, e.late_ms, e.at_ms),
             (7, Some(1000), 200, Some(100), 1300)
         );
-        assert_eq!(&*e.key, b"lock:a:1");
+        assert_eq!(e.key(), b"lock:a:1");
         assert_eq!(
             e.log_line(0),
             "Lock released late: key 'lock:a:1' by client id=7 addr=127.0.0.1:1 name=, 100 ms after its lease of 200 ms ran out (acquired at unix ms 1000, held 300 ms)"

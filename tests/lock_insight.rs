@@ -216,7 +216,7 @@ fn the_late_history_is_bounded_by_its_directive() {
     assert!(!hist.contains("lock:gone:2"), "{hist:?}");
     assert_eq!(
         c.cmd(&["CONFIG", "SET", "lock-late-log-max-len", "-1"]),
-        b"-ERR CONFIG SET failed (possibly related to argument 'lock-late-log-max-len') - argument must be between 0 and 1000000 inclusive\r\n"
+        b"-ERR CONFIG SET failed (possibly related to argument 'lock-late-log-max-len') - argument must be between 0 and 10000 inclusive\r\n"
     );
 }
 

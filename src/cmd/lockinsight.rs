@@ -21,11 +21,12 @@ impl crate::locks::Who for crate::machine::client::Client {
     fn id(&self) -> u64 {
         self.id
     }
-    fn addr(&self) -> String {
-        self.addr.to_string()
+    fn addr(&self) -> std::net::SocketAddr {
+        self.addr
     }
-    fn name(&self) -> &[u8] {
-        self.name.as_deref().unwrap_or_default()
+    /// A copy: the history outlives the connection, and must not keep its read buffer.
+    fn name(&self) -> Option<Bytes> {
+        self.name.as_deref().map(Bytes::copy_from_slice)
     }
 }
 
@@ -143,12 +144,12 @@ fn entry(e: &LateRelease) -> Frame {
     Frame::Map(vec![
         field("id", Frame::Integer(e.id as i64)),
         field("time", Frame::Integer(e.at_ms as i64)),
-        field("key", Frame::Bulk(Bytes::copy_from_slice(&e.key))),
+        field("key", Frame::Bulk(Bytes::copy_from_slice(e.key()))),
         field("client-id", Frame::Integer(e.client_id as i64)),
-        field("client-addr", Frame::bulk_from(e.client_addr.as_bytes())),
+        field("client-addr", Frame::bulk_from(e.client_addr.to_string())),
         field(
             "client-name",
-            Frame::Bulk(Bytes::copy_from_slice(&e.client_name)),
+            Frame::Bulk(e.client_name.clone().unwrap_or_default()),
         ),
         field("acquired", opt(e.acquired_ms)),
         field(

@@ -285,11 +285,13 @@ fn setnx(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 /// A lock's lease as its SET NX gave it (ms from `now`; 0: none), for lock insight.
 fn lease_ms(o: &SetOptions, now: u64) -> u64 {
-    let Some(n) = o
-        .expire_arg
-        .and_then(|a| std::str::from_utf8(a).ok())
-        .and_then(|a| a.parse::<u64>().ok())
-    else {
+    // Digits only (SET has validated the argument already): a loop, not str parsing.
+    let Some(n) = o.expire_arg.and_then(|a| {
+        a.iter().try_fold(0u64, |n, &b| {
+            b.is_ascii_digit()
+                .then(|| n.checked_mul(10)?.checked_add(u64::from(b - b'0')))?
+        })
+    }) else {
         return 0;
     };
     match o.expire {

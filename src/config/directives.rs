@@ -433,7 +433,7 @@ pub static DIRECTIVES: &[Directive] = &[
         apply: Apply::Live,
         get: |c| c.lock_late_log_max_len.to_string(),
         set: |c, v| {
-            c.lock_late_log_max_len = int_in(v, 0, 1_000_000)? as u64;
+            c.lock_late_log_max_len = int_in(v, 0, 10_000)? as u64;
             Ok(())
         },
         doc: "Ours. How many late lock releases LOCKS LATE keeps (newest first, like slowlog-max-len). 0: none kept; the log line and the counters stay.",
