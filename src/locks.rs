@@ -660,8 +660,8 @@ impl Insight {
         }
         if self.late_max > 0 {
             // Full: the oldest goes first, so the ring never grows past its capacity.
-            if self.late_log.len() >= self.late_max {
-                self.late_log.truncate(self.late_max - 1);
+            while self.late_log.len() >= self.late_max {
+                self.late_log.pop_back();
             }
             self.late_log.push_front(entry.clone());
         }
