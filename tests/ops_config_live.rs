@@ -53,6 +53,8 @@ const ROWS: &[(&str, &str, Probe)] = &[
     ("maxmemory-policy", "noeviction", maxmemory_policy),
     ("slowlog-log-slower-than", "0", slowlog),
     ("slowlog-max-len", "2", slowlog),
+    ("lock-late-log-max-len", "1", lock_late_log_max_len),
+    ("lock-prefix-delimiters", ":/", lock_prefix_delimiters),
 ];
 
 /// The names CONFIG SET accepts, asked of the server: every name CONFIG GET * lists, set to
@@ -603,6 +605,36 @@ fn acllog_max_len() {
     }
     assert_eq!(got[0], got[1]);
     assert_eq!(got[0], ("*3".to_string(), "*1".to_string()));
+}
+
+/// LOCKS LATE keeps at most this many late releases (ours: no Redis to compare with).
+fn lock_late_log_max_len() {
+    let s = common::deadbolt(&[]);
+    let mut c = s.conn();
+    set(&mut c, "lock-late-log-max-len", "1");
+    let release = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/lua/redis-py/lua_release_script.lua"
+    ))
+    .unwrap();
+    for key in ["lock:a", "lock:b"] {
+        assert_eq!(c.cmd(&["EVAL", &release, "1", key, "t"]), b":0\r\n");
+    }
+    let late = c.cmd_str(&["LOCKS", "LATE", "-1"]);
+    assert!(late.starts_with("*1\r\n"), "{late}");
+    assert!(late.contains("lock:b"), "{late}");
+}
+
+/// Lock keys seen after the change are grouped by the new delimiters (the cron applies it).
+fn lock_prefix_delimiters() {
+    let s = common::deadbolt(&[]);
+    let mut c = s.conn();
+    set(&mut c, "lock-prefix-delimiters", ":/");
+    wait_until(Duration::from_secs(5), "the new prefix rule", || {
+        let key = format!("svc/orders/{}", fastrand::u32(..));
+        c.cmd(&["SET", &key, "t", "NX", "PX", "1000"]);
+        c.cmd_str(&["INFO", "locks"]).contains("prefix=svc/orders,")
+    });
 }
 
 /// Users created (or reset) afterwards may use every channel; existing ones keep theirs.

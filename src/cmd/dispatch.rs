@@ -84,6 +84,7 @@ fn upper(name: &'static str) -> &'static str {
         "xinfo" => "XINFO",
         "sentinel" => "SENTINEL",
         "raft" => "RAFT",
+        "locks" => "LOCKS",
         _ => "COMMAND",
     }
 }

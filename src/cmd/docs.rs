@@ -99,6 +99,46 @@ static OURS: &[Doc] = &[
             ],
         )],
     },
+    server_doc(
+        "locks",
+        "A container for lock insight commands",
+        "Depends on subcommand.",
+        &[],
+    ),
+    server_doc(
+        "locks|held",
+        "Returns the held locks among the keys a SCAN step visits",
+        "O(N) for a step of N keys, plus O(W) for the W waiting clients",
+        &[
+            a("cursor", "integer", -1, "", "", "", 0, &[]),
+            a("pattern", "pattern", -1, "MATCH", "", "", OPTIONAL, &[]),
+            a("count", "integer", -1, "COUNT", "", "", OPTIONAL, &[]),
+        ],
+    ),
+    server_doc(
+        "locks|help",
+        "Show helpful text about the different subcommands",
+        "O(1)",
+        &[],
+    ),
+    server_doc(
+        "locks|late",
+        "Returns the latest late lock releases, or empties their history",
+        "O(N) where N is the number of entries returned",
+        &[a(
+            "count-or-reset",
+            "oneof",
+            -1,
+            "",
+            "",
+            "",
+            OPTIONAL,
+            &[
+                a("count", "integer", -1, "", "", "", 0, &[]),
+                a("reset", "pure-token", -1, "RESET", "", "", 0, &[]),
+            ],
+        )],
+    ),
     // Only in cluster mode, where COMMAND still does not list it (as Redis's SENTINEL), so
     // these are read by nothing but a future change that lists it; they keep it documented.
     ours(
@@ -169,6 +209,19 @@ const fn ours(
         replaced_by: "",
         history: &[],
         args,
+    }
+}
+
+/// A deadbolt command of the `server` group (lock insight).
+const fn server_doc(
+    name: &'static str,
+    summary: &'static str,
+    complexity: &'static str,
+    args: &'static [Arg],
+) -> Doc {
+    Doc {
+        group: "server",
+        ..ours(name, summary, complexity, args)
     }
 }
 

@@ -19,6 +19,7 @@ pub mod hll;
 pub mod keys;
 pub mod keyspec;
 pub mod list;
+pub mod lockinsight;
 pub mod lolwut;
 pub mod module;
 pub mod object;

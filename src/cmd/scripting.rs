@@ -102,7 +102,7 @@ fn eval_generic(ctx: &mut Ctx, argv: &[Bytes], ro: bool) -> CmdResult {
         let reply = engine.run(ctx, &sha, keys, args, ro);
         ctx.srv
             .locks
-            .on_script(ctx.client.id, &sha, keys, &reply, ctx.now);
+            .on_script(&*ctx.client, &sha, keys, args, &reply, ctx.now);
         Ok(reply)
     })?
 }
@@ -122,7 +122,7 @@ fn evalsha_generic(ctx: &mut Ctx, argv: &[Bytes], ro: bool) -> CmdResult {
         let reply = engine.run(ctx, &sha, keys, args, ro);
         ctx.srv
             .locks
-            .on_script(ctx.client.id, &sha, keys, &reply, ctx.now);
+            .on_script(&*ctx.client, &sha, keys, args, &reply, ctx.now);
         Ok(reply)
     })?
 }

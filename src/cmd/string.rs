@@ -259,9 +259,10 @@ fn set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Ok(Frame::opt_bulk(old));
     }
     if o.cond == Cond::Nx && !ctx.in_script {
+        let lease = if done { lease_ms(&o, ctx.now) } else { 0 };
         ctx.srv
             .locks
-            .on_set_nx(ctx.client.id, &argv[1], done, ctx.now);
+            .on_set_nx(ctx.client.id, &argv[1], done, ctx.now, lease);
     }
     Ok(if done { Frame::ok() } else { Frame::Null })
 }
@@ -277,9 +278,29 @@ fn setnx(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if !ctx.in_script {
         ctx.srv
             .locks
-            .on_set_nx(ctx.client.id, &argv[1], done, ctx.now);
+            .on_set_nx(ctx.client.id, &argv[1], done, ctx.now, 0);
     }
     Ok(Frame::Integer(done as i64))
+}
+
+/// A lock's lease as its SET NX gave it (ms from `now`; 0: none), for lock insight.
+fn lease_ms(o: &SetOptions, now: u64) -> u64 {
+    // Digits only (SET has validated the argument already): a loop, not str parsing.
+    let Some(n) = o.expire_arg.and_then(|a| {
+        a.iter().try_fold(0u64, |n, &b| {
+            b.is_ascii_digit()
+                .then(|| n.checked_mul(10)?.checked_add(u64::from(b - b'0')))?
+        })
+    }) else {
+        return 0;
+    };
+    match o.expire {
+        ExpireOpt::Px => n,
+        ExpireOpt::Ex => n.saturating_mul(1000),
+        ExpireOpt::PxAt => n.saturating_sub(now),
+        ExpireOpt::ExAt => n.saturating_mul(1000).saturating_sub(now),
+        _ => 0,
+    }
 }
 
 /// SETEX / PSETEX: SET with a mandatory relative TTL given before the value.

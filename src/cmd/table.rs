@@ -364,6 +364,7 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         super::acl::COMMANDS,
         super::module::COMMANDS,
         super::observe::COMMANDS,
+        super::lockinsight::COMMANDS,
         super::string_range::COMMANDS,
         super::bitmap::COMMANDS,
         super::sort::COMMANDS,

@@ -428,6 +428,31 @@ pub static DIRECTIVES: &[Directive] = &[
         doc: "Ours. After a start that may have lost acknowledged writes (appendonly no, or appendfsync not always), refuse writes for this many ms. Set it to the longest lock lease clients use (Redlock's delayed restart). 0: off.",
     },
     Directive {
+        name: "lock-late-log-max-len",
+        aliases: &[],
+        apply: Apply::Live,
+        get: |c| c.lock_late_log_max_len.to_string(),
+        set: |c, v| {
+            c.lock_late_log_max_len = int_in(v, 0, 10_000)? as u64;
+            Ok(())
+        },
+        doc: "Ours. How many late lock releases LOCKS LATE keeps (newest first, like slowlog-max-len). 0: none kept; the log line and the counters stay.",
+    },
+    Directive {
+        name: "lock-prefix-delimiters",
+        aliases: &[],
+        apply: Apply::Live,
+        get: |c| c.lock_prefix_delimiters.clone(),
+        set: |c, v| {
+            if v.is_empty() || v.len() > 8 || !v.bytes().all(|b| b.is_ascii_graphic()) {
+                return Err("argument must be 1 to 8 printable characters".into());
+            }
+            c.lock_prefix_delimiters = v.to_string();
+            Ok(())
+        },
+        doc: "Ours. The bytes that end a lock key's prefix in lock insight (INFO locks, metrics-port): a key is grouped under its part before the last of them (lock:orders:42 under lock:orders); a key with none under itself less trailing digits (orders under orders, job42 under job). 1 to 8 printable bytes.",
+    },
+    Directive {
         name: "metrics-port",
         aliases: &[],
         apply: Apply::Immutable,
@@ -436,7 +461,7 @@ pub static DIRECTIVES: &[Directive] = &[
             c.metrics_port = int_in(v, 0, 65535)? as u16;
             Ok(())
         },
-        doc: "Ours. A TCP port serving Prometheus's text format at /metrics on the first bind address: the lock insight of INFO locks (acquires, contention, late releases, hold and wait histograms by key prefix). 0, the default: off.",
+        doc: "Ours. A TCP port serving Prometheus's text format at /metrics on the first bind address: the lock insight of INFO locks (acquires, contention, late releases, hold and wait histograms by key prefix), and a live HTML page of it at /. 0, the default: off.",
     },
     Directive {
         name: "sentinel-master-name",

@@ -147,6 +147,10 @@ pub struct Config {
     /// Microseconds; commands at least this slow go to SLOWLOG (negative: off, 0: all).
     pub slowlog_log_slower_than: i64,
     pub slowlog_max_len: u64,
+    /// Entries kept by LOCKS LATE (lock insight's late-release history).
+    pub lock_late_log_max_len: u64,
+    /// The bytes that end a lock key's prefix in lock insight's per-prefix figures.
+    pub lock_prefix_delimiters: String,
     /// 0: no TLS listener. Otherwise TLS is served on this port beside the plain one.
     pub tls_port: u16,
     pub tls_cert_file: String,
@@ -304,6 +308,8 @@ impl Default for Config {
             maxmemory_policy: "noeviction".into(),
             slowlog_log_slower_than: 10000,
             slowlog_max_len: 128,
+            lock_late_log_max_len: 128,
+            lock_prefix_delimiters: ":".into(),
             tls_port: 0,
             tls_cert_file: String::new(),
             tls_key_file: String::new(),

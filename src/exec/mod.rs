@@ -649,11 +649,20 @@ impl Server {
         if now / 1000 != self.io.locks_swept_at / 1000 {
             self.io.locks_swept_at = now;
             self.state.locks.sweep(now);
+            let late_max = self.state.config.lock_late_log_max_len as usize;
+            self.state.locks.set_late_max(late_max);
+            let delimiters = self.state.config.lock_prefix_delimiters.as_bytes();
+            self.state.locks.set_delimiters(delimiters);
             if self.state.config.metrics_port != 0 {
                 let mut text = String::with_capacity(4096);
-                self.state.locks.prometheus(&mut text);
+                self.state.locks.prometheus(&mut text, now);
                 if let Ok(mut m) = self.state.shared.metrics.lock() {
                     *m = text;
+                }
+                let mut page = String::with_capacity(8192);
+                self.state.locks.html(&mut page, now);
+                if let Ok(mut m) = self.state.shared.page.lock() {
+                    *m = page;
                 }
             }
         }

@@ -42,6 +42,8 @@ pub struct Shared {
     pub script: super::busy::BusyState,
     /// `metrics-port`: the Prometheus text the executor renders about once a second.
     pub metrics: std::sync::Mutex<String>,
+    /// `metrics-port`: the lock insight page at `/`, rendered with the metrics.
+    pub page: std::sync::Mutex<String>,
 }
 
 impl Shared {
@@ -64,6 +66,7 @@ impl Shared {
             shutdown_notify: Notify::new(),
             script: Default::default(),
             metrics: Default::default(),
+            page: Default::default(),
         };
         s.apply(cfg);
         s

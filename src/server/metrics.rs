@@ -1,4 +1,5 @@
-//! `metrics-port`: Prometheus's text format at `GET /metrics`, on its own thread so a scrape
+//! `metrics-port`: Prometheus's text format at `GET /metrics` and the lock insight page at
+//! `GET /` (server-rendered HTML, no external assets, a meta refresh), on its own thread so a scrape
 //! never waits for the executor (which renders the text about once a second into
 //! `Shared::metrics`). One request per connection, bounded in size and time.
 
@@ -62,12 +63,17 @@ fn serve(mut s: TcpStream, shared: &Shared) {
     let path = path.split(|&b| b == b'?').next().unwrap_or_default();
     let response = if method != b"GET" && method != b"HEAD" {
         "HTTP/1.1 405 Method Not Allowed\r\nAllow: GET, HEAD\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_string()
-    } else if path != b"/metrics" {
+    } else if path != b"/metrics" && path != b"/" {
         "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_string()
     } else {
-        let body = shared.metrics.lock().map(|m| m.clone()).unwrap_or_default();
+        let (body, kind) = if path == b"/" {
+            (&shared.page, "text/html; charset=utf-8")
+        } else {
+            (&shared.metrics, "text/plain; version=0.0.4; charset=utf-8")
+        };
+        let body = body.lock().map(|m| m.clone()).unwrap_or_default();
         let head = format!(
-            "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
             body.len()
         );
         if method == b"HEAD" {
