@@ -310,13 +310,17 @@ fn damage_offsets(dir: &Path, file: &str) -> Vec<usize> {
         .map(|v| v.parse().unwrap_or(1).max(1));
     if file != "raft.log" {
         if let Some(stride) = stride {
+            // raft.state and snapshot.meta are small: every offset.
+            let stride = if len <= 1024 { 1 } else { stride };
             return (0..len).step_by(stride).collect();
         }
         return vec![0, 4, len / 2, len - 1];
     }
     let recs = records(&data);
-    assert!(recs.len() >= 3, "raft.log holds {} records", recs.len());
-    let (last, last_len) = recs[recs.len() - 1];
+    // A compaction may have just rewritten the log with no entry left: only its zeros.
+    let Some(&(last, last_len)) = recs.last() else {
+        return vec![3];
+    };
     let end = last + last_len;
     if let Some(stride) = stride {
         // Every `stride`th offset, and every one of the last record and after it (where a
@@ -353,6 +357,11 @@ fn a_followers_damaged_files_are_refused_or_caught_up() {
     let cluster_dir = cl.nodes[f].dir.join("cluster");
     let pristine = cl._dir.0.join("pristine");
     copy_dir(&cluster_dir, &pristine);
+    let log = std::fs::read(pristine.join("raft.log")).unwrap();
+    assert!(
+        records(&log).len() >= 3,
+        "the follower's raft.log holds too few records"
+    );
     let (mut refused, mut started, mut tried) = (0, 0, 0);
     for file in ["raft.log", "raft.state", "snapshot.meta", "snapshot.aof"] {
         // The offsets are taken from the files as they are now: a node that started went on
