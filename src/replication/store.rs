@@ -527,9 +527,17 @@ fn encode_record(buf: &mut Vec<u8>, e: &Entry) -> io::Result<()> {
 
 /// Reads every record of raft.log, and where the next one goes. The records end at an all-zero
 /// header (the zeroed space `Ahead` keeps) or at the end of the file. A record cut short or
-/// failing its checksum with only zeros after it is a write the crash interrupted (never
+/// failing its checksum with only zeros after it may be a write the crash interrupted (never
 /// fsynced, never acknowledged): its bytes are zeroed (or the file cut there). The same damage
 /// followed by anything else is corruption, an error.
+///
+/// A torn write only ever leaves bytes unwritten, and unwritten bytes read as zeros (the space
+/// is zeroed ahead, or lies past the old end of the file). So the last record is refused, not
+/// dropped, when it cannot be torn: its data is whole under another length (a damaged length
+/// field), or its body lies inside the file and holds no zero byte (a damaged checksum or a
+/// damaged body byte; an entry's protobuf holds no zero byte unless its payload does). What
+/// remains ambiguous, and is dropped as torn: damage that turns a byte of the last record's
+/// body into zero, or damage to a last record whose payload holds a zero byte.
 fn replay(log: &mut File, path: &Path) -> io::Result<(Vec<Entry>, u64)> {
     let mut data = Vec::new();
     log.read_to_end(&mut data)?;
@@ -570,7 +578,24 @@ fn replay(log: &mut File, path: &Path) -> io::Result<(Vec<Entry>, u64)> {
                     path.display()
                 )));
             }
+            Some((b, _, _)) if !b.contains(&0) => {
+                return Err(corrupt(format!(
+                    "{}: checksum mismatch in the last record at byte {at}, which holds no \
+                     unwritten (zero) byte: damage, not a torn write",
+                    path.display()
+                )));
+            }
             _ => {
+                if let Some(len) = (rest.len() >= HEADER)
+                    .then(|| intact_shorter(rest))
+                    .flatten()
+                {
+                    return Err(corrupt(format!(
+                        "{}: damaged length field in the record at byte {at} (its data and \
+                         checksum are intact at length {len}): damage, not a torn write",
+                        path.display()
+                    )));
+                }
                 tracing::warn!(
                     "{}: dropping a torn last record at byte {at}",
                     path.display()
@@ -585,6 +610,35 @@ fn replay(log: &mut File, path: &Path) -> io::Result<(Vec<Entry>, u64)> {
         }
     }
     Ok((out, at as u64))
+}
+
+/// For a record (`rest` from its header on) whose checksum fails: the length at which its body
+/// does match the checksum and parses as an entry, if there is one other than the header's.
+/// A torn write leaves the header as written and zeros where the body was not written, so a
+/// record whose data is whole under another length had its length field damaged after it
+/// was written (and possibly fsynced and acknowledged): it must be refused, not dropped as a
+/// torn tail. Only lengths up to a few bytes past the last non-zero byte are tried (a body
+/// may end in zeros: an EXTEND entry's context): a chance match of a torn record's checksum
+/// needs a 32-bit collision and a valid entry.
+fn intact_shorter(rest: &[u8]) -> Option<usize> {
+    const ZERO_TAIL: usize = 16;
+    let claimed = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+    let crc = u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]);
+    let body = &rest[HEADER..];
+    let nonzero = body.iter().rposition(|&b| b != 0).map_or(0, |p| p + 1);
+    let upto = body.len().min(nonzero + ZERO_TAIL);
+    let mut h = crc32fast::Hasher::new();
+    for (i, &b) in body[..upto].iter().enumerate() {
+        h.update(&[b]);
+        let len = i + 1;
+        if len != claimed
+            && h.clone().finalize() == crc
+            && Entry::parse_from_bytes(&body[..len]).is_ok()
+        {
+            return Some(len);
+        }
+    }
+    None
 }
 
 /// Zeroed, allocated space ahead of the log's end, written by a helper thread so the loop's
@@ -996,9 +1050,15 @@ fn read_snapshot(dir: &Path) -> io::Result<(SnapshotMetadata, Vec<u8>, Addrs)> {
     let mut data = std::fs::read(dir.join(SNAP_DATA)).unwrap_or_default();
     if crc32fast::hash(&data).to_le_bytes() != crc {
         // The crash fell between the metadata and the rename: finish the rename.
-        data = std::fs::read(dir.join(SNAP_NEXT))?;
+        let mismatch = || {
+            corrupt(format!(
+                "{}: does not match the checksum in {SNAP_META} (damaged)",
+                dir.join(SNAP_DATA).display()
+            ))
+        };
+        data = std::fs::read(dir.join(SNAP_NEXT)).map_err(|_| mismatch())?;
         if crc32fast::hash(&data).to_le_bytes() != crc {
-            return Err(corrupt("snapshot.aof does not match snapshot.meta"));
+            return Err(mismatch());
         }
         std::fs::rename(dir.join(SNAP_NEXT), dir.join(SNAP_DATA))?;
     }
@@ -1316,5 +1376,88 @@ mod mem_tests {
         assert_eq!(m.last_index(), 950);
         assert_eq!(m.bytes, 59 * per + entry_bytes(&e));
         assert!(m.append(&[Entry { index: 10, ..e }]).is_err(), "compacted");
+    }
+}
+
+#[cfg(test)]
+mod replay_tests {
+    use super::*;
+
+    fn entry(index: u64) -> Entry {
+        Entry {
+            index,
+            term: 3,
+            data: format!("*3\r\n$3\r\nSET\r\n$7\r\nlock:{index:02}\r\n$5\r\ntoken\r\n")
+                .into_bytes()
+                .into(),
+            ..Default::default()
+        }
+    }
+
+    /// Replays `data` written to a fresh file: the entries' indexes, or the error.
+    fn replay_bytes(path: &Path, data: &[u8]) -> io::Result<Vec<u64>> {
+        std::fs::write(path, data)?;
+        let mut f = OpenOptions::new().read(true).write(true).open(path)?;
+        Ok(replay(&mut f, path)?.0.iter().map(|e| e.index).collect())
+    }
+
+    /// Every byte of a log replaced by a few values: the log is refused, or replays every
+    /// entry. The one ambiguous case (a byte of the last record's body turned into zero, which
+    /// a torn write also leaves) may drop that record; a torn write of the last record at any
+    /// point still replays the records before it.
+    #[test]
+    fn every_damaged_byte_is_refused_or_harmless_and_torn_tails_still_drop() {
+        let path = std::env::temp_dir().join(format!("deadbolt-replay-{}", std::process::id()));
+        let mut records = Vec::new();
+        let mut starts = Vec::new();
+        for i in 1..=6 {
+            starts.push(records.len());
+            encode_record(&mut records, &entry(i)).expect("encode");
+        }
+        let last = *starts.last().expect("records");
+        let mut good = records.clone();
+        good.extend(std::iter::repeat_n(0u8, 4096));
+        let all: Vec<u64> = (1..=6).collect();
+        assert_eq!(replay_bytes(&path, &good).expect("good"), all);
+        let (mut refused, mut dropped) = (0, 0);
+        for at in 0..records.len() + 64 {
+            for v in [good[at] ^ 0x01, good[at] ^ 0xff, 0x00, 0x7f] {
+                if v == good[at] {
+                    continue;
+                }
+                let mut bad = good.clone();
+                bad[at] = v;
+                match replay_bytes(&path, &bad) {
+                    Err(_) => refused += 1,
+                    Ok(got) if got == all => {}
+                    Ok(got) => {
+                        let ambiguous = at >= last + HEADER && at < records.len() && v == 0;
+                        assert!(
+                            ambiguous && got == all[..5],
+                            "byte {at} set to {v:#x}: replayed {got:?} without refusing"
+                        );
+                        dropped += 1;
+                    }
+                }
+            }
+        }
+        assert!(
+            refused > 0 && dropped > 0,
+            "{refused} refused, {dropped} dropped"
+        );
+        for cut in last..records.len() {
+            let mut torn = records[..cut].to_vec();
+            torn.extend(std::iter::repeat_n(0u8, 4096));
+            assert_eq!(
+                replay_bytes(&path, &torn).expect("torn tail"),
+                all[..5],
+                "torn at {cut}"
+            );
+            assert_eq!(
+                replay_bytes(&path, &records[..cut]).expect("torn at eof"),
+                all[..5]
+            );
+        }
+        let _ = std::fs::remove_file(&path);
     }
 }
