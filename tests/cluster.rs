@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{free_port, Conn, TempDir};
+use common::{cluster_node_args, cluster_ports, free_port, Conn, TempDir};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -89,35 +89,13 @@ struct Cluster {
 
 fn cluster(name: &str, n: u64, extra: &[&str]) -> Cluster {
     let dir = TempDir::new(name);
-    let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
-    let peers = ports
-        .iter()
-        .enumerate()
-        .map(|(i, (p, pp))| format!("{}@127.0.0.1:{p}:{pp}", i + 1))
-        .collect::<Vec<_>>()
-        .join(" ");
+    let (ports, peers) = cluster_ports(n);
     let mut nodes = Vec::new();
     for (i, (port, _)) in ports.iter().enumerate() {
         let id = i as u64 + 1;
         let node_dir = dir.0.join(format!("n{id}"));
         std::fs::create_dir_all(&node_dir).unwrap();
-        let mut args: Vec<String> = [
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--dir",
-            node_dir.to_str().unwrap(),
-            "--cluster-node-id",
-            &id.to_string(),
-            "--cluster-peers",
-            &peers,
-            "--cluster-secret",
-            SECRET,
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+        let mut args = cluster_node_args(*port, &node_dir, id, &peers, SECRET);
         args.extend(extra.iter().map(|s| s.to_string()));
         nodes.push(Node {
             id,

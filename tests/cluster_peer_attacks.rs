@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{free_port, Conn, TempDir};
+use common::{cluster_node_args, cluster_ports, free_port, Conn, TempDir};
 use protobuf::Message as _;
 use raft::eraftpb::{Message, MessageType};
 use sha2::{Digest, Sha256};
@@ -130,35 +130,13 @@ fn cluster(name: &str) -> Cluster {
 
 fn cluster_with(name: &str, extra: &[String]) -> Cluster {
     let dir = TempDir::new(name);
-    let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
-    let peers = ports
-        .iter()
-        .enumerate()
-        .map(|(i, (p, pp))| format!("{}@127.0.0.1:{p}:{pp}", i + 1))
-        .collect::<Vec<_>>()
-        .join(" ");
+    let (ports, peers) = cluster_ports(3);
     let mut nodes = Vec::new();
     for (i, &(port, peer_port)) in ports.iter().enumerate() {
         let id = i as u64 + 1;
         let node_dir = dir.0.join(format!("n{id}"));
         std::fs::create_dir_all(&node_dir).unwrap();
-        let mut args: Vec<String> = [
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--dir",
-            node_dir.to_str().unwrap(),
-            "--cluster-node-id",
-            &id.to_string(),
-            "--cluster-peers",
-            &peers,
-            "--cluster-secret",
-            SECRET,
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+        let mut args = cluster_node_args(port, &node_dir, id, &peers, SECRET);
         args.extend_from_slice(extra);
         nodes.push(Node {
             id,

@@ -14,7 +14,7 @@
 
 mod common;
 
-use common::{free_port, Conn, TempDir};
+use common::{cluster_node_args, cluster_ports, Conn, TempDir};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -134,13 +134,7 @@ struct Cluster {
 fn cluster(name: &str, extra: &[&str], tmpfs: Option<&str>) -> Cluster {
     let dir = TempDir::new(name);
     let mut mounts = Mounts(Vec::new());
-    let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
-    let peers = ports
-        .iter()
-        .enumerate()
-        .map(|(i, (p, pp))| format!("{}@127.0.0.1:{p}:{pp}", i + 1))
-        .collect::<Vec<_>>()
-        .join(" ");
+    let (ports, peers) = cluster_ports(3);
     let mut nodes = Vec::new();
     for (i, (port, _)) in ports.iter().enumerate() {
         let node_dir = dir.0.join(format!("n{}", i + 1));
@@ -158,23 +152,7 @@ fn cluster(name: &str, extra: &[&str], tmpfs: Option<&str>) -> Cluster {
             );
             mounts.0.push(node_dir.clone());
         }
-        let mut args: Vec<String> = [
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--dir",
-            node_dir.to_str().unwrap(),
-            "--cluster-node-id",
-            &(i + 1).to_string(),
-            "--cluster-peers",
-            &peers,
-            "--cluster-secret",
-            SECRET,
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+        let mut args = cluster_node_args(*port, &node_dir, i as u64 + 1, &peers, SECRET);
         args.extend(extra.iter().map(|s| s.to_string()));
         nodes.push(Node {
             port: *port,

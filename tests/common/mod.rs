@@ -756,3 +756,45 @@ impl TlsServer {
         Conn::connect_tls(self.tls_port, self.client.clone())
     }
 }
+
+/// Client and peer ports for `n` cluster nodes on 127.0.0.1 (ids 1..=n), and the
+/// `cluster-peers` value that names them.
+pub fn cluster_ports(n: u64) -> (Vec<(u16, u16)>, String) {
+    let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
+    let peers = ports
+        .iter()
+        .enumerate()
+        .map(|(i, (p, pp))| format!("{}@127.0.0.1:{p}:{pp}", i + 1))
+        .collect::<Vec<_>>()
+        .join(" ");
+    (ports, peers)
+}
+
+/// The arguments that start cluster node `id` on `port`, loopback only, its data in `dir`,
+/// with the peer list and the shared secret every node of the cluster proves.
+pub fn cluster_node_args(
+    port: u16,
+    dir: &std::path::Path,
+    id: u64,
+    peers: &str,
+    secret: &str,
+) -> Vec<String> {
+    let dir = dir.to_str().expect("a UTF-8 test dir");
+    [
+        "--port",
+        &port.to_string(),
+        "--bind",
+        "127.0.0.1",
+        "--dir",
+        dir,
+        "--cluster-node-id",
+        &id.to_string(),
+        "--cluster-peers",
+        peers,
+        "--cluster-secret",
+        secret,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
