@@ -21,7 +21,7 @@ static PEAK: AtomicUsize = AtomicUsize::new(0);
 
 /// How far a thread's unflushed count may drift before it is added to `ALLOCATED`. A locked
 /// read-modify-write per allocation and per free cost ~20 cycles each, several times per
-/// request (issue 21: `__rust_dealloc` 8 % of a pipelined SET run); a thread-local add costs
+/// request (`__rust_dealloc` 8 % of a pipelined SET run); a thread-local add costs
 /// one. The total is off by at most this much per thread (a handful of threads), far below
 /// anything maxmemory or INFO resolves.
 const FLUSH_AT: isize = 64 * 1024;

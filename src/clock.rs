@@ -32,7 +32,7 @@ pub fn offset_ms() -> i64 {
 
 /// `CLOCK_REALTIME` as (seconds, nanoseconds), 0 before 1970. Read directly: every command
 /// reads it, and `SystemTime::now().duration_since(UNIX_EPOCH)` with its u128 conversion cost
-/// ~90 instructions around the vDSO call (issue 21, callgrind per pipelined GET).
+/// ~90 instructions around the vDSO call (callgrind per pipelined GET).
 #[inline]
 fn realtime() -> (u64, u64) {
     let mut ts = libc::timespec {
@@ -55,7 +55,7 @@ pub fn unix_ms() -> u64 {
 /// The wall clock at a command's start, from the time-stamp counter its stopwatch already
 /// read (`Stopwatch::tsc`: the tick and ns per tick). The realtime clock is read once a
 /// millisecond (`REFRESH_NS`) and the ticks since then are added to it: a pipelined GET spent
-/// ~3.5 % of the server's CPU in the vDSO's `clock_gettime` (perf, issue 21); this is a
+/// ~3.5 % of the server's CPU in the vDSO's `clock_gettime` (perf); this is a
 /// subtraction and a multiply. A step of the system clock shows within that millisecond, as it
 /// would in the next read. Deadlines are stamped with this clock, so a TSC rate that is off
 /// (a calibration disturbed by preemption) must not move it: each refresh compares the ticks'

@@ -25,7 +25,7 @@ use std::collections::HashMap;
 /// pays a few KiB.
 /// 8 K slots sample the hold times of up to ~8 K locks held at once, plenty for a histogram. At
 /// 64 K slots (1 MiB) the table had grown to 512 KiB under 10 k lock keys, 51 bytes a key, and
-/// made a lock key cost more than in Redis (issue 21).
+/// made a lock key cost more than in Redis.
 const HOLD_SLOTS: usize = 1 << 13;
 const HOLD_SLOTS_MIN: usize = 1 << 8;
 const MAX_WAITING: usize = 10_000;

@@ -357,7 +357,7 @@ fn execute(ctx: &mut Ctx, id: CmdId, argv: &[Bytes]) -> Frame {
 /// The handler's result comes back as it is, an error already counted in the stats (its reply
 /// is `CmdError::to_frame`): moved into a `Frame` here, each reply was copied once more, and
 /// read back right after the handler wrote it in other widths, which stalls the store buffer
-/// (issue 21: `execute_timed` fell from 6.2-6.7 % to 4.8 % of a pipelined DEL's samples).
+/// (`execute_timed` fell from 6.2-6.7 % to 4.8 % of a pipelined DEL's samples).
 fn execute_timed(
     ctx: &mut Ctx,
     id: CmdId,

@@ -111,7 +111,7 @@ const SPARE_ARGVS: usize = 256;
 
 thread_local! {
     /// Emptied argument tables of `SMALL_ARGS` places: a pipelined request takes one instead of
-    /// an allocation, and `recycle` gives it back once the command ran (issue 21: an allocation
+    /// an allocation, and `recycle` gives it back once the command ran (an allocation
     /// and a free per request: 3 % of the instructions of a pipelined GET, callgrind).
     static SPARE: std::cell::RefCell<Vec<Decoded>> = const { std::cell::RefCell::new(Vec::new()) };
 }
@@ -374,7 +374,7 @@ const SMALL_ARGS: usize = 8;
 /// most `SMALL_ARGS` arguments, all of it already in the buffer, every length line plain digits
 /// within the limits. Anything else (incomplete, malformed, larger) is None and goes through
 /// the general path, which starts from the same place, so the outcome is the same either way;
-/// this only skips the resumable state machine (issue 21: decoding was ~30 % of the user-space
+/// this only skips the resumable state machine (decoding was ~30 % of the user-space
 /// instructions of a pipelined GET or DEL).
 #[inline]
 fn whole_small_request(

@@ -10,7 +10,7 @@ const LINE_MAX: usize = 24;
 /// `<prefix><n>\r\n` (a length or an integer reply) in one append. Every reply has one and a
 /// pipelined GET is little else: formatting into a fixed array and copying the whole array
 /// (a constant-size copy, inlined) replaced three appends and a `memcpy` call, ~60
-/// instructions of ~190 for a bulk reply (issue 21, callgrind).
+/// instructions of ~190 for a bulk reply (callgrind).
 #[inline]
 fn put_line_int(out: &mut BytesMut, prefix: u8, n: i64) {
     let mut line = [0u8; LINE_MAX];

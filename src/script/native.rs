@@ -1,4 +1,4 @@
-//! The lock clients' own scripts, run without the Lua VM (issue 21: EVALSHA of redis-py's
+//! The lock clients' own scripts, run without the Lua VM (EVALSHA of redis-py's
 //! release was 0.83-1.0x Redis's throughput at 1.0-1.2x its CPU, nearly all of it in the
 //! interpreter: ~10 700 instructions a call for one GET and one DEL).
 //!

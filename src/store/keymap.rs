@@ -1,7 +1,7 @@
 //! The key → entry map of one database: entries in one index space (what SCAN, RANDOMKEY and
 //! the expiry sweep walk), found through one hash index that grows without stalling the server.
 //!
-//! What a lookup touches, and why (issue 21: `find` was 18-27 % of a pipelined SET/GET run and
+//! What a lookup touches, and why (`find` was 18-27 % of a pipelined SET/GET run and
 //! `memcmp` another 9 %, from cache misses rather than instructions):
 //! - the index is one open-addressing table of 8-byte slots, 8 to a cache line, each holding
 //!   32 bits of the key's hash beside the entry's index. Linear probing at a load of at most
@@ -123,7 +123,7 @@ const MIGRATE_STEP: usize = 16;
 /// paid from ~64 K keys, but in the server the kernel's network path and the reply buffers
 /// share those caches: pipelined GET over 10 k keys (index, 72-byte entries and values, ~1.5
 /// MB, more than the 1 MB L2) cost 0.90-1.03 us of server CPU per request with it against
-/// 1.09-1.16 without (pinned, alternated, 7 rounds; issue 21).
+/// 1.09-1.16 without (pinned, alternated, 7 rounds).
 const PREFETCH_FROM: usize = 8 * 1024;
 
 /// A key's hash as the index uses it: 32 bits stored in the slot, whose low bits also choose
@@ -368,7 +368,7 @@ impl<K: AsRef<[u8]>, V> KeyMap<K, V> {
     }
 
     /// The index of `key`. An empty map answers without hashing, as Redis's `dictFind` does:
-    /// a pipelined DEL or GET of keys that are gone costs the hash otherwise (issue 21).
+    /// a pipelined DEL or GET of keys that are gone costs the hash otherwise.
     #[inline]
     pub fn index_of(&self, key: &[u8]) -> Option<usize> {
         if self.len == 0 {

@@ -146,7 +146,7 @@ fn small<const N: usize>(b: &[u8]) -> Bytes {
 /// block and cache line with the bytes. A plain copy (`copy_from_slice`) is a Vec that `Bytes`
 /// turns into a separate 24-byte shared header on its first clone, which every GET makes: one
 /// more allocation for the first read of each key, and one more cache line on every read and
-/// free after it (issue 21).
+/// free after it.
 pub fn own(b: impl AsRef<[u8]>) -> Bytes {
     let b = b.as_ref();
     match b.len() {
