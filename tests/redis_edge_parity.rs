@@ -541,3 +541,38 @@ fn unread_large_replies_under_a_memory_cap_close_only_that_client() {
         }
     }
 }
+
+/// CLIENT REPLY OFF / SKIP silence replies, not subscription confirmations: a client waiting
+/// for them must get every one, as from Redis (RESP2 arrays, RESP3 pushes).
+#[test]
+fn subscription_confirmations_are_sent_whatever_the_reply_mode() {
+    let wait = Duration::from_secs(3);
+    both(|s| {
+        let mut out = Vec::new();
+        let mut c = s.conn();
+        c.send(&["CLIENT", "REPLY", "OFF"]);
+        c.send(&["SUBSCRIBE", "a", "b"]);
+        c.send(&["UNSUBSCRIBE", "a"]);
+        c.send(&["PSUBSCRIBE", "x*"]);
+        c.send(&["PUNSUBSCRIBE", "x*"]);
+        for _ in 0..5 {
+            out.push(
+                c.try_read_reply(wait)
+                    .expect("a confirmation under REPLY OFF"),
+            );
+        }
+        let mut c = s.conn();
+        c.send(&["HELLO", "3"]);
+        c.try_read_reply(wait).expect("HELLO");
+        c.send(&["CLIENT", "REPLY", "SKIP"]);
+        c.send(&["SUBSCRIBE", "a"]);
+        c.send(&["PING"]);
+        for _ in 0..2 {
+            out.push(
+                c.try_read_reply(wait)
+                    .expect("a push or the PONG under SKIP"),
+            );
+        }
+        out
+    });
+}

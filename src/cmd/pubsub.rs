@@ -103,7 +103,14 @@ pub static COMMANDS: &[CommandSpec] = &[
 /// The last confirmation is the command's reply and the others precede it as pushes, so the
 /// bytes are Redis's and a transaction sees one reply per command (in EXEC's array, as Redis
 /// puts it for one channel).
+///
+/// With CLIENT REPLY OFF or SKIP every confirmation stays a push: they silence replies, and
+/// Redis sends subscription confirmations whatever the reply mode (a client waiting for them
+/// would otherwise wait for ever). The reply returned then is silenced unseen.
 fn last_confirmation(ctx: &mut Ctx) -> CmdResult {
+    if ctx.client.reply_off || ctx.client.reply_skip {
+        return Ok(Frame::Null);
+    }
     ctx.srv
         .self_pushes
         .pop()
