@@ -576,3 +576,27 @@ fn subscription_confirmations_are_sent_whatever_the_reply_mode() {
         out
     });
 }
+
+/// A tracking client woken in BLMOVE is invalidated for the key its own BLMOVE wrote, after
+/// its reply, as Redis does (the woken command runs as that client, not as the pusher).
+#[test]
+fn a_woken_tracking_client_is_invalidated_for_its_own_write() {
+    let wait = Duration::from_secs(3);
+    both(|s| {
+        let mut a = s.conn();
+        let mut b = s.conn();
+        a.send(&["HELLO", "3"]);
+        a.try_read_reply(wait).expect("HELLO");
+        let mut out = vec![a.cmd(&["CLIENT", "TRACKING", "on"]), a.cmd(&["GET", "dst"])];
+        a.send(&["BLMOVE", "src", "dst", "LEFT", "LEFT", "0"]);
+        wait_blocked(&mut b, 1);
+        out.push(b.cmd(&["RPUSH", "src", "x"]));
+        for _ in 0..2 {
+            out.push(
+                a.try_read_reply(wait)
+                    .expect("the reply, then the invalidation"),
+            );
+        }
+        out
+    });
+}

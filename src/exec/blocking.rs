@@ -90,17 +90,11 @@ fn resume(srv: &mut Server, id: u64, ready: Option<&bytes::Bytes>) {
             encode(&reply, client.resp3(), &mut out);
         }
     } else {
+        // `drive` runs it first, as this client (the running client: its own tracking
+        // invalidations and pushes follow its reply), then the rest of its pipeline.
         client.block_deadline = Some(b.deadline);
         client.block_ready_key = ready.cloned();
-        let held = dispatch::process(&mut srv.state, &mut srv.io, &mut client, b.argv, &mut out);
-        srv.end_unit();
-        srv.note_write(&mut client);
-        if let Some(argv) = held {
-            // Held by CLIENT PAUSE: `drive` parks it with the rest of the pipeline.
-            client.pending.push_front(argv);
-        }
-        client.block_deadline = None;
-        client.block_ready_key = None;
+        client.pending.push_front(b.argv);
     }
     drive(srv, client, out);
 }
@@ -165,6 +159,11 @@ pub fn drive(srv: &mut Server, mut client: Box<Client>, mut out: BytesMut) {
         let held = dispatch::process(&mut srv.state, &mut srv.io, &mut client, argv, &mut out);
         srv.end_unit();
         srv.note_write(&mut client);
+        if client.block_deadline.is_some() {
+            // Set by `resume` for the command it re-runs, and for that one only.
+            client.block_deadline = None;
+            client.block_ready_key = None;
+        }
         if out.len() >= BATCH_OUT_SPLIT && !srv.stopping {
             // A pipeline of large replies leaves reply by reply instead of doubling one buffer
             // for all of them (three GETs of a 300 MB value asked for a 1.2 GB block).
