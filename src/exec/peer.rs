@@ -1585,13 +1585,7 @@ fn read_frames(
             break false;
         }
         match (&c.sock).read(scratch) {
-            Ok(0) => {
-                return Err(if c.buf.is_empty() {
-                    ServeEnd::Closed
-                } else {
-                    ServeEnd::Failed("connection closed inside a frame".into())
-                })
-            }
+            Ok(0) => return Err(ended(c)),
             Ok(n) => {
                 read += n;
                 c.buf.extend_from_slice(&scratch[..n]);
@@ -1612,6 +1606,15 @@ fn read_frames(
     Ok(drained)
 }
 
+/// The end of a connection the peer closed: clean between frames, a failure inside one.
+fn ended(c: &InConn) -> ServeEnd {
+    if c.buf.is_empty() {
+        ServeEnd::Closed
+    } else {
+        ServeEnd::Failed("connection closed inside a frame".into())
+    }
+}
+
 /// `read_frames` through a TLS session: decrypted bytes the session holds first (the handshake
 /// may have read past it), then records from the socket until it has none.
 fn read_frames_tls(
@@ -1626,13 +1629,7 @@ fn read_frames_tls(
         loop {
             match session.reader().read(scratch) {
                 // close_notify: the peer ended the session.
-                Ok(0) => {
-                    return Err(if c.buf.is_empty() {
-                        ServeEnd::Closed
-                    } else {
-                        ServeEnd::Failed("connection closed inside a frame".into())
-                    })
-                }
+                Ok(0) => return Err(ended(c)),
                 Ok(n) => {
                     read += n;
                     c.buf.extend_from_slice(&scratch[..n]);
@@ -1646,13 +1643,7 @@ fn read_frames_tls(
             return Ok(false);
         }
         match session.read_tls(&mut &c.sock) {
-            Ok(0) => {
-                return Err(if c.buf.is_empty() {
-                    ServeEnd::Closed
-                } else {
-                    ServeEnd::Failed("connection closed inside a frame".into())
-                })
-            }
+            Ok(0) => return Err(ended(c)),
             Ok(_) => {
                 if let Err(e) = session.process_new_packets() {
                     // The alert saying why, best effort.
