@@ -187,7 +187,7 @@ fn command_getkeys_and_list_by_category_as_redis() {
             let mut v: Vec<String> = r
                 .split("\r\n")
                 .filter(|l| !l.is_empty() && !l.starts_with('*') && !l.starts_with('$'))
-                // Left out of deadbolt on purpose (README): Redis's self-test and Lua debugger.
+                // Left out of deadbolt on purpose (docs/commands.md): Redis's self-test and Lua debugger.
                 .filter(|l| *l != "pfselftest" && *l != "script|debug")
                 .map(str::to_string)
                 .collect();

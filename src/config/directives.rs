@@ -1,6 +1,6 @@
 //! The directive table. Each row: name, aliases, how a CONFIG SET of it reaches the running
 //! server (`Apply`; `Immutable` when it can't), how to print and parse it, and the text
-//! `config/deadbolt.conf` and the README show.
+//! `config/deadbolt.conf` and docs/configuration.md show.
 
 use super::{
     parse_memory, Apply, Config, DebugCommand, LogLevel, ObufClass, ObufLimit, TlsAuthClients,

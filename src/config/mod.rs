@@ -1,5 +1,5 @@
 //! Configuration: one table of directives (`DIRECTIVES`) feeds the config file parser, the
-//! command-line overrides, CONFIG GET/SET/REWRITE and the README's option list.
+//! command-line overrides, CONFIG GET/SET/REWRITE and docs/configuration.md's table.
 //!
 //! Nothing here imports `cmd`, `exec`, `server` or `script`: they read the configuration, and
 //! what it needs of theirs (the users, the keyspace event classes) lives here.

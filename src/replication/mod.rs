@@ -32,7 +32,7 @@ pub const MAX_INFLIGHT: usize = 32;
 /// Bytes of committed entries applied per round.
 pub const MAX_APPLY: u64 = 4 << 20;
 
-/// `Entry.context` of an EXTEND entry (clock section of raft-research.md): every node shifts
+/// `Entry.context` of an EXTEND entry (the clock assumption in docs/cluster.md): every node shifts
 /// its deadlines at the same log position. A unit's context is empty.
 const EXTEND: &[u8] = b"x";
 

@@ -1,7 +1,7 @@
 """Redisson's sentinel mode failing over with a deadbolt cluster, driven the way Redisson does it.
 
 No JVM here, so this emulates what SentinelConnectionManager and the lock code send (read from
-redisson/redisson master; see src/replication/DESIGN.md §3), with the byte-exact lock scripts of
+redisson/redisson master; see docs/cluster.md, "The Sentinel surface clients use"), with the byte-exact lock scripts of
 lua/redisson/ (SHA1-checked like test_redisson_protocol.py):
 
 * start-up (doConnect): per sentinel, SENTINEL GET-MASTER-ADDR-BY-NAME (must not be nil), SENTINEL
