@@ -121,7 +121,7 @@ pub fn unix_us() -> u64 {
 mod tests {
     use super::*;
 
-    // The offset itself is exercised by tests/clock_offset.rs, in a server process of its
+    // The offset itself is exercised by tests/cluster/clock_offset.rs, in a server process of its
     // own: setting it here would move the clock under the library's other tests, which run
     // in this process at the same time.
     #[test]

@@ -18,7 +18,7 @@
 //!   dials a peer), `exec/peer.rs`.
 //!
 //! Names, aliases, defaults and which are immutable or protected are Redis 7.0.15's own
-//! (`CONFIG GET *` and `CONFIG SET` of each on a real redis-server; tests/ops_redis_conf.rs
+//! (`CONFIG GET *` and `CONFIG SET` of each on a real redis-server; tests/ops/redis_conf.rs
 //! compares them).
 
 use super::{parse_memory, Apply, Directive};

@@ -1,6 +1,6 @@
 /* LD_PRELOAD shim for the disk-fault tests: fsync(2) and fdatasync(2) fail with EIO while the
  * file named by $FSYNC_SHIM_FAIL_IF exists, and behave normally otherwise, so one process can
- * meet a failing disk and then a recovered one. Built by tests/disk_faults.rs with `cc`. */
+ * meet a failing disk and then a recovered one. Built by tests/persistence/disk_faults.rs with `cc`. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>

@@ -1,0 +1,602 @@
+//! Edge cases where deadbolt once answered differently from Redis 7.0.15 (blocking timeouts
+//! under a millisecond or past i64, CLIENT PAUSE and DEBUG SLEEP with huge arguments, the order
+//! multi-key waiters are served in, a handful of replies), each run on deadbolt and on a real
+//! redis-server with the reply bytes compared; and one deadbolt-only row: a client that reads
+//! none of its large replies under an address-space limit loses its connection, never the
+//! server.
+
+use crate::common;
+
+use common::{both, both_with, wait_blocked, Conn};
+use std::time::{Duration, Instant};
+
+/// The reply to `args`, or a marker when none comes within `wait` (so a hang fails the
+/// comparison instead of the whole test run).
+fn answer_within(c: &mut Conn, args: &[&str], wait: Duration) -> Vec<u8> {
+    c.send(args);
+    c.try_read_reply(wait)
+        .unwrap_or_else(|| format!("no reply within {wait:?} to {args:?}").into_bytes())
+}
+
+fn show(replies: &[Vec<u8>]) -> Vec<String> {
+    replies
+        .iter()
+        .map(|r| String::from_utf8_lossy(r).into_owned())
+        .collect()
+}
+
+#[test]
+fn blocking_timeouts_under_a_millisecond_wait_one_millisecond() {
+    let t = both(|s| {
+        let mut c = s.conn();
+        let cmds: &[&[&str]] = &[
+            &["BLPOP", "nolist", "0.0001"],
+            &["BRPOP", "nolist", "other", "0.0009"],
+            &["BZMPOP", "1e-300", "1", "z", "MIN"],
+            &["BRPOPLPUSH", "nolist", "d", "0.0005"],
+            &["BLMOVE", "nolist", "d", "LEFT", "RIGHT", "0.0001"],
+            &["BLMPOP", "1e-4000", "1", "nolist", "LEFT"],
+            &["BZPOPMIN", "z", "0.0001"],
+            &["BZPOPMAX", "z", "0.00000001"],
+            &["XREAD", "BLOCK", "1", "STREAMS", "nostream", "$"],
+            &["WAIT", "1", "1"],
+        ];
+        cmds.iter()
+            .map(|a| answer_within(&mut c, a, Duration::from_secs(3)))
+            .collect()
+    });
+    for r in &t[..9] {
+        assert_eq!(r, b"*-1\r\n");
+    }
+    assert_eq!(t[9], b":0\r\n");
+}
+
+/// Every blocking command's timeout errors: negative, NaN, infinite, past i64, unparsable.
+#[test]
+fn blocking_timeout_errors_like_redis() {
+    let float_cmds: &[&[&str]] = &[
+        &["BLPOP", "l"],
+        &["BRPOP", "l"],
+        &["BRPOPLPUSH", "l", "d"],
+        &["BLMOVE", "l", "d", "LEFT", "LEFT"],
+        &["BZPOPMIN", "z"],
+        &["BZPOPMAX", "z"],
+    ];
+    let bad_floats = [
+        "-1", "-inf", "inf", "nan", "1e300", "9.3e15", "1e5000", "1e-5000", "abc", "", " 1", "1 ",
+        "0x", "1e", "--1",
+    ];
+    let t = both(|s| {
+        let mut c = s.conn();
+        let mut out = Vec::new();
+        for t in bad_floats {
+            for cmd in float_cmds {
+                let mut a = cmd.to_vec();
+                a.push(t);
+                out.push(answer_within(&mut c, &a, Duration::from_secs(3)));
+            }
+            out.push(answer_within(
+                &mut c,
+                &["BLMPOP", t, "1", "l", "LEFT"],
+                Duration::from_secs(3),
+            ));
+            out.push(answer_within(
+                &mut c,
+                &["BZMPOP", t, "1", "z", "MIN"],
+                Duration::from_secs(3),
+            ));
+        }
+        for t in ["-1", "abc", "1.5", "9223372036854775808", "", "+1"] {
+            out.push(answer_within(
+                &mut c,
+                &["XREAD", "BLOCK", t, "STREAMS", "s", "$"],
+                Duration::from_secs(3),
+            ));
+            out.push(answer_within(
+                &mut c,
+                &[
+                    "XREADGROUP",
+                    "GROUP",
+                    "g",
+                    "c",
+                    "BLOCK",
+                    t,
+                    "STREAMS",
+                    "s",
+                    ">",
+                ],
+                Duration::from_secs(3),
+            ));
+            out.push(answer_within(
+                &mut c,
+                &["WAIT", "1", t],
+                Duration::from_secs(3),
+            ));
+            out.push(answer_within(
+                &mut c,
+                &["CLIENT", "PAUSE", t],
+                Duration::from_secs(3),
+            ));
+        }
+        // CLIENT PAUSE looks at its mode before its timeout.
+        out.push(c.cmd(&["CLIENT", "PAUSE", "abc", "sometimes"]));
+        out
+    });
+    for r in &t {
+        assert!(r.starts_with(b"-"), "{}", String::from_utf8_lossy(r));
+    }
+}
+
+/// A timeout so large that Redis's deadline wraps past i64 waits for ever there (its timeout
+/// table is keyed by the unsigned deadline); data already present is served at once, and data
+/// that arrives later wakes the waiter.
+#[test]
+fn timeouts_past_i64_wait_for_ever_and_serve_data() {
+    let t = both(|s| {
+        let (mut a, mut b) = (s.conn(), s.conn());
+        let mut out = vec![b.cmd(&["XADD", "x", "1-1", "f", "v"])];
+        out.push(a.cmd(&["XREAD", "BLOCK", "9223372036854775807", "STREAMS", "x", "0"]));
+        a.send(&["XREAD", "BLOCK", "9223372036854775807", "STREAMS", "x", "$"]);
+        wait_blocked(&mut b, 1);
+        out.push(b.cmd(&["XADD", "x", "2-1", "f", "w"]));
+        out.push(a.read_reply());
+        a.send(&["BLPOP", "l", "9223372036854775"]);
+        wait_blocked(&mut b, 1);
+        out.push(b.cmd(&["RPUSH", "l", "x"]));
+        out.push(a.read_reply());
+        a.send(&["BZMPOP", "9223372036854775", "1", "z", "MAX"]);
+        wait_blocked(&mut b, 1);
+        out.push(b.cmd(&["ZADD", "z", "1", "m"]));
+        out.push(a.read_reply());
+        out
+    });
+    assert_eq!(
+        t[1],
+        b"*1\r\n*2\r\n$1\r\nx\r\n*1\r\n*2\r\n$3\r\n1-1\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n"
+    );
+}
+
+/// `CLIENT PAUSE 9223372036854775807`: Redis's end time wraps into the past, so it answers OK
+/// and pauses no one (it cannot shorten a pause in force either).
+#[test]
+fn client_pause_past_i64_pauses_no_one() {
+    let t = both(|s| {
+        let (mut a, mut b) = (s.conn(), s.conn());
+        let wait = Duration::from_secs(3);
+        let mut out = vec![a.cmd(&["CLIENT", "PAUSE", "9223372036854775807"])];
+        out.push(answer_within(&mut b, &["PING"], wait));
+        out.push(answer_within(&mut b, &["SET", "k", "v"], wait));
+        out.push(a.cmd(&["CLIENT", "PAUSE", "9223372036854775807", "WRITE"]));
+        out.push(answer_within(&mut b, &["SET", "k", "w"], wait));
+        out.push(a.cmd(&["CLIENT", "PAUSE", "0"]));
+        out.push(answer_within(&mut b, &["SET", "k", "x"], wait));
+        // A real pause stays in force; the huge one does not end or shorten it.
+        out.push(a.cmd(&["CLIENT", "PAUSE", "100000", "WRITE"]));
+        out.push(a.cmd(&["CLIENT", "PAUSE", "9223372036854775807", "WRITE"]));
+        b.send(&["SET", "k", "y"]);
+        out.push(
+            b.try_read_reply(Duration::from_millis(300))
+                .unwrap_or_else(|| b"held".to_vec()),
+        );
+        out.push(a.cmd(&["CLIENT", "UNPAUSE"]));
+        out.push(b.read_reply());
+        out.push(b.cmd(&["GET", "k"]));
+        out
+    });
+    assert_eq!(t[1], b"+PONG\r\n");
+    assert_eq!(t[9], b"held");
+    assert_eq!(t[12], b"$1\r\ny\r\n");
+}
+
+/// DEBUG SLEEP converts `seconds * 1e6` to a long long: inf, 1e308 and NaN give LLONG_MIN on
+/// x86-64 and nanosleep refuses a negative time, so Redis returns at once, as from a text
+/// strtod reads nothing of.
+#[test]
+fn debug_sleep_with_huge_or_odd_arguments_returns_at_once() {
+    let t = both_with(&["--enable-debug-command", "yes"], |s| {
+        let mut c = s.conn();
+        [
+            "1e308", "inf", "-inf", "nan", "1e13", "-1", "-0.5", "abc", "", "0.001x",
+        ]
+        .iter()
+        .map(|a| answer_within(&mut c, &["DEBUG", "SLEEP", a], Duration::from_secs(5)))
+        .collect()
+    });
+    for r in &t {
+        assert_eq!(r, b"+OK\r\n");
+    }
+}
+
+/// `BLPOP a c 0`, then one transaction (or script) pushes to `c` then to `a`: Redis serves the
+/// waiter from the key that became ready first.
+#[test]
+fn multi_key_waiters_are_served_in_the_order_keys_became_ready() {
+    let t = both(|s| {
+        let (mut a, mut b) = (s.conn(), s.conn());
+        let mut out = Vec::new();
+        let rounds: &[(&[&str], &[&[&str]])] = &[
+            (
+                &["BLPOP", "a", "c", "0"],
+                &[
+                    &["MULTI"],
+                    &["RPUSH", "c", "1"],
+                    &["RPUSH", "a", "x"],
+                    &["EXEC"],
+                ],
+            ),
+            (
+                &["BLPOP", "a", "c", "0"],
+                &[&[
+                    "EVAL",
+                    "redis.call('rpush','c','2'); redis.call('rpush','a','y')",
+                    "0",
+                ]],
+            ),
+            (
+                &["BLMPOP", "0", "2", "a", "c", "LEFT", "COUNT", "5"],
+                &[
+                    &["MULTI"],
+                    &["RPUSH", "c", "3"],
+                    &["RPUSH", "a", "z"],
+                    &["EXEC"],
+                ],
+            ),
+            (
+                &["BRPOP", "a", "c", "0"],
+                &[
+                    &["MULTI"],
+                    &["RPUSH", "c", "4"],
+                    &["RPUSH", "a", "w"],
+                    &["EXEC"],
+                ],
+            ),
+            (
+                &["BZPOPMIN", "za", "zc", "0"],
+                &[
+                    &["MULTI"],
+                    &["ZADD", "zc", "1", "m"],
+                    &["ZADD", "za", "1", "n"],
+                    &["EXEC"],
+                ],
+            ),
+            (
+                &["BZMPOP", "0", "2", "za", "zc", "MAX"],
+                &[&[
+                    "EVAL",
+                    "redis.call('zadd','zc','2','o'); redis.call('zadd','za','2','p')",
+                    "0",
+                ]],
+            ),
+        ];
+        for (block, writes) in rounds {
+            out.push(b.cmd(&["DEL", "a", "c", "za", "zc"]));
+            a.send(block);
+            wait_blocked(&mut b, 1);
+            for w in *writes {
+                out.push(b.cmd(w));
+            }
+            out.push(a.read_reply());
+            out.push(b.cmd(&["LRANGE", "a", "0", "-1"]));
+            out.push(b.cmd(&["LRANGE", "c", "0", "-1"]));
+            out.push(b.cmd(&["ZRANGE", "za", "0", "-1"]));
+            out.push(b.cmd(&["ZRANGE", "zc", "0", "-1"]));
+        }
+        out
+    });
+    let text = show(&t);
+    assert!(text.contains(&"*2\r\n$1\r\nc\r\n$1\r\n1\r\n".to_string()));
+    assert!(text.contains(&"*2\r\n$1\r\nc\r\n$1\r\n2\r\n".to_string()));
+}
+
+#[test]
+fn client_kill_of_an_unknown_user() {
+    let t = both(|s| {
+        let mut c = s.conn();
+        vec![
+            c.cmd(&["CLIENT", "KILL", "USER", "nosuch"]),
+            c.cmd(&["CLIENT", "KILL", "USER", "no\r\nsuch"]),
+            c.cmd(&["CLIENT", "KILL", "USER", "default"]),
+            c.cmd(&["CLIENT", "KILL", "USER", "nosuch", "SKIPME", "maybe"]),
+        ]
+    });
+    assert_eq!(t[0], b"-ERR No such user 'nosuch'\r\n");
+}
+
+#[test]
+fn lua_big_number_replies() {
+    let t = both(|s| {
+        let mut c = s.conn();
+        let mut out = Vec::new();
+        for proto in ["2", "3"] {
+            out.push(c.cmd(&["HELLO", proto]).into_iter().take(1).collect());
+            for script in [
+                "return {big_number='123'}",
+                "return {big_number='1\\r\\n2'}",
+                "return {big_number=''}",
+                "return {1, {big_number='-99999999999999999999'}}",
+                "return {big_number=5}",
+            ] {
+                out.push(c.cmd(&["EVAL", script, "0"]));
+            }
+        }
+        out
+    });
+    assert_eq!(t[7], b"(123\r\n");
+    assert_eq!(t[8], b"(1  2\r\n");
+}
+
+#[test]
+fn cjson_sparse_arrays_with_keys_past_int() {
+    let t = both(|s| {
+        let mut c = s.conn();
+        [
+            "return cjson.encode({[1]=1,[2^31]=2})",
+            "return cjson.encode({[2^31]=2})",
+            "return cjson.encode({[1]=1,[2^31-1]=2})",
+            "return cjson.encode({[1]=1,[1e300]=2})",
+            "return cjson.encode({[1]=1,[2]=2,[3]=3,[2^32]=4})",
+            "return cjson.encode({[1]=1,[20]=2})",
+            "return cjson.encode({[1]=1,[10]=2})",
+        ]
+        .iter()
+        .map(|s| c.cmd(&["EVAL", s, "0"]))
+        .collect()
+    });
+    assert_eq!(t[0], b"$22\r\n{\"1\":1,\"2147483648\":2}\r\n");
+}
+
+/// An EXEC refused before it runs (ACL, arity) discards the transaction and says why.
+#[test]
+fn exec_refused_before_running_answers_execabort() {
+    let t = both(|s| {
+        let mut admin = s.conn();
+        let mut out = vec![
+            admin.cmd(&[
+                "ACL",
+                "SETUSER",
+                "notx",
+                "on",
+                "nopass",
+                "+@all",
+                "-@transaction",
+                "~*",
+            ]),
+            admin.cmd(&[
+                "ACL", "SETUSER", "noexec", "on", "nopass", "+@all", "-exec", "~*",
+            ]),
+        ];
+        let mut c = s.conn();
+        for line in [
+            &["AUTH", "notx", "x"][..],
+            &["MULTI"],
+            &["SET", "a", "1"],
+            &["EXEC"],
+            &["DISCARD"],
+            &["AUTH", "noexec", "x"],
+            &["MULTI"],
+            &["SET", "a", "2"],
+            &["EXEC"],
+            &["DISCARD"],
+            &["GET", "a"],
+            &["EXEC"],
+            &["AUTH", "default", "x"],
+            &["MULTI"],
+            &["SET", "a", "3"],
+            &["EXEC", "extra"],
+            &["DISCARD"],
+            &["EXEC", "extra"],
+            &["GET", "a"],
+        ] {
+            out.push(c.cmd(line));
+        }
+        // A refused EXEC also drops the WATCHes.
+        out.push(c.cmd(&["WATCH", "a"]));
+        out.push(c.cmd(&["EXEC", "extra"]));
+        out.push(admin.cmd(&["SET", "a", "4"]));
+        out.push(c.cmd(&["MULTI"]));
+        out.push(c.cmd(&["GET", "a"]));
+        out.push(c.cmd(&["EXEC"]));
+        out
+    });
+    assert_eq!(
+        t[5],
+        b"-EXECABORT Transaction discarded because of: NOPERM this user has no permissions to run the 'exec' command\r\n"
+    );
+}
+
+#[test]
+fn string_metatable_has_no_metatable_field() {
+    let t = both(|s| {
+        let mut c = s.conn();
+        [
+            "return getmetatable('').__metatable",
+            "return type(getmetatable(''))",
+            "local r = {} for k in pairs(getmetatable('')) do r[#r+1] = k end return r",
+            "return getmetatable('').__index.upper('x')",
+            "return ('x'):rep(3)",
+            "getmetatable('').__index = {} return 1",
+        ]
+        .iter()
+        .map(|s| c.cmd(&["EVAL", s, "0"]))
+        .collect()
+    });
+    assert_eq!(t[0], b"$-1\r\n");
+}
+
+/// RESTORE's relative TTL plus the clock wraps past i64 in Redis: the deadline is in the past,
+/// the key is not kept.
+#[test]
+fn restore_with_a_ttl_past_i64_keeps_no_key() {
+    let t = both(|s| {
+        let mut c = s.conn();
+        c.cmd(&["SET", "src", "value"]);
+        let payload = c.cmd(&["DUMP", "src"]);
+        // The bulk reply's body.
+        let start = payload.iter().position(|&b| b == b'\n').unwrap() + 1;
+        let payload = payload[start..payload.len() - 2].to_vec();
+        let mut out = Vec::new();
+        for (ttl, replace) in [
+            ("9223372036854775806", false),
+            ("9223372036854775807", false),
+            ("9223372036854775806", true),
+        ] {
+            if replace {
+                out.push(c.cmd(&["SET", "k", "old"]));
+            }
+            let mut args: Vec<&[u8]> = vec![b"RESTORE", b"k", ttl.as_bytes(), &payload];
+            if replace {
+                args.push(b"REPLACE");
+            }
+            out.push(c.cmd(&args));
+            out.push(c.cmd(&["EXISTS", "k"]));
+            out.push(c.cmd(&["PTTL", "k"]));
+        }
+        let args: [&[u8]; 4] = [b"RESTORE", b"k", b"100000", &payload];
+        out.push(c.cmd(&args));
+        out.push(c.cmd(&["EXISTS", "k"]));
+        out
+    });
+    assert_eq!(t[1], b":0\r\n");
+}
+
+/// A client that asks for a large value three times and reads none of it, under an
+/// address-space limit that cannot hold the three copies its output buffer would need: that
+/// client is closed with a log line, and the server keeps serving the others (it used to abort
+/// on the failed allocation, dropping every client).
+#[test]
+fn unread_large_replies_under_a_memory_cap_close_only_that_client() {
+    const SIZE: usize = 128 << 20;
+    let mut cmd = std::process::Command::new(common::deadbolt_bin());
+    cmd.args(["--port", "0", "--bind", "127.0.0.1"]);
+    // mimalloc otherwise reserves a 1 GiB arena ahead of need, and the address space would
+    // not follow what is allocated: the limit below would leave that much more room.
+    cmd.env("MIMALLOC_ARENA_RESERVE", "0");
+    let s = common::start_command(cmd);
+    let mut admin = s.conn();
+    admin.cmd(&["SETRANGE", "big", &(SIZE - 1).to_string(), "x"]);
+    let status = std::fs::read_to_string(format!("/proc/{}/status", s.pid())).unwrap();
+    let vm_kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmSize:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmSize");
+    // Room for one reply and its copy in the output buffer, not for the buffer growing to two
+    // replies next to the second reply.
+    let cap = vm_kb * 1024 + 3 * SIZE as u64;
+    let limit = libc::rlimit {
+        rlim_cur: cap,
+        rlim_max: cap,
+    };
+    // SAFETY: sets a resource limit of the child process this test started; `limit` is a
+    // valid rlimit and the old value is not asked for (null).
+    let rc = unsafe {
+        libc::prlimit(
+            s.pid() as libc::pid_t,
+            libc::RLIMIT_AS,
+            &limit,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(rc, 0, "prlimit: {}", std::io::Error::last_os_error());
+    let mut greedy = s.conn();
+    for i in 1..=3u32 {
+        if greedy
+            .try_send_raw(&common::resp_cmd(&["GET", "big"]))
+            .is_err()
+        {
+            break;
+        }
+        // Waits until the GET ran (and its reply was queued) before the next one.
+        let want = format!("cmdstat_get:calls={i},");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !admin.cmd_str(&["INFO", "commandstats"]).contains(&want) {
+            if Instant::now() > deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    assert_eq!(admin.cmd(&["PING"]), b"+PONG\r\n");
+    let mut other = s.conn();
+    assert_eq!(other.cmd(&["PING"]), b"+PONG\r\n");
+    assert_eq!(
+        other.cmd(&["STRLEN", "big"]),
+        format!(":{SIZE}\r\n").as_bytes()
+    );
+    s.wait_log("no memory for its output buffer", Duration::from_secs(5));
+    // The greedy connection is closed (what it had received before that is dropped unread).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut chunk = vec![0u8; 1 << 20];
+    loop {
+        use std::io::Read;
+        greedy
+            .stream
+            .set_read_timeout(Some(Duration::from_secs(2)))
+            .unwrap();
+        match greedy.stream.read(&mut chunk) {
+            Ok(0) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+            Err(e) => panic!("greedy client not closed: {e}"),
+            Ok(_) => assert!(Instant::now() < deadline, "greedy client never closed"),
+        }
+    }
+}
+
+/// CLIENT REPLY OFF / SKIP silence replies, not subscription confirmations: a client waiting
+/// for them must get every one, as from Redis (RESP2 arrays, RESP3 pushes).
+#[test]
+fn subscription_confirmations_are_sent_whatever_the_reply_mode() {
+    let wait = Duration::from_secs(3);
+    both(|s| {
+        let mut out = Vec::new();
+        let mut c = s.conn();
+        c.send(&["CLIENT", "REPLY", "OFF"]);
+        c.send(&["SUBSCRIBE", "a", "b"]);
+        c.send(&["UNSUBSCRIBE", "a"]);
+        c.send(&["PSUBSCRIBE", "x*"]);
+        c.send(&["PUNSUBSCRIBE", "x*"]);
+        for _ in 0..5 {
+            out.push(
+                c.try_read_reply(wait)
+                    .expect("a confirmation under REPLY OFF"),
+            );
+        }
+        let mut c = s.conn();
+        c.send(&["HELLO", "3"]);
+        c.try_read_reply(wait).expect("HELLO");
+        c.send(&["CLIENT", "REPLY", "SKIP"]);
+        c.send(&["SUBSCRIBE", "a"]);
+        c.send(&["PING"]);
+        for _ in 0..2 {
+            out.push(
+                c.try_read_reply(wait)
+                    .expect("a push or the PONG under SKIP"),
+            );
+        }
+        out
+    });
+}
+
+/// A tracking client woken in BLMOVE is invalidated for the key its own BLMOVE wrote, after
+/// its reply, as Redis does (the woken command runs as that client, not as the pusher).
+#[test]
+fn a_woken_tracking_client_is_invalidated_for_its_own_write() {
+    let wait = Duration::from_secs(3);
+    both(|s| {
+        let mut a = s.conn();
+        let mut b = s.conn();
+        a.send(&["HELLO", "3"]);
+        a.try_read_reply(wait).expect("HELLO");
+        let mut out = vec![a.cmd(&["CLIENT", "TRACKING", "on"]), a.cmd(&["GET", "dst"])];
+        a.send(&["BLMOVE", "src", "dst", "LEFT", "LEFT", "0"]);
+        wait_blocked(&mut b, 1);
+        out.push(b.cmd(&["RPUSH", "src", "x"]));
+        for _ in 0..2 {
+            out.push(
+                a.try_read_reply(wait)
+                    .expect("the reply, then the invalidation"),
+            );
+        }
+        out
+    });
+}
