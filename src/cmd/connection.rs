@@ -272,7 +272,7 @@ fn hello(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         (Frame::bulk_static("mode"), Frame::bulk_static("standalone")),
         (
             Frame::bulk_static("role"),
-            Frame::bulk_static(super::replication::hello_role(ctx.host.cluster())),
+            Frame::bulk_static(super::sentinel::hello_role(ctx.host.cluster())),
         ),
         (Frame::bulk_static("modules"), Frame::Array(vec![])),
     ]))

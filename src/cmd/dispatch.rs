@@ -158,7 +158,7 @@ fn process_frame(
     let started = crate::stopwatch::Stopwatch::start();
     let mut now = crate::clock::unix_ms_at(started.tsc());
     client.last_interaction_ms = now;
-    if super::replication::is_replica(host.cluster()) {
+    if super::sentinel::is_replica(host.cluster()) {
         // A cluster follower expires nothing ahead of the leader (exec/cluster.rs).
         now = now.saturating_sub(srv.config.cluster_clock_drift);
     }
@@ -238,12 +238,12 @@ fn process_frame(
     // A replica refuses writes (and EXEC of writes, and scripts that declare they write)
     // before it looks further, as Redis's processCommand after MISCONF and NOREPLICAS.
     // A lone server pays one None check.
-    if super::replication::is_replica(host.cluster())
+    if super::sentinel::is_replica(host.cluster())
         && (cmd_flags & flags::WRITE != 0
-            || super::replication::script_declares_writes(srv, spec, argv)
+            || super::sentinel::script_declares_writes(srv, spec, argv)
             || super::functions::declares_writes(srv, spec, argv))
     {
-        let e = CmdError::err(super::replication::READONLY);
+        let e = CmdError::err(super::sentinel::READONLY);
         return Some(Ok(reject(srv, client, id, e)));
     }
     // RESP2 has no way to tell pushes from replies, so a subscribed connection only talks pub/sub.
@@ -255,7 +255,7 @@ fn process_frame(
     // Redis's processCommand: a replica whose master link is down refuses what is not STALE
     // (EXEC: when a queued command is not).
     if host.cluster_masterdown() && (!spec.has(flags::STALE) || tx_inv_flags & flags::STALE != 0) {
-        let e = CmdError::err(super::replication::MASTERDOWN);
+        let e = CmdError::err(super::sentinel::MASTERDOWN);
         return Some(Ok(reject(srv, client, id, e)));
     }
     if host.loading() && (!spec.has(flags::LOADING) || tx_inv_flags & flags::LOADING != 0) {
@@ -513,11 +513,11 @@ pub fn script_call(
         super::acl::script_denied(d)
     } else if read_only && spec.flags & (flags::WRITE | flags::MAY_REPLICATE) != 0 {
         "ERR Write commands are not allowed from read-only scripts."
-    } else if spec.has(flags::WRITE) && super::replication::is_replica(ctx.host.cluster()) {
+    } else if spec.has(flags::WRITE) && super::sentinel::is_replica(ctx.host.cluster()) {
         // Redis's scriptVerifyWriteCommandAllow (after ACL, before OOM); the script's error
         // then carries its ` script: …` suffix. A script cannot have written before: a node's
         // role changes only between units of work.
-        super::replication::READONLY
+        super::sentinel::READONLY
     } else if deny_oom && spec.has(flags::DENYOOM) {
         "OOM command not allowed when used memory > 'maxmemory'."
     } else {

@@ -371,7 +371,7 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         super::geo::COMMANDS,
         super::hll::COMMANDS,
         super::stream::COMMANDS,
-        super::replication::COMMANDS,
+        super::sentinel::COMMANDS,
         super::raft::COMMANDS,
         super::object::COMMANDS,
         super::dump::COMMANDS,

@@ -517,7 +517,7 @@ impl Server {
                     let mut asks = false;
                     let mut masters = false;
                     for argv in cmds.iter().chain(client.pending.iter()) {
-                        if crate::cmd::replication::discovery_waits_for_leader(argv) {
+                        if crate::cmd::sentinel::discovery_waits_for_leader(argv) {
                             asks = true;
                             masters |= argv
                                 .get(1)
@@ -535,9 +535,11 @@ impl Server {
             if c.read_cleared != id && c.masterdown != id {
                 if let Some(client) = self.state.clients.get_mut(&id) {
                     let in_multi = client.multi.is_some();
-                    if cmds.iter().chain(client.pending.iter()).any(|argv| {
-                        crate::cmd::replication::replica_read_needs_leader(argv, in_multi)
-                    }) {
+                    if cmds
+                        .iter()
+                        .chain(client.pending.iter())
+                        .any(|argv| crate::cmd::sentinel::replica_read_needs_leader(argv, in_multi))
+                    {
                         client.pending.extend(cmds.drain(..));
                         c.park_read(id);
                         return;
