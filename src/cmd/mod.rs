@@ -40,7 +40,6 @@ pub mod tracking;
 pub mod tx;
 pub mod zset;
 
-pub use args::Args;
 pub use table::{CommandSpec, Handler};
 
 use crate::machine::client::Client;
