@@ -15,8 +15,8 @@ use std::path::Path;
 const LAYERS: &[&[&str]] = &[
     &["protocol", "clock", "glob", "alloc", "stopwatch", "cli"],
     &["store", "error", "locks"],
-    &["persist"],
     &["config"],
+    &["persist"],
     &["replication"],
     &["logging", "supervise"],
     &["machine"],

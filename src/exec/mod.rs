@@ -12,12 +12,13 @@ mod probe;
 
 use crate::clock::unix_ms;
 use crate::cmd::dispatch;
+use crate::config::Fsync;
 use crate::config::{Apply, Config};
 use crate::machine::client::{Client, Out, OutSender};
 use crate::machine::{Host, Shared, State};
 use crate::persist::aof::Aof;
 use crate::persist::load::{LoadError, Loader, Step};
-use crate::persist::{emit, rdb_file, Fsync};
+use crate::persist::{emit, rdb_file};
 use crate::store::ChangeRecord;
 use bytes::{Bytes, BytesMut};
 use std::sync::atomic::Ordering;
