@@ -853,7 +853,7 @@ pub fn lua_script(c: &mut Choices) -> Vec<u8> {
 /// The names and subcommands the dispatch fuzzer may run, from the real command table.
 pub fn command_names() -> Vec<Vec<&'static str>> {
     let mut out = Vec::new();
-    for e in &crate::cmd::table::table().entries {
+    for e in &crate::cmd::registry::table().entries {
         if DISPATCH_DENY.contains(&e.full_name.as_str()) {
             continue;
         }
@@ -864,7 +864,7 @@ pub fn command_names() -> Vec<Vec<&'static str>> {
                 }
             }
             Some(p) => {
-                let parent = crate::cmd::table::table().entries[p].spec.name;
+                let parent = crate::cmd::registry::table().entries[p].spec.name;
                 if !DISPATCH_DENY.contains(&parent) {
                     out.push(vec![parent, e.spec.name]);
                 }

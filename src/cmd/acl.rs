@@ -7,8 +7,8 @@
 //! rules its clients hold.
 
 use super::keyspec::{has_keys, key_refs, KeyRefs};
-use super::table::{flags::*, CmdId, CommandSpec, NO_KEYS};
-use super::Ctx;
+use super::spec::Ctx;
+use super::spec::{flags::*, CmdId, CommandSpec, NO_KEYS};
 use crate::config::users::{Catalog, User};
 use crate::error::{CmdError, CmdResult};
 use crate::machine::client::Client;
@@ -43,7 +43,12 @@ pub static COMMANDS: &[CommandSpec] = &[CommandSpec {
     ],
 }];
 
-const fn sub(name: &'static str, arity: i32, flags: u32, handler: super::Handler) -> CommandSpec {
+const fn sub(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    handler: super::spec::Handler,
+) -> CommandSpec {
     CommandSpec::leaf(name, arity, flags, NO_KEYS, &["slow"], handler)
 }
 
@@ -51,7 +56,7 @@ const fn sub(name: &'static str, arity: i32, flags: u32, handler: super::Handler
 pub fn catalog() -> &'static Catalog {
     static CATALOG: std::sync::OnceLock<Catalog> = std::sync::OnceLock::new();
     CATALOG.get_or_init(|| {
-        let t = super::table::table();
+        let t = super::registry::table();
         let mut c = Catalog::default();
         for e in &t.entries {
             let listed = !e.spec.has(ONLY_SENTINEL)
@@ -79,7 +84,7 @@ pub fn catalog() -> &'static Catalog {
 
 /// Whether a catalog id is one of deadbolt's commands (not one only Redis has).
 fn runnable(id: usize) -> bool {
-    id < super::table::table().entries.len()
+    id < super::registry::table().entries.len()
 }
 
 /// The `user` lines of the configuration, then the aclfile (Redis's ACLLoadUsersAtStartup).
@@ -509,7 +514,7 @@ fn dryrun(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         )));
     };
     let args = &argv[3..];
-    let t = super::table::table();
+    let t = super::registry::table();
     let not_found = || {
         CmdError::erf(format!(
             "Command '{}' not found",
@@ -572,7 +577,7 @@ impl Denied {
 /// Redis's ACLCheckAllUserCommandPerm: allowed when one selector allows the command with all
 /// its keys and channels. Err: the reason and the argument it is about (0 for a command).
 pub fn check_user(u: &User, id: CmdId, argv: &[Bytes]) -> Result<(), (Denied, usize)> {
-    let entry = &super::table::table().entries[id];
+    let entry = &super::registry::table().entries[id];
     let mut keys: Option<KeyRefs> = None;
     let (mut relevant, mut last_idx, mut idx) = (Denied::Command, 0, 0);
     for s in &u.selectors {
@@ -647,7 +652,7 @@ pub fn unrestricted_key_access(client: &Client, argv: &[Bytes]) -> bool {
     let Some(user) = &client.perms else {
         return true;
     };
-    let t = super::table::table();
+    let t = super::registry::table();
     let Some(id) = t.lookup(&argv[0]) else {
         return false;
     };
@@ -726,7 +731,7 @@ fn check_restricted(
         Err(e) => e,
     };
     let object = match d {
-        Denied::Command => Bytes::from(super::table::table().entries[id].full_name.clone()),
+        Denied::Command => Bytes::from(super::registry::table().entries[id].full_name.clone()),
         _ => argv[pos].clone(),
     };
     add_log_entry(srv, client, d.reason(), context, object, None);

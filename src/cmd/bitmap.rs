@@ -2,10 +2,10 @@
 //! (bit 0 is the most significant bit of the first byte), as Redis 7.0's bitops.c.
 
 use super::args::{int_arg, is};
+use super::spec::{event, Ctx};
+use super::spec::{flags::*, CommandSpec, KeySpec, KeySpecDoc, KEY1};
 use super::string::read_str;
 use super::string_range::edit_str;
-use super::table::{flags::*, CommandSpec, KeySpec, KeySpecDoc, KEY1};
-use super::{event, Ctx};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Frame;
 use crate::store::Value;
@@ -16,7 +16,7 @@ const fn spec(
     arity: i32,
     flags: u32,
     keys: KeySpec,
-    handler: super::Handler,
+    handler: super::spec::Handler,
 ) -> CommandSpec {
     CommandSpec::leaf(name, arity, flags, keys, &["bitmap"], handler)
 }

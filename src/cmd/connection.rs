@@ -1,8 +1,8 @@
 //! Connection commands: PING, ECHO, QUIT, RESET, HELLO, AUTH, SELECT, CLIENT.
 
 use super::args::{int_arg, is};
-use super::table::{flags::*, CommandSpec, NO_KEYS};
-use super::Ctx;
+use super::spec::Ctx;
+use super::spec::{flags::*, CommandSpec, NO_KEYS};
 use crate::error::{CmdError, CmdResult};
 use crate::machine::client::Client;
 use crate::machine::REDIS_VERSION;
@@ -10,11 +10,21 @@ use crate::protocol::Frame;
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
 
-const fn spec(name: &'static str, arity: i32, flags: u32, handler: super::Handler) -> CommandSpec {
+const fn spec(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    handler: super::spec::Handler,
+) -> CommandSpec {
     CommandSpec::leaf(name, arity, flags, NO_KEYS, &["connection"], handler)
 }
 
-const fn sub(name: &'static str, arity: i32, flags: u32, handler: super::Handler) -> CommandSpec {
+const fn sub(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    handler: super::spec::Handler,
+) -> CommandSpec {
     spec(name, arity, flags, handler)
 }
 

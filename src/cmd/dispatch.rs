@@ -1,8 +1,8 @@
 //! The one check pipeline every command goes through (Redis's `processCommand` order):
 //! lookup → subcommand → arity → auth → subscribed-context → execute → stats → encode.
 
-use super::table::{flags, CmdId};
-use super::Ctx;
+use super::spec::Ctx;
+use super::spec::{flags, CmdId};
 use crate::error::{CmdError, CmdResult};
 use crate::machine::client::Client;
 use crate::machine::{Host, State};
@@ -13,7 +13,7 @@ use std::time::Instant;
 
 /// Resolves a command (and its subcommand) and checks arity. Errors are what Redis replies.
 pub fn resolve(argv: &[Bytes]) -> Result<CmdId, CmdError> {
-    resolve_in(crate::cmd::table::table(), argv)
+    resolve_in(crate::cmd::registry::table(), argv)
 }
 
 /// `resolve` against any command table (the busy-script answers hold their own copy).
@@ -162,7 +162,7 @@ fn process_frame(
         // A cluster follower expires nothing ahead of the leader (exec/cluster.rs).
         now = now.saturating_sub(srv.config.cluster_clock_drift);
     }
-    let table = crate::cmd::table::table();
+    let table = crate::cmd::registry::table();
     let id = match resolve_mode(table, argv, host.cluster().is_some()) {
         Ok(id) => id,
         Err(e) => {
@@ -183,11 +183,11 @@ fn process_frame(
             return Some(Ok(error_frame(srv, e)));
         }
     };
-    let spec = crate::cmd::table::table().entries[id].spec;
+    let spec = crate::cmd::registry::table().entries[id].spec;
     // EXEC is refused for what it would run, as Redis does with `mstate.cmd_flags`.
     let (tx_flags, tx_inv_flags) = match &client.multi {
         Some(queue) if spec.name == "exec" => queue.iter().fold((0, 0), |(all, inv), (q, _)| {
-            let f = crate::cmd::table::table().entries[*q].spec.flags;
+            let f = crate::cmd::registry::table().entries[*q].spec.flags;
             (all | f, inv | !f)
         }),
         _ => (0, 0),
@@ -248,7 +248,7 @@ fn process_frame(
     }
     // RESP2 has no way to tell pushes from replies, so a subscribed connection only talks pub/sub.
     if client.resp == 2 && client.pubsub.subscribed() && !spec.has(flags::PUBSUB_OK) {
-        let name = &crate::cmd::table::table().entries[id].full_name;
+        let name = &crate::cmd::registry::table().entries[id].full_name;
         let e = CmdError::erf(format!("Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"));
         return Some(Ok(reject(srv, client, id, e)));
     }
@@ -265,7 +265,7 @@ fn process_frame(
     // The replica and pause checks see EXEC with the flags of what it would run.
     let exec_spec;
     let effective = if tx_flags != 0 {
-        exec_spec = super::table::CommandSpec {
+        exec_spec = super::spec::CommandSpec {
             flags: cmd_flags,
             ..*spec
         };
@@ -302,7 +302,7 @@ fn process_frame(
 fn reject(srv: &mut State, client: &mut Client, id: CmdId, e: CmdError) -> Frame {
     srv.stats.commands[id].rejected_calls += 1;
     super::tx::flag_transaction(client);
-    let e = if crate::cmd::table::table().entries[id].spec.name == "exec" {
+    let e = if crate::cmd::registry::table().entries[id].spec.name == "exec" {
         exec_abort(srv, client, e)
     } else {
         e
@@ -332,7 +332,7 @@ fn exec_abort(srv: &mut State, client: &mut Client, e: CmdError) -> CmdError {
 
 /// Executes a resolved command with the context's time, counting it in the stats.
 pub fn run(ctx: &mut Ctx, id: CmdId, argv: &[Bytes]) -> Frame {
-    if crate::cmd::table::table().entries[id]
+    if crate::cmd::registry::table().entries[id]
         .spec
         .has(flags::WRITE)
     {
@@ -364,7 +364,7 @@ fn execute_timed(
     argv: &[Bytes],
     started: crate::stopwatch::Stopwatch,
 ) -> CmdResult {
-    let entry = &crate::cmd::table::table().entries[id];
+    let entry = &crate::cmd::registry::table().entries[id];
     let spec = entry.spec;
     ctx.client.last_cmd = Some(entry.full_name.as_str());
     ctx.srv.stats.error_mark = ctx.srv.stats.total_error_replies;
@@ -489,7 +489,7 @@ pub fn script_call(
     read_only: bool,
     deny_oom: bool,
 ) -> (Frame, bool) {
-    let table = &crate::cmd::table::table();
+    let table = &crate::cmd::registry::table();
     let Some(mut id) = table.lookup(&argv[0]) else {
         let e = CmdError::err("ERR Unknown Redis command called from script");
         return (rejected_in_script(ctx.srv, e), false);

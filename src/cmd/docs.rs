@@ -4,8 +4,10 @@
 //! get theirs by name), and the few deadbolt has that Redis 7.0 lacks in `OURS` below.
 //! Nothing is built until COMMAND DOCS is asked.
 
-use super::table::{table, CmdId};
-use super::Ctx;
+use super::registry::table;
+
+use super::spec::CmdId;
+use super::spec::Ctx;
 use crate::error::CmdResult;
 use crate::protocol::Frame;
 use bytes::Bytes;

@@ -3,8 +3,8 @@
 //! `sanitize-dump-payload yes`) before it touches the keyspace.
 
 use super::args::{int_arg, is};
-use super::table::{flags::*, CommandSpec, KeySpecDoc, KEY1};
-use super::{event, Ctx};
+use super::spec::{event, Ctx};
+use super::spec::{flags::*, CommandSpec, KeySpecDoc, KEY1};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Frame;
 use crate::store::rdb;

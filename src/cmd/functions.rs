@@ -3,8 +3,8 @@
 //! `crate::script::functions`.
 
 use super::args::is;
-use super::table::{flags::*, CommandSpec, KeySpecDoc, NO_KEYS};
-use super::Ctx;
+use super::spec::Ctx;
+use super::spec::{flags::*, CommandSpec, KeySpecDoc, NO_KEYS};
 use crate::error::{CmdError, CmdResult};
 use crate::machine::State;
 use crate::protocol::Frame;
@@ -14,7 +14,12 @@ use bytes::Bytes;
 
 const SCRIPTING: &[&str] = &["slow", "scripting"];
 
-const fn spec(name: &'static str, arity: i32, flags: u32, handler: super::Handler) -> CommandSpec {
+const fn spec(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    handler: super::spec::Handler,
+) -> CommandSpec {
     CommandSpec::leaf(name, arity, flags, NO_KEYS, SCRIPTING, handler)
 }
 

@@ -4,9 +4,9 @@
 //! order, same libm calls), because distances and coordinates are compared byte for byte.
 
 use super::args::{float_arg, int_arg, is};
-use super::table::{flags::*, CommandSpec, KeySpec, KeySpecDoc, KEY1};
+use super::spec::Ctx;
+use super::spec::{flags::*, CommandSpec, KeySpec, KeySpecDoc, KEY1};
 use super::zset::zset_ref;
-use super::Ctx;
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::number::parse_f64;
 use crate::protocol::Frame;
@@ -18,12 +18,12 @@ const fn spec(
     arity: i32,
     flags: u32,
     keys: KeySpec,
-    handler: super::Handler,
+    handler: super::spec::Handler,
 ) -> CommandSpec {
     CommandSpec::leaf(name, arity, flags, keys, &["geo"], handler)
 }
 
-use super::table::TWO_KEYS;
+use super::spec::TWO_KEYS;
 
 pub static COMMANDS: &[CommandSpec] = &[
     spec("geoadd", -5, WRITE | DENYOOM, KEY1, geoadd),

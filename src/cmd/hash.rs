@@ -2,8 +2,8 @@
 
 use super::args::int_arg;
 use super::keys::{parse_cursor, parse_scan_opts};
-use super::table::{flags::*, CommandSpec, KeySpecDoc, KEY1};
-use super::{event, Ctx};
+use super::spec::{event, Ctx};
+use super::spec::{flags::*, CommandSpec, KeySpecDoc, KEY1};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::number::{parse_i64, LongDouble};
 use crate::protocol::Frame;
@@ -11,7 +11,12 @@ use crate::store::value::HashValue;
 use crate::store::Value;
 use bytes::Bytes;
 
-const fn spec(name: &'static str, arity: i32, flags: u32, handler: super::Handler) -> CommandSpec {
+const fn spec(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    handler: super::spec::Handler,
+) -> CommandSpec {
     CommandSpec::leaf(name, arity, flags, KEY1, &["hash"], handler)
 }
 

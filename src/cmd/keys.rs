@@ -2,9 +2,9 @@
 //! FLUSHDB/FLUSHALL, SWAPDB, TOUCH.
 
 use super::args::{glob_match, int_arg, is};
-use super::table::KeySpecDoc;
-use super::table::{flags::*, CommandSpec, KeySpec, ALL_KEYS, KEY1, NO_KEYS};
-use super::{event, Ctx};
+use super::spec::KeySpecDoc;
+use super::spec::{event, Ctx};
+use super::spec::{flags::*, CommandSpec, KeySpec, ALL_KEYS, KEY1, NO_KEYS};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Frame;
 use bytes::Bytes;
@@ -14,7 +14,7 @@ const fn spec(
     arity: i32,
     flags: u32,
     keys: KeySpec,
-    handler: super::Handler,
+    handler: super::spec::Handler,
 ) -> CommandSpec {
     CommandSpec::leaf(name, arity, flags, keys, &["keyspace"], handler)
 }
@@ -24,7 +24,7 @@ const fn dangerous(
     name: &'static str,
     arity: i32,
     flags: u32,
-    handler: super::Handler,
+    handler: super::spec::Handler,
 ) -> CommandSpec {
     CommandSpec::leaf(
         name,
@@ -36,7 +36,7 @@ const fn dangerous(
     )
 }
 
-use super::table::TWO_KEYS;
+use super::spec::TWO_KEYS;
 
 pub static COMMANDS: &[CommandSpec] = &[
     spec("del", -2, WRITE, ALL_KEYS, del),

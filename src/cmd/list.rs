@@ -2,9 +2,9 @@
 
 use super::args::{int_arg, is};
 use super::blocking::{self, parse_timeout};
-use super::table::KeySpecDoc;
-use super::table::{flags::*, CommandSpec, KeySpec, KEY1};
-use super::{event, Ctx};
+use super::spec::KeySpecDoc;
+use super::spec::{event, Ctx};
+use super::spec::{flags::*, CommandSpec, KeySpec, KEY1};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Frame;
 use crate::store::value::own;
@@ -20,12 +20,12 @@ const fn spec(
     arity: i32,
     flags: u32,
     keys: KeySpec,
-    handler: super::Handler,
+    handler: super::spec::Handler,
 ) -> CommandSpec {
     CommandSpec::leaf(name, arity, flags, keys, &["list"], handler)
 }
 
-use super::table::TWO_KEYS;
+use super::spec::TWO_KEYS;
 const KEYS_BEFORE_TIMEOUT: KeySpec = KeySpec {
     first: 1,
     last: -2,

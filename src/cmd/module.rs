@@ -5,8 +5,8 @@
 
 use super::args::is;
 use super::server::{spec_acl as spec, ADMIN_CATS};
-use super::table::{flags::*, CommandSpec};
-use super::Ctx;
+use super::spec::Ctx;
+use super::spec::{flags::*, CommandSpec};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Frame;
 use bytes::Bytes;

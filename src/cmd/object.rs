@@ -7,8 +7,8 @@
 //! policy (deadbolt only has noeviction).
 
 use super::args::{int_arg, is};
-use super::table::{flags::*, CommandSpec, KeySpec, KeySpecDoc, NO_KEYS};
-use super::Ctx;
+use super::spec::Ctx;
+use super::spec::{flags::*, CommandSpec, KeySpec, KeySpecDoc, NO_KEYS};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Frame;
 use crate::store::encoding::{self, Limits};
@@ -26,7 +26,7 @@ const fn sub(
     flags: u32,
     keys: KeySpec,
     acl: &'static [&'static str],
-    handler: super::Handler,
+    handler: super::spec::Handler,
 ) -> CommandSpec {
     CommandSpec::leaf(name, arity, flags, keys, acl, handler)
 }

@@ -4,8 +4,8 @@
 //! and the executor tests one integer for a pause.
 
 use super::args::{int_arg, is};
-use super::table::{flags::*, CommandSpec, NO_KEYS};
-use super::Ctx;
+use super::spec::Ctx;
+use super::spec::{flags::*, CommandSpec, NO_KEYS};
 use crate::error::{CmdError, CmdResult};
 use crate::machine::client::Client;
 use crate::machine::State;
@@ -228,7 +228,7 @@ const fn spec(
     arity: i32,
     flags: u32,
     acl: &'static [&'static str],
-    handler: super::Handler,
+    handler: super::spec::Handler,
     subcommands: &'static [CommandSpec],
 ) -> CommandSpec {
     CommandSpec {
@@ -482,7 +482,7 @@ fn latency_graph(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 /// Redis's LATENCY HISTOGRAM: per command (all that have calls, or the names given, unknown
 /// ones skipped) its calls and cumulative counts at power-of-two µs bounds.
 fn latency_histogram(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let table = crate::cmd::table::table();
+    let table = crate::cmd::registry::table();
     let mut ids: Vec<usize> = Vec::new();
     if argv.len() == 2 {
         ids.extend((0..table.entries.len()).filter(|&id| {

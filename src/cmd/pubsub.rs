@@ -3,9 +3,9 @@
 //! one per channel.
 
 use super::args::glob_match;
-use super::table::KeySpecDoc;
-use super::table::{flags::*, CommandSpec, KeySpec, ALL_KEYS, KEY1, NO_KEYS};
-use super::Ctx;
+use super::spec::Ctx;
+use super::spec::KeySpecDoc;
+use super::spec::{flags::*, CommandSpec, KeySpec, ALL_KEYS, KEY1, NO_KEYS};
 use crate::error::{CmdError, CmdResult};
 use crate::machine::pubsub::Kind;
 use crate::protocol::Frame;
@@ -16,7 +16,7 @@ const fn spec(
     arity: i32,
     flags: u32,
     keys: KeySpec,
-    handler: super::Handler,
+    handler: super::spec::Handler,
 ) -> CommandSpec {
     CommandSpec::leaf(name, arity, flags, keys, &["pubsub"], handler)
 }

@@ -2,16 +2,21 @@
 //! The engine itself is in `crate::script`.
 
 use super::args::{int_arg, is};
-use super::table::KeySpecDoc;
-use super::table::{flags::*, CommandSpec, NO_KEYS};
-use super::Ctx;
+use super::spec::Ctx;
+use super::spec::KeySpecDoc;
+use super::spec::{flags::*, CommandSpec, NO_KEYS};
 use crate::error::{CmdError, CmdResult};
 use crate::machine::State;
 use crate::protocol::Frame;
 use crate::script;
 use bytes::Bytes;
 
-const fn spec(name: &'static str, arity: i32, flags: u32, handler: super::Handler) -> CommandSpec {
+const fn spec(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    handler: super::spec::Handler,
+) -> CommandSpec {
     CommandSpec::leaf(name, arity, flags, NO_KEYS, &["slow", "scripting"], handler)
 }
 

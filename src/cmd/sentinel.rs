@@ -32,8 +32,8 @@
 
 use super::args::int_arg;
 use super::server::{spec_acl as spec, ADMIN_CATS};
-use super::table::{flags::*, CommandSpec, NO_KEYS};
-use super::Ctx;
+use super::spec::Ctx;
+use super::spec::{flags::*, CommandSpec, NO_KEYS};
 use crate::error::{CmdError, CmdResult};
 use crate::machine::{Host, State};
 use crate::protocol::Frame;
@@ -129,7 +129,7 @@ pub fn is_replica(view: Option<&ClusterView>) -> bool {
 /// SENTINEL …), so discovery and health checks work while no leader is reachable, and writes
 /// are refused at once (READONLY) so clients look for the leader.
 pub fn replica_read_needs_leader(argv: &[Bytes], in_multi: bool) -> bool {
-    let table = super::table::table();
+    let table = super::registry::table();
     let Some(name) = argv.first() else {
         return false;
     };
@@ -146,7 +146,7 @@ pub fn replica_read_needs_leader(argv: &[Bytes], in_multi: bool) -> bool {
     match spec.name {
         "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => true,
         "exec" => in_multi,
-        _ => spec.flags & super::table::flags::READONLY != 0,
+        _ => spec.flags & super::spec::flags::READONLY != 0,
     }
 }
 

@@ -3,8 +3,8 @@
 
 use super::args::{glob_match, int_arg, is};
 use super::keys::{parse_cursor, parse_scan_opts};
-use super::table::{flags::*, CommandSpec, KeySpec, KeySpecDoc, ALL_KEYS, KEY1, NO_KEYS};
-use super::{event, Ctx};
+use super::spec::{event, Ctx};
+use super::spec::{flags::*, CommandSpec, KeySpec, KeySpecDoc, ALL_KEYS, KEY1, NO_KEYS};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::number::parse_i64;
 use crate::protocol::Frame;
@@ -17,7 +17,12 @@ const INTSET_MAX_ENTRIES: usize = 512;
 
 use super::args::MAX_RANDOM_REPEATS;
 
-const fn spec(name: &'static str, arity: i32, flags: u32, handler: super::Handler) -> CommandSpec {
+const fn spec(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    handler: super::spec::Handler,
+) -> CommandSpec {
     keyed(name, arity, flags, KEY1, handler)
 }
 
@@ -26,7 +31,7 @@ const fn keyed(
     arity: i32,
     flags: u32,
     keys: KeySpec,
-    handler: super::Handler,
+    handler: super::spec::Handler,
 ) -> CommandSpec {
     CommandSpec::leaf(name, arity, flags, keys, &["set"], handler)
 }

@@ -5,8 +5,8 @@
 //! read every key. Deadbolt runs without Redis Cluster, so that refusal of BY/GET never applies.
 
 use super::args::{int_arg, is};
-use super::table::{flags::*, CommandSpec, KeySpecDoc, KEY1};
-use super::{event, Ctx};
+use super::spec::{event, Ctx};
+use super::spec::{flags::*, CommandSpec, KeySpecDoc, KEY1};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Frame;
 use crate::store::Value;

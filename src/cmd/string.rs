@@ -1,9 +1,9 @@
 //! Strings: GET/SET and friends, counters, APPEND/STRLEN.
 
 use super::args::{int_arg, is};
-use super::table::KeySpecDoc;
-use super::table::{flags::*, CommandSpec, KeySpec, KEY1};
-use super::{event, Ctx};
+use super::spec::KeySpecDoc;
+use super::spec::{event, Ctx};
+use super::spec::{flags::*, CommandSpec, KeySpec, KEY1};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::number::{parse_i64, LongDouble};
 use crate::protocol::Frame;
@@ -16,7 +16,7 @@ const fn spec(
     arity: i32,
     flags: u32,
     keys: KeySpec,
-    handler: super::Handler,
+    handler: super::spec::Handler,
 ) -> CommandSpec {
     CommandSpec::leaf(name, arity, flags, keys, &["string"], handler)
 }

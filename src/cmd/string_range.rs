@@ -2,9 +2,9 @@
 //! SETRANGE and the bitmap family share.
 
 use super::args::{int_arg, is};
+use super::spec::{event, Ctx};
+use super::spec::{flags::*, CommandSpec, KeySpecDoc, KEY1};
 use super::string::read_str;
-use super::table::{flags::*, CommandSpec, KeySpecDoc, KEY1};
-use super::{event, Ctx};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Frame;
 use crate::store::Value;
@@ -18,7 +18,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "lcs",
         -3,
         READONLY,
-        super::table::KeySpec {
+        super::spec::KeySpec {
             first: 1,
             last: 2,
             step: 1,

@@ -2,8 +2,9 @@
 //! default; check-and-set lock releases use WATCH). Queuing itself happens in dispatch.rs, in
 //! Redis's processCommand order.
 
-use super::table::{flags::*, CommandSpec, KeySpec, KeySpecDoc, ALL_KEYS, NO_KEYS};
-use super::{dispatch, Ctx};
+use super::dispatch;
+use super::spec::Ctx;
+use super::spec::{flags::*, CommandSpec, KeySpec, KeySpecDoc, ALL_KEYS, NO_KEYS};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Frame;
 use bytes::Bytes;
@@ -13,7 +14,7 @@ const fn spec(
     arity: i32,
     flags: u32,
     keys: KeySpec,
-    handler: super::Handler,
+    handler: super::spec::Handler,
 ) -> CommandSpec {
     CommandSpec::leaf(name, arity, flags, keys, &["transaction"], handler)
 }

@@ -4,8 +4,8 @@
 
 use super::args::{float_arg, int_arg, is, MAX_RANDOM_REPEATS};
 use super::blocking::{self, parse_timeout};
-use super::table::{flags::*, CommandSpec, KeySpec, KeySpecDoc, KEY1};
-use super::{event, Ctx};
+use super::spec::{event, Ctx};
+use super::spec::{flags::*, CommandSpec, KeySpec, KeySpecDoc, KEY1};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::number::parse_f64;
 use crate::protocol::Frame;
@@ -20,7 +20,7 @@ const fn spec(
     arity: i32,
     flags: u32,
     keys: KeySpec,
-    handler: super::Handler,
+    handler: super::spec::Handler,
 ) -> CommandSpec {
     CommandSpec::leaf(name, arity, flags, keys, &["sortedset"], handler)
 }
@@ -31,7 +31,7 @@ const KEYS_BEFORE_TIMEOUT: KeySpec = KeySpec {
     step: 1,
 };
 
-use super::table::TWO_KEYS;
+use super::spec::TWO_KEYS;
 /// Keys that follow a numkeys argument: the legacy triple cannot describe them (0 0 0).
 const NUMKEYS: KeySpec = KeySpec {
     first: 0,

@@ -110,7 +110,7 @@ impl Server {
         let nowhere: std::net::SocketAddr = ([127, 0, 0, 1], 0).into();
         let loader_client = Box::new(Client::new(0, nowhere, nowhere, tx, Default::default()));
         let mut server = Server {
-            state: State::new(config, shared, crate::cmd::table::table().entries.len()),
+            state: State::new(config, shared, crate::cmd::registry::table().entries.len()),
             stopping: false,
             io: Io {
                 aof: None,

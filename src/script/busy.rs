@@ -2,7 +2,9 @@
 //! (`Host::while_busy`), reads their requests and answers them here, as Redis's
 //! `processCommand` does from inside its script hook.
 
-use crate::cmd::table::{flags, table, CommandSpec};
+use crate::cmd::registry::table;
+
+use crate::cmd::spec::{flags, CommandSpec};
 use crate::config::users::Users;
 pub use crate::machine::busy::{BusyMarks, BusyState};
 use crate::machine::client::{Client, ClientShared};
