@@ -2,7 +2,7 @@
 //! lookup → subcommand → arity → auth → subscribed-context → execute → stats → encode.
 
 use super::spec::Ctx;
-use super::spec::{flags, CmdId};
+use super::spec::{flags, CmdId, CommandSpec};
 use crate::error::{CmdError, CmdResult};
 use crate::machine::client::Client;
 use crate::machine::{Host, State};
@@ -219,10 +219,7 @@ fn process_frame(
     if srv.config.maxmemory != 0 {
         let queuing =
             client.multi.is_some() && !matches!(spec.name, "exec" | "discard" | "quit" | "reset");
-        if (queuing
-            || cmd_flags & flags::DENYOOM != 0
-            || super::scripting::denies_oom(srv, spec, argv)
-            || super::functions::denies_oom(srv, spec, argv))
+        if (queuing || (effective_flags(srv, spec, argv) | tx_flags) & flags::DENYOOM != 0)
             && crate::alloc::used_memory() as u64 > srv.config.maxmemory
         {
             let e = CmdError::err("OOM command not allowed when used memory > 'maxmemory'.");
@@ -239,9 +236,7 @@ fn process_frame(
     // before it looks further, as Redis's processCommand after MISCONF and NOREPLICAS.
     // A lone server pays one None check.
     if super::sentinel::is_replica(host.cluster())
-        && (cmd_flags & flags::WRITE != 0
-            || super::sentinel::script_declares_writes(srv, spec, argv)
-            || super::functions::declares_writes(srv, spec, argv))
+        && (effective_flags(srv, spec, argv) | tx_flags) & flags::WRITE != 0
     {
         let e = CmdError::err(super::sentinel::READONLY);
         return Some(Ok(reject(srv, client, id, e)));
@@ -295,6 +290,47 @@ fn process_frame(
     };
     // The write refusals were checked above, with EXEC's flags.
     Some(execute_timed(&mut ctx, id, argv, started))
+}
+
+/// Redis's `getCommandFlags`: a command's flags, except for EVAL and FCALL, which take the
+/// flags of the script or function they name (`scriptFlagsToCmdFlags`). A script without a
+/// shebang, and EVALSHA of a script not in the cache, keep the command's own flags; a script
+/// refuses its first write then, from inside.
+///
+/// Used where Redis refuses a script before it runs for what it declares: `deny-oom` over
+/// maxmemory and writes on a replica.
+pub fn effective_flags(srv: &State, spec: &CommandSpec, argv: &[Bytes]) -> u32 {
+    use crate::script::{self, shebang};
+    let declared = match spec.name {
+        "eval" | "eval_ro" => argv
+            .get(1)
+            .and_then(|body| shebang::parse(body).ok())
+            .map(|(f, _)| f),
+        "evalsha" | "evalsha_ro" => argv
+            .get(1)
+            .and_then(|sha| script::sha_key(sha))
+            .and_then(|sha| script::cached_flags(srv, &sha)),
+        "fcall" | "fcall_ro" => argv
+            .get(1)
+            .and_then(|name| script::functions::function_flags(srv, name)),
+        _ => None,
+    };
+    match declared {
+        Some(f) if f & shebang::COMPAT == 0 => {
+            let mut cmd = spec.flags & !(flags::STALE | flags::DENYOOM | flags::WRITE);
+            if f & (shebang::ALLOW_OOM | shebang::NO_WRITES) == 0 {
+                cmd |= flags::DENYOOM;
+            }
+            if f & shebang::NO_WRITES == 0 {
+                cmd |= flags::WRITE;
+            }
+            if f & shebang::ALLOW_STALE != 0 {
+                cmd |= flags::STALE;
+            }
+            cmd & !flags::MAY_REPLICATE
+        }
+        _ => spec.flags,
+    }
 }
 
 /// Redis's `rejectCommand`: counts the refusal and flags an open transaction (EXEC then answers

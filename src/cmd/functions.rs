@@ -6,10 +6,9 @@ use super::args::is;
 use super::spec::Ctx;
 use super::spec::{flags::*, CommandSpec, KeySpecDoc, NO_KEYS};
 use crate::error::{CmdError, CmdResult};
-use crate::machine::State;
 use crate::protocol::Frame;
 use crate::script::functions::{self as lib, Functions, Libraries, LOAD_TIMEOUT};
-use crate::script::{payload, shebang};
+use crate::script::payload;
 use bytes::Bytes;
 
 const SCRIPTING: &[&str] = &["slow", "scripting"];
@@ -48,25 +47,6 @@ pub static COMMANDS: &[CommandSpec] = &[
         ],
     },
 ];
-
-/// Redis's fcallGetCommandFlags + scriptFlagsToCmdFlags for the maxmemory check: a function
-/// is deny-oom unless it declares allow-oom or no-writes; an unknown one keeps FCALL's flags.
-pub fn denies_oom(srv: &State, spec: &CommandSpec, argv: &[Bytes]) -> bool {
-    function_flags(srv, spec, argv)
-        .is_some_and(|f| f & (shebang::ALLOW_OOM | shebang::NO_WRITES) == 0)
-}
-
-/// The same for the replica check: a function that does not declare no-writes is a write.
-pub fn declares_writes(srv: &State, spec: &CommandSpec, argv: &[Bytes]) -> bool {
-    function_flags(srv, spec, argv).is_some_and(|f| f & shebang::NO_WRITES == 0)
-}
-
-fn function_flags(srv: &State, spec: &CommandSpec, argv: &[Bytes]) -> Option<u32> {
-    if !matches!(spec.name, "fcall" | "fcall_ro") {
-        return None;
-    }
-    lib::function_flags(srv, argv.get(1)?)
-}
 
 /// The command changed the libraries: it is their record for the AOF and the cluster log
 /// (see `store::ChangeRecord::functions`).

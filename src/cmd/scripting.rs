@@ -6,7 +6,6 @@ use super::spec::Ctx;
 use super::spec::KeySpecDoc;
 use super::spec::{flags::*, CommandSpec, NO_KEYS};
 use crate::error::{CmdError, CmdResult};
-use crate::machine::State;
 use crate::protocol::Frame;
 use crate::script;
 use bytes::Bytes;
@@ -43,34 +42,6 @@ pub static COMMANDS: &[CommandSpec] = &[
         ],
     },
 ];
-
-/// Redis's `evalGetCommandFlags` for the maxmemory check: a script with a shebang is a
-/// deny-oom command unless it declares `allow-oom` or `no-writes` (a script without one is
-/// checked at its first write instead, see `dispatch::script_call`). EVALSHA of an unknown
-/// script keeps the command's own flags (it is NOSCRIPT anyway).
-pub fn denies_oom(srv: &State, spec: &CommandSpec, argv: &[Bytes]) -> bool {
-    let evalsha = match spec.name {
-        "eval" | "eval_ro" => false,
-        "evalsha" | "evalsha_ro" => true,
-        _ => return false,
-    };
-    let Some(body_or_sha) = argv.get(1) else {
-        return false;
-    };
-    let flags = if evalsha {
-        match script::sha_key(body_or_sha).and_then(|sha| script::cached_flags(srv, &sha)) {
-            Some(f) => f,
-            None => return false,
-        }
-    } else {
-        match script::shebang::parse(body_or_sha) {
-            Ok((f, _)) => f,
-            Err(_) => return false,
-        }
-    };
-    flags & script::shebang::COMPAT == 0
-        && flags & (script::shebang::ALLOW_OOM | script::shebang::NO_WRITES) == 0
-}
 
 const NOSCRIPT_ERR: &str = "NOSCRIPT No matching script. Please use EVAL.";
 

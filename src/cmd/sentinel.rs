@@ -35,10 +35,9 @@ use super::server::{spec_acl as spec, ADMIN_CATS};
 use super::spec::Ctx;
 use super::spec::{flags::*, CommandSpec, NO_KEYS};
 use crate::error::{CmdError, CmdResult};
-use crate::machine::{Host, State};
+use crate::machine::Host;
 use crate::protocol::Frame;
 use crate::replication::{ClusterView, Member, StateRole};
-use crate::script;
 use crate::store::waiters::{WaitKind, REPLICAS_KEY};
 use bytes::Bytes;
 use std::fmt::Write;
@@ -169,26 +168,6 @@ pub fn discovery_waits_for_leader(argv: &[Bytes]) -> bool {
     ]
     .iter()
     .any(|s| sub.eq_ignore_ascii_case(s))
-}
-
-/// Redis's `evalGetCommandFlags` for the replica check: a script with a shebang is a write
-/// unless it declares `no-writes` (one without is refused at its first write instead, with the
-/// script suffix). EVALSHA of an unknown script keeps EVALSHA's own flags.
-pub fn script_declares_writes(srv: &State, spec: &CommandSpec, argv: &[Bytes]) -> bool {
-    let evalsha = match spec.name {
-        "eval" | "eval_ro" => false,
-        "evalsha" | "evalsha_ro" => true,
-        _ => return false,
-    };
-    let Some(body_or_sha) = argv.get(1) else {
-        return false;
-    };
-    let found = if evalsha {
-        script::sha_key(body_or_sha).and_then(|sha| script::cached_flags(srv, &sha))
-    } else {
-        script::shebang::parse(body_or_sha).ok().map(|(f, _)| f)
-    };
-    found.is_some_and(|f| f & script::shebang::COMPAT == 0 && f & script::shebang::NO_WRITES == 0)
 }
 
 /// "host port peerport" → (host, client port).
