@@ -9,10 +9,11 @@
 use super::keyspec::{has_keys, key_refs, KeyRefs};
 use super::spec::Ctx;
 use super::spec::{flags::*, CmdId, CommandSpec, NO_KEYS};
+use super::support::add_log_entry;
 use crate::config::users::{Catalog, User};
 use crate::error::{CmdError, CmdResult};
 use crate::machine::client::Client;
-use crate::machine::ops::AclLogEntry;
+
 use crate::machine::State;
 use crate::protocol::Frame;
 use bytes::Bytes;
@@ -165,7 +166,7 @@ fn help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 
 /// Redis's addReplySubcommandSyntaxError for a subcommand given too many arguments.
 fn syntax(argv: &[Bytes]) -> CmdError {
-    super::pubsub::subcommand_syntax(argv)
+    super::support::subcommand_syntax(argv)
 }
 
 fn list(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
@@ -736,50 +737,4 @@ fn check_restricted(
     };
     add_log_entry(srv, client, d.reason(), context, object, None);
     Err(d)
-}
-
-/// Redis's addACLLogEntry: a denial similar to one of the last ten entries within a minute
-/// bumps that entry (moved to the front) instead of adding one.
-pub fn add_log_entry(
-    srv: &mut State,
-    client: &Client,
-    reason: &'static str,
-    context: &'static str,
-    object: Bytes,
-    username: Option<&[u8]>,
-) {
-    let now = crate::clock::unix_ms();
-    let username = Bytes::copy_from_slice(username.unwrap_or(client.user.as_bytes()));
-    let mut client_info = String::new();
-    client.info_line(&mut client_info);
-    if client_info.ends_with('\n') {
-        client_info.pop();
-    }
-    let log = &mut srv.ops.acl_log;
-    let similar = log.iter().take(10).position(|e| {
-        e.reason == reason
-            && e.context == context
-            && e.ctime_ms.abs_diff(now) <= 60_000
-            && e.object == object
-            && e.username == username
-    });
-    if let Some(i) = similar {
-        if let Some(mut e) = log.remove(i) {
-            e.count += 1;
-            e.ctime_ms = now;
-            e.client_info = client_info;
-            log.push_front(e);
-        }
-        return;
-    }
-    log.push_front(AclLogEntry {
-        count: 1,
-        reason,
-        context,
-        object,
-        username,
-        ctime_ms: now,
-        client_info,
-    });
-    log.truncate(srv.config.acllog_max_len as usize);
 }

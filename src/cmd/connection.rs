@@ -152,7 +152,7 @@ fn quit(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 }
 
 fn reset(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    super::tx::discard_transaction(ctx);
+    super::support::discard_transaction(ctx);
     ctx.srv.unsubscribe_all_silently(ctx.client);
     ctx.srv.disable_tracking(ctx.client);
     let c = &mut *ctx.client;
@@ -194,7 +194,7 @@ pub fn check_auth(ctx: &mut Ctx, cmd: &Bytes, user: Option<&[u8]>, pass: &[u8]) 
                 "toplevel"
             };
             let object = cmd.clone();
-            super::acl::add_log_entry(ctx.srv, ctx.client, "auth", context, object, Some(name));
+            super::support::add_log_entry(ctx.srv, ctx.client, "auth", context, object, Some(name));
             Err(CmdError::err(
                 "WRONGPASS invalid username-password pair or user is disabled.",
             ))
@@ -282,7 +282,7 @@ fn hello(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         (Frame::bulk_static("mode"), Frame::bulk_static("standalone")),
         (
             Frame::bulk_static("role"),
-            Frame::bulk_static(super::sentinel::hello_role(ctx.host.cluster())),
+            Frame::bulk_static(super::support::hello_role(ctx.host.cluster())),
         ),
         (Frame::bulk_static("modules"), Frame::Array(vec![])),
     ]))

@@ -158,7 +158,7 @@ fn process_frame(
     let started = crate::stopwatch::Stopwatch::start();
     let mut now = crate::clock::unix_ms_at(started.tsc());
     client.last_interaction_ms = now;
-    if super::sentinel::is_replica(host.cluster()) {
+    if super::support::is_replica(host.cluster()) {
         // A cluster follower expires nothing ahead of the leader (exec/cluster.rs).
         now = now.saturating_sub(srv.config.cluster_clock_drift);
     }
@@ -166,7 +166,7 @@ fn process_frame(
     let id = match resolve_mode(table, argv, host.cluster().is_some()) {
         Ok(id) => id,
         Err(e) => {
-            super::tx::flag_transaction(client);
+            super::support::flag_transaction(client);
             if let CmdError::WrongArity(_) | CmdError::UnknownSubcommand(..) = e {
                 let sentinel = host.cluster().is_some();
                 if let Some(id) = table
@@ -235,10 +235,10 @@ fn process_frame(
     // A replica refuses writes (and EXEC of writes, and scripts that declare they write)
     // before it looks further, as Redis's processCommand after MISCONF and NOREPLICAS.
     // A lone server pays one None check.
-    if super::sentinel::is_replica(host.cluster())
+    if super::support::is_replica(host.cluster())
         && (effective_flags(srv, spec, argv) | tx_flags) & flags::WRITE != 0
     {
-        let e = CmdError::err(super::sentinel::READONLY);
+        let e = CmdError::err(super::support::READONLY);
         return Some(Ok(reject(srv, client, id, e)));
     }
     // RESP2 has no way to tell pushes from replies, so a subscribed connection only talks pub/sub.
@@ -250,7 +250,7 @@ fn process_frame(
     // Redis's processCommand: a replica whose master link is down refuses what is not STALE
     // (EXEC: when a queued command is not).
     if host.cluster_masterdown() && (!spec.has(flags::STALE) || tx_inv_flags & flags::STALE != 0) {
-        let e = CmdError::err(super::sentinel::MASTERDOWN);
+        let e = CmdError::err(super::support::MASTERDOWN);
         return Some(Ok(reject(srv, client, id, e)));
     }
     if host.loading() && (!spec.has(flags::LOADING) || tx_inv_flags & flags::LOADING != 0) {
@@ -337,7 +337,7 @@ pub fn effective_flags(srv: &State, spec: &CommandSpec, argv: &[Bytes]) -> u32 {
 /// EXECABORT).
 fn reject(srv: &mut State, client: &mut Client, id: CmdId, e: CmdError) -> Frame {
     srv.stats.commands[id].rejected_calls += 1;
-    super::tx::flag_transaction(client);
+    super::support::flag_transaction(client);
     let e = if crate::cmd::registry::table().entries[id].spec.name == "exec" {
         exec_abort(srv, client, e)
     } else {
@@ -415,7 +415,7 @@ fn execute_timed(
     let nsec = started.elapsed_ns();
     let usec = nsec / 1000;
     if !ctx.srv.ops.monitors.is_empty() && !spec.has(flags::SKIP_MONITOR | flags::ADMIN) {
-        super::observe::feed_monitors(ctx.srv, ctx.client, ctx.in_script, argv);
+        super::support::feed_monitors(ctx.srv, ctx.client, ctx.in_script, argv);
     }
     // The threshold is tested here too: most commands are fast, and the call is not free.
     let slower_than = ctx.srv.config.slowlog_log_slower_than;
@@ -549,11 +549,11 @@ pub fn script_call(
         super::acl::script_denied(d)
     } else if read_only && spec.flags & (flags::WRITE | flags::MAY_REPLICATE) != 0 {
         "ERR Write commands are not allowed from read-only scripts."
-    } else if spec.has(flags::WRITE) && super::sentinel::is_replica(ctx.host.cluster()) {
+    } else if spec.has(flags::WRITE) && super::support::is_replica(ctx.host.cluster()) {
         // Redis's scriptVerifyWriteCommandAllow (after ACL, before OOM); the script's error
         // then carries its ` script: …` suffix. A script cannot have written before: a node's
         // role changes only between units of work.
-        super::sentinel::READONLY
+        super::support::READONLY
     } else if deny_oom && spec.has(flags::DENYOOM) {
         "OOM command not allowed when used memory > 'maxmemory'."
     } else {

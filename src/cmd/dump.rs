@@ -37,7 +37,7 @@ pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
 pub static TIPS: &[(&str, &[&str])] = &[("dump", &["nondeterministic_output"])];
 
 fn dump(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let lim = super::object::limits(ctx);
+    let lim = super::support::limits(ctx);
     let now = ctx.now;
     Ok(match ctx.db().get(&argv[1], now) {
         Some(e) => Frame::Bulk(Bytes::from(rdb::dump(&e.value, &lim))),

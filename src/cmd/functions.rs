@@ -66,7 +66,7 @@ fn with<R>(ctx: &mut Ctx, f: impl FnOnce(&mut Functions, &mut Ctx) -> R) -> Resu
 fn fcall_generic(ctx: &mut Ctx, argv: &[Bytes], ro: bool) -> CmdResult {
     // Functions are fed to monitors before the commands they run (fcallCommandGeneric).
     if !ctx.srv.ops.monitors.is_empty() {
-        super::observe::feed_monitors(ctx.srv, ctx.client, false, argv);
+        super::support::feed_monitors(ctx.srv, ctx.client, false, argv);
     }
     with(ctx, |funcs, ctx| {
         let Functions { engine, libs } = funcs;
@@ -426,8 +426,8 @@ fn function_help(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 /// Redis 7.0's key specifications of the family (its commands.c).
 pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
-    ("fcall", &[super::scripting::SCRIPT_KEYS_RW]),
-    ("fcall_ro", &[super::scripting::SCRIPT_KEYS_RO]),
+    ("fcall", &[super::support::SCRIPT_KEYS_RW]),
+    ("fcall_ro", &[super::support::SCRIPT_KEYS_RO]),
 ];
 
 /// Redis 7.0's command tips of the family (its commands.c).

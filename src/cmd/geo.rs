@@ -6,7 +6,7 @@
 use super::args::{float_arg, int_arg, is};
 use super::spec::Ctx;
 use super::spec::{flags::*, CommandSpec, KeySpec, KeySpecDoc, KEY1};
-use super::zset::zset_ref;
+use super::support::zset_ref;
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::number::parse_f64;
 use crate::protocol::Frame;
@@ -1038,7 +1038,7 @@ fn georadius_generic(ctx: &mut Ctx, argv: &[Bytes], src: usize, kind: Kind) -> C
     let Some(z) = zset_ref(ctx, &argv[src])? else {
         return match storekey {
             Some(dest) => {
-                super::zset::delete_dest(ctx, dest);
+                super::support::delete_dest(ctx, dest);
                 Ok(Frame::Integer(0))
             }
             None => Ok(Frame::Array(Vec::new())),
@@ -1103,7 +1103,7 @@ fn georadius_generic(ctx: &mut Ctx, argv: &[Bytes], src: usize, kind: Kind) -> C
         } else {
             "georadiusstore"
         };
-        return super::zset::store_result(ctx, dest, out, ev);
+        return super::support::store_result(ctx, dest, out, ev);
     }
     let extra = withdist as usize + withhash as usize + withcoords as usize;
     let reply = points

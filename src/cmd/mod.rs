@@ -38,6 +38,7 @@ pub mod spec;
 pub mod stream;
 pub mod string;
 pub mod string_range;
+pub mod support;
 pub mod table;
 pub mod tracking;
 pub mod tx;

@@ -6,6 +6,9 @@
 use super::args::{int_arg, is};
 use super::spec::Ctx;
 use super::spec::{flags::*, CommandSpec, NO_KEYS};
+#[cfg(test)]
+use super::support::monitor_line;
+use super::support::{end_pause, shown_args};
 use crate::error::{CmdError, CmdResult};
 use crate::machine::client::Client;
 use crate::machine::State;
@@ -13,9 +16,6 @@ use crate::protocol::Frame;
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
 
-/// A monitor that has this much output not yet written is disconnected (its backlog must not
-/// grow without bound under load).
-const MONITOR_OUTPUT_LIMIT: usize = 64 * 1024 * 1024;
 /// Redis's SLOWLOG_ENTRY_MAX_ARGC and SLOWLOG_ENTRY_MAX_STRING.
 const SLOWLOG_MAX_ARGC: usize = 32;
 const SLOWLOG_MAX_STRING: usize = 128;
@@ -24,121 +24,7 @@ pub use crate::machine::ops::{OpsState, Pause, SlowEntry};
 
 // ---- redaction and formatting -----------------------------------------------------------------
 
-const REDACTED: Bytes = Bytes::from_static(b"(redacted)");
-
-/// The arguments as MONITOR and SLOWLOG show them: passwords of AUTH and HELLO ... AUTH replaced
-/// by "(redacted)", as Redis does.
-fn shown_args(argv: &[Bytes]) -> Vec<Bytes> {
-    let mut out: Vec<Bytes> = argv.to_vec();
-    if is(&argv[0], "auth") {
-        for a in out.iter_mut().skip(1) {
-            *a = REDACTED;
-        }
-    } else if is(&argv[0], "config") && argv.len() > 3 && is(&argv[1], "set") {
-        // Redis redacts the values of its SENSITIVE_CONFIG directives (configSetCommand).
-        for pair in out[2..].chunks_mut(2) {
-            if let [name, value] = pair {
-                if ["requirepass", "masterauth", "masteruser", "cluster-secret"]
-                    .iter()
-                    .any(|sensitive| is(name, sensitive))
-                {
-                    *value = REDACTED;
-                }
-            }
-        }
-    } else if is(&argv[0], "acl") && argv.len() > 2 && is(&argv[1], "setuser") {
-        // Every argument after the subcommand, as Redis's aclCommand does.
-        for a in out.iter_mut().skip(2) {
-            *a = REDACTED;
-        }
-    } else if is(&argv[0], "hello") {
-        let mut i = 2;
-        while i < out.len() {
-            if is(&out[i], "auth") && i + 2 < out.len() {
-                out[i + 1] = REDACTED;
-                out[i + 2] = REDACTED;
-                i += 3;
-            } else if is(&out[i], "setname") {
-                i += 2;
-            } else {
-                break;
-            }
-        }
-    }
-    out
-}
-
-/// Redis's `sdscatrepr`: a quoted string with C escapes for non-printable bytes.
-pub fn repr(out: &mut Vec<u8>, s: &[u8]) {
-    out.push(b'"');
-    for &c in s {
-        match c {
-            b'\\' => out.extend_from_slice(b"\\\\"),
-            b'"' => out.extend_from_slice(b"\\\""),
-            b'\n' => out.extend_from_slice(b"\\n"),
-            b'\r' => out.extend_from_slice(b"\\r"),
-            b'\t' => out.extend_from_slice(b"\\t"),
-            7 => out.extend_from_slice(b"\\a"),
-            8 => out.extend_from_slice(b"\\b"),
-            0x20..=0x7e => out.push(c),
-            _ => out.extend_from_slice(format!("\\x{c:02x}").as_bytes()),
-        }
-    }
-    out.push(b'"');
-}
-
-/// One MONITOR line: `+1700000000.123456 [0 127.0.0.1:5000] "set" "k" "v"\r\n`.
-fn monitor_line(unix_us: u64, db: usize, source: &str, argv: &[Bytes]) -> Vec<u8> {
-    let mut line = format!(
-        "+{}.{:06} [{} {}]",
-        unix_us / 1_000_000,
-        unix_us % 1_000_000,
-        db,
-        source
-    )
-    .into_bytes();
-    for a in shown_args(argv) {
-        line.push(b' ');
-        repr(&mut line, &a);
-    }
-    line.extend_from_slice(b"\r\n");
-    line
-}
-
 // ---- hooks called from dispatch -------------------------------------------------------------
-
-/// Sends a command that just ran to every monitor (Redis's `replicationFeedMonitors`).
-pub fn feed_monitors(srv: &mut State, client: &Client, in_script: bool, argv: &[Bytes]) {
-    let source = if in_script {
-        "lua".to_string()
-    } else {
-        client.addr.to_string()
-    };
-    let line = monitor_line(crate::clock::unix_us(), client.db, &source, argv);
-    let line = Bytes::from(line);
-    let current = client.id;
-    let ops = &mut srv.ops;
-    let clients = &mut srv.clients;
-    ops.monitors.retain(|&id| {
-        if id == current {
-            // Its own command: the line follows its reply (dispatch::process appends it).
-            ops.self_feed.extend_from_slice(&line);
-            return true;
-        }
-        let Some(m) = clients.get_mut(&id) else {
-            return false; // disconnected
-        };
-        if m.shared.pending_out.load(Ordering::Relaxed) > MONITOR_OUTPUT_LIMIT {
-            tracing::warn!("Closing monitor client id={id}: output backlog over the limit");
-            if let Some(m) = clients.remove(&id) {
-                m.kill();
-            }
-            return false;
-        }
-        m.push(line.clone(), false);
-        true
-    });
-}
 
 /// Redis's `slowlogPushEntryIfNeeded` for a command that took `usec`.
 pub fn slowlog_push(srv: &mut State, client: &Client, argv: &[Bytes], usec: u64) {
@@ -206,12 +92,6 @@ pub fn paused(srv: &mut State, spec: &CommandSpec, now_ms: u64) -> bool {
         return false;
     }
     p.all || spec.has(WRITE | MAY_REPLICATE)
-}
-
-fn end_pause(srv: &mut State) {
-    let p = &mut srv.ops.pause;
-    p.until_ms = 0;
-    p.ended = !p.waiting.is_empty();
 }
 
 /// Called from the executor's timer: ends an expired pause.

@@ -5,6 +5,7 @@ use super::args::{int_arg, is};
 use super::spec::Ctx;
 use super::spec::KeySpecDoc;
 use super::spec::{flags::*, CommandSpec, NO_KEYS};
+use super::support::{SCRIPT_KEYS_RO, SCRIPT_KEYS_RW};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Frame;
 use crate::script;
@@ -65,7 +66,7 @@ fn numkeys(argv: &[Bytes]) -> Result<usize, CmdError> {
 /// not show them again after they ran.
 fn feed_monitors(ctx: &mut Ctx, argv: &[Bytes]) {
     if !ctx.srv.ops.monitors.is_empty() {
-        super::observe::feed_monitors(ctx.srv, ctx.client, false, argv);
+        super::support::feed_monitors(ctx.srv, ctx.client, false, argv);
     }
 }
 
@@ -178,25 +179,6 @@ fn script_help(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     ];
     Ok(Frame::help(&lines))
 }
-
-/// EVAL's and FCALL's key specification: numkeys, then the keys, whose use nobody can tell.
-pub const SCRIPT_KEYS_RW: KeySpecDoc = KeySpecDoc {
-    notes: Some("We cannot tell how the keys will be used so we assume the worst, RW and UPDATE"),
-    flags: &["RW", "access", "update"],
-    begin_index: 2,
-    lastkey: 0,
-    keystep: 0,
-    keynum: Some((0, 1, 1)),
-    keyword: None,
-    limit: 0,
-};
-
-/// EVAL_RO's and FCALL_RO's.
-pub const SCRIPT_KEYS_RO: KeySpecDoc = KeySpecDoc {
-    notes: Some("We cannot tell how the keys will be used so we assume the worst, RO and ACCESS"),
-    flags: &["RO", "access"],
-    ..SCRIPT_KEYS_RW
-};
 
 /// Redis 7.0's key specifications of the family (its commands.c), as COMMAND INFO prints them;
 /// subcommands by their `parent|sub` name.

@@ -31,16 +31,16 @@
 //! get-master-addr-by-name and keep no such order; the leader still names itself there.)
 
 use super::args::int_arg;
-use super::server::{spec_acl as spec, ADMIN_CATS};
 use super::spec::Ctx;
 use super::spec::{flags::*, CommandSpec, NO_KEYS};
+use super::support::{addr, connected, is_replica, leader, replicas, run_id, voters};
+use super::support::{spec_acl as spec, ADMIN_CATS};
 use crate::error::{CmdError, CmdResult};
 use crate::machine::Host;
 use crate::protocol::Frame;
 use crate::replication::{ClusterView, Member, StateRole};
 use crate::store::waiters::{WaitKind, REPLICAS_KEY};
 use bytes::Bytes;
-use std::fmt::Write;
 
 /// Sentinel's subcommands: admin (Redis's sentinel-*.json), found only in cluster mode.
 const SENT: u32 = ADMIN | ONLY_SENTINEL;
@@ -103,22 +103,11 @@ pub static COMMANDS: &[CommandSpec] = &[
 
 /// Sentinel's refusal of an unknown master name (sentinelGetMasterByNameOrReplyError).
 const NO_SUCH_MASTER: &str = "ERR No such master with that name";
-/// Redis's `shared.masterdownerr`, without the leading `-`.
-pub const MASTERDOWN: &str =
-    "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
-/// Redis's `shared.roslaveerr`, without the leading `-`.
-pub const READONLY: &str = "READONLY You can't write against a read only replica.";
 /// Sentinel's `down-after-milliseconds`: here the longest election timeout (10 ticks of 50 ms
 /// up to twice that, replication/mod.rs).
 const DOWN_AFTER_MS: &str = "1000";
 
 // ---- the view, as Redis roles ----
-
-/// A follower (or a candidate: any member that is not the leader) refuses writes, as a
-/// read-only Redis replica does. A lone server never does.
-pub fn is_replica(view: Option<&ClusterView>) -> bool {
-    view.is_some_and(|v| v.role != StateRole::Leader)
-}
 
 /// Whether a follower must confirm with the leader before running this request, so that what
 /// it reads is at least what the leader had committed when the request arrived (a
@@ -168,47 +157,6 @@ pub fn discovery_waits_for_leader(argv: &[Bytes]) -> bool {
     ]
     .iter()
     .any(|s| sub.eq_ignore_ascii_case(s))
-}
-
-/// "host port peerport" → (host, client port).
-fn addr(m: &Member) -> (&str, &str) {
-    let mut it = m.addr.split_ascii_whitespace();
-    (it.next().unwrap_or(""), it.next().unwrap_or("0"))
-}
-
-/// A member's run id as every node renders it (see the module comment).
-pub fn run_id(id: u64) -> String {
-    format!("{id:040x}")
-}
-
-fn leader(view: &ClusterView) -> Option<&Member> {
-    if view.leader == 0 {
-        return None;
-    }
-    view.members.iter().find(|m| m.id == view.leader)
-}
-
-/// Members other than the leader: the master's replicas.
-fn replicas(view: &ClusterView) -> impl Iterator<Item = &Member> {
-    view.members.iter().filter(move |m| m.id != view.leader)
-}
-
-/// Replicas this node currently hears from: what Redis lists as connected.
-fn connected(view: &ClusterView) -> impl Iterator<Item = &Member> {
-    replicas(view).filter(|m| m.active)
-}
-
-fn voters(view: &ClusterView) -> usize {
-    view.members.iter().filter(|m| m.voter).count()
-}
-
-/// HELLO's `role` field.
-pub fn hello_role(view: Option<&ClusterView>) -> &'static str {
-    if is_replica(view) {
-        "replica"
-    } else {
-        "master"
-    }
 }
 
 // ---- ROLE ----
@@ -262,57 +210,6 @@ pub fn role_frame(view: Option<&ClusterView>) -> Frame {
 }
 
 // ---- INFO replication ----
-
-/// The `# Replication` section of INFO, as Redis 7.0 prints it for a lone master, a master
-/// with replicas and a replica. `repl_id`: what the server prints as `master_replid`.
-pub fn info_section(view: Option<&ClusterView>, repl_id: &str, out: &mut String) {
-    let zeros = "0000000000000000000000000000000000000000";
-    let Some(view) = view else {
-        let _ = write!(
-            out,
-            "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{repl_id}\r\nmaster_replid2:{zeros}\r\nmaster_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n"
-        );
-        return;
-    };
-    let offset = if view.role == StateRole::Leader {
-        out.push_str("# Replication\r\nrole:master\r\n");
-        let _ = write!(out, "connected_slaves:{}\r\n", connected(view).count());
-        for (i, m) in connected(view).enumerate() {
-            let (ip, port) = addr(m);
-            let _ = write!(
-                out,
-                "slave{i}:ip={ip},port={port},state=online,offset={},lag=0\r\n",
-                m.matched
-            );
-        }
-        view.commit
-    } else {
-        out.push_str("# Replication\r\nrole:slave\r\n");
-        let (host, port, up) = match leader(view) {
-            Some(m) => {
-                let (h, p) = addr(m);
-                (h, p, true)
-            }
-            None => ("", "0", false),
-        };
-        let _ = write!(
-            out,
-            "master_host:{host}\r\nmaster_port:{port}\r\nmaster_link_status:{}\r\nmaster_last_io_seconds_ago:{}\r\nmaster_sync_in_progress:0\r\nslave_read_repl_offset:{a}\r\nslave_repl_offset:{a}\r\n",
-            if up { "up" } else { "down" },
-            if up { 0 } else { -1 },
-            a = view.applied,
-        );
-        if !up {
-            out.push_str("master_link_down_since_seconds:-1\r\n");
-        }
-        out.push_str("slave_priority:100\r\nslave_read_only:1\r\nreplica_announced:1\r\nconnected_slaves:0\r\n");
-        view.applied
-    };
-    let _ = write!(
-        out,
-        "master_failover_state:no-failover\r\nmaster_replid:{repl_id}\r\nmaster_replid2:{zeros}\r\nmaster_repl_offset:{offset}\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:1\r\nrepl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:1\r\nrepl_backlog_histlen:{offset}\r\n"
-    );
-}
 
 // ---- WAIT ----
 

@@ -4,6 +4,7 @@
 use super::args::{glob_match, int_arg, is};
 use super::spec::Ctx;
 use super::spec::{flags, flags::*, CommandSpec, NO_KEYS};
+use super::support::{protected_action_allowed, spec_acl, ADMIN_CATS};
 use crate::clock::unix_us;
 use crate::config::{all_directives, Apply, Config, Directive};
 use crate::error::{CmdError, CmdResult};
@@ -23,19 +24,6 @@ const fn spec(
     CommandSpec::leaf(name, arity, flags, NO_KEYS, &[], handler)
 }
 
-/// A row with Redis's explicit ACL categories (ADMIN adds @admin and @dangerous by itself).
-pub(super) const fn spec_acl(
-    name: &'static str,
-    arity: i32,
-    flags: u32,
-    acl: &'static [&'static str],
-    handler: super::spec::Handler,
-) -> CommandSpec {
-    CommandSpec::leaf(name, arity, flags, NO_KEYS, acl, handler)
-}
-
-/// LASTSAVE, ROLE: in Redis's @admin and @dangerous without the `admin` flag.
-pub(super) const ADMIN_CATS: &[&str] = &["admin", "dangerous"];
 const CONN: &[&str] = &["connection"];
 
 pub static COMMANDS: &[CommandSpec] = &[
@@ -113,15 +101,6 @@ fn lastsave(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
             .rdb()
             .map_or(ctx.srv.stats.start_unix, |r| r.last_save_unix) as i64,
     ))
-}
-
-/// Redis's allowProtectedAction: `enable-debug-command` / `enable-module-command`.
-pub(super) fn protected_action_allowed(setting: crate::config::DebugCommand, ctx: &Ctx) -> bool {
-    match setting {
-        crate::config::DebugCommand::Yes => true,
-        crate::config::DebugCommand::Local => ctx.client.addr.ip().is_loopback(),
-        crate::config::DebugCommand::No => false,
-    }
 }
 
 fn debug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -882,7 +861,7 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
             // Redis's split (object.c getMemoryOverheadData), the one MEMORY STATS shows:
             // start-up memory, client buffers, the AOF buffer, script engines and the
             // keyspace's own structures are overhead; the rest is data.
-            let o = super::object::overhead(srv, host);
+            let o = super::support::overhead(srv, host);
             let (startup, clients, aof_buffer, active) =
                 (o.startup, o.clients, o.aof_buffer, o.committed);
             let overhead = o.total();
@@ -996,7 +975,7 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
             );
         }
         "replication" => {
-            super::sentinel::info_section(host.cluster(), &srv.run_id, out);
+            super::support::info_section(host.cluster(), &srv.run_id, out);
         }
         "cpu" => {
             let (sys, user) = cpu_times(libc::RUSAGE_SELF);

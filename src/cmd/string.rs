@@ -4,6 +4,7 @@ use super::args::{int_arg, is};
 use super::spec::KeySpecDoc;
 use super::spec::{event, Ctx};
 use super::spec::{flags::*, CommandSpec, KeySpec, KEY1};
+use super::support::read_str;
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::number::{parse_i64, LongDouble};
 use crate::protocol::Frame;
@@ -71,24 +72,6 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("append", 3, WRITE | DENYOOM | FAST, KEY1, append),
     spec("strlen", 2, READONLY | FAST, KEY1, strlen),
 ];
-
-/// The string at `key`: None if missing, WRONGTYPE if another type. Counts hits/misses.
-pub fn read_str(ctx: &mut Ctx, key: &[u8]) -> CmdResult<Option<Bytes>> {
-    let now = ctx.now;
-    let found = match ctx.db().get(key, now) {
-        None => None,
-        Some(e) => match &e.value {
-            Value::Str(s) => Some(s.clone()),
-            _ => return Err(CmdError::WrongType),
-        },
-    };
-    if found.is_some() {
-        ctx.srv.stats.keyspace_hits += 1;
-    } else {
-        ctx.srv.stats.keyspace_misses += 1;
-    }
-    Ok(found)
-}
 
 fn get(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Frame::opt_bulk(read_str(ctx, &argv[1])?))

@@ -5,6 +5,7 @@
 use super::dispatch;
 use super::spec::Ctx;
 use super::spec::{flags::*, CommandSpec, KeySpec, KeySpecDoc, ALL_KEYS, NO_KEYS};
+use super::support::discard_transaction;
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Frame;
 use bytes::Bytes;
@@ -57,13 +58,6 @@ pub static COMMANDS: &[CommandSpec] = &[
     ),
 ];
 
-/// Redis's `flagTransaction`: a command refused while queuing makes the coming EXEC answer
-/// EXECABORT. Every refusal before queuing calls it (dispatch.rs, and the BUSY refusal during a
-/// busy script); a no-op outside MULTI.
-pub fn flag_transaction(client: &mut crate::machine::client::Client) {
-    client.multi_dirty |= client.multi.is_some();
-}
-
 fn multi(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     if ctx.client.multi.is_some() {
         return Err(CmdError::err("ERR MULTI calls can not be nested"));
@@ -79,13 +73,6 @@ fn discard(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     }
     discard_transaction(ctx);
     Ok(Frame::ok())
-}
-
-/// Leaves MULTI state and drops every WATCH (DISCARD, EXEC, RESET).
-pub fn discard_transaction(ctx: &mut Ctx) {
-    ctx.client.multi = None;
-    ctx.client.multi_dirty = false;
-    ctx.srv.watches.unwatch_all(ctx.client.id);
 }
 
 fn exec(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {

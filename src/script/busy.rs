@@ -314,7 +314,7 @@ pub fn apply_busy_marks(srv: &mut State, client: &mut Client) {
         } else {
             "toplevel"
         };
-        crate::cmd::acl::add_log_entry(srv, client, "auth", context, cmd.clone(), Some(tried));
+        crate::cmd::support::add_log_entry(srv, client, "auth", context, cmd.clone(), Some(tried));
     }
     if let Some(name) = &marks.auth {
         if let Some(u) = srv.config.users.get(name.as_bytes()) {
