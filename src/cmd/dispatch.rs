@@ -1,8 +1,11 @@
 //! The one check pipeline every command goes through (Redis's `processCommand` order):
 //! lookup → subcommand → arity → auth → subscribed-context → execute → stats → encode.
 
+use super::keyspec::{has_keys, key_refs, KeyRefs};
 use super::spec::Ctx;
 use super::spec::{flags, CmdId, CommandSpec};
+use super::support::add_log_entry;
+use crate::config::users::User;
 use crate::error::{CmdError, CmdResult};
 use crate::machine::client::Client;
 use crate::machine::{Host, State};
@@ -207,8 +210,8 @@ fn process_frame(
         } else {
             "toplevel"
         };
-        if let Err(d) = super::acl::check(srv, client, id, argv, context) {
-            let e = super::acl::noperm(d, &table.entries[id].full_name);
+        if let Err(d) = check(srv, client, id, argv, context) {
+            let e = noperm(d, &table.entries[id].full_name);
             return Some(Ok(reject(srv, client, id, e)));
         }
     }
@@ -268,10 +271,10 @@ fn process_frame(
     } else {
         spec
     };
-    if let Err(e) = super::observe::check_monitor(srv, client, effective) {
+    if let Err(e) = super::support::check_monitor(srv, client, effective) {
         return Some(Ok(reject(srv, client, id, e)));
     }
-    if super::observe::paused(srv, effective, now) {
+    if super::support::paused(srv, effective, now) {
         return None;
     }
     if let Some(queue) = client.multi.as_mut() {
@@ -424,7 +427,7 @@ fn execute_timed(
         && slower_than >= 0
         && usec as i64 >= slower_than
     {
-        super::observe::slowlog_push(ctx.srv, ctx.client, argv, usec);
+        super::support::slowlog_push(ctx.srv, ctx.client, argv, usec);
     }
     let stats = &mut ctx.srv.stats;
     let st = &mut stats.commands[id];
@@ -544,9 +547,9 @@ pub fn script_call(
         "ERR Wrong number of args calling Redis command from script"
     } else if spec.has(flags::NOSCRIPT) {
         "ERR This Redis command is not allowed from script"
-    } else if let Err(d) = super::acl::check(ctx.srv, ctx.client, id, argv, "lua") {
+    } else if let Err(d) = check(ctx.srv, ctx.client, id, argv, "lua") {
         // Redis's scriptVerifyACL: a script reaches only what its caller may.
-        super::acl::script_denied(d)
+        script_denied(d)
     } else if read_only && spec.flags & (flags::WRITE | flags::MAY_REPLICATE) != 0 {
         "ERR Write commands are not allowed from read-only scripts."
     } else if spec.has(flags::WRITE) && super::support::is_replica(ctx.host.cluster()) {
@@ -571,4 +574,189 @@ fn rejected_in_script(srv: &mut State, e: CmdError) -> Frame {
     let frame = error_frame(srv, e);
     srv.stats.error_mark = srv.stats.total_error_replies;
     frame
+}
+
+// ---- ACL: Redis's ACLCheckAllPerm, for every command, EXEC's queue and scripts' calls ------
+
+/// Why ACLs refuse a command (Redis's ACL_DENIED_CMD / KEY / CHANNEL, ordered as Redis picks
+/// the reason to report among selectors).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Denied {
+    Command = 1,
+    Key = 2,
+    Channel = 4,
+}
+
+impl Denied {
+    fn reason(self) -> &'static str {
+        match self {
+            Denied::Command => "command",
+            Denied::Key => "key",
+            Denied::Channel => "channel",
+        }
+    }
+}
+
+/// Redis's ACLCheckAllUserCommandPerm: allowed when one selector allows the command with all
+/// its keys and channels. Err: the reason and the argument it is about (0 for a command).
+pub fn check_user(u: &User, id: CmdId, argv: &[Bytes]) -> Result<(), (Denied, usize)> {
+    let entry = &super::registry::table().entries[id];
+    let mut keys: Option<KeyRefs> = None;
+    let (mut relevant, mut last_idx, mut idx) = (Denied::Command, 0, 0);
+    for s in &u.selectors {
+        match check_selector(s, id, entry, argv, &mut keys, &mut idx) {
+            None => return Ok(()),
+            Some(d) => {
+                if d > relevant || (d == relevant && idx > last_idx) {
+                    relevant = d;
+                    last_idx = idx;
+                }
+            }
+        }
+    }
+    Err((relevant, last_idx))
+}
+
+/// Redis's ACLSelectorCheckCmd. `keys` caches the command's keys across selectors.
+fn check_selector(
+    s: &crate::config::users::Selector,
+    id: CmdId,
+    entry: &super::table::TableEntry,
+    argv: &[Bytes],
+    keys: &mut Option<KeyRefs>,
+    idx: &mut usize,
+) -> Option<Denied> {
+    let spec = entry.spec;
+    if !s.all_commands && !spec.has(flags::NO_AUTH) && !s.bit(id) {
+        let first = if entry.parent.is_some() { 2 } else { 1 };
+        let allowed = s.first_args(id);
+        if allowed.is_empty()
+            || !argv
+                .get(first)
+                .is_some_and(|a| allowed.iter().any(|f| f.eq_ignore_ascii_case(a)))
+        {
+            return Some(Denied::Command);
+        }
+    }
+    if !s.all_keys && has_keys(entry) {
+        let ks = keys.get_or_insert_with(|| key_refs(entry, argv));
+        for k in ks.iter() {
+            if !s.key_ok(&argv[k.pos], k.read, k.write) {
+                *idx = k.pos;
+                return Some(Denied::Key);
+            }
+        }
+    }
+    if !s.all_channels {
+        for (pos, is_pattern) in channel_refs(spec.name, argv.len()) {
+            if !s.channel_ok(&argv[pos], is_pattern) {
+                *idx = pos;
+                return Some(Denied::Channel);
+            }
+        }
+    }
+    None
+}
+
+/// Redis's commands_with_channels that publish or subscribe: (position, is a pattern).
+fn channel_refs(name: &str, argc: usize) -> impl Iterator<Item = (usize, bool)> {
+    let (range, pattern) = match name {
+        "subscribe" | "ssubscribe" => (1..argc, false),
+        "psubscribe" => (1..argc, true),
+        "publish" | "spublish" => (1..2.min(argc), false),
+        _ => (0..0, false),
+    };
+    range.map(move |p| (p, pattern))
+}
+
+/// Redis's ACLUserCheckCmdWithUnrestrictedKeyAccess for reading: one selector allows the
+/// command and may read every key (SORT's BY and GET).
+pub fn unrestricted_key_access(client: &Client, argv: &[Bytes]) -> bool {
+    let Some(user) = &client.perms else {
+        return true;
+    };
+    let t = super::registry::table();
+    let Some(id) = t.lookup(&argv[0]) else {
+        return false;
+    };
+    let entry = &t.entries[id];
+    let mut keys = None;
+    let mut idx = 0;
+    user.selectors.iter().any(|s| {
+        check_selector(s, id, entry, argv, &mut keys, &mut idx).is_none()
+            && s.unrestricted_keys(true, false)
+    })
+}
+
+/// The reply to a command ACLs refuse (processCommand's texts).
+pub fn noperm(d: Denied, full_name: &str) -> CmdError {
+    match d {
+        Denied::Command => CmdError::Other(
+            format!("NOPERM this user has no permissions to run the '{full_name}' command").into(),
+        ),
+        Denied::Key => CmdError::err(
+            "NOPERM this user has no permissions to access one of the keys used as arguments",
+        ),
+        Denied::Channel => CmdError::err(
+            "NOPERM this user has no permissions to access one of the channels used as arguments",
+        ),
+    }
+}
+
+/// EXEC's reply for a queued command no longer allowed (an AUTH or ACL SETUSER ran since).
+pub fn noperm_at_exec(d: Denied) -> CmdError {
+    let reason = match d {
+        Denied::Command => "no permission to execute the command or subcommand",
+        Denied::Key => "no permission to touch the specified keys",
+        Denied::Channel => "no permission to access one of the channels used as arguments",
+    };
+    CmdError::Other(
+        format!("NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: {reason}").into(),
+    )
+}
+
+/// scriptVerifyACL's error for a `redis.call` its caller may not make.
+pub fn script_denied(d: Denied) -> &'static str {
+    match d {
+        Denied::Command => "ERR The user executing the script can't run this command or subcommand",
+        Denied::Key => "ERR The user executing the script can't access at least one of the keys mentioned in the command arguments",
+        Denied::Channel => "ERR The user executing the script can't publish to the channel mentioned in the command",
+    }
+}
+
+/// Checks `client`'s user (when restricted) for command `id`; a refusal is logged in ACL LOG
+/// with `context` (`toplevel`, `multi`, `lua`). An unrestricted user costs one branch.
+#[inline]
+pub fn check(
+    srv: &mut State,
+    client: &Client,
+    id: CmdId,
+    argv: &[Bytes],
+    context: &'static str,
+) -> Result<(), Denied> {
+    match &client.perms {
+        None => Ok(()),
+        Some(user) => check_restricted(srv, client, user, id, argv, context),
+    }
+}
+
+#[inline(never)]
+fn check_restricted(
+    srv: &mut State,
+    client: &Client,
+    user: &User,
+    id: CmdId,
+    argv: &[Bytes],
+    context: &'static str,
+) -> Result<(), Denied> {
+    let (d, pos) = match check_user(user, id, argv) {
+        Ok(()) => return Ok(()),
+        Err(e) => e,
+    };
+    let object = match d {
+        Denied::Command => Bytes::from(super::registry::table().entries[id].full_name.clone()),
+        _ => argv[pos].clone(),
+    };
+    add_log_entry(srv, client, d.reason(), context, object, None);
+    Err(d)
 }

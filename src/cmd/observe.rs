@@ -1,98 +1,26 @@
-//! Observability: MONITOR, SLOWLOG, LATENCY, and CLIENT PAUSE/UNPAUSE (rows in connection.rs).
+//! Observability: MONITOR, SLOWLOG and LATENCY (CLIENT PAUSE/UNPAUSE are in connection.rs; the
+//! hooks dispatch calls on every command are in support.rs).
 //!
 //! Costs nothing while unused: dispatch tests `monitors.is_empty()` and the slowlog threshold,
 //! and the executor tests one integer for a pause.
 
-use super::args::{int_arg, is};
+use super::args::int_arg;
 use super::spec::Ctx;
 use super::spec::{flags::*, CommandSpec, NO_KEYS};
+use super::support::end_pause;
 #[cfg(test)]
-use super::support::monitor_line;
-use super::support::{end_pause, shown_args};
+use super::support::{monitor_line, shown_args};
 use crate::error::{CmdError, CmdResult};
-use crate::machine::client::Client;
 use crate::machine::State;
 use crate::protocol::Frame;
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
-
-/// Redis's SLOWLOG_ENTRY_MAX_ARGC and SLOWLOG_ENTRY_MAX_STRING.
-const SLOWLOG_MAX_ARGC: usize = 32;
-const SLOWLOG_MAX_STRING: usize = 128;
 
 pub use crate::machine::ops::{OpsState, Pause, SlowEntry};
 
 // ---- redaction and formatting -----------------------------------------------------------------
 
 // ---- hooks called from dispatch -------------------------------------------------------------
-
-/// Redis's `slowlogPushEntryIfNeeded` for a command that took `usec`.
-pub fn slowlog_push(srv: &mut State, client: &Client, argv: &[Bytes], usec: u64) {
-    let threshold = srv.config.slowlog_log_slower_than;
-    if threshold < 0 || (usec as i64) < threshold {
-        return;
-    }
-    let shown = shown_args(argv);
-    let mut args: Vec<Bytes> = Vec::with_capacity(shown.len().min(SLOWLOG_MAX_ARGC));
-    for (i, a) in shown.iter().enumerate() {
-        if i == SLOWLOG_MAX_ARGC - 1 && shown.len() > SLOWLOG_MAX_ARGC {
-            args.push(Bytes::from(format!(
-                "... ({} more arguments)",
-                shown.len() - SLOWLOG_MAX_ARGC + 1
-            )));
-            break;
-        }
-        if a.len() > SLOWLOG_MAX_STRING {
-            let mut s = a[..SLOWLOG_MAX_STRING].to_vec();
-            s.extend_from_slice(
-                format!("... ({} more bytes)", a.len() - SLOWLOG_MAX_STRING).as_bytes(),
-            );
-            args.push(Bytes::from(s));
-        } else {
-            // A copy: the request buffer must not be kept alive by the log.
-            args.push(Bytes::copy_from_slice(a));
-        }
-    }
-    let ops = &mut srv.ops;
-    let id = ops.slowlog_next_id;
-    ops.slowlog_next_id += 1;
-    ops.slowlog.push_front(SlowEntry {
-        id,
-        unix_secs: crate::clock::unix_ms() / 1000,
-        usec,
-        argv: args,
-        peer: client.addr.to_string(),
-        name: client.name.clone().unwrap_or_default(),
-    });
-    let max = srv.config.slowlog_max_len as usize;
-    ops.slowlog.truncate(max);
-}
-
-/// A MONITOR client may not touch the keyspace (Redis flags it as a replica).
-pub fn check_monitor(srv: &State, client: &Client, spec: &CommandSpec) -> Result<(), CmdError> {
-    if !srv.ops.monitors.is_empty()
-        && spec.has(WRITE | READONLY | MAY_REPLICATE)
-        && srv.ops.monitors.contains(&client.id)
-    {
-        return Err(CmdError::err(
-            "ERR Replica can't interact with the keyspace",
-        ));
-    }
-    Ok(())
-}
-
-/// Whether CLIENT PAUSE holds back this command now (checked before it runs).
-pub fn paused(srv: &mut State, spec: &CommandSpec, now_ms: u64) -> bool {
-    let p = &mut srv.ops.pause;
-    if p.until_ms == 0 {
-        return false;
-    }
-    if now_ms >= p.until_ms {
-        end_pause(srv);
-        return false;
-    }
-    p.all || spec.has(WRITE | MAY_REPLICATE)
-}
 
 /// Called from the executor's timer: ends an expired pause.
 pub fn tick(srv: &mut State, now_ms: u64) {
@@ -408,54 +336,6 @@ fn latency_histogram(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 // ---- CLIENT PAUSE / UNPAUSE (rows in connection.rs) -------------------------------------------
-
-pub fn client_pause(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    if argv.len() > 4 {
-        return Err(CmdError::erf(format!(
-            "unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
-            String::from_utf8_lossy(&argv[1][..argv[1].len().min(128)])
-        )));
-    }
-    // Redis checks the mode before the timeout.
-    let all = match argv.len() {
-        3 => true,
-        _ if is(&argv[3], "all") => true,
-        _ if is(&argv[3], "write") => false,
-        _ => return Err(CmdError::err("ERR CLIENT PAUSE mode must be WRITE or ALL")),
-    };
-    let ms = int_arg(&argv[2])
-        .map_err(|_| CmdError::err("ERR timeout is not an integer or out of range"))?;
-    if ms < 0 {
-        return Err(CmdError::err("ERR timeout is negative"));
-    }
-    let p = &mut ctx.srv.ops.pause;
-    // Redis's end time is `timeout + mstime()` for a positive timeout and 0 for 0; past
-    // i64 the sum wraps negative. Both lie in the past: such a pause never takes effect
-    // (it can only make one in force stricter), so it answers OK and pauses no one.
-    let until = match u64::try_from(ms) {
-        Ok(ms) if ms > 0 && ms <= i64::MAX as u64 - ctx.now.min(i64::MAX as u64) => ctx.now + ms,
-        _ => 0,
-    };
-    // Like Redis: a new pause never shortens or weakens one in force.
-    if p.until_ms != 0 {
-        p.all |= all;
-        p.until_ms = p.until_ms.max(until);
-    } else {
-        p.all = all;
-        p.until_ms = until;
-    }
-    if p.until_ms <= ctx.now {
-        end_pause(ctx.srv);
-    }
-    Ok(Frame::ok())
-}
-
-pub fn client_unpause(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    if ctx.srv.ops.pause.until_ms != 0 {
-        end_pause(ctx.srv);
-    }
-    Ok(Frame::ok())
-}
 
 /// Redis 7.0's command tips of the family (its commands.c).
 pub static TIPS: &[(&str, &[&str])] = &[

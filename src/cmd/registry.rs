@@ -1,8 +1,10 @@
-//! The registry: the one file that names every command family. Adding a family is one line in
-//! `families` (and in `key_spec_docs` / `command_tips` when it declares those).
+//! The registry: the one file that names every command family, and what is built from all of
+//! them (the command table, the ACL catalog). Adding a family is one line in `families` (and in
+//! `key_spec_docs` / `command_tips` when it declares those).
 
-use super::spec::{CommandSpec, KeySpecDoc};
+use super::spec::{flags::ONLY_SENTINEL, CommandSpec, KeySpecDoc};
 use super::table::Table;
+use crate::config::users::Catalog;
 
 /// The command table: built once, never changed while the server runs (Redis's command
 /// table is static too), shared by the executor and by the threads that answer while a
@@ -16,6 +18,36 @@ pub fn table() -> &'static Table {
 /// A new table of every family's commands.
 pub fn build() -> Table {
     Table::build(families(), key_spec_docs(), command_tips())
+}
+
+/// The command table as the rules see it (names, containers, categories), built once.
+pub fn catalog() -> &'static Catalog {
+    static CATALOG: std::sync::OnceLock<Catalog> = std::sync::OnceLock::new();
+    CATALOG.get_or_init(|| {
+        let t = super::registry::table();
+        let mut c = Catalog::default();
+        for e in &t.entries {
+            let listed = !e.spec.has(ONLY_SENTINEL)
+                && e.parent
+                    .is_none_or(|p| !t.entries[p].spec.has(ONLY_SENTINEL));
+            c.push(&e.full_name, e.parent, e.categories, listed);
+        }
+        // Redis's commands deadbolt lacks: rules may name them, and they count in the rule
+        // strings as in Redis; nothing can run them.
+        for (name, cats) in super::acl_redis::COMMANDS {
+            if c.lookup(name.as_bytes()).is_some() {
+                continue;
+            }
+            let parent = name
+                .split_once('|')
+                .and_then(|(p, _)| c.lookup(p.as_bytes()));
+            let bits = cats.iter().fold(0, |m, n| {
+                m | crate::config::users::category_bit(n.as_bytes()).unwrap_or(0)
+            });
+            c.push(name, parent, bits, true);
+        }
+        c
+    })
 }
 
 /// All command families. Adding a family = one line here.

@@ -351,7 +351,7 @@ fn config_rewrite(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         ));
     };
     // Redis's rewriteConfigUserOption: the users as they are now, unless an aclfile has them.
-    let cat = super::acl::catalog();
+    let cat = super::registry::catalog();
     let users: Vec<String> = ctx
         .srv
         .config

@@ -251,7 +251,7 @@ fn sort_generic(ctx: &mut Ctx, argv: &[Bytes], readonly: bool) -> CmdResult {
     let mut sortby: Option<&Bytes> = None;
     let mut storekey: Option<&Bytes> = None;
     let mut gets: Vec<&Bytes> = Vec::new();
-    let full_key_access = super::acl::unrestricted_key_access(ctx.client, argv);
+    let full_key_access = super::dispatch::unrestricted_key_access(ctx.client, argv);
     let mut j = 2;
     while j < argv.len() {
         let left = argv.len() - j - 1;

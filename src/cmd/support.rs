@@ -3,10 +3,10 @@
 //! other commands only through `dispatch`.
 
 use super::args::{int_arg, is, MAX_RANDOM_REPEATS};
-use super::spec::{event, CommandSpec, Ctx, KeySpecDoc, NO_KEYS};
+use super::spec::{event, flags, CommandSpec, Ctx, KeySpecDoc, NO_KEYS};
 use crate::error::{CmdError, CmdResult};
 use crate::machine::client::Client;
-use crate::machine::ops::AclLogEntry;
+use crate::machine::ops::{AclLogEntry, SlowEntry};
 use crate::machine::State;
 use crate::protocol::number::parse_i64;
 use crate::protocol::Frame;
@@ -501,7 +501,7 @@ pub fn overhead(srv: &crate::machine::State, host: &dyn crate::machine::Host) ->
     }
 }
 
-// ---- MONITOR and CLIENT PAUSE ---------------------------------------------------------
+// ---- MONITOR, SLOWLOG and CLIENT PAUSE: the hooks dispatch calls ---------------------------------------------------------
 
 /// A monitor that has this much output not yet written is disconnected (its backlog must not
 /// grow without bound under load).
@@ -625,6 +625,79 @@ pub fn end_pause(srv: &mut State) {
     let p = &mut srv.ops.pause;
     p.until_ms = 0;
     p.ended = !p.waiting.is_empty();
+}
+
+/// Redis's SLOWLOG_ENTRY_MAX_ARGC and SLOWLOG_ENTRY_MAX_STRING.
+pub const SLOWLOG_MAX_ARGC: usize = 32;
+
+pub const SLOWLOG_MAX_STRING: usize = 128;
+
+/// Redis's `slowlogPushEntryIfNeeded` for a command that took `usec`.
+pub fn slowlog_push(srv: &mut State, client: &Client, argv: &[Bytes], usec: u64) {
+    let threshold = srv.config.slowlog_log_slower_than;
+    if threshold < 0 || (usec as i64) < threshold {
+        return;
+    }
+    let shown = shown_args(argv);
+    let mut args: Vec<Bytes> = Vec::with_capacity(shown.len().min(SLOWLOG_MAX_ARGC));
+    for (i, a) in shown.iter().enumerate() {
+        if i == SLOWLOG_MAX_ARGC - 1 && shown.len() > SLOWLOG_MAX_ARGC {
+            args.push(Bytes::from(format!(
+                "... ({} more arguments)",
+                shown.len() - SLOWLOG_MAX_ARGC + 1
+            )));
+            break;
+        }
+        if a.len() > SLOWLOG_MAX_STRING {
+            let mut s = a[..SLOWLOG_MAX_STRING].to_vec();
+            s.extend_from_slice(
+                format!("... ({} more bytes)", a.len() - SLOWLOG_MAX_STRING).as_bytes(),
+            );
+            args.push(Bytes::from(s));
+        } else {
+            // A copy: the request buffer must not be kept alive by the log.
+            args.push(Bytes::copy_from_slice(a));
+        }
+    }
+    let ops = &mut srv.ops;
+    let id = ops.slowlog_next_id;
+    ops.slowlog_next_id += 1;
+    ops.slowlog.push_front(SlowEntry {
+        id,
+        unix_secs: crate::clock::unix_ms() / 1000,
+        usec,
+        argv: args,
+        peer: client.addr.to_string(),
+        name: client.name.clone().unwrap_or_default(),
+    });
+    let max = srv.config.slowlog_max_len as usize;
+    ops.slowlog.truncate(max);
+}
+
+/// A MONITOR client may not touch the keyspace (Redis flags it as a replica).
+pub fn check_monitor(srv: &State, client: &Client, spec: &CommandSpec) -> Result<(), CmdError> {
+    if !srv.ops.monitors.is_empty()
+        && spec.has(flags::WRITE | flags::READONLY | flags::MAY_REPLICATE)
+        && srv.ops.monitors.contains(&client.id)
+    {
+        return Err(CmdError::err(
+            "ERR Replica can't interact with the keyspace",
+        ));
+    }
+    Ok(())
+}
+
+/// Whether CLIENT PAUSE holds back this command now (checked before it runs).
+pub fn paused(srv: &mut State, spec: &CommandSpec, now_ms: u64) -> bool {
+    let p = &mut srv.ops.pause;
+    if p.until_ms == 0 {
+        return false;
+    }
+    if now_ms >= p.until_ms {
+        end_pause(srv);
+        return false;
+    }
+    p.all || spec.has(flags::WRITE | flags::MAY_REPLICATE)
 }
 
 // ---- ACL LOG --------------------------------------------------------------------------

@@ -109,8 +109,8 @@ fn exec(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         // ACLs are checked again: an AUTH queued earlier in this transaction may have
         // changed the user (Redis's execCommand does the same).
         if ctx.client.perms.is_some() {
-            if let Err(d) = super::acl::check(ctx.srv, ctx.client, cmd, &argv, "multi") {
-                let e = super::acl::noperm_at_exec(d);
+            if let Err(d) = super::dispatch::check(ctx.srv, ctx.client, cmd, &argv, "multi") {
+                let e = super::dispatch::noperm_at_exec(d);
                 replies.push(dispatch::error_frame(ctx.srv, e));
                 continue;
             }
