@@ -295,6 +295,16 @@ fn process_frame(
     Some(execute_timed(&mut ctx, id, argv, started))
 }
 
+/// Runs the handler of the command `argv` names, directly: no checks and no stats of its own,
+/// as Redis's GEOADD calls zaddCommand (the caller's command is the one counted).
+pub fn call_handler(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let t = super::registry::table();
+    match argv.first().and_then(|name| t.lookup(name)) {
+        Some(id) => (t.entries[id].spec.handler)(ctx, argv),
+        None => Err(CmdError::unknown_command(argv)),
+    }
+}
+
 /// Redis's `getCommandFlags`: a command's flags, except for EVAL and FCALL, which take the
 /// flags of the script or function they name (`scriptFlagsToCmdFlags`). A script without a
 /// shebang, and EVALSHA of a script not in the cache, keep the command's own flags; a script

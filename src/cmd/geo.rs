@@ -808,7 +808,7 @@ fn geoadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         zargv.push(Bytes::copy_from_slice(buf.format(bits).as_bytes()));
         zargv.push(t[2].clone());
     }
-    super::zset::zadd(ctx, &zargv)
+    super::dispatch::call_handler(ctx, &zargv)
 }
 
 fn geodist(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {

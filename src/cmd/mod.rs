@@ -8,10 +8,6 @@ pub mod bitmap;
 pub mod blocking;
 pub mod connection;
 pub mod dispatch;
-pub mod docs;
-// Generated (scripts/command-docs.py); kept as the script writes it.
-#[rustfmt::skip]
-mod docs_redis;
 pub mod dump;
 pub mod functions;
 pub mod geo;

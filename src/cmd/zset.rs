@@ -195,7 +195,7 @@ struct AddFlags {
     incr: bool,
 }
 
-pub(super) fn zadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+fn zadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let mut f = AddFlags::default();
     let mut i = 2;
     while i < argv.len() {
