@@ -2,7 +2,7 @@
 //! redis-sentinel 7.0.15 send (src/replication/DESIGN.md §3 holds the captures).
 
 use super::*;
-use crate::cmd::support::{hello_role, info_section, MASTERDOWN};
+use crate::cmd::support::{hello_role, info_section, MASTERDOWN, READONLY};
 use crate::machine::State;
 use crate::protocol::encode::encode;
 use bytes::BytesMut;
