@@ -49,7 +49,7 @@ pub use crate::glob::glob_match;
 mod tests {
     use super::glob_match;
     // Redis 7.0.15's `stringmatchlen` (util.c), the oracle the fuzz targets use too.
-    use crate::fuzzing::redis_glob_match as redis_match;
+    use deadbolt_oracles::redis_glob_match as redis_match;
 
     #[test]
     fn ranges_like_redis() {
