@@ -25,6 +25,7 @@ pub mod persistence;
 pub mod pubsub;
 pub mod raft;
 pub mod registry;
+pub mod role;
 pub mod scripting;
 pub mod sentinel;
 pub mod server;

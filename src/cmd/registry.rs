@@ -76,6 +76,7 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         super::geo::COMMANDS,
         super::hll::COMMANDS,
         super::stream::COMMANDS,
+        super::role::COMMANDS,
         super::sentinel::COMMANDS,
         super::raft::COMMANDS,
         super::object::COMMANDS,

@@ -539,7 +539,7 @@ impl Server {
                     if cmds
                         .iter()
                         .chain(client.pending.iter())
-                        .any(|argv| crate::cmd::sentinel::replica_read_needs_leader(argv, in_multi))
+                        .any(|argv| crate::cmd::role::replica_read_needs_leader(argv, in_multi))
                     {
                         client.pending.extend(cmds.drain(..));
                         c.park_read(id);

@@ -2,8 +2,9 @@
 //! redis-sentinel 7.0.15 send (src/replication/DESIGN.md §3 holds the captures).
 
 use super::*;
-use crate::cmd::support::{hello_role, info_section, MASTERDOWN, READONLY};
-use crate::machine::State;
+use crate::cmd::role::{acked, role_frame, timed_out_reply};
+use crate::cmd::support::{hello_role, info_section, is_replica, MASTERDOWN, READONLY};
+use crate::machine::{Host, State};
 use crate::protocol::encode::encode;
 use bytes::BytesMut;
 
