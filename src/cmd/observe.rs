@@ -8,8 +8,6 @@ use super::args::int_arg;
 use super::spec::Ctx;
 use super::spec::{flags::*, CommandSpec, NO_KEYS};
 use super::support::end_pause;
-#[cfg(test)]
-use super::support::{monitor_line, shown_args};
 use crate::error::{CmdError, CmdResult};
 use crate::machine::State;
 use crate::protocol::Frame;
@@ -404,6 +402,7 @@ pub static TIPS: &[(&str, &[&str])] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cmd::support::{monitor_line, shown_args};
 
     #[test]
     fn monitor_line_format() {
