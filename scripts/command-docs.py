@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Generates src/cmd/docs_redis.rs: COMMAND DOCS data for every Redis 7.0 command.
+"""Generates src/cmd/server/docs_redis.rs: COMMAND DOCS data for every Redis 7.0 command.
 
-Usage: scripts/command-docs.py REDIS_SRC_COMMANDS_DIR > src/cmd/docs_redis.rs
+Usage: scripts/command-docs.py REDIS_SRC_COMMANDS_DIR > src/cmd/server/docs_redis.rs
 
 REDIS_SRC_COMMANDS_DIR is Redis 7.0.15's `src/commands/` (one JSON file per command or
 subcommand, the files Redis's utils/generate-command-code.py turns into commands.c). The
@@ -70,7 +70,7 @@ def args_code(args, indent):
 
 def main():
     if len(sys.argv) != 2:
-        sys.exit("usage: %s REDIS_SRC_COMMANDS_DIR > src/cmd/docs_redis.rs" % sys.argv[0])
+        sys.exit("usage: %s REDIS_SRC_COMMANDS_DIR > src/cmd/server/docs_redis.rs" % sys.argv[0])
     files = sorted(glob.glob(os.path.join(sys.argv[1], "*.json")))
     if not files:
         sys.exit("no *.json in %s" % sys.argv[1])
@@ -89,10 +89,10 @@ def main():
         " (%d commands" % len(docs),
         "// and subcommands); do not edit. Regenerate with:",
         "//     python3 scripts/command-docs.py /path/to/redis-7.0.15/src/commands"
-        " > src/cmd/docs_redis.rs",
+        " > src/cmd/server/docs_redis.rs",
         "//",
         "// COMMAND DOCS of every Redis 7.0 command by full name (`parent|sub`), sorted by name for",
-        "// binary search; see src/cmd/docs.rs for the layout and for deadbolt's own commands.",
+        "// binary search; see src/cmd/server/docs.rs for the layout and for deadbolt's own commands.",
         "",
         "use super::docs::{a, Doc};",
         "",

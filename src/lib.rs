@@ -10,8 +10,6 @@ pub mod cmd;
 pub mod config;
 pub mod error;
 pub mod exec;
-#[doc(hidden)]
-pub mod fuzzing;
 pub mod glob;
 pub mod locks;
 pub mod logging;

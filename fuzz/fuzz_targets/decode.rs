@@ -2,8 +2,8 @@
 //! into reads never changes what is decoded (whole, byte at a time, and in the split sizes the
 //! input chooses). Each decoded request also survives re-encoding as multibulk.
 #![no_main]
-use deadbolt::fuzzing::decode_in_chunks;
 use deadbolt::protocol::DecodeLimits;
+use deadbolt_fuzz::decode_in_chunks;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,10 +1,10 @@
-//! Command dispatch against a real in-process executor (deadbolt::fuzzing::Executor): argument
+//! Command dispatch against a real in-process executor (deadbolt_fuzz::Executor): argument
 //! vectors from the real command table plus keys, numbers, option words, glob patterns, raw
 //! bytes and generated Lua scripts, from up to three clients, with MULTI/EXEC and pipelining.
 //! No panic, no hang (libFuzzer's -timeout), bounded memory (-rss_limit_mb); after every input
 //! a new client must get +PONG.
 #![no_main]
-use deadbolt::fuzzing::{command_names, run_dispatch, Executor};
+use deadbolt_fuzz::{command_names, run_dispatch, Executor};
 use libfuzzer_sys::fuzz_target;
 use std::cell::RefCell;
 

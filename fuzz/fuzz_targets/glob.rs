@@ -1,9 +1,9 @@
 //! The glob matcher (KEYS, SCAN MATCH, PSUBSCRIBE, ACL key patterns) against a memoised port of
-//! Redis's `stringmatchlen` (deadbolt::fuzzing::redis_glob_match). The first byte chooses nocase
+//! Redis's `stringmatchlen` (deadbolt_fuzz::redis_glob_match). The first byte chooses nocase
 //! and where the input splits into pattern and string. Hangs are caught by libFuzzer's -timeout.
 #![no_main]
 use deadbolt::cmd::args::glob_match;
-use deadbolt::fuzzing::redis_glob_match;
+use deadbolt_fuzz::redis_glob_match;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,8 +1,8 @@
 //! The inline/config-line splitter against a line-by-line port of Redis's `sdssplitargs`
-//! (deadbolt::fuzzing::redis_split_args): same words, same unbalanced-quote verdict.
+//! (deadbolt_fuzz::redis_split_args): same words, same unbalanced-quote verdict.
 #![no_main]
-use deadbolt::fuzzing::redis_split_args;
 use deadbolt::protocol::decode::split_args;
+use deadbolt_fuzz::redis_split_args;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -6,14 +6,14 @@
 //! unrestricted default user costs one branch per command; every change to a user replaces the
 //! rules its clients hold.
 
-use super::keyspec::{has_keys, key_refs, KeyRefs};
-use super::table::{flags::*, CmdId, CommandSpec, NO_KEYS};
-use super::Ctx;
-use crate::config::users::{Catalog, User};
+use super::dispatch::{check_user, Denied};
+use super::registry::catalog;
+use super::spec::Ctx;
+use super::spec::{flags::*, CommandSpec, NO_KEYS};
+use crate::config::users::User;
 use crate::error::{CmdError, CmdResult};
 use crate::machine::client::Client;
-use crate::machine::ops::AclLogEntry;
-use crate::machine::State;
+
 use crate::protocol::Frame;
 use bytes::Bytes;
 
@@ -43,43 +43,18 @@ pub static COMMANDS: &[CommandSpec] = &[CommandSpec {
     ],
 }];
 
-const fn sub(name: &'static str, arity: i32, flags: u32, handler: super::Handler) -> CommandSpec {
+const fn sub(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    handler: super::spec::Handler,
+) -> CommandSpec {
     CommandSpec::leaf(name, arity, flags, NO_KEYS, &["slow"], handler)
-}
-
-/// The command table as the rules see it (names, containers, categories), built once.
-pub fn catalog() -> &'static Catalog {
-    static CATALOG: std::sync::OnceLock<Catalog> = std::sync::OnceLock::new();
-    CATALOG.get_or_init(|| {
-        let t = super::table::table();
-        let mut c = Catalog::default();
-        for e in &t.entries {
-            let listed = !e.spec.has(ONLY_SENTINEL)
-                && e.parent
-                    .is_none_or(|p| !t.entries[p].spec.has(ONLY_SENTINEL));
-            c.push(&e.full_name, e.parent, e.categories, listed);
-        }
-        // Redis's commands deadbolt lacks: rules may name them, and they count in the rule
-        // strings as in Redis; nothing can run them.
-        for (name, cats) in super::acl_redis::COMMANDS {
-            if c.lookup(name.as_bytes()).is_some() {
-                continue;
-            }
-            let parent = name
-                .split_once('|')
-                .and_then(|(p, _)| c.lookup(p.as_bytes()));
-            let bits = cats.iter().fold(0, |m, n| {
-                m | crate::config::users::category_bit(n.as_bytes()).unwrap_or(0)
-            });
-            c.push(name, parent, bits, true);
-        }
-        c
-    })
 }
 
 /// Whether a catalog id is one of deadbolt's commands (not one only Redis has).
 fn runnable(id: usize) -> bool {
-    id < super::table::table().entries.len()
+    id < super::registry::table().entries.len()
 }
 
 /// The `user` lines of the configuration, then the aclfile (Redis's ACLLoadUsersAtStartup).
@@ -160,7 +135,7 @@ fn help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 
 /// Redis's addReplySubcommandSyntaxError for a subcommand given too many arguments.
 fn syntax(argv: &[Bytes]) -> CmdError {
-    super::pubsub::subcommand_syntax(argv)
+    super::support::subcommand_syntax(argv)
 }
 
 fn list(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
@@ -509,7 +484,7 @@ fn dryrun(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         )));
     };
     let args = &argv[3..];
-    let t = super::table::table();
+    let t = super::registry::table();
     let not_found = || {
         CmdError::erf(format!(
             "Command '{}' not found",
@@ -549,232 +524,3 @@ fn dryrun(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 // ---- the checks ----------------------------------------------------------------------------
-
-/// Why ACLs refuse a command (Redis's ACL_DENIED_CMD / KEY / CHANNEL, ordered as Redis picks
-/// the reason to report among selectors).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Denied {
-    Command = 1,
-    Key = 2,
-    Channel = 4,
-}
-
-impl Denied {
-    fn reason(self) -> &'static str {
-        match self {
-            Denied::Command => "command",
-            Denied::Key => "key",
-            Denied::Channel => "channel",
-        }
-    }
-}
-
-/// Redis's ACLCheckAllUserCommandPerm: allowed when one selector allows the command with all
-/// its keys and channels. Err: the reason and the argument it is about (0 for a command).
-pub fn check_user(u: &User, id: CmdId, argv: &[Bytes]) -> Result<(), (Denied, usize)> {
-    let entry = &super::table::table().entries[id];
-    let mut keys: Option<KeyRefs> = None;
-    let (mut relevant, mut last_idx, mut idx) = (Denied::Command, 0, 0);
-    for s in &u.selectors {
-        match check_selector(s, id, entry, argv, &mut keys, &mut idx) {
-            None => return Ok(()),
-            Some(d) => {
-                if d > relevant || (d == relevant && idx > last_idx) {
-                    relevant = d;
-                    last_idx = idx;
-                }
-            }
-        }
-    }
-    Err((relevant, last_idx))
-}
-
-/// Redis's ACLSelectorCheckCmd. `keys` caches the command's keys across selectors.
-fn check_selector(
-    s: &crate::config::users::Selector,
-    id: CmdId,
-    entry: &super::table::TableEntry,
-    argv: &[Bytes],
-    keys: &mut Option<KeyRefs>,
-    idx: &mut usize,
-) -> Option<Denied> {
-    let spec = entry.spec;
-    if !s.all_commands && !spec.has(NO_AUTH) && !s.bit(id) {
-        let first = if entry.parent.is_some() { 2 } else { 1 };
-        let allowed = s.first_args(id);
-        if allowed.is_empty()
-            || !argv
-                .get(first)
-                .is_some_and(|a| allowed.iter().any(|f| f.eq_ignore_ascii_case(a)))
-        {
-            return Some(Denied::Command);
-        }
-    }
-    if !s.all_keys && has_keys(entry) {
-        let ks = keys.get_or_insert_with(|| key_refs(entry, argv));
-        for k in ks.iter() {
-            if !s.key_ok(&argv[k.pos], k.read, k.write) {
-                *idx = k.pos;
-                return Some(Denied::Key);
-            }
-        }
-    }
-    if !s.all_channels {
-        for (pos, is_pattern) in channel_refs(spec.name, argv.len()) {
-            if !s.channel_ok(&argv[pos], is_pattern) {
-                *idx = pos;
-                return Some(Denied::Channel);
-            }
-        }
-    }
-    None
-}
-
-/// Redis's commands_with_channels that publish or subscribe: (position, is a pattern).
-fn channel_refs(name: &str, argc: usize) -> impl Iterator<Item = (usize, bool)> {
-    let (range, pattern) = match name {
-        "subscribe" | "ssubscribe" => (1..argc, false),
-        "psubscribe" => (1..argc, true),
-        "publish" | "spublish" => (1..2.min(argc), false),
-        _ => (0..0, false),
-    };
-    range.map(move |p| (p, pattern))
-}
-
-/// Redis's ACLUserCheckCmdWithUnrestrictedKeyAccess for reading: one selector allows the
-/// command and may read every key (SORT's BY and GET).
-pub fn unrestricted_key_access(client: &Client, argv: &[Bytes]) -> bool {
-    let Some(user) = &client.perms else {
-        return true;
-    };
-    let t = super::table::table();
-    let Some(id) = t.lookup(&argv[0]) else {
-        return false;
-    };
-    let entry = &t.entries[id];
-    let mut keys = None;
-    let mut idx = 0;
-    user.selectors.iter().any(|s| {
-        check_selector(s, id, entry, argv, &mut keys, &mut idx).is_none()
-            && s.unrestricted_keys(true, false)
-    })
-}
-
-/// The reply to a command ACLs refuse (processCommand's texts).
-pub fn noperm(d: Denied, full_name: &str) -> CmdError {
-    match d {
-        Denied::Command => CmdError::Other(
-            format!("NOPERM this user has no permissions to run the '{full_name}' command").into(),
-        ),
-        Denied::Key => CmdError::err(
-            "NOPERM this user has no permissions to access one of the keys used as arguments",
-        ),
-        Denied::Channel => CmdError::err(
-            "NOPERM this user has no permissions to access one of the channels used as arguments",
-        ),
-    }
-}
-
-/// EXEC's reply for a queued command no longer allowed (an AUTH or ACL SETUSER ran since).
-pub fn noperm_at_exec(d: Denied) -> CmdError {
-    let reason = match d {
-        Denied::Command => "no permission to execute the command or subcommand",
-        Denied::Key => "no permission to touch the specified keys",
-        Denied::Channel => "no permission to access one of the channels used as arguments",
-    };
-    CmdError::Other(
-        format!("NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: {reason}").into(),
-    )
-}
-
-/// scriptVerifyACL's error for a `redis.call` its caller may not make.
-pub fn script_denied(d: Denied) -> &'static str {
-    match d {
-        Denied::Command => "ERR The user executing the script can't run this command or subcommand",
-        Denied::Key => "ERR The user executing the script can't access at least one of the keys mentioned in the command arguments",
-        Denied::Channel => "ERR The user executing the script can't publish to the channel mentioned in the command",
-    }
-}
-
-/// Checks `client`'s user (when restricted) for command `id`; a refusal is logged in ACL LOG
-/// with `context` (`toplevel`, `multi`, `lua`). An unrestricted user costs one branch.
-#[inline]
-pub fn check(
-    srv: &mut State,
-    client: &Client,
-    id: CmdId,
-    argv: &[Bytes],
-    context: &'static str,
-) -> Result<(), Denied> {
-    match &client.perms {
-        None => Ok(()),
-        Some(user) => check_restricted(srv, client, user, id, argv, context),
-    }
-}
-
-#[inline(never)]
-fn check_restricted(
-    srv: &mut State,
-    client: &Client,
-    user: &User,
-    id: CmdId,
-    argv: &[Bytes],
-    context: &'static str,
-) -> Result<(), Denied> {
-    let (d, pos) = match check_user(user, id, argv) {
-        Ok(()) => return Ok(()),
-        Err(e) => e,
-    };
-    let object = match d {
-        Denied::Command => Bytes::from(super::table::table().entries[id].full_name.clone()),
-        _ => argv[pos].clone(),
-    };
-    add_log_entry(srv, client, d.reason(), context, object, None);
-    Err(d)
-}
-
-/// Redis's addACLLogEntry: a denial similar to one of the last ten entries within a minute
-/// bumps that entry (moved to the front) instead of adding one.
-pub fn add_log_entry(
-    srv: &mut State,
-    client: &Client,
-    reason: &'static str,
-    context: &'static str,
-    object: Bytes,
-    username: Option<&[u8]>,
-) {
-    let now = crate::clock::unix_ms();
-    let username = Bytes::copy_from_slice(username.unwrap_or(client.user.as_bytes()));
-    let mut client_info = String::new();
-    client.info_line(&mut client_info);
-    if client_info.ends_with('\n') {
-        client_info.pop();
-    }
-    let log = &mut srv.ops.acl_log;
-    let similar = log.iter().take(10).position(|e| {
-        e.reason == reason
-            && e.context == context
-            && e.ctime_ms.abs_diff(now) <= 60_000
-            && e.object == object
-            && e.username == username
-    });
-    if let Some(i) = similar {
-        if let Some(mut e) = log.remove(i) {
-            e.count += 1;
-            e.ctime_ms = now;
-            e.client_info = client_info;
-            log.push_front(e);
-        }
-        return;
-    }
-    log.push_front(AclLogEntry {
-        count: 1,
-        reason,
-        context,
-        object,
-        username,
-        ctime_ms: now,
-        client_info,
-    });
-    log.truncate(srv.config.acllog_max_len as usize);
-}

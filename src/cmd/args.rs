@@ -1,57 +1,7 @@
-//! Typed access to a command's arguments, each getter failing with the Redis error for it.
+//! Argument parsers shared by the handlers, each failing with the Redis error for its argument.
 
 use crate::error::CmdError;
 use crate::protocol::number::{parse_f64, parse_i64};
-use bytes::Bytes;
-
-pub struct Args<'a> {
-    argv: &'a [Bytes],
-    pos: usize,
-}
-
-impl<'a> Args<'a> {
-    /// A cursor positioned after the command name.
-    pub fn new(argv: &'a [Bytes]) -> Self {
-        Args { argv, pos: 1 }
-    }
-
-    pub fn all(&self) -> &'a [Bytes] {
-        self.argv
-    }
-
-    pub fn remaining(&self) -> usize {
-        self.argv.len().saturating_sub(self.pos)
-    }
-
-    pub fn has_more(&self) -> bool {
-        self.pos < self.argv.len()
-    }
-
-    pub fn next_arg(&mut self) -> Option<&'a Bytes> {
-        let a = self.argv.get(self.pos)?;
-        self.pos += 1;
-        Some(a)
-    }
-
-    /// The next argument; a missing one is a syntax error (arity was checked before).
-    pub fn bytes(&mut self) -> Result<&'a Bytes, CmdError> {
-        self.next_arg().ok_or(CmdError::Syntax)
-    }
-
-    pub fn int(&mut self) -> Result<i64, CmdError> {
-        int_arg(self.bytes()?)
-    }
-
-    pub fn float(&mut self) -> Result<f64, CmdError> {
-        float_arg(self.bytes()?)
-    }
-
-    pub fn rest(&mut self) -> &'a [Bytes] {
-        let r = &self.argv[self.pos.min(self.argv.len())..];
-        self.pos = self.argv.len();
-        r
-    }
-}
 
 pub fn int_arg(b: &[u8]) -> Result<i64, CmdError> {
     parse_i64(b).ok_or(CmdError::NotInteger)
@@ -99,7 +49,7 @@ pub use crate::glob::glob_match;
 mod tests {
     use super::glob_match;
     // Redis 7.0.15's `stringmatchlen` (util.c), the oracle the fuzz targets use too.
-    use crate::fuzzing::redis_glob_match as redis_match;
+    use deadbolt_oracles::redis_glob_match as redis_match;
 
     #[test]
     fn ranges_like_redis() {

@@ -2,10 +2,10 @@
 //! (bit 0 is the most significant bit of the first byte), as Redis 7.0's bitops.c.
 
 use super::args::{int_arg, is};
-use super::string::read_str;
-use super::string_range::edit_str;
-use super::table::{flags::*, CommandSpec, KeySpec, KeySpecDoc, KEY1};
-use super::{event, Ctx};
+use super::spec::{event, Ctx};
+use super::spec::{flags::*, CommandSpec, KeySpec, KeySpecDoc, KEY1};
+use super::support::edit_str;
+use super::support::read_str;
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Frame;
 use crate::store::Value;
@@ -16,7 +16,7 @@ const fn spec(
     arity: i32,
     flags: u32,
     keys: KeySpec,
-    handler: super::Handler,
+    handler: super::spec::Handler,
 ) -> CommandSpec {
     CommandSpec::leaf(name, arity, flags, keys, &["bitmap"], handler)
 }
@@ -374,10 +374,10 @@ fn bitop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let dest = &argv[2];
     let max_len = srcs.iter().map(|s| s.len()).max().unwrap_or(0);
     if max_len == 0 {
-        super::zset::delete_dest(ctx, dest);
+        super::support::delete_dest(ctx, dest);
         return Ok(Frame::Integer(0));
     }
-    super::string_range::check_growth(ctx, max_len)?;
+    super::support::check_growth(ctx, max_len)?;
     let mut res: Vec<u8> = Vec::new();
     res.try_reserve_exact(max_len)
         .map_err(|_| CmdError::err("OOM command not allowed when used memory > 'maxmemory'."))?;

@@ -2,7 +2,7 @@
 //! timeout and parking the client. Serving and timing out parked clients is the event loop's
 //! (exec/blocking.rs), as it writes their replies.
 
-use super::Ctx;
+use super::spec::Ctx;
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::number::LongDouble;
 use crate::protocol::Frame;

@@ -1,8 +1,9 @@
 //! Connection commands: PING, ECHO, QUIT, RESET, HELLO, AUTH, SELECT, CLIENT.
 
 use super::args::{int_arg, is};
-use super::table::{flags::*, CommandSpec, NO_KEYS};
-use super::Ctx;
+use super::spec::Ctx;
+use super::spec::{flags::*, CommandSpec, NO_KEYS};
+use super::support::end_pause;
 use crate::error::{CmdError, CmdResult};
 use crate::machine::client::Client;
 use crate::machine::REDIS_VERSION;
@@ -10,11 +11,21 @@ use crate::protocol::Frame;
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
 
-const fn spec(name: &'static str, arity: i32, flags: u32, handler: super::Handler) -> CommandSpec {
+const fn spec(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    handler: super::spec::Handler,
+) -> CommandSpec {
     CommandSpec::leaf(name, arity, flags, NO_KEYS, &["connection"], handler)
 }
 
-const fn sub(name: &'static str, arity: i32, flags: u32, handler: super::Handler) -> CommandSpec {
+const fn sub(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    handler: super::spec::Handler,
+) -> CommandSpec {
     spec(name, arity, flags, handler)
 }
 
@@ -67,13 +78,13 @@ pub static COMMANDS: &[CommandSpec] = &[
                 "pause",
                 -3,
                 ADMIN | NOSCRIPT | LOADING | STALE,
-                super::observe::client_pause,
+                client_pause,
             ),
             sub(
                 "unpause",
                 2,
                 ADMIN | NOSCRIPT | LOADING | STALE,
-                super::observe::client_unpause,
+                client_unpause,
             ),
             sub(
                 "no-evict",
@@ -142,7 +153,7 @@ fn quit(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 }
 
 fn reset(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    super::tx::discard_transaction(ctx);
+    super::support::discard_transaction(ctx);
     ctx.srv.unsubscribe_all_silently(ctx.client);
     ctx.srv.disable_tracking(ctx.client);
     let c = &mut *ctx.client;
@@ -184,7 +195,7 @@ pub fn check_auth(ctx: &mut Ctx, cmd: &Bytes, user: Option<&[u8]>, pass: &[u8]) 
                 "toplevel"
             };
             let object = cmd.clone();
-            super::acl::add_log_entry(ctx.srv, ctx.client, "auth", context, object, Some(name));
+            super::support::add_log_entry(ctx.srv, ctx.client, "auth", context, object, Some(name));
             Err(CmdError::err(
                 "WRONGPASS invalid username-password pair or user is disabled.",
             ))
@@ -272,7 +283,7 @@ fn hello(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         (Frame::bulk_static("mode"), Frame::bulk_static("standalone")),
         (
             Frame::bulk_static("role"),
-            Frame::bulk_static(super::replication::hello_role(ctx.host.cluster())),
+            Frame::bulk_static(super::support::hello_role(ctx.host.cluster())),
         ),
         (Frame::bulk_static("modules"), Frame::Array(vec![])),
     ]))
@@ -641,3 +652,51 @@ pub static TIPS: &[(&str, &[&str])] = &[
     ("client|info", &["nondeterministic_output"]),
     ("client|list", &["nondeterministic_output"]),
 ];
+
+pub fn client_pause(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if argv.len() > 4 {
+        return Err(CmdError::erf(format!(
+            "unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
+            String::from_utf8_lossy(&argv[1][..argv[1].len().min(128)])
+        )));
+    }
+    // Redis checks the mode before the timeout.
+    let all = match argv.len() {
+        3 => true,
+        _ if is(&argv[3], "all") => true,
+        _ if is(&argv[3], "write") => false,
+        _ => return Err(CmdError::err("ERR CLIENT PAUSE mode must be WRITE or ALL")),
+    };
+    let ms = int_arg(&argv[2])
+        .map_err(|_| CmdError::err("ERR timeout is not an integer or out of range"))?;
+    if ms < 0 {
+        return Err(CmdError::err("ERR timeout is negative"));
+    }
+    let p = &mut ctx.srv.ops.pause;
+    // Redis's end time is `timeout + mstime()` for a positive timeout and 0 for 0; past
+    // i64 the sum wraps negative. Both lie in the past: such a pause never takes effect
+    // (it can only make one in force stricter), so it answers OK and pauses no one.
+    let until = match u64::try_from(ms) {
+        Ok(ms) if ms > 0 && ms <= i64::MAX as u64 - ctx.now.min(i64::MAX as u64) => ctx.now + ms,
+        _ => 0,
+    };
+    // Like Redis: a new pause never shortens or weakens one in force.
+    if p.until_ms != 0 {
+        p.all |= all;
+        p.until_ms = p.until_ms.max(until);
+    } else {
+        p.all = all;
+        p.until_ms = until;
+    }
+    if p.until_ms <= ctx.now {
+        end_pause(ctx.srv);
+    }
+    Ok(Frame::ok())
+}
+
+pub fn client_unpause(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    if ctx.srv.ops.pause.until_ms != 0 {
+        end_pause(ctx.srv);
+    }
+    Ok(Frame::ok())
+}

@@ -1,8 +1,11 @@
 //! The one check pipeline every command goes through (Redis's `processCommand` order):
 //! lookup → subcommand → arity → auth → subscribed-context → execute → stats → encode.
 
-use super::table::{flags, CmdId};
-use super::Ctx;
+use super::keyspec::{has_keys, key_refs, KeyRefs};
+use super::spec::Ctx;
+use super::spec::{flags, CmdId, CommandSpec};
+use super::support::add_log_entry;
+use crate::config::users::User;
 use crate::error::{CmdError, CmdResult};
 use crate::machine::client::Client;
 use crate::machine::{Host, State};
@@ -13,7 +16,7 @@ use std::time::Instant;
 
 /// Resolves a command (and its subcommand) and checks arity. Errors are what Redis replies.
 pub fn resolve(argv: &[Bytes]) -> Result<CmdId, CmdError> {
-    resolve_in(crate::cmd::table::table(), argv)
+    resolve_in(crate::cmd::registry::table(), argv)
 }
 
 /// `resolve` against any command table (the busy-script answers hold their own copy).
@@ -158,15 +161,15 @@ fn process_frame(
     let started = crate::stopwatch::Stopwatch::start();
     let mut now = crate::clock::unix_ms_at(started.tsc());
     client.last_interaction_ms = now;
-    if super::replication::is_replica(host.cluster()) {
+    if super::support::is_replica(host.cluster()) {
         // A cluster follower expires nothing ahead of the leader (exec/cluster.rs).
         now = now.saturating_sub(srv.config.cluster_clock_drift);
     }
-    let table = crate::cmd::table::table();
+    let table = crate::cmd::registry::table();
     let id = match resolve_mode(table, argv, host.cluster().is_some()) {
         Ok(id) => id,
         Err(e) => {
-            super::tx::flag_transaction(client);
+            super::support::flag_transaction(client);
             if let CmdError::WrongArity(_) | CmdError::UnknownSubcommand(..) = e {
                 let sentinel = host.cluster().is_some();
                 if let Some(id) = table
@@ -183,11 +186,11 @@ fn process_frame(
             return Some(Ok(error_frame(srv, e)));
         }
     };
-    let spec = crate::cmd::table::table().entries[id].spec;
+    let spec = crate::cmd::registry::table().entries[id].spec;
     // EXEC is refused for what it would run, as Redis does with `mstate.cmd_flags`.
     let (tx_flags, tx_inv_flags) = match &client.multi {
         Some(queue) if spec.name == "exec" => queue.iter().fold((0, 0), |(all, inv), (q, _)| {
-            let f = crate::cmd::table::table().entries[*q].spec.flags;
+            let f = crate::cmd::registry::table().entries[*q].spec.flags;
             (all | f, inv | !f)
         }),
         _ => (0, 0),
@@ -207,8 +210,8 @@ fn process_frame(
         } else {
             "toplevel"
         };
-        if let Err(d) = super::acl::check(srv, client, id, argv, context) {
-            let e = super::acl::noperm(d, &table.entries[id].full_name);
+        if let Err(d) = check(srv, client, id, argv, context) {
+            let e = noperm(d, &table.entries[id].full_name);
             return Some(Ok(reject(srv, client, id, e)));
         }
     }
@@ -219,10 +222,7 @@ fn process_frame(
     if srv.config.maxmemory != 0 {
         let queuing =
             client.multi.is_some() && !matches!(spec.name, "exec" | "discard" | "quit" | "reset");
-        if (queuing
-            || cmd_flags & flags::DENYOOM != 0
-            || super::scripting::denies_oom(srv, spec, argv)
-            || super::functions::denies_oom(srv, spec, argv))
+        if (queuing || (effective_flags(srv, spec, argv) | tx_flags) & flags::DENYOOM != 0)
             && crate::alloc::used_memory() as u64 > srv.config.maxmemory
         {
             let e = CmdError::err("OOM command not allowed when used memory > 'maxmemory'.");
@@ -238,24 +238,22 @@ fn process_frame(
     // A replica refuses writes (and EXEC of writes, and scripts that declare they write)
     // before it looks further, as Redis's processCommand after MISCONF and NOREPLICAS.
     // A lone server pays one None check.
-    if super::replication::is_replica(host.cluster())
-        && (cmd_flags & flags::WRITE != 0
-            || super::replication::script_declares_writes(srv, spec, argv)
-            || super::functions::declares_writes(srv, spec, argv))
+    if super::support::is_replica(host.cluster())
+        && (effective_flags(srv, spec, argv) | tx_flags) & flags::WRITE != 0
     {
-        let e = CmdError::err(super::replication::READONLY);
+        let e = CmdError::err(super::support::READONLY);
         return Some(Ok(reject(srv, client, id, e)));
     }
     // RESP2 has no way to tell pushes from replies, so a subscribed connection only talks pub/sub.
     if client.resp == 2 && client.pubsub.subscribed() && !spec.has(flags::PUBSUB_OK) {
-        let name = &crate::cmd::table::table().entries[id].full_name;
+        let name = &crate::cmd::registry::table().entries[id].full_name;
         let e = CmdError::erf(format!("Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"));
         return Some(Ok(reject(srv, client, id, e)));
     }
     // Redis's processCommand: a replica whose master link is down refuses what is not STALE
     // (EXEC: when a queued command is not).
     if host.cluster_masterdown() && (!spec.has(flags::STALE) || tx_inv_flags & flags::STALE != 0) {
-        let e = CmdError::err(super::replication::MASTERDOWN);
+        let e = CmdError::err(super::support::MASTERDOWN);
         return Some(Ok(reject(srv, client, id, e)));
     }
     if host.loading() && (!spec.has(flags::LOADING) || tx_inv_flags & flags::LOADING != 0) {
@@ -265,7 +263,7 @@ fn process_frame(
     // The replica and pause checks see EXEC with the flags of what it would run.
     let exec_spec;
     let effective = if tx_flags != 0 {
-        exec_spec = super::table::CommandSpec {
+        exec_spec = super::spec::CommandSpec {
             flags: cmd_flags,
             ..*spec
         };
@@ -273,10 +271,10 @@ fn process_frame(
     } else {
         spec
     };
-    if let Err(e) = super::observe::check_monitor(srv, client, effective) {
+    if let Err(e) = super::support::check_monitor(srv, client, effective) {
         return Some(Ok(reject(srv, client, id, e)));
     }
-    if super::observe::paused(srv, effective, now) {
+    if super::support::paused(srv, effective, now) {
         return None;
     }
     if let Some(queue) = client.multi.as_mut() {
@@ -297,12 +295,63 @@ fn process_frame(
     Some(execute_timed(&mut ctx, id, argv, started))
 }
 
+/// Runs the handler of the command `argv` names, directly: no checks and no stats of its own,
+/// as Redis's GEOADD calls zaddCommand (the caller's command is the one counted).
+pub fn call_handler(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let t = super::registry::table();
+    match argv.first().and_then(|name| t.lookup(name)) {
+        Some(id) => (t.entries[id].spec.handler)(ctx, argv),
+        None => Err(CmdError::unknown_command(argv)),
+    }
+}
+
+/// Redis's `getCommandFlags`: a command's flags, except for EVAL and FCALL, which take the
+/// flags of the script or function they name (`scriptFlagsToCmdFlags`). A script without a
+/// shebang, and EVALSHA of a script not in the cache, keep the command's own flags; a script
+/// refuses its first write then, from inside.
+///
+/// Used where Redis refuses a script before it runs for what it declares: `deny-oom` over
+/// maxmemory and writes on a replica.
+pub fn effective_flags(srv: &State, spec: &CommandSpec, argv: &[Bytes]) -> u32 {
+    use crate::script::{self, shebang};
+    let declared = match spec.name {
+        "eval" | "eval_ro" => argv
+            .get(1)
+            .and_then(|body| shebang::parse(body).ok())
+            .map(|(f, _)| f),
+        "evalsha" | "evalsha_ro" => argv
+            .get(1)
+            .and_then(|sha| script::sha_key(sha))
+            .and_then(|sha| script::cached_flags(srv, &sha)),
+        "fcall" | "fcall_ro" => argv
+            .get(1)
+            .and_then(|name| script::functions::function_flags(srv, name)),
+        _ => None,
+    };
+    match declared {
+        Some(f) if f & shebang::COMPAT == 0 => {
+            let mut cmd = spec.flags & !(flags::STALE | flags::DENYOOM | flags::WRITE);
+            if f & (shebang::ALLOW_OOM | shebang::NO_WRITES) == 0 {
+                cmd |= flags::DENYOOM;
+            }
+            if f & shebang::NO_WRITES == 0 {
+                cmd |= flags::WRITE;
+            }
+            if f & shebang::ALLOW_STALE != 0 {
+                cmd |= flags::STALE;
+            }
+            cmd & !flags::MAY_REPLICATE
+        }
+        _ => spec.flags,
+    }
+}
+
 /// Redis's `rejectCommand`: counts the refusal and flags an open transaction (EXEC then answers
 /// EXECABORT).
 fn reject(srv: &mut State, client: &mut Client, id: CmdId, e: CmdError) -> Frame {
     srv.stats.commands[id].rejected_calls += 1;
-    super::tx::flag_transaction(client);
-    let e = if crate::cmd::table::table().entries[id].spec.name == "exec" {
+    super::support::flag_transaction(client);
+    let e = if crate::cmd::registry::table().entries[id].spec.name == "exec" {
         exec_abort(srv, client, e)
     } else {
         e
@@ -332,7 +381,7 @@ fn exec_abort(srv: &mut State, client: &mut Client, e: CmdError) -> CmdError {
 
 /// Executes a resolved command with the context's time, counting it in the stats.
 pub fn run(ctx: &mut Ctx, id: CmdId, argv: &[Bytes]) -> Frame {
-    if crate::cmd::table::table().entries[id]
+    if crate::cmd::registry::table().entries[id]
         .spec
         .has(flags::WRITE)
     {
@@ -364,7 +413,7 @@ fn execute_timed(
     argv: &[Bytes],
     started: crate::stopwatch::Stopwatch,
 ) -> CmdResult {
-    let entry = &crate::cmd::table::table().entries[id];
+    let entry = &crate::cmd::registry::table().entries[id];
     let spec = entry.spec;
     ctx.client.last_cmd = Some(entry.full_name.as_str());
     ctx.srv.stats.error_mark = ctx.srv.stats.total_error_replies;
@@ -379,7 +428,7 @@ fn execute_timed(
     let nsec = started.elapsed_ns();
     let usec = nsec / 1000;
     if !ctx.srv.ops.monitors.is_empty() && !spec.has(flags::SKIP_MONITOR | flags::ADMIN) {
-        super::observe::feed_monitors(ctx.srv, ctx.client, ctx.in_script, argv);
+        super::support::feed_monitors(ctx.srv, ctx.client, ctx.in_script, argv);
     }
     // The threshold is tested here too: most commands are fast, and the call is not free.
     let slower_than = ctx.srv.config.slowlog_log_slower_than;
@@ -388,7 +437,7 @@ fn execute_timed(
         && slower_than >= 0
         && usec as i64 >= slower_than
     {
-        super::observe::slowlog_push(ctx.srv, ctx.client, argv, usec);
+        super::support::slowlog_push(ctx.srv, ctx.client, argv, usec);
     }
     let stats = &mut ctx.srv.stats;
     let st = &mut stats.commands[id];
@@ -489,7 +538,7 @@ pub fn script_call(
     read_only: bool,
     deny_oom: bool,
 ) -> (Frame, bool) {
-    let table = &crate::cmd::table::table();
+    let table = &crate::cmd::registry::table();
     let Some(mut id) = table.lookup(&argv[0]) else {
         let e = CmdError::err("ERR Unknown Redis command called from script");
         return (rejected_in_script(ctx.srv, e), false);
@@ -508,16 +557,16 @@ pub fn script_call(
         "ERR Wrong number of args calling Redis command from script"
     } else if spec.has(flags::NOSCRIPT) {
         "ERR This Redis command is not allowed from script"
-    } else if let Err(d) = super::acl::check(ctx.srv, ctx.client, id, argv, "lua") {
+    } else if let Err(d) = check(ctx.srv, ctx.client, id, argv, "lua") {
         // Redis's scriptVerifyACL: a script reaches only what its caller may.
-        super::acl::script_denied(d)
+        script_denied(d)
     } else if read_only && spec.flags & (flags::WRITE | flags::MAY_REPLICATE) != 0 {
         "ERR Write commands are not allowed from read-only scripts."
-    } else if spec.has(flags::WRITE) && super::replication::is_replica(ctx.host.cluster()) {
+    } else if spec.has(flags::WRITE) && super::support::is_replica(ctx.host.cluster()) {
         // Redis's scriptVerifyWriteCommandAllow (after ACL, before OOM); the script's error
         // then carries its ` script: …` suffix. A script cannot have written before: a node's
         // role changes only between units of work.
-        super::replication::READONLY
+        super::support::READONLY
     } else if deny_oom && spec.has(flags::DENYOOM) {
         "OOM command not allowed when used memory > 'maxmemory'."
     } else {
@@ -535,4 +584,189 @@ fn rejected_in_script(srv: &mut State, e: CmdError) -> Frame {
     let frame = error_frame(srv, e);
     srv.stats.error_mark = srv.stats.total_error_replies;
     frame
+}
+
+// ---- ACL: Redis's ACLCheckAllPerm, for every command, EXEC's queue and scripts' calls ------
+
+/// Why ACLs refuse a command (Redis's ACL_DENIED_CMD / KEY / CHANNEL, ordered as Redis picks
+/// the reason to report among selectors).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Denied {
+    Command = 1,
+    Key = 2,
+    Channel = 4,
+}
+
+impl Denied {
+    fn reason(self) -> &'static str {
+        match self {
+            Denied::Command => "command",
+            Denied::Key => "key",
+            Denied::Channel => "channel",
+        }
+    }
+}
+
+/// Redis's ACLCheckAllUserCommandPerm: allowed when one selector allows the command with all
+/// its keys and channels. Err: the reason and the argument it is about (0 for a command).
+pub fn check_user(u: &User, id: CmdId, argv: &[Bytes]) -> Result<(), (Denied, usize)> {
+    let entry = &super::registry::table().entries[id];
+    let mut keys: Option<KeyRefs> = None;
+    let (mut relevant, mut last_idx, mut idx) = (Denied::Command, 0, 0);
+    for s in &u.selectors {
+        match check_selector(s, id, entry, argv, &mut keys, &mut idx) {
+            None => return Ok(()),
+            Some(d) => {
+                if d > relevant || (d == relevant && idx > last_idx) {
+                    relevant = d;
+                    last_idx = idx;
+                }
+            }
+        }
+    }
+    Err((relevant, last_idx))
+}
+
+/// Redis's ACLSelectorCheckCmd. `keys` caches the command's keys across selectors.
+fn check_selector(
+    s: &crate::config::users::Selector,
+    id: CmdId,
+    entry: &super::table::TableEntry,
+    argv: &[Bytes],
+    keys: &mut Option<KeyRefs>,
+    idx: &mut usize,
+) -> Option<Denied> {
+    let spec = entry.spec;
+    if !s.all_commands && !spec.has(flags::NO_AUTH) && !s.bit(id) {
+        let first = if entry.parent.is_some() { 2 } else { 1 };
+        let allowed = s.first_args(id);
+        if allowed.is_empty()
+            || !argv
+                .get(first)
+                .is_some_and(|a| allowed.iter().any(|f| f.eq_ignore_ascii_case(a)))
+        {
+            return Some(Denied::Command);
+        }
+    }
+    if !s.all_keys && has_keys(entry) {
+        let ks = keys.get_or_insert_with(|| key_refs(entry, argv));
+        for k in ks.iter() {
+            if !s.key_ok(&argv[k.pos], k.read, k.write) {
+                *idx = k.pos;
+                return Some(Denied::Key);
+            }
+        }
+    }
+    if !s.all_channels {
+        for (pos, is_pattern) in channel_refs(spec.name, argv.len()) {
+            if !s.channel_ok(&argv[pos], is_pattern) {
+                *idx = pos;
+                return Some(Denied::Channel);
+            }
+        }
+    }
+    None
+}
+
+/// Redis's commands_with_channels that publish or subscribe: (position, is a pattern).
+fn channel_refs(name: &str, argc: usize) -> impl Iterator<Item = (usize, bool)> {
+    let (range, pattern) = match name {
+        "subscribe" | "ssubscribe" => (1..argc, false),
+        "psubscribe" => (1..argc, true),
+        "publish" | "spublish" => (1..2.min(argc), false),
+        _ => (0..0, false),
+    };
+    range.map(move |p| (p, pattern))
+}
+
+/// Redis's ACLUserCheckCmdWithUnrestrictedKeyAccess for reading: one selector allows the
+/// command and may read every key (SORT's BY and GET).
+pub fn unrestricted_key_access(client: &Client, argv: &[Bytes]) -> bool {
+    let Some(user) = &client.perms else {
+        return true;
+    };
+    let t = super::registry::table();
+    let Some(id) = t.lookup(&argv[0]) else {
+        return false;
+    };
+    let entry = &t.entries[id];
+    let mut keys = None;
+    let mut idx = 0;
+    user.selectors.iter().any(|s| {
+        check_selector(s, id, entry, argv, &mut keys, &mut idx).is_none()
+            && s.unrestricted_keys(true, false)
+    })
+}
+
+/// The reply to a command ACLs refuse (processCommand's texts).
+pub fn noperm(d: Denied, full_name: &str) -> CmdError {
+    match d {
+        Denied::Command => CmdError::Other(
+            format!("NOPERM this user has no permissions to run the '{full_name}' command").into(),
+        ),
+        Denied::Key => CmdError::err(
+            "NOPERM this user has no permissions to access one of the keys used as arguments",
+        ),
+        Denied::Channel => CmdError::err(
+            "NOPERM this user has no permissions to access one of the channels used as arguments",
+        ),
+    }
+}
+
+/// EXEC's reply for a queued command no longer allowed (an AUTH or ACL SETUSER ran since).
+pub fn noperm_at_exec(d: Denied) -> CmdError {
+    let reason = match d {
+        Denied::Command => "no permission to execute the command or subcommand",
+        Denied::Key => "no permission to touch the specified keys",
+        Denied::Channel => "no permission to access one of the channels used as arguments",
+    };
+    CmdError::Other(
+        format!("NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: {reason}").into(),
+    )
+}
+
+/// scriptVerifyACL's error for a `redis.call` its caller may not make.
+pub fn script_denied(d: Denied) -> &'static str {
+    match d {
+        Denied::Command => "ERR The user executing the script can't run this command or subcommand",
+        Denied::Key => "ERR The user executing the script can't access at least one of the keys mentioned in the command arguments",
+        Denied::Channel => "ERR The user executing the script can't publish to the channel mentioned in the command",
+    }
+}
+
+/// Checks `client`'s user (when restricted) for command `id`; a refusal is logged in ACL LOG
+/// with `context` (`toplevel`, `multi`, `lua`). An unrestricted user costs one branch.
+#[inline]
+pub fn check(
+    srv: &mut State,
+    client: &Client,
+    id: CmdId,
+    argv: &[Bytes],
+    context: &'static str,
+) -> Result<(), Denied> {
+    match &client.perms {
+        None => Ok(()),
+        Some(user) => check_restricted(srv, client, user, id, argv, context),
+    }
+}
+
+#[inline(never)]
+fn check_restricted(
+    srv: &mut State,
+    client: &Client,
+    user: &User,
+    id: CmdId,
+    argv: &[Bytes],
+    context: &'static str,
+) -> Result<(), Denied> {
+    let (d, pos) = match check_user(user, id, argv) {
+        Ok(()) => return Ok(()),
+        Err(e) => e,
+    };
+    let object = match d {
+        Denied::Command => Bytes::from(super::registry::table().entries[id].full_name.clone()),
+        _ => argv[pos].clone(),
+    };
+    add_log_entry(srv, client, d.reason(), context, object, None);
+    Err(d)
 }

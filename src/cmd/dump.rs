@@ -3,8 +3,8 @@
 //! `sanitize-dump-payload yes`) before it touches the keyspace.
 
 use super::args::{int_arg, is};
-use super::table::{flags::*, CommandSpec, KeySpecDoc, KEY1};
-use super::{event, Ctx};
+use super::spec::{event, Ctx};
+use super::spec::{flags::*, CommandSpec, KeySpecDoc, KEY1};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Frame;
 use crate::store::rdb;
@@ -37,7 +37,7 @@ pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
 pub static TIPS: &[(&str, &[&str])] = &[("dump", &["nondeterministic_output"])];
 
 fn dump(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let lim = super::object::limits(ctx);
+    let lim = super::support::limits(ctx);
     let now = ctx.now;
     Ok(match ctx.db().get(&argv[1], now) {
         Some(e) => Frame::Bulk(Bytes::from(rdb::dump(&e.value, &lim))),

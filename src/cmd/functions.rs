@@ -3,18 +3,22 @@
 //! `crate::script::functions`.
 
 use super::args::is;
-use super::table::{flags::*, CommandSpec, KeySpecDoc, NO_KEYS};
-use super::Ctx;
+use super::spec::Ctx;
+use super::spec::{flags::*, CommandSpec, KeySpecDoc, NO_KEYS};
 use crate::error::{CmdError, CmdResult};
-use crate::machine::State;
 use crate::protocol::Frame;
 use crate::script::functions::{self as lib, Functions, Libraries, LOAD_TIMEOUT};
-use crate::script::{payload, shebang};
+use crate::script::payload;
 use bytes::Bytes;
 
 const SCRIPTING: &[&str] = &["slow", "scripting"];
 
-const fn spec(name: &'static str, arity: i32, flags: u32, handler: super::Handler) -> CommandSpec {
+const fn spec(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    handler: super::spec::Handler,
+) -> CommandSpec {
     CommandSpec::leaf(name, arity, flags, NO_KEYS, SCRIPTING, handler)
 }
 
@@ -44,25 +48,6 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
 ];
 
-/// Redis's fcallGetCommandFlags + scriptFlagsToCmdFlags for the maxmemory check: a function
-/// is deny-oom unless it declares allow-oom or no-writes; an unknown one keeps FCALL's flags.
-pub fn denies_oom(srv: &State, spec: &CommandSpec, argv: &[Bytes]) -> bool {
-    function_flags(srv, spec, argv)
-        .is_some_and(|f| f & (shebang::ALLOW_OOM | shebang::NO_WRITES) == 0)
-}
-
-/// The same for the replica check: a function that does not declare no-writes is a write.
-pub fn declares_writes(srv: &State, spec: &CommandSpec, argv: &[Bytes]) -> bool {
-    function_flags(srv, spec, argv).is_some_and(|f| f & shebang::NO_WRITES == 0)
-}
-
-fn function_flags(srv: &State, spec: &CommandSpec, argv: &[Bytes]) -> Option<u32> {
-    if !matches!(spec.name, "fcall" | "fcall_ro") {
-        return None;
-    }
-    lib::function_flags(srv, argv.get(1)?)
-}
-
 /// The command changed the libraries: it is their record for the AOF and the cluster log
 /// (see `store::ChangeRecord::functions`).
 fn changed(ctx: &mut Ctx, argv: &[Bytes]) {
@@ -81,7 +66,7 @@ fn with<R>(ctx: &mut Ctx, f: impl FnOnce(&mut Functions, &mut Ctx) -> R) -> Resu
 fn fcall_generic(ctx: &mut Ctx, argv: &[Bytes], ro: bool) -> CmdResult {
     // Functions are fed to monitors before the commands they run (fcallCommandGeneric).
     if !ctx.srv.ops.monitors.is_empty() {
-        super::observe::feed_monitors(ctx.srv, ctx.client, false, argv);
+        super::support::feed_monitors(ctx.srv, ctx.client, false, argv);
     }
     with(ctx, |funcs, ctx| {
         let Functions { engine, libs } = funcs;
@@ -441,8 +426,8 @@ fn function_help(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 /// Redis 7.0's key specifications of the family (its commands.c).
 pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
-    ("fcall", &[super::scripting::SCRIPT_KEYS_RW]),
-    ("fcall_ro", &[super::scripting::SCRIPT_KEYS_RO]),
+    ("fcall", &[super::support::SCRIPT_KEYS_RW]),
+    ("fcall_ro", &[super::support::SCRIPT_KEYS_RO]),
 ];
 
 /// Redis 7.0's command tips of the family (its commands.c).

@@ -4,9 +4,9 @@
 //! order, same libm calls), because distances and coordinates are compared byte for byte.
 
 use super::args::{float_arg, int_arg, is};
-use super::table::{flags::*, CommandSpec, KeySpec, KeySpecDoc, KEY1};
-use super::zset::zset_ref;
-use super::Ctx;
+use super::spec::Ctx;
+use super::spec::{flags::*, CommandSpec, KeySpec, KeySpecDoc, KEY1};
+use super::support::zset_ref;
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::number::parse_f64;
 use crate::protocol::Frame;
@@ -18,12 +18,12 @@ const fn spec(
     arity: i32,
     flags: u32,
     keys: KeySpec,
-    handler: super::Handler,
+    handler: super::spec::Handler,
 ) -> CommandSpec {
     CommandSpec::leaf(name, arity, flags, keys, &["geo"], handler)
 }
 
-use super::table::TWO_KEYS;
+use super::spec::TWO_KEYS;
 
 pub static COMMANDS: &[CommandSpec] = &[
     spec("geoadd", -5, WRITE | DENYOOM, KEY1, geoadd),
@@ -808,7 +808,7 @@ fn geoadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         zargv.push(Bytes::copy_from_slice(buf.format(bits).as_bytes()));
         zargv.push(t[2].clone());
     }
-    super::zset::zadd(ctx, &zargv)
+    super::dispatch::call_handler(ctx, &zargv)
 }
 
 fn geodist(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -1038,7 +1038,7 @@ fn georadius_generic(ctx: &mut Ctx, argv: &[Bytes], src: usize, kind: Kind) -> C
     let Some(z) = zset_ref(ctx, &argv[src])? else {
         return match storekey {
             Some(dest) => {
-                super::zset::delete_dest(ctx, dest);
+                super::support::delete_dest(ctx, dest);
                 Ok(Frame::Integer(0))
             }
             None => Ok(Frame::Array(Vec::new())),
@@ -1103,7 +1103,7 @@ fn georadius_generic(ctx: &mut Ctx, argv: &[Bytes], src: usize, kind: Kind) -> C
         } else {
             "georadiusstore"
         };
-        return super::zset::store_result(ctx, dest, out, ev);
+        return super::support::store_result(ctx, dest, out, ev);
     }
     let extra = withdist as usize + withhash as usize + withcoords as usize;
     let reply = points

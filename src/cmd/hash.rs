@@ -1,9 +1,9 @@
 //! Hashes (Redisson keeps its reentrant lock state in one: field = client id, value = count).
 
 use super::args::int_arg;
-use super::keys::{parse_cursor, parse_scan_opts};
-use super::table::{flags::*, CommandSpec, KeySpecDoc, KEY1};
-use super::{event, Ctx};
+use super::spec::{event, Ctx};
+use super::spec::{flags::*, CommandSpec, KeySpecDoc, KEY1};
+use super::support::{parse_cursor, parse_scan_opts};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::number::{parse_i64, LongDouble};
 use crate::protocol::Frame;
@@ -11,7 +11,12 @@ use crate::store::value::HashValue;
 use crate::store::Value;
 use bytes::Bytes;
 
-const fn spec(name: &'static str, arity: i32, flags: u32, handler: super::Handler) -> CommandSpec {
+const fn spec(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    handler: super::spec::Handler,
+) -> CommandSpec {
     CommandSpec::leaf(name, arity, flags, KEY1, &["hash"], handler)
 }
 
@@ -289,7 +294,7 @@ fn hscan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 /// HRANDFIELD key [count [WITHVALUES]]: see cmd/zset.rs for the count rules (bounded negative
 /// counts, distinct fields for positive ones, the whole hash in order when count >= its size).
 fn hrandfield(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let args = super::zset::random_count_args(argv, "withvalues")?;
+    let args = super::support::random_count_args(argv, "withvalues")?;
     let resp3 = ctx.client.resp3();
     let Some(h) = read_hash(ctx, &argv[1])? else {
         return Ok(match args {
@@ -310,7 +315,7 @@ fn hrandfield(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if count > 0 && h.is_small() {
         // Distinct picks from a compact hash (no positional access): one walk in storage order,
         // up to the last pick, as Redis answers a listpack (lpRandomPairsUnique).
-        let mut picks: Vec<usize> = super::zset::random_positions(len, count).collect();
+        let mut picks: Vec<usize> = super::support::random_positions(len, count).collect();
         picks.sort_unstable();
         let mut items = Vec::with_capacity(picks.len());
         let mut want = picks.iter().copied().peekable();
@@ -321,7 +326,7 @@ fn hrandfield(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 want.next();
             }
         }
-        return Ok(super::zset::paired(items, with, resp3));
+        return Ok(super::support::paired(items, with, resp3));
     }
     // Repeats allowed from a compact hash (no positional access): index it once.
     let entries: Vec<(&[u8], &[u8])> = if h.is_small() {
@@ -336,11 +341,11 @@ fn hrandfield(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             h.get_index(i)
         }
     };
-    let items = super::zset::random_positions(len, count)
+    let items = super::support::random_positions(len, count)
         .filter_map(at)
         .map(|(f, v)| (Frame::bulk_from(f), Frame::bulk_from(v)))
         .collect();
-    Ok(super::zset::paired(items, with, resp3))
+    Ok(super::support::paired(items, with, resp3))
 }
 
 /// Redis 7.0's command tips for the hash commands.

@@ -14,8 +14,8 @@
 //! at it and accept the registers before (hllMerge, hllSparseToDense).
 
 use super::args::is;
-use super::table::{flags::*, CommandSpec, KeySpec, KeySpecDoc, KEY1};
-use super::{event, Ctx};
+use super::spec::{event, Ctx};
+use super::spec::{flags::*, CommandSpec, KeySpec, KeySpecDoc, KEY1};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Frame;
 use crate::store::Value;
@@ -26,7 +26,7 @@ const fn spec(
     arity: i32,
     flags: u32,
     keys: KeySpec,
-    handler: super::Handler,
+    handler: super::spec::Handler,
 ) -> CommandSpec {
     CommandSpec::leaf(name, arity, flags, keys, &["hyperloglog"], handler)
 }

@@ -2,9 +2,10 @@
 //! FLUSHDB/FLUSHALL, SWAPDB, TOUCH.
 
 use super::args::{glob_match, int_arg, is};
-use super::table::KeySpecDoc;
-use super::table::{flags::*, CommandSpec, KeySpec, ALL_KEYS, KEY1, NO_KEYS};
-use super::{event, Ctx};
+use super::spec::KeySpecDoc;
+use super::spec::{event, Ctx};
+use super::spec::{flags::*, CommandSpec, KeySpec, ALL_KEYS, KEY1, NO_KEYS};
+use super::support::{parse_cursor, parse_scan_opts};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Frame;
 use bytes::Bytes;
@@ -14,7 +15,7 @@ const fn spec(
     arity: i32,
     flags: u32,
     keys: KeySpec,
-    handler: super::Handler,
+    handler: super::spec::Handler,
 ) -> CommandSpec {
     CommandSpec::leaf(name, arity, flags, keys, &["keyspace"], handler)
 }
@@ -24,7 +25,7 @@ const fn dangerous(
     name: &'static str,
     arity: i32,
     flags: u32,
-    handler: super::Handler,
+    handler: super::spec::Handler,
 ) -> CommandSpec {
     CommandSpec::leaf(
         name,
@@ -36,7 +37,7 @@ const fn dangerous(
     )
 }
 
-use super::table::TWO_KEYS;
+use super::spec::TWO_KEYS;
 
 pub static COMMANDS: &[CommandSpec] = &[
     spec("del", -2, WRITE, ALL_KEYS, del),
@@ -289,60 +290,6 @@ fn keys(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         .map(|(k, _)| Frame::Bulk(Bytes::copy_from_slice(k)))
         .collect();
     Ok(Frame::Array(out))
-}
-
-/// SCAN-family options shared with HSCAN/SSCAN/ZSCAN: (pattern, count, type).
-pub struct ScanOpts<'a> {
-    pub pattern: Option<&'a [u8]>,
-    pub count: usize,
-    pub type_name: Option<&'a [u8]>,
-}
-
-/// Redis parses cursors with `strtoul`: a leading '-' wraps around instead of failing.
-pub fn parse_cursor(arg: &[u8]) -> CmdResult<u64> {
-    let invalid = || CmdError::err("ERR invalid cursor");
-    let text = std::str::from_utf8(arg).map_err(|_| invalid())?;
-    match text.strip_prefix('-') {
-        Some(rest) => rest
-            .parse::<u64>()
-            .map(u64::wrapping_neg)
-            .map_err(|_| invalid()),
-        None => text
-            .strip_prefix('+')
-            .unwrap_or(text)
-            .parse::<u64>()
-            .map_err(|_| invalid()),
-    }
-}
-
-pub fn parse_scan_opts(opts: &[Bytes], allow_type: bool) -> CmdResult<ScanOpts<'_>> {
-    let mut o = ScanOpts {
-        pattern: None,
-        count: 10,
-        type_name: None,
-    };
-    let mut i = 0;
-    while i < opts.len() {
-        let rest = opts.len() - i - 1;
-        if is(&opts[i], "count") && rest >= 1 {
-            let n = int_arg(&opts[i + 1])?;
-            if n < 1 {
-                return Err(CmdError::Syntax);
-            }
-            o.count = n as usize;
-            i += 2;
-        } else if is(&opts[i], "match") && rest >= 1 {
-            let p = &opts[i + 1][..];
-            o.pattern = if p == b"*" { None } else { Some(p) };
-            i += 2;
-        } else if allow_type && is(&opts[i], "type") && rest >= 1 {
-            o.type_name = Some(&opts[i + 1][..]);
-            i += 2;
-        } else {
-            return Err(CmdError::Syntax);
-        }
-    }
-    Ok(o)
 }
 
 fn scan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {

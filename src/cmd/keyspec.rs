@@ -3,7 +3,7 @@
 //! command's own finder where the specs cannot tell (SET/BITFIELD's variable flags, SORT).
 //! ACL key checks, CLIENT TRACKING and COMMAND GETKEYS all use this one.
 
-use super::table::{flags::*, KeySpecDoc, SPEC_UNKNOWN};
+use super::spec::{flags::*, KeySpecDoc, SPEC_UNKNOWN};
 use bytes::Bytes;
 
 /// A key argument and the access its key spec asks for.

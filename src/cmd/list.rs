@@ -2,9 +2,10 @@
 
 use super::args::{int_arg, is};
 use super::blocking::{self, parse_timeout};
-use super::table::KeySpecDoc;
-use super::table::{flags::*, CommandSpec, KeySpec, KEY1};
-use super::{event, Ctx};
+use super::spec::KeySpecDoc;
+use super::spec::{event, Ctx};
+use super::spec::{flags::*, CommandSpec, KeySpec, KEY1};
+use super::support::parse_mpop;
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Frame;
 use crate::store::value::own;
@@ -20,12 +21,12 @@ const fn spec(
     arity: i32,
     flags: u32,
     keys: KeySpec,
-    handler: super::Handler,
+    handler: super::spec::Handler,
 ) -> CommandSpec {
     CommandSpec::leaf(name, arity, flags, keys, &["list"], handler)
 }
 
-use super::table::TWO_KEYS;
+use super::spec::TWO_KEYS;
 const KEYS_BEFORE_TIMEOUT: KeySpec = KeySpec {
     first: 1,
     last: -2,
@@ -567,45 +568,6 @@ fn blpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 fn brpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     bpop_generic(ctx, argv, End::Right)
-}
-
-/// Parses LMPOP/ZMPOP's `numkeys key... WHERE [COUNT n]` starting at `argv[at]`:
-/// (keys, where, count). `side` reads WHERE (LEFT|RIGHT, MIN|MAX); None is a syntax error.
-/// Redis's lmpopGenericCommand/zmpopGenericCommand order: numkeys, then WHERE (a syntax error
-/// when numkeys runs past the arguments), then COUNT; the blocking forms' timeout is parsed
-/// after all of them.
-pub(super) fn parse_mpop<W>(
-    argv: &[Bytes],
-    at: usize,
-    side: impl FnOnce(&[u8]) -> Option<W>,
-) -> CmdResult<(&[Bytes], W, usize)> {
-    let numkeys = match int_arg(&argv[at]) {
-        Ok(n) if n > 0 => n as u64,
-        _ => return Err(CmdError::err("ERR numkeys should be greater than 0")),
-    };
-    let where_idx = (at as u64).saturating_add(numkeys).saturating_add(1);
-    if where_idx >= argv.len() as u64 {
-        return Err(CmdError::Syntax);
-    }
-    let where_idx = where_idx as usize;
-    let side = side(&argv[where_idx]).ok_or(CmdError::Syntax)?;
-    let mut count = None;
-    let mut j = where_idx + 1;
-    while j < argv.len() {
-        if count.is_none() && is(&argv[j], "count") && j + 1 < argv.len() {
-            j += 1;
-            match int_arg(&argv[j]) {
-                Ok(n) if n > 0 => count = Some(n as u64),
-                _ => return Err(CmdError::err("ERR count should be greater than 0")),
-            }
-        } else {
-            return Err(CmdError::Syntax);
-        }
-        j += 1;
-    }
-    // Capped at usize::MAX on 32-bit targets; pops never exceed the value's length anyway.
-    let count = usize::try_from(count.unwrap_or(1)).unwrap_or(usize::MAX);
-    Ok((&argv[at + 1..where_idx], side, count))
 }
 
 fn parse_lmpop(argv: &[Bytes], at: usize) -> CmdResult<(&[Bytes], End, usize)> {

@@ -7,9 +7,9 @@
 //! which keeps them bounded and off the hot path; these commands only read them.
 
 use super::args::{int_arg, is};
-use super::keys::{parse_cursor, parse_scan_opts};
-use super::table::{flags::*, CommandSpec, NO_KEYS};
-use super::Ctx;
+use super::spec::Ctx;
+use super::spec::{flags::*, CommandSpec, NO_KEYS};
+use super::support::{parse_cursor, parse_scan_opts};
 use crate::error::{CmdError, CmdResult};
 use crate::glob::glob_match;
 use crate::locks::LateRelease;
@@ -38,7 +38,7 @@ const fn spec(
     arity: i32,
     flags: u32,
     acl: &'static [&'static str],
-    handler: super::Handler,
+    handler: super::spec::Handler,
     subcommands: &'static [CommandSpec],
 ) -> CommandSpec {
     CommandSpec {

@@ -4,8 +4,8 @@
 //! Both are random, as in Redis; sizes are clamped to Redis's limits.
 
 use super::args::{int_arg, is};
-use super::table::{flags::*, CommandSpec, NO_KEYS};
-use super::Ctx;
+use super::spec::Ctx;
+use super::spec::{flags::*, CommandSpec, NO_KEYS};
 use crate::error::CmdResult;
 use crate::machine::REDIS_VERSION;
 use crate::protocol::Frame;

@@ -4,9 +4,9 @@
 //! LOADEX and UNLOAD are protected by `enable-module-command`, as in Redis.
 
 use super::args::is;
-use super::server::{spec_acl as spec, ADMIN_CATS};
-use super::table::{flags::*, CommandSpec};
-use super::Ctx;
+use super::spec::Ctx;
+use super::spec::{flags::*, CommandSpec};
+use super::support::{spec_acl as spec, ADMIN_CATS};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Frame;
 use bytes::Bytes;
@@ -68,7 +68,7 @@ fn allowed(ctx: &Ctx) -> CmdResult<()> {
         v if is(v.as_bytes(), "local") => DebugCommand::Local,
         _ => DebugCommand::No,
     };
-    if super::server::protected_action_allowed(setting, ctx) {
+    if super::support::protected_action_allowed(setting, ctx) {
         return Ok(());
     }
     Err(CmdError::err("ERR MODULE command not allowed. If the enable-module-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server."))

@@ -7,11 +7,12 @@
 //! policy (deadbolt only has noeviction).
 
 use super::args::{int_arg, is};
-use super::table::{flags::*, CommandSpec, KeySpec, KeySpecDoc, NO_KEYS};
-use super::Ctx;
+use super::spec::Ctx;
+use super::spec::{flags::*, CommandSpec, KeySpec, KeySpecDoc, NO_KEYS};
+use super::support::{limits, overhead, Overhead};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Frame;
-use crate::store::encoding::{self, Limits};
+use crate::store::encoding;
 use bytes::Bytes;
 
 const KEY2: KeySpec = KeySpec {
@@ -26,7 +27,7 @@ const fn sub(
     flags: u32,
     keys: KeySpec,
     acl: &'static [&'static str],
-    handler: super::Handler,
+    handler: super::spec::Handler,
 ) -> CommandSpec {
     CommandSpec::leaf(name, arity, flags, keys, acl, handler)
 }
@@ -123,11 +124,6 @@ pub static TIPS: &[(&str, &[&str])] = &[
         &["request_policy:all_shards", "response_policy:all_succeeded"],
     ),
 ];
-
-/// The encoding thresholds as configured now (CONFIG SET takes effect at once).
-pub(super) fn limits(ctx: &Ctx) -> Limits {
-    ctx.srv.config.encoding_limits()
-}
 
 fn help(lines: &[&'static str]) -> Frame {
     Frame::Array(lines.iter().map(|l| Frame::simple(l)).collect())
@@ -245,73 +241,6 @@ fn memory_usage(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         Some(e) => Frame::Integer(encoding::memory_usage(key, &e.value, &lim, samples) as i64),
         None => Frame::Null,
     })
-}
-
-/// The figures MEMORY STATS, MEMORY DOCTOR and INFO memory share (Redis's
-/// getMemoryOverheadData).
-pub(super) struct Overhead {
-    pub used: usize,
-    pub peak: usize,
-    pub startup: usize,
-    pub rss: usize,
-    /// The allocator's active bytes (Redis: jemalloc's).
-    pub committed: usize,
-    pub clients: usize,
-    pub aof_buffer: usize,
-    pub lua: usize,
-    pub functions: usize,
-    /// (db index, main table overhead) of each non-empty database.
-    pub dbs: Vec<(usize, usize)>,
-    pub keys: usize,
-}
-
-pub(super) fn overhead(srv: &crate::machine::State, host: &dyn crate::machine::Host) -> Overhead {
-    let used = crate::alloc::used_memory();
-    let rss = crate::alloc::rss_bytes();
-    let (lua, _) = crate::script::memory_and_scripts(srv);
-    let mut dbs = Vec::new();
-    let mut keys = 0;
-    for (i, db) in srv.dbs.iter().enumerate() {
-        let n = db.len();
-        if n == 0 {
-            continue;
-        }
-        keys += n;
-        // keymap.rs: an entry per key, plus the index's slots and unused entry slots.
-        dbs.push((
-            i,
-            n * crate::store::keyspace::ENTRY_BYTES + db.overhead_bytes(),
-        ));
-    }
-    let connected = srv
-        .shared
-        .connected_clients
-        .load(std::sync::atomic::Ordering::Relaxed);
-    // CLIENT LIST's tot-mem: an idle connection's buffers (20000) and its pending output.
-    let pending: usize = srv
-        .clients
-        .values()
-        .map(|c| {
-            c.shared
-                .pending_out
-                .load(std::sync::atomic::Ordering::Relaxed)
-        })
-        .sum();
-    Overhead {
-        used,
-        peak: crate::alloc::peak_memory(),
-        startup: srv.stats.startup_memory,
-        rss,
-        // mimalloc reports what it reserved read/write (its arena, committed lazily), which
-        // can exceed what is touched; the resident set bounds it.
-        committed: crate::alloc::allocator_committed().min(rss).max(used),
-        clients: connected * 20000 + pending,
-        aof_buffer: host.aof().map_or(0, |a| a.pending.len()),
-        lua,
-        functions: crate::script::functions::overhead(srv),
-        dbs,
-        keys,
-    }
 }
 
 impl Overhead {

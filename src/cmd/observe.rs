@@ -1,218 +1,24 @@
-//! Observability: MONITOR, SLOWLOG, LATENCY, and CLIENT PAUSE/UNPAUSE (rows in connection.rs).
+//! Observability: MONITOR, SLOWLOG and LATENCY (CLIENT PAUSE/UNPAUSE are in connection.rs; the
+//! hooks dispatch calls on every command are in support.rs).
 //!
 //! Costs nothing while unused: dispatch tests `monitors.is_empty()` and the slowlog threshold,
 //! and the executor tests one integer for a pause.
 
-use super::args::{int_arg, is};
-use super::table::{flags::*, CommandSpec, NO_KEYS};
-use super::Ctx;
+use super::args::int_arg;
+use super::spec::Ctx;
+use super::spec::{flags::*, CommandSpec, NO_KEYS};
+use super::support::end_pause;
 use crate::error::{CmdError, CmdResult};
-use crate::machine::client::Client;
 use crate::machine::State;
 use crate::protocol::Frame;
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
 
-/// A monitor that has this much output not yet written is disconnected (its backlog must not
-/// grow without bound under load).
-const MONITOR_OUTPUT_LIMIT: usize = 64 * 1024 * 1024;
-/// Redis's SLOWLOG_ENTRY_MAX_ARGC and SLOWLOG_ENTRY_MAX_STRING.
-const SLOWLOG_MAX_ARGC: usize = 32;
-const SLOWLOG_MAX_STRING: usize = 128;
-
 pub use crate::machine::ops::{OpsState, Pause, SlowEntry};
 
 // ---- redaction and formatting -----------------------------------------------------------------
 
-const REDACTED: Bytes = Bytes::from_static(b"(redacted)");
-
-/// The arguments as MONITOR and SLOWLOG show them: passwords of AUTH and HELLO ... AUTH replaced
-/// by "(redacted)", as Redis does.
-fn shown_args(argv: &[Bytes]) -> Vec<Bytes> {
-    let mut out: Vec<Bytes> = argv.to_vec();
-    if is(&argv[0], "auth") {
-        for a in out.iter_mut().skip(1) {
-            *a = REDACTED;
-        }
-    } else if is(&argv[0], "config") && argv.len() > 3 && is(&argv[1], "set") {
-        // Redis redacts the values of its SENSITIVE_CONFIG directives (configSetCommand).
-        for pair in out[2..].chunks_mut(2) {
-            if let [name, value] = pair {
-                if ["requirepass", "masterauth", "masteruser", "cluster-secret"]
-                    .iter()
-                    .any(|sensitive| is(name, sensitive))
-                {
-                    *value = REDACTED;
-                }
-            }
-        }
-    } else if is(&argv[0], "acl") && argv.len() > 2 && is(&argv[1], "setuser") {
-        // Every argument after the subcommand, as Redis's aclCommand does.
-        for a in out.iter_mut().skip(2) {
-            *a = REDACTED;
-        }
-    } else if is(&argv[0], "hello") {
-        let mut i = 2;
-        while i < out.len() {
-            if is(&out[i], "auth") && i + 2 < out.len() {
-                out[i + 1] = REDACTED;
-                out[i + 2] = REDACTED;
-                i += 3;
-            } else if is(&out[i], "setname") {
-                i += 2;
-            } else {
-                break;
-            }
-        }
-    }
-    out
-}
-
-/// Redis's `sdscatrepr`: a quoted string with C escapes for non-printable bytes.
-pub fn repr(out: &mut Vec<u8>, s: &[u8]) {
-    out.push(b'"');
-    for &c in s {
-        match c {
-            b'\\' => out.extend_from_slice(b"\\\\"),
-            b'"' => out.extend_from_slice(b"\\\""),
-            b'\n' => out.extend_from_slice(b"\\n"),
-            b'\r' => out.extend_from_slice(b"\\r"),
-            b'\t' => out.extend_from_slice(b"\\t"),
-            7 => out.extend_from_slice(b"\\a"),
-            8 => out.extend_from_slice(b"\\b"),
-            0x20..=0x7e => out.push(c),
-            _ => out.extend_from_slice(format!("\\x{c:02x}").as_bytes()),
-        }
-    }
-    out.push(b'"');
-}
-
-/// One MONITOR line: `+1700000000.123456 [0 127.0.0.1:5000] "set" "k" "v"\r\n`.
-fn monitor_line(unix_us: u64, db: usize, source: &str, argv: &[Bytes]) -> Vec<u8> {
-    let mut line = format!(
-        "+{}.{:06} [{} {}]",
-        unix_us / 1_000_000,
-        unix_us % 1_000_000,
-        db,
-        source
-    )
-    .into_bytes();
-    for a in shown_args(argv) {
-        line.push(b' ');
-        repr(&mut line, &a);
-    }
-    line.extend_from_slice(b"\r\n");
-    line
-}
-
 // ---- hooks called from dispatch -------------------------------------------------------------
-
-/// Sends a command that just ran to every monitor (Redis's `replicationFeedMonitors`).
-pub fn feed_monitors(srv: &mut State, client: &Client, in_script: bool, argv: &[Bytes]) {
-    let source = if in_script {
-        "lua".to_string()
-    } else {
-        client.addr.to_string()
-    };
-    let line = monitor_line(crate::clock::unix_us(), client.db, &source, argv);
-    let line = Bytes::from(line);
-    let current = client.id;
-    let ops = &mut srv.ops;
-    let clients = &mut srv.clients;
-    ops.monitors.retain(|&id| {
-        if id == current {
-            // Its own command: the line follows its reply (dispatch::process appends it).
-            ops.self_feed.extend_from_slice(&line);
-            return true;
-        }
-        let Some(m) = clients.get_mut(&id) else {
-            return false; // disconnected
-        };
-        if m.shared.pending_out.load(Ordering::Relaxed) > MONITOR_OUTPUT_LIMIT {
-            tracing::warn!("Closing monitor client id={id}: output backlog over the limit");
-            if let Some(m) = clients.remove(&id) {
-                m.kill();
-            }
-            return false;
-        }
-        m.push(line.clone(), false);
-        true
-    });
-}
-
-/// Redis's `slowlogPushEntryIfNeeded` for a command that took `usec`.
-pub fn slowlog_push(srv: &mut State, client: &Client, argv: &[Bytes], usec: u64) {
-    let threshold = srv.config.slowlog_log_slower_than;
-    if threshold < 0 || (usec as i64) < threshold {
-        return;
-    }
-    let shown = shown_args(argv);
-    let mut args: Vec<Bytes> = Vec::with_capacity(shown.len().min(SLOWLOG_MAX_ARGC));
-    for (i, a) in shown.iter().enumerate() {
-        if i == SLOWLOG_MAX_ARGC - 1 && shown.len() > SLOWLOG_MAX_ARGC {
-            args.push(Bytes::from(format!(
-                "... ({} more arguments)",
-                shown.len() - SLOWLOG_MAX_ARGC + 1
-            )));
-            break;
-        }
-        if a.len() > SLOWLOG_MAX_STRING {
-            let mut s = a[..SLOWLOG_MAX_STRING].to_vec();
-            s.extend_from_slice(
-                format!("... ({} more bytes)", a.len() - SLOWLOG_MAX_STRING).as_bytes(),
-            );
-            args.push(Bytes::from(s));
-        } else {
-            // A copy: the request buffer must not be kept alive by the log.
-            args.push(Bytes::copy_from_slice(a));
-        }
-    }
-    let ops = &mut srv.ops;
-    let id = ops.slowlog_next_id;
-    ops.slowlog_next_id += 1;
-    ops.slowlog.push_front(SlowEntry {
-        id,
-        unix_secs: crate::clock::unix_ms() / 1000,
-        usec,
-        argv: args,
-        peer: client.addr.to_string(),
-        name: client.name.clone().unwrap_or_default(),
-    });
-    let max = srv.config.slowlog_max_len as usize;
-    ops.slowlog.truncate(max);
-}
-
-/// A MONITOR client may not touch the keyspace (Redis flags it as a replica).
-pub fn check_monitor(srv: &State, client: &Client, spec: &CommandSpec) -> Result<(), CmdError> {
-    if !srv.ops.monitors.is_empty()
-        && spec.has(WRITE | READONLY | MAY_REPLICATE)
-        && srv.ops.monitors.contains(&client.id)
-    {
-        return Err(CmdError::err(
-            "ERR Replica can't interact with the keyspace",
-        ));
-    }
-    Ok(())
-}
-
-/// Whether CLIENT PAUSE holds back this command now (checked before it runs).
-pub fn paused(srv: &mut State, spec: &CommandSpec, now_ms: u64) -> bool {
-    let p = &mut srv.ops.pause;
-    if p.until_ms == 0 {
-        return false;
-    }
-    if now_ms >= p.until_ms {
-        end_pause(srv);
-        return false;
-    }
-    p.all || spec.has(WRITE | MAY_REPLICATE)
-}
-
-fn end_pause(srv: &mut State) {
-    let p = &mut srv.ops.pause;
-    p.until_ms = 0;
-    p.ended = !p.waiting.is_empty();
-}
 
 /// Called from the executor's timer: ends an expired pause.
 pub fn tick(srv: &mut State, now_ms: u64) {
@@ -228,7 +34,7 @@ const fn spec(
     arity: i32,
     flags: u32,
     acl: &'static [&'static str],
-    handler: super::Handler,
+    handler: super::spec::Handler,
     subcommands: &'static [CommandSpec],
 ) -> CommandSpec {
     CommandSpec {
@@ -482,7 +288,7 @@ fn latency_graph(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 /// Redis's LATENCY HISTOGRAM: per command (all that have calls, or the names given, unknown
 /// ones skipped) its calls and cumulative counts at power-of-two µs bounds.
 fn latency_histogram(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let table = crate::cmd::table::table();
+    let table = crate::cmd::registry::table();
     let mut ids: Vec<usize> = Vec::new();
     if argv.len() == 2 {
         ids.extend((0..table.entries.len()).filter(|&id| {
@@ -528,54 +334,6 @@ fn latency_histogram(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 // ---- CLIENT PAUSE / UNPAUSE (rows in connection.rs) -------------------------------------------
-
-pub fn client_pause(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    if argv.len() > 4 {
-        return Err(CmdError::erf(format!(
-            "unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
-            String::from_utf8_lossy(&argv[1][..argv[1].len().min(128)])
-        )));
-    }
-    // Redis checks the mode before the timeout.
-    let all = match argv.len() {
-        3 => true,
-        _ if is(&argv[3], "all") => true,
-        _ if is(&argv[3], "write") => false,
-        _ => return Err(CmdError::err("ERR CLIENT PAUSE mode must be WRITE or ALL")),
-    };
-    let ms = int_arg(&argv[2])
-        .map_err(|_| CmdError::err("ERR timeout is not an integer or out of range"))?;
-    if ms < 0 {
-        return Err(CmdError::err("ERR timeout is negative"));
-    }
-    let p = &mut ctx.srv.ops.pause;
-    // Redis's end time is `timeout + mstime()` for a positive timeout and 0 for 0; past
-    // i64 the sum wraps negative. Both lie in the past: such a pause never takes effect
-    // (it can only make one in force stricter), so it answers OK and pauses no one.
-    let until = match u64::try_from(ms) {
-        Ok(ms) if ms > 0 && ms <= i64::MAX as u64 - ctx.now.min(i64::MAX as u64) => ctx.now + ms,
-        _ => 0,
-    };
-    // Like Redis: a new pause never shortens or weakens one in force.
-    if p.until_ms != 0 {
-        p.all |= all;
-        p.until_ms = p.until_ms.max(until);
-    } else {
-        p.all = all;
-        p.until_ms = until;
-    }
-    if p.until_ms <= ctx.now {
-        end_pause(ctx.srv);
-    }
-    Ok(Frame::ok())
-}
-
-pub fn client_unpause(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    if ctx.srv.ops.pause.until_ms != 0 {
-        end_pause(ctx.srv);
-    }
-    Ok(Frame::ok())
-}
 
 /// Redis 7.0's command tips of the family (its commands.c).
 pub static TIPS: &[(&str, &[&str])] = &[
@@ -644,6 +402,7 @@ pub static TIPS: &[(&str, &[&str])] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cmd::support::{monitor_line, shown_args};
 
     #[test]
     fn monitor_line_format() {

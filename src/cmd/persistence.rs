@@ -1,8 +1,8 @@
 //! Persistence commands: BGREWRITEAOF for the append-only file, SAVE and BGSAVE for RDB
 //! snapshots (persist/rdb_file.rs; the loop writes them, `Host::rdb_save`).
 
-use super::table::{flags::*, CommandSpec, NO_KEYS};
-use super::Ctx;
+use super::spec::Ctx;
+use super::spec::{flags::*, CommandSpec, NO_KEYS};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Frame;
 use bytes::Bytes;

@@ -3,9 +3,10 @@
 //! one per channel.
 
 use super::args::glob_match;
-use super::table::KeySpecDoc;
-use super::table::{flags::*, CommandSpec, KeySpec, ALL_KEYS, KEY1, NO_KEYS};
-use super::Ctx;
+use super::spec::Ctx;
+use super::spec::KeySpecDoc;
+use super::spec::{flags::*, CommandSpec, KeySpec, ALL_KEYS, KEY1, NO_KEYS};
+use super::support::subcommand_syntax;
 use crate::error::{CmdError, CmdResult};
 use crate::machine::pubsub::Kind;
 use crate::protocol::Frame;
@@ -16,7 +17,7 @@ const fn spec(
     arity: i32,
     flags: u32,
     keys: KeySpec,
-    handler: super::Handler,
+    handler: super::spec::Handler,
 ) -> CommandSpec {
     CommandSpec::leaf(name, arity, flags, keys, &["pubsub"], handler)
 }
@@ -162,15 +163,6 @@ fn spublish(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     ctx.srv.dbs.published(true, &argv[1], &argv[2]);
     Ok(Frame::Integer(
         ctx.srv.publish(&argv[1], &argv[2], true) as i64
-    ))
-}
-
-/// Redis's `addReplySubcommandSyntaxError`, naming the words as the client typed them.
-pub(super) fn subcommand_syntax(argv: &[Bytes]) -> CmdError {
-    CmdError::erf(format!(
-        "unknown subcommand or wrong number of arguments for '{}'. Try {} HELP.",
-        String::from_utf8_lossy(&argv[1][..argv[1].len().min(128)]),
-        String::from_utf8_lossy(&argv[0]).to_uppercase()
     ))
 }
 

@@ -8,8 +8,8 @@
 //!   changes through the log (a new node catches up as a learner before it votes).
 //! - `RAFT TRANSFER id`: hands leadership to a caught-up voter (before maintenance).
 
-use super::table::{flags::*, CommandSpec, NO_KEYS};
-use super::Ctx;
+use super::spec::Ctx;
+use super::spec::{flags::*, CommandSpec, NO_KEYS};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Frame;
 use crate::replication::{Admin, StateRole};
@@ -18,7 +18,12 @@ use std::fmt::Write;
 
 const OPS: u32 = ADMIN | NOSCRIPT | ONLY_SENTINEL;
 
-const fn spec(name: &'static str, arity: i32, flags: u32, handler: super::Handler) -> CommandSpec {
+const fn spec(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    handler: super::spec::Handler,
+) -> CommandSpec {
     CommandSpec::leaf(name, arity, flags, NO_KEYS, &[], handler)
 }
 

@@ -2,16 +2,21 @@
 //! The engine itself is in `crate::script`.
 
 use super::args::{int_arg, is};
-use super::table::KeySpecDoc;
-use super::table::{flags::*, CommandSpec, NO_KEYS};
-use super::Ctx;
+use super::spec::Ctx;
+use super::spec::KeySpecDoc;
+use super::spec::{flags::*, CommandSpec, NO_KEYS};
+use super::support::{SCRIPT_KEYS_RO, SCRIPT_KEYS_RW};
 use crate::error::{CmdError, CmdResult};
-use crate::machine::State;
 use crate::protocol::Frame;
 use crate::script;
 use bytes::Bytes;
 
-const fn spec(name: &'static str, arity: i32, flags: u32, handler: super::Handler) -> CommandSpec {
+const fn spec(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    handler: super::spec::Handler,
+) -> CommandSpec {
     CommandSpec::leaf(name, arity, flags, NO_KEYS, &["slow", "scripting"], handler)
 }
 
@@ -39,34 +44,6 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
 ];
 
-/// Redis's `evalGetCommandFlags` for the maxmemory check: a script with a shebang is a
-/// deny-oom command unless it declares `allow-oom` or `no-writes` (a script without one is
-/// checked at its first write instead, see `dispatch::script_call`). EVALSHA of an unknown
-/// script keeps the command's own flags (it is NOSCRIPT anyway).
-pub fn denies_oom(srv: &State, spec: &CommandSpec, argv: &[Bytes]) -> bool {
-    let evalsha = match spec.name {
-        "eval" | "eval_ro" => false,
-        "evalsha" | "evalsha_ro" => true,
-        _ => return false,
-    };
-    let Some(body_or_sha) = argv.get(1) else {
-        return false;
-    };
-    let flags = if evalsha {
-        match script::sha_key(body_or_sha).and_then(|sha| script::cached_flags(srv, &sha)) {
-            Some(f) => f,
-            None => return false,
-        }
-    } else {
-        match script::shebang::parse(body_or_sha) {
-            Ok((f, _)) => f,
-            Err(_) => return false,
-        }
-    };
-    flags & script::shebang::COMPAT == 0
-        && flags & (script::shebang::ALLOW_OOM | script::shebang::NO_WRITES) == 0
-}
-
 const NOSCRIPT_ERR: &str = "NOSCRIPT No matching script. Please use EVAL.";
 
 /// Redis's numkeys checks; the number of keys.
@@ -89,7 +66,7 @@ fn numkeys(argv: &[Bytes]) -> Result<usize, CmdError> {
 /// not show them again after they ran.
 fn feed_monitors(ctx: &mut Ctx, argv: &[Bytes]) {
     if !ctx.srv.ops.monitors.is_empty() {
-        super::observe::feed_monitors(ctx.srv, ctx.client, false, argv);
+        super::support::feed_monitors(ctx.srv, ctx.client, false, argv);
     }
 }
 
@@ -202,25 +179,6 @@ fn script_help(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     ];
     Ok(Frame::help(&lines))
 }
-
-/// EVAL's and FCALL's key specification: numkeys, then the keys, whose use nobody can tell.
-pub const SCRIPT_KEYS_RW: KeySpecDoc = KeySpecDoc {
-    notes: Some("We cannot tell how the keys will be used so we assume the worst, RW and UPDATE"),
-    flags: &["RW", "access", "update"],
-    begin_index: 2,
-    lastkey: 0,
-    keystep: 0,
-    keynum: Some((0, 1, 1)),
-    keyword: None,
-    limit: 0,
-};
-
-/// EVAL_RO's and FCALL_RO's.
-pub const SCRIPT_KEYS_RO: KeySpecDoc = KeySpecDoc {
-    notes: Some("We cannot tell how the keys will be used so we assume the worst, RO and ACCESS"),
-    flags: &["RO", "access"],
-    ..SCRIPT_KEYS_RW
-};
 
 /// Redis 7.0's key specifications of the family (its commands.c), as COMMAND INFO prints them;
 /// subcommands by their `parent|sub` name.

@@ -1,9 +1,15 @@
 //! Server commands: INFO, CONFIG, COMMAND, TIME, LASTSAVE, DEBUG, SHUTDOWN (ROLE and WAIT:
-//! replication.rs).
+//! role.rs). COMMAND DOCS and its data: docs.rs and docs_redis.rs beside this file.
+
+pub mod docs;
+// Generated (scripts/command-docs.py); kept as the script writes it.
+#[rustfmt::skip]
+mod docs_redis;
 
 use super::args::{glob_match, int_arg, is};
-use super::table::{flags, flags::*, CommandSpec, NO_KEYS};
-use super::Ctx;
+use super::spec::Ctx;
+use super::spec::{flags, flags::*, CommandSpec, NO_KEYS};
+use super::support::{protected_action_allowed, spec_acl, ADMIN_CATS};
 use crate::clock::unix_us;
 use crate::config::{all_directives, Apply, Config, Directive};
 use crate::error::{CmdError, CmdResult};
@@ -14,23 +20,15 @@ use bytes::Bytes;
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
 
-const fn spec(name: &'static str, arity: i32, flags: u32, handler: super::Handler) -> CommandSpec {
-    CommandSpec::leaf(name, arity, flags, NO_KEYS, &[], handler)
-}
-
-/// A row with Redis's explicit ACL categories (ADMIN adds @admin and @dangerous by itself).
-pub(super) const fn spec_acl(
+const fn spec(
     name: &'static str,
     arity: i32,
     flags: u32,
-    acl: &'static [&'static str],
-    handler: super::Handler,
+    handler: super::spec::Handler,
 ) -> CommandSpec {
-    CommandSpec::leaf(name, arity, flags, NO_KEYS, acl, handler)
+    CommandSpec::leaf(name, arity, flags, NO_KEYS, &[], handler)
 }
 
-/// LASTSAVE, ROLE: in Redis's @admin and @dangerous without the `admin` flag.
-pub(super) const ADMIN_CATS: &[&str] = &["admin", "dangerous"];
 const CONN: &[&str] = &["connection"];
 
 pub static COMMANDS: &[CommandSpec] = &[
@@ -79,7 +77,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         subcommands: &[
             spec_acl("count", 2, LOADING | STALE, CONN, command_count),
             spec_acl("info", -2, LOADING | STALE, CONN, command_info),
-            spec_acl("docs", -2, LOADING | STALE, CONN, super::docs::command_docs),
+            spec_acl("docs", -2, LOADING | STALE, CONN, docs::command_docs),
             spec_acl("list", -2, LOADING | STALE, CONN, command_list),
             spec_acl("getkeys", -4, LOADING | STALE, CONN, command_getkeys),
             spec_acl(
@@ -108,15 +106,6 @@ fn lastsave(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
             .rdb()
             .map_or(ctx.srv.stats.start_unix, |r| r.last_save_unix) as i64,
     ))
-}
-
-/// Redis's allowProtectedAction: `enable-debug-command` / `enable-module-command`.
-pub(super) fn protected_action_allowed(setting: crate::config::DebugCommand, ctx: &Ctx) -> bool {
-    match setting {
-        crate::config::DebugCommand::Yes => true,
-        crate::config::DebugCommand::Local => ctx.client.addr.ip().is_loopback(),
-        crate::config::DebugCommand::No => false,
-    }
 }
 
 fn debug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -367,7 +356,7 @@ fn config_rewrite(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         ));
     };
     // Redis's rewriteConfigUserOption: the users as they are now, unless an aclfile has them.
-    let cat = super::acl::catalog();
+    let cat = super::registry::catalog();
     let users: Vec<String> = ctx
         .srv
         .config
@@ -383,7 +372,7 @@ fn config_rewrite(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 // ---- COMMAND ---------------------------------------------------------------------------------
 
 fn command_entry(id: usize) -> Frame {
-    let t = &crate::cmd::table::table();
+    let t = &crate::cmd::registry::table();
     let e = &t.entries[id];
     let spec = e.spec;
     // Redis's populateCommandLegacyRangeSpec: a declared spec other than index + range (or
@@ -392,7 +381,7 @@ fn command_entry(id: usize) -> Frame {
         docs.iter().any(|d| {
             d.keynum.is_some()
                 || d.keyword.is_some()
-                || d.begin_index == super::table::SPEC_UNKNOWN
+                || d.begin_index == super::spec::SPEC_UNKNOWN
                 || d.flags.contains(&"incomplete")
         })
     });
@@ -478,7 +467,7 @@ fn command_entry(id: usize) -> Frame {
 }
 
 /// A declared key specification in Redis's addReplyCommandKeySpecs layout.
-fn key_spec_doc(d: &super::table::KeySpecDoc) -> Frame {
+fn key_spec_doc(d: &super::spec::KeySpecDoc) -> Frame {
     let map = |pairs: Vec<(&'static str, Frame)>| {
         Frame::Map(
             pairs
@@ -501,7 +490,7 @@ fn key_spec_doc(d: &super::table::KeySpecDoc) -> Frame {
             ("spec", map(vec![])),
         ])
     };
-    let (begin, find) = if d.begin_index == super::table::SPEC_UNKNOWN {
+    let (begin, find) = if d.begin_index == super::spec::SPEC_UNKNOWN {
         (unknown(), unknown())
     } else {
         let begin = match d.keyword {
@@ -559,7 +548,7 @@ fn command_all(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if argv.len() > 1 {
         return Err(CmdError::UnknownSubcommand(argv[1].to_vec(), "COMMAND"));
     }
-    let ids: Vec<usize> = crate::cmd::table::table()
+    let ids: Vec<usize> = crate::cmd::registry::table()
         .top_level()
         .map(|(id, _)| id)
         .collect();
@@ -568,7 +557,7 @@ fn command_all(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 fn command_count(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     Ok(Frame::Integer(
-        crate::cmd::table::table().top_level().count() as i64,
+        crate::cmd::registry::table().top_level().count() as i64,
     ))
 }
 
@@ -576,10 +565,10 @@ fn command_count(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 pub(super) fn lookup_full(name: &[u8]) -> Option<usize> {
     let lower = name.to_ascii_lowercase();
     match lower.iter().position(|&c| c == b'|') {
-        Some(p) => crate::cmd::table::table()
+        Some(p) => crate::cmd::registry::table()
             .lookup(&lower[..p])
-            .and_then(|id| crate::cmd::table::table().lookup_sub(id, &lower[p + 1..])),
-        None => crate::cmd::table::table().lookup(&lower),
+            .and_then(|id| crate::cmd::registry::table().lookup_sub(id, &lower[p + 1..])),
+        None => crate::cmd::registry::table().lookup(&lower),
     }
 }
 
@@ -618,7 +607,7 @@ fn command_list(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         },
         _ => return Err(CmdError::Syntax),
     };
-    let table = crate::cmd::table::table();
+    let table = crate::cmd::registry::table();
     let mut names = Vec::new();
     for (id, e) in table.top_level() {
         let subs = table.entries.iter().filter(|s| s.parent == Some(id));
@@ -642,7 +631,7 @@ fn command_list(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 fn command_getkeys(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let with_flags = is(&argv[1], "getkeysandflags");
     let cmd = &argv[2..];
-    let table = crate::cmd::table::table();
+    let table = crate::cmd::registry::table();
     let mut id = table.lookup(&cmd[0]);
     if let Some(parent) = id.filter(|&p| !table.entries[p].spec.subcommands.is_empty()) {
         id = cmd.get(1).and_then(|sub| table.lookup_sub(parent, sub));
@@ -877,7 +866,7 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
             // Redis's split (object.c getMemoryOverheadData), the one MEMORY STATS shows:
             // start-up memory, client buffers, the AOF buffer, script engines and the
             // keyspace's own structures are overhead; the rest is data.
-            let o = super::object::overhead(srv, host);
+            let o = super::support::overhead(srv, host);
             let (startup, clients, aof_buffer, active) =
                 (o.startup, o.clients, o.aof_buffer, o.committed);
             let overhead = o.total();
@@ -991,7 +980,7 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
             );
         }
         "replication" => {
-            super::replication::info_section(host.cluster(), &srv.run_id, out);
+            super::support::info_section(host.cluster(), &srv.run_id, out);
         }
         "cpu" => {
             let (sys, user) = cpu_times(libc::RUSAGE_SELF);
@@ -1002,7 +991,7 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
         "modules" => out.push_str("# Modules\r\n"),
         "commandstats" => {
             out.push_str("# Commandstats\r\n");
-            for (id, e) in crate::cmd::table::table().entries.iter().enumerate() {
+            for (id, e) in crate::cmd::registry::table().entries.iter().enumerate() {
                 let s = &srv.stats.commands[id];
                 if s.calls == 0 && s.rejected_calls == 0 && s.failed_calls == 0 {
                     continue;
@@ -1053,7 +1042,7 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
                 .split_whitespace()
                 .filter_map(|p| p.parse().ok())
                 .collect();
-            for (id, e) in crate::cmd::table::table().entries.iter().enumerate() {
+            for (id, e) in crate::cmd::registry::table().entries.iter().enumerate() {
                 let Some(h) = srv.stats.commands[id]
                     .latency
                     .as_ref()

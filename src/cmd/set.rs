@@ -2,9 +2,10 @@
 //! and the algebra of t_set.c: SINTER SINTERCARD SINTERSTORE SUNION SUNIONSTORE SDIFF SDIFFSTORE.
 
 use super::args::{glob_match, int_arg, is};
-use super::keys::{parse_cursor, parse_scan_opts};
-use super::table::{flags::*, CommandSpec, KeySpec, KeySpecDoc, ALL_KEYS, KEY1, NO_KEYS};
-use super::{event, Ctx};
+use super::spec::{event, Ctx};
+use super::spec::{flags::*, CommandSpec, KeySpec, KeySpecDoc, ALL_KEYS, KEY1, NO_KEYS};
+use super::support::{ordered, shown, INTSET_MAX_ENTRIES};
+use super::support::{parse_cursor, parse_scan_opts};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::number::parse_i64;
 use crate::protocol::Frame;
@@ -12,12 +13,14 @@ use crate::store::value::{own, SetValue};
 use crate::store::Value;
 use bytes::Bytes;
 
-/// Redis keeps all-integer sets up to this size as a sorted intset (set-max-intset-entries).
-const INTSET_MAX_ENTRIES: usize = 512;
-
 use super::args::MAX_RANDOM_REPEATS;
 
-const fn spec(name: &'static str, arity: i32, flags: u32, handler: super::Handler) -> CommandSpec {
+const fn spec(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    handler: super::spec::Handler,
+) -> CommandSpec {
     keyed(name, arity, flags, KEY1, handler)
 }
 
@@ -26,7 +29,7 @@ const fn keyed(
     arity: i32,
     flags: u32,
     keys: KeySpec,
-    handler: super::Handler,
+    handler: super::spec::Handler,
 ) -> CommandSpec {
     CommandSpec::leaf(name, arity, flags, keys, &["set"], handler)
 }
@@ -127,26 +130,6 @@ fn set_mut<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a mut SetValu
 
 fn set_ref<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a SetValue>> {
     Ok(set_mut(ctx, key)?.map(|s| &*s))
-}
-
-/// Members in the order Redis shows them where that order is defined: a small all-integer set
-/// is an intset, sorted numerically. Other sets are hash tables with no promised order.
-pub(super) fn ordered(s: &SetValue) -> Vec<Bytes> {
-    shown(s.iter().cloned().collect())
-}
-
-/// `members` (distinct) in the order Redis would show them as a set: numerically when they
-/// would form an intset.
-fn shown(mut members: Vec<Bytes>) -> Vec<Bytes> {
-    if members.len() <= INTSET_MAX_ENTRIES {
-        let ints: Option<Vec<i64>> = members.iter().map(|m| parse_i64(m)).collect();
-        if let Some(ints) = ints {
-            let mut keyed: Vec<(i64, Bytes)> = ints.into_iter().zip(members).collect();
-            keyed.sort_unstable_by_key(|(i, _)| *i);
-            members = keyed.into_iter().map(|(_, m)| m).collect();
-        }
-    }
-    members
 }
 
 fn sadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -446,7 +429,7 @@ fn difference(sets: &[Option<&SetValue>]) -> SetValue {
 fn store_result(ctx: &mut Ctx, dest: &[u8], result: SetValue, event: &'static str) -> CmdResult {
     let n = result.len();
     if n == 0 {
-        super::zset::delete_dest(ctx, dest);
+        super::support::delete_dest(ctx, dest);
         return Ok(Frame::Integer(0));
     }
     ctx.db().set(dest, Value::Set(Box::new(result)), 0);

@@ -5,8 +5,8 @@
 //! read every key. Deadbolt runs without Redis Cluster, so that refusal of BY/GET never applies.
 
 use super::args::{int_arg, is};
-use super::table::{flags::*, CommandSpec, KeySpecDoc, KEY1};
-use super::{event, Ctx};
+use super::spec::{event, Ctx};
+use super::spec::{flags::*, CommandSpec, KeySpecDoc, KEY1};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Frame;
 use crate::store::Value;
@@ -251,7 +251,7 @@ fn sort_generic(ctx: &mut Ctx, argv: &[Bytes], readonly: bool) -> CmdResult {
     let mut sortby: Option<&Bytes> = None;
     let mut storekey: Option<&Bytes> = None;
     let mut gets: Vec<&Bytes> = Vec::new();
-    let full_key_access = super::acl::unrestricted_key_access(ctx.client, argv);
+    let full_key_access = super::dispatch::unrestricted_key_access(ctx.client, argv);
     let mut j = 2;
     while j < argv.len() {
         let left = argv.len() - j - 1;
@@ -352,7 +352,7 @@ fn sort_generic(ctx: &mut Ctx, argv: &[Bytes], readonly: bool) -> CmdResult {
     let source = match ctx.db().get(&argv[1], now).map(|e| &e.value) {
         None => Source::List(VecDeque::new()),
         Some(Value::List(l)) => Source::List(l.clone()),
-        Some(Value::Set(s)) => Source::Set(super::set::ordered(s)),
+        Some(Value::Set(s)) => Source::Set(super::support::ordered(s)),
         Some(Value::ZSet(z)) => Source::ZSet(z.iter_from(0).map(|(m, _)| m.clone()).collect()),
         Some(_) => return Err(CmdError::WrongType),
     };
@@ -466,7 +466,7 @@ fn store_result(ctx: &mut Ctx, dest: &Bytes, list: VecDeque<Bytes>) -> Frame {
         ctx.db().set(dest, Value::List(list), 0);
         ctx.changed(event::LIST, "sortstore", dest);
     } else {
-        super::zset::delete_dest(ctx, dest);
+        super::support::delete_dest(ctx, dest);
     }
     Frame::Integer(len)
 }

@@ -4,8 +4,8 @@
 
 use super::args::{int_arg, is};
 use super::blocking;
-use super::table::{flags::*, CommandSpec, KeySpec, KeySpecDoc, KEY1, NO_KEYS};
-use super::{event, Ctx};
+use super::spec::{event, Ctx};
+use super::spec::{flags::*, CommandSpec, KeySpec, KeySpecDoc, KEY1, NO_KEYS};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Frame;
 use crate::store::stream::{
@@ -21,7 +21,7 @@ const fn spec(
     arity: i32,
     flags: u32,
     keys: KeySpec,
-    handler: super::Handler,
+    handler: super::spec::Handler,
 ) -> CommandSpec {
     CommandSpec::leaf(name, arity, flags, keys, &["stream"], handler)
 }

@@ -1,9 +1,10 @@
 //! Strings: GET/SET and friends, counters, APPEND/STRLEN.
 
 use super::args::{int_arg, is};
-use super::table::KeySpecDoc;
-use super::table::{flags::*, CommandSpec, KeySpec, KEY1};
-use super::{event, Ctx};
+use super::spec::KeySpecDoc;
+use super::spec::{event, Ctx};
+use super::spec::{flags::*, CommandSpec, KeySpec, KEY1};
+use super::support::read_str;
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::number::{parse_i64, LongDouble};
 use crate::protocol::Frame;
@@ -16,7 +17,7 @@ const fn spec(
     arity: i32,
     flags: u32,
     keys: KeySpec,
-    handler: super::Handler,
+    handler: super::spec::Handler,
 ) -> CommandSpec {
     CommandSpec::leaf(name, arity, flags, keys, &["string"], handler)
 }
@@ -71,24 +72,6 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("append", 3, WRITE | DENYOOM | FAST, KEY1, append),
     spec("strlen", 2, READONLY | FAST, KEY1, strlen),
 ];
-
-/// The string at `key`: None if missing, WRONGTYPE if another type. Counts hits/misses.
-pub fn read_str(ctx: &mut Ctx, key: &[u8]) -> CmdResult<Option<Bytes>> {
-    let now = ctx.now;
-    let found = match ctx.db().get(key, now) {
-        None => None,
-        Some(e) => match &e.value {
-            Value::Str(s) => Some(s.clone()),
-            _ => return Err(CmdError::WrongType),
-        },
-    };
-    if found.is_some() {
-        ctx.srv.stats.keyspace_hits += 1;
-    } else {
-        ctx.srv.stats.keyspace_misses += 1;
-    }
-    Ok(found)
-}
 
 fn get(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Frame::opt_bulk(read_str(ctx, &argv[1])?))

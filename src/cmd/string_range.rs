@@ -2,9 +2,10 @@
 //! SETRANGE and the bitmap family share.
 
 use super::args::{int_arg, is};
-use super::string::read_str;
-use super::table::{flags::*, CommandSpec, KeySpecDoc, KEY1};
-use super::{event, Ctx};
+use super::spec::{event, Ctx};
+use super::spec::{flags::*, CommandSpec, KeySpecDoc, KEY1};
+use super::support::read_str;
+use super::support::{check_growth, edit_str};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Frame;
 use crate::store::Value;
@@ -18,7 +19,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "lcs",
         -3,
         READONLY,
-        super::table::KeySpec {
+        super::spec::KeySpec {
             first: 1,
             last: 2,
             step: 1,
@@ -44,82 +45,6 @@ pub fn check_string_length(ctx: &Ctx, offset: u64, len: u64) -> CmdResult<()> {
     match offset.checked_add(len) {
         Some(total) if total <= ctx.srv.config.proto_max_bulk_len as u64 => Ok(()),
         _ => Err(CmdError::err(TOO_BIG)),
-    }
-}
-
-/// With maxmemory set, growing a value by `extra` bytes must not carry the server past it: the
-/// DENYOOM check before the command only sees memory as it was, while one SETBIT or SETRANGE
-/// can ask for up to proto-max-bulk-len at once. (Redis lets that single allocation through;
-/// refusing it keeps a lock service inside its budget.)
-pub fn check_growth(ctx: &Ctx, extra: usize) -> CmdResult<()> {
-    let max = ctx.srv.config.maxmemory;
-    if max != 0
-        && extra > 0
-        && (crate::alloc::used_memory() as u64).saturating_add(extra as u64) > max
-    {
-        return Err(CmdError::err(
-            "OOM command not allowed when used memory > 'maxmemory'.",
-        ));
-    }
-    Ok(())
-}
-
-fn alloc_failed() -> CmdError {
-    CmdError::err("OOM command not allowed when used memory > 'maxmemory'.")
-}
-
-/// Zero-pads `v` to `len` bytes, reporting an allocation failure instead of aborting.
-fn grow_zeroed(v: &mut Vec<u8>, len: usize) -> CmdResult<()> {
-    if v.len() < len {
-        v.try_reserve_exact(len - v.len())
-            .map_err(|_| alloc_failed())?;
-        v.resize(len, 0);
-    }
-    Ok(())
-}
-
-/// Redis's `lookupStringForBitCommand` + `dbUnshareStringValue`: the string at `key` (created
-/// empty when missing), zero-padded to at least `min_len` bytes, handed to `edit` in place.
-/// `edit` also learns whether the key was created or grew. The caller bounds `min_len` by
-/// proto-max-bulk-len. The stored buffer is reused when nothing else holds it, so SETBIT on a
-/// large bitmap costs O(1), not a copy.
-pub fn edit_str<R>(
-    ctx: &mut Ctx,
-    key: &[u8],
-    min_len: usize,
-    edit: impl FnOnce(&mut [u8], bool) -> R,
-) -> CmdResult<R> {
-    let now = ctx.now;
-    let current = match ctx.db().get(key, now) {
-        None => None,
-        Some(e) => match &e.value {
-            Value::Str(s) => Some(s.len()),
-            _ => return Err(CmdError::WrongType),
-        },
-    };
-    check_growth(ctx, min_len.saturating_sub(current.unwrap_or(0)))?;
-    let db = ctx.db();
-    match db.get_mut(key, now).map(|e| &mut e.value) {
-        Some(Value::Str(s)) => {
-            let old_len = s.len();
-            // Zero-copy when this is the only reference to the buffer.
-            let mut v = Vec::from(std::mem::take(s));
-            if let Err(e) = grow_zeroed(&mut v, min_len) {
-                *s = Bytes::from(v);
-                return Err(e);
-            }
-            let grew = v.len() != old_len;
-            let r = edit(&mut v, grew);
-            *s = Bytes::from(v);
-            Ok(r)
-        }
-        _ => {
-            let mut v = Vec::new();
-            grow_zeroed(&mut v, min_len)?;
-            let r = edit(&mut v, true);
-            db.set(key, Value::Str(Bytes::from(v)), 0);
-            Ok(r)
-        }
     }
 }
 

@@ -4,8 +4,9 @@
 //! remembers is decided here, after it runs (`remember`).
 
 use super::args::is;
-use super::table::{flags, TableEntry};
-use super::Ctx;
+use super::spec::flags;
+use super::spec::Ctx;
+use super::table::TableEntry;
 use crate::error::{CmdError, CmdResult};
 use crate::machine::tracking::{ClientTracking, Tracking};
 use crate::protocol::Frame;

@@ -2,8 +2,10 @@
 //! default; check-and-set lock releases use WATCH). Queuing itself happens in dispatch.rs, in
 //! Redis's processCommand order.
 
-use super::table::{flags::*, CommandSpec, KeySpec, KeySpecDoc, ALL_KEYS, NO_KEYS};
-use super::{dispatch, Ctx};
+use super::dispatch;
+use super::spec::Ctx;
+use super::spec::{flags::*, CommandSpec, KeySpec, KeySpecDoc, ALL_KEYS, NO_KEYS};
+use super::support::discard_transaction;
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Frame;
 use bytes::Bytes;
@@ -13,7 +15,7 @@ const fn spec(
     arity: i32,
     flags: u32,
     keys: KeySpec,
-    handler: super::Handler,
+    handler: super::spec::Handler,
 ) -> CommandSpec {
     CommandSpec::leaf(name, arity, flags, keys, &["transaction"], handler)
 }
@@ -56,13 +58,6 @@ pub static COMMANDS: &[CommandSpec] = &[
     ),
 ];
 
-/// Redis's `flagTransaction`: a command refused while queuing makes the coming EXEC answer
-/// EXECABORT. Every refusal before queuing calls it (dispatch.rs, and the BUSY refusal during a
-/// busy script); a no-op outside MULTI.
-pub fn flag_transaction(client: &mut crate::machine::client::Client) {
-    client.multi_dirty |= client.multi.is_some();
-}
-
 fn multi(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     if ctx.client.multi.is_some() {
         return Err(CmdError::err("ERR MULTI calls can not be nested"));
@@ -78,13 +73,6 @@ fn discard(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     }
     discard_transaction(ctx);
     Ok(Frame::ok())
-}
-
-/// Leaves MULTI state and drops every WATCH (DISCARD, EXEC, RESET).
-pub fn discard_transaction(ctx: &mut Ctx) {
-    ctx.client.multi = None;
-    ctx.client.multi_dirty = false;
-    ctx.srv.watches.unwatch_all(ctx.client.id);
 }
 
 fn exec(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
@@ -121,8 +109,8 @@ fn exec(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         // ACLs are checked again: an AUTH queued earlier in this transaction may have
         // changed the user (Redis's execCommand does the same).
         if ctx.client.perms.is_some() {
-            if let Err(d) = super::acl::check(ctx.srv, ctx.client, cmd, &argv, "multi") {
-                let e = super::acl::noperm_at_exec(d);
+            if let Err(d) = super::dispatch::check(ctx.srv, ctx.client, cmd, &argv, "multi") {
+                let e = super::dispatch::noperm_at_exec(d);
                 replies.push(dispatch::error_frame(ctx.srv, e));
                 continue;
             }

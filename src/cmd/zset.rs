@@ -2,10 +2,13 @@
 //! store/zset.rs; here are the commands with Redis 7.0's parsing order, errors and reply shapes
 //! (RESP3 returns scores as doubles and WITHSCORES / counted pops as [member, score] pairs).
 
-use super::args::{float_arg, int_arg, is, MAX_RANDOM_REPEATS};
+use super::args::{float_arg, int_arg, is};
 use super::blocking::{self, parse_timeout};
-use super::table::{flags::*, CommandSpec, KeySpec, KeySpecDoc, KEY1};
-use super::{event, Ctx};
+use super::spec::{event, Ctx};
+use super::spec::{flags::*, CommandSpec, KeySpec, KeySpecDoc, KEY1};
+use super::support::{
+    paired, random_count_args, random_positions, store_result, zset_mut, zset_ref,
+};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::number::parse_f64;
 use crate::protocol::Frame;
@@ -20,7 +23,7 @@ const fn spec(
     arity: i32,
     flags: u32,
     keys: KeySpec,
-    handler: super::Handler,
+    handler: super::spec::Handler,
 ) -> CommandSpec {
     CommandSpec::leaf(name, arity, flags, keys, &["sortedset"], handler)
 }
@@ -31,7 +34,7 @@ const KEYS_BEFORE_TIMEOUT: KeySpec = KeySpec {
     step: 1,
 };
 
-use super::table::TWO_KEYS;
+use super::spec::TWO_KEYS;
 /// Keys that follow a numkeys argument: the legacy triple cannot describe them (0 0 0).
 const NUMKEYS: KeySpec = KeySpec {
     first: 0,
@@ -180,14 +183,6 @@ pub static KEY_SPECS: &[(&str, &[KeySpecDoc])] = &[
     ("bzmpop", &[KeySpecDoc::keynum(RW_DELETE, 2, 0, 1, 1)]),
 ];
 
-fn zset_mut<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a mut ZSet>> {
-    ctx.value_mut(key, Value::as_zset_mut)
-}
-
-pub(super) fn zset_ref<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a ZSet>> {
-    Ok(zset_mut(ctx, key)?.map(|z| &*z))
-}
-
 const NAN_SCORE: &str = "ERR resulting score is not a number (NaN)";
 
 #[derive(Default)]
@@ -200,7 +195,7 @@ struct AddFlags {
     incr: bool,
 }
 
-pub(super) fn zadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+fn zadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let mut f = AddFlags::default();
     let mut i = 2;
     while i < argv.len() {
@@ -973,90 +968,6 @@ fn zremrangebylex(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     remove_members(ctx, &argv[1], members, "zremrangebylex")
 }
 
-/// Redis's ZRANDMEMBER/HRANDFIELD count argument: (count, with scores/values). The count is
-/// parsed before the key is looked at; `word` is WITHSCORES or WITHVALUES.
-pub fn random_count_args(argv: &[Bytes], word: &str) -> CmdResult<Option<(i64, bool)>> {
-    let Some(c) = argv.get(2) else {
-        return Ok(None);
-    };
-    let n = int_arg(c)?;
-    if n == i64::MIN {
-        return Err(CmdError::err("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807"));
-    }
-    if argv.len() > 4 || (argv.len() == 4 && !is(&argv[3], word)) {
-        return Err(CmdError::Syntax);
-    }
-    let with = argv.len() == 4;
-    if with && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&n) {
-        return Err(CmdError::err("ERR value is out of range"));
-    }
-    if n < 0 && n.unsigned_abs() > MAX_RANDOM_REPEATS as u64 {
-        return Err(CmdError::err("ERR value is out of range"));
-    }
-    Ok(Some((n, with)))
-}
-
-/// Which of `len` positions a counted random pick returns: `count` < 0 picks |count| times
-/// with repeats (drawn lazily: nothing is allocated by the count); otherwise distinct
-/// positions, all of them in order when count >= len. The caller bounded |count|
-/// (random_count_args), and distinct picks never exceed `len`.
-pub fn random_positions(len: usize, count: i64) -> Box<dyn Iterator<Item = usize>> {
-    if len == 0 || count == 0 {
-        return Box::new(std::iter::empty());
-    }
-    if count < 0 {
-        let n = count.unsigned_abs() as usize;
-        return Box::new((0..n).map(move |_| fastrand::usize(..len)));
-    }
-    let n = (count as u64).min(len as u64) as usize;
-    if n == len {
-        return Box::new(0..len);
-    }
-    if n.saturating_mul(3) <= len {
-        // Few picks from many (Redis's CASE 4): draw until `n` distinct positions, so the work
-        // and memory follow the count, not the size of the set.
-        let mut picked = crate::store::FastSet::default();
-        picked.reserve(n);
-        let mut out = Vec::with_capacity(n);
-        while out.len() < n {
-            let i = fastrand::usize(..len);
-            if picked.insert(i) {
-                out.push(i);
-            }
-        }
-        return Box::new(out.into_iter());
-    }
-    // Distinct picks, many of them: a partial Fisher-Yates over the positions.
-    let mut idx: Vec<usize> = (0..len).collect();
-    for i in 0..n {
-        let j = fastrand::usize(i..len);
-        idx.swap(i, j);
-    }
-    idx.truncate(n);
-    Box::new(idx.into_iter())
-}
-
-/// Pairs as a reply: flat in RESP2, [a, b] pairs in RESP3; just the firsts without `with`.
-pub fn paired(items: Vec<(Frame, Frame)>, with: bool, resp3: bool) -> Frame {
-    if !with {
-        return Frame::Array(items.into_iter().map(|(a, _)| a).collect());
-    }
-    if resp3 {
-        return Frame::Array(
-            items
-                .into_iter()
-                .map(|(a, b)| Frame::Array(vec![a, b]))
-                .collect(),
-        );
-    }
-    let mut out = Vec::with_capacity(items.len() * 2);
-    for (a, b) in items {
-        out.push(a);
-        out.push(b);
-    }
-    Frame::Array(out)
-}
-
 fn zrandmember(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let args = random_count_args(argv, "withscores")?;
     let resp3 = ctx.client.resp3();
@@ -1102,7 +1013,7 @@ fn score_text(s: f64, small: bool) -> String {
 }
 
 fn zscan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let cursor = super::keys::parse_cursor(&argv[2])?;
+    let cursor = super::support::parse_cursor(&argv[2])?;
     // Redis's order: cursor, then the key (an empty scan, WRONGTYPE), then the options.
     let Some(z) = zset_ref(ctx, &argv[1])? else {
         return Ok(Frame::Array(vec![
@@ -1110,7 +1021,7 @@ fn zscan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             Frame::Array(vec![]),
         ]));
     };
-    let o = super::keys::parse_scan_opts(&argv[3..], false)?;
+    let o = super::support::parse_scan_opts(&argv[3..], false)?;
     let matches = |m: &[u8]| {
         o.pattern
             .is_none_or(|p| super::args::glob_match(p, m, false))
@@ -1153,29 +1064,6 @@ fn zscan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         Frame::Bulk(Bytes::copy_from_slice(b.format(next).as_bytes())),
         Frame::Array(items),
     ]))
-}
-
-/// The STORE commands' ending for an empty result (set, sorted-set, SORT, GEO and BITOP
-/// stores): deletes `dest`, with a `del` event if it existed (Redis's dbDelete path).
-pub(super) fn delete_dest(ctx: &mut Ctx, dest: &[u8]) {
-    let now = ctx.now;
-    if ctx.db().remove(dest, now).is_some() {
-        ctx.changed(event::GENERIC, "del", dest);
-    }
-}
-
-/// Stores `z` at `dest` (replacing any value and its TTL) with `ev`, or deletes `dest` when
-/// `z` is empty (a `del` event if it existed), as Redis's setKey/dbDelete paths do. Replies
-/// the stored cardinality.
-pub(super) fn store_result(ctx: &mut Ctx, dest: &Bytes, z: ZSet, ev: &'static str) -> CmdResult {
-    let n = z.len();
-    if n == 0 {
-        delete_dest(ctx, dest);
-        return Ok(Frame::Integer(0));
-    }
-    ctx.db().set(dest, Value::ZSet(Box::new(z)), 0);
-    ctx.changed(event::ZSET, ev, dest);
-    Ok(Frame::Integer(n as i64))
 }
 
 fn zrangestore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -1495,7 +1383,7 @@ fn zdiffstore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 /// Parses ZMPOP/BZMPOP's `numkeys key... MIN|MAX [COUNT n]` from `argv[at]`: (keys, max, count).
 fn parse_zmpop(argv: &[Bytes], at: usize) -> CmdResult<(&[Bytes], bool, usize)> {
-    super::list::parse_mpop(argv, at, |a| {
+    super::support::parse_mpop(argv, at, |a| {
         if is(a, "min") {
             Some(false)
         } else if is(a, "max") {

@@ -378,7 +378,7 @@ pub static DIRECTIVES: &[Directive] = &[
         apply: Apply::Persistence,
         get: |c| c.appendfsync.name().into(),
         set: |c, v| {
-            c.appendfsync = crate::persist::Fsync::parse(v).ok_or_else(|| "argument(s) must be one of the following: everysec, always, no".to_string())?;
+            c.appendfsync = super::Fsync::parse(v).ok_or_else(|| "argument(s) must be one of the following: everysec, always, no".to_string())?;
             Ok(())
         },
         doc: "always: a write is acknowledged only once fsynced (grouped per executor round); everysec; no.",
@@ -588,7 +588,7 @@ pub static DIRECTIVES: &[Directive] = &[
                 .join(" ")
         },
         set: |c, v| {
-            c.save_points = crate::persist::rdb_file::parse_save_points(v)?;
+            c.save_points = super::durability::parse_save_points(v)?;
             Ok(())
         },
         doc: "RDB snapshot points: `<seconds> <changes>` pairs; a background save runs when at least <changes> keys changed and <seconds> passed since the last save. \"\" (the default) takes no snapshots; SAVE and BGSAVE still work, and the file is loaded at start when appendonly is off.",

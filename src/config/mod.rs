@@ -6,12 +6,14 @@
 
 pub mod compat;
 mod directives;
+pub mod durability;
 pub mod event;
 pub mod file;
 pub mod users;
 
 pub use compat::COMPAT;
 pub use directives::{Directive, DIRECTIVES};
+pub use durability::Fsync;
 
 /// Every directive a file, the command line or CONFIG GET/SET may name: deadbolt's own, then
 /// Redis's that it accepts for compatibility (`compat`).
@@ -103,7 +105,7 @@ pub struct Config {
     pub save_points: Vec<(u64, u64)>,
     pub appendfilename: String,
     pub appenddirname: String,
-    pub appendfsync: crate::persist::Fsync,
+    pub appendfsync: Fsync,
     pub auto_aof_rewrite_percentage: u64,
     pub auto_aof_rewrite_min_size: u64,
     pub aof_load_truncated: bool,
@@ -273,7 +275,7 @@ impl Default for Config {
             save_points: Vec::new(),
             appendfilename: "appendonly.aof".into(),
             appenddirname: "appendonlydir".into(),
-            appendfsync: crate::persist::Fsync::EverySec,
+            appendfsync: Fsync::EverySec,
             auto_aof_rewrite_percentage: 100,
             auto_aof_rewrite_min_size: 64 * 1024 * 1024,
             aof_load_truncated: true,

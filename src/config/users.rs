@@ -3,7 +3,7 @@
 //! further selectors `(…)`. Rules come from `user` lines, the aclfile and ACL SETUSER.
 //!
 //! Rules that name commands or categories need the command table, which lives above this
-//! layer: it hands its knowledge down as a `Catalog` (built by `cmd::acl::catalog`). The
+//! layer: it hands its knowledge down as a `Catalog` (built by `cmd::registry::catalog`). The
 //! permission checks that read key specifications are in `cmd::acl`.
 
 use sha2::{Digest, Sha256};

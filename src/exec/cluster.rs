@@ -338,7 +338,7 @@ impl ClusterIo {
     }
 
     /// A follower's batch that reads waits for a read barrier confirmed by the leader (see
-    /// `cmd::replication::replica_read_needs_leader`).
+    /// `cmd::role::replica_read_needs_leader`).
     pub fn park_read(&mut self, client: u64) {
         let now = Instant::now();
         if self.read_parked.is_empty() {

@@ -12,12 +12,13 @@ mod probe;
 
 use crate::clock::unix_ms;
 use crate::cmd::dispatch;
+use crate::config::Fsync;
 use crate::config::{Apply, Config};
 use crate::machine::client::{Client, Out, OutSender};
 use crate::machine::{Host, Shared, State};
 use crate::persist::aof::Aof;
 use crate::persist::load::{LoadError, Loader, Step};
-use crate::persist::{emit, rdb_file, Fsync};
+use crate::persist::{emit, rdb_file};
 use crate::store::ChangeRecord;
 use bytes::{Bytes, BytesMut};
 use std::sync::atomic::Ordering;
@@ -109,7 +110,7 @@ impl Server {
         let nowhere: std::net::SocketAddr = ([127, 0, 0, 1], 0).into();
         let loader_client = Box::new(Client::new(0, nowhere, nowhere, tx, Default::default()));
         let mut server = Server {
-            state: State::new(config, shared, crate::cmd::table::table().entries.len()),
+            state: State::new(config, shared, crate::cmd::registry::table().entries.len()),
             stopping: false,
             io: Io {
                 aof: None,
@@ -517,7 +518,7 @@ impl Server {
                     let mut asks = false;
                     let mut masters = false;
                     for argv in cmds.iter().chain(client.pending.iter()) {
-                        if crate::cmd::replication::discovery_waits_for_leader(argv) {
+                        if crate::cmd::sentinel::discovery_waits_for_leader(argv) {
                             asks = true;
                             masters |= argv
                                 .get(1)
@@ -535,9 +536,11 @@ impl Server {
             if c.read_cleared != id && c.masterdown != id {
                 if let Some(client) = self.state.clients.get_mut(&id) {
                     let in_multi = client.multi.is_some();
-                    if cmds.iter().chain(client.pending.iter()).any(|argv| {
-                        crate::cmd::replication::replica_read_needs_leader(argv, in_multi)
-                    }) {
+                    if cmds
+                        .iter()
+                        .chain(client.pending.iter())
+                        .any(|argv| crate::cmd::role::replica_read_needs_leader(argv, in_multi))
+                    {
                         client.pending.extend(cmds.drain(..));
                         c.park_read(id);
                         return;

@@ -21,8 +21,8 @@ pub mod tracking;
 pub use shared::Shared;
 
 use crate::clock::unix_ms;
+use crate::config::Fsync;
 use crate::config::{Apply, Config};
-use crate::persist::Fsync;
 use crate::protocol::Frame;
 use crate::store::waiters::{Waiters, Watches};
 use crate::store::Dbs;

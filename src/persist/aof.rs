@@ -7,7 +7,7 @@
 //! the new base and the new increment. A crash at any point leaves a manifest whose files hold
 //! every acknowledged write.
 
-use super::Fsync;
+use crate::config::Fsync;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};

@@ -13,32 +13,6 @@ pub mod emit;
 pub mod load;
 pub mod rdb_file;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fsync {
-    Always,
-    EverySec,
-    No,
-}
-
-impl Fsync {
-    pub fn name(self) -> &'static str {
-        match self {
-            Fsync::Always => "always",
-            Fsync::EverySec => "everysec",
-            Fsync::No => "no",
-        }
-    }
-
-    pub fn parse(v: &str) -> Option<Fsync> {
-        match v.to_ascii_lowercase().as_str() {
-            "always" => Some(Fsync::Always),
-            "everysec" => Some(Fsync::EverySec),
-            "no" => Some(Fsync::No),
-            _ => None,
-        }
-    }
-}
-
 /// strerror's text of an I/O error, without Rust's " (os error N)" (Redis's log and MISCONF
 /// texts carry strerror alone).
 pub fn strerror(e: &std::io::Error) -> String {

@@ -359,21 +359,3 @@ fn install(tmp: &Path, path: &Path) -> std::io::Result<()> {
 pub fn path(dir: &str, dbfilename: &str) -> PathBuf {
     Path::new(dir).join(dbfilename)
 }
-
-/// `save` as Redis parses it: pairs of seconds and changes ("" for none).
-pub fn parse_save_points(v: &str) -> Result<Vec<(u64, u64)>, String> {
-    let words: Vec<&str> = v.split_whitespace().collect();
-    if words.len() == 1 && (words[0] == "\"\"" || words[0].is_empty()) {
-        return Ok(Vec::new());
-    }
-    if words.len() % 2 != 0 {
-        return Err("Invalid save parameters".into());
-    }
-    words
-        .chunks(2)
-        .map(|p| match (p[0].parse::<u64>(), p[1].parse::<u64>()) {
-            (Ok(s), Ok(c)) if s >= 1 => Ok((s, c)),
-            _ => Err("Invalid save parameters".into()),
-        })
-        .collect()
-}

@@ -2,7 +2,9 @@
 //! (`Host::while_busy`), reads their requests and answers them here, as Redis's
 //! `processCommand` does from inside its script hook.
 
-use crate::cmd::table::{flags, table, CommandSpec};
+use crate::cmd::registry::table;
+
+use crate::cmd::spec::{flags, CommandSpec};
 use crate::config::users::Users;
 pub use crate::machine::busy::{BusyMarks, BusyState};
 use crate::machine::client::{Client, ClientShared};
@@ -312,7 +314,7 @@ pub fn apply_busy_marks(srv: &mut State, client: &mut Client) {
         } else {
             "toplevel"
         };
-        crate::cmd::acl::add_log_entry(srv, client, "auth", context, cmd.clone(), Some(tried));
+        crate::cmd::support::add_log_entry(srv, client, "auth", context, cmd.clone(), Some(tried));
     }
     if let Some(name) = &marks.auth {
         if let Some(u) = srv.config.users.get(name.as_bytes()) {

@@ -564,7 +564,7 @@ impl Engine {
                 if s.ctx.get().is_null() {
                     return Ok(false);
                 }
-                Ok(crate::cmd::table::table()
+                Ok(crate::cmd::registry::table()
                     .lookup(&name.as_bytes())
                     .is_some())
             })?,

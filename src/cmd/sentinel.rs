@@ -1,11 +1,8 @@
-//! The replication surface clients see: ROLE, WAIT and, in cluster mode, SENTINEL; plus the
-//! renderings INFO replication, HELLO and the READONLY refusal use.
-//!
-//! A lone server (`Host::cluster()` is None) answers exactly as a Redis 7.0 master without
-//! replicas. A cluster node renders the consensus core's `ClusterView`: the leader is the
-//! master, every other member a replica, and every member also answers as a Sentinel for the
-//! master named by `sentinel-master-name` (DESIGN.md in src/replication, §3, holds the bytes a
-//! real redis-sentinel 7.0.15 sends and what redis-py, ioredis and Redisson read of them).
+//! SENTINEL, which exists in cluster mode only: every member answers as a Sentinel for the
+//! master named by `sentinel-master-name`, the leader of the consensus core's `ClusterView`
+//! (ROLE, WAIT and the view as Redis roles: role.rs and support.rs). DESIGN.md in
+//! src/replication, §3, holds the bytes a real redis-sentinel 7.0.15 sends and what redis-py,
+//! ioredis and Redisson read of them.
 //!
 //! What a view does not carry is rendered as a healthy, idle Sentinel shows it (link counters
 //! 0, `down-after-milliseconds` the election timeout), except the ping times, which say how
@@ -30,125 +27,55 @@
 //! leader alone) is answered. (ioredis and Redisson ask
 //! get-master-addr-by-name and keep no such order; the leader still names itself there.)
 
-use super::args::int_arg;
-use super::server::{spec_acl as spec, ADMIN_CATS};
-use super::table::{flags::*, CommandSpec, NO_KEYS};
-use super::Ctx;
+use super::spec::Ctx;
+use super::spec::{flags::*, CommandSpec, NO_KEYS};
+use super::support::spec_acl as spec;
+use super::support::{addr, leader, replicas, run_id, voters};
 use crate::error::{CmdError, CmdResult};
-use crate::machine::{Host, State};
 use crate::protocol::Frame;
 use crate::replication::{ClusterView, Member, StateRole};
-use crate::script;
-use crate::store::waiters::{WaitKind, REPLICAS_KEY};
 use bytes::Bytes;
-use std::fmt::Write;
 
 /// Sentinel's subcommands: admin (Redis's sentinel-*.json), found only in cluster mode.
 const SENT: u32 = ADMIN | ONLY_SENTINEL;
 
-pub static COMMANDS: &[CommandSpec] = &[
-    spec("wait", 3, NOSCRIPT, &["connection"], wait),
-    spec(
-        "replicaof",
-        3,
-        ADMIN | NOSCRIPT | STALE | NO_ASYNC_LOADING,
-        ADMIN_CATS,
-        replicaof,
-    ),
-    spec(
-        "slaveof",
-        3,
-        ADMIN | NOSCRIPT | STALE | NO_ASYNC_LOADING,
-        ADMIN_CATS,
-        replicaof,
-    ),
-    spec(
-        "role",
-        1,
-        NOSCRIPT | LOADING | STALE | FAST,
-        ADMIN_CATS,
-        role,
-    ),
-    CommandSpec {
-        name: "sentinel",
-        arity: -2,
-        flags: SENT,
-        keys: NO_KEYS,
-        acl: &[],
-        handler: sentinel_unknown,
-        subcommands: &[
-            spec(
-                "get-master-addr-by-name",
-                3,
-                SENT,
-                &[],
-                sentinel_get_master_addr,
-            ),
-            spec("masters", 2, SENT, &[], sentinel_masters),
-            spec("master", 3, SENT, &[], sentinel_master),
-            spec("replicas", 3, SENT, &[], sentinel_replicas),
-            spec("slaves", 3, SENT, &[], sentinel_replicas),
-            spec("sentinels", 3, SENT, &[], sentinel_sentinels),
-            spec("myid", 2, SENT, &[], sentinel_myid),
-            spec("ckquorum", 3, SENT, &[], sentinel_ckquorum),
-            spec(
-                "help",
-                2,
-                LOADING | STALE | ONLY_SENTINEL,
-                &[],
-                sentinel_help,
-            ),
-        ],
-    },
-];
+pub static COMMANDS: &[CommandSpec] = &[CommandSpec {
+    name: "sentinel",
+    arity: -2,
+    flags: SENT,
+    keys: NO_KEYS,
+    acl: &[],
+    handler: sentinel_unknown,
+    subcommands: &[
+        spec(
+            "get-master-addr-by-name",
+            3,
+            SENT,
+            &[],
+            sentinel_get_master_addr,
+        ),
+        spec("masters", 2, SENT, &[], sentinel_masters),
+        spec("master", 3, SENT, &[], sentinel_master),
+        spec("replicas", 3, SENT, &[], sentinel_replicas),
+        spec("slaves", 3, SENT, &[], sentinel_replicas),
+        spec("sentinels", 3, SENT, &[], sentinel_sentinels),
+        spec("myid", 2, SENT, &[], sentinel_myid),
+        spec("ckquorum", 3, SENT, &[], sentinel_ckquorum),
+        spec(
+            "help",
+            2,
+            LOADING | STALE | ONLY_SENTINEL,
+            &[],
+            sentinel_help,
+        ),
+    ],
+}];
 
 /// Sentinel's refusal of an unknown master name (sentinelGetMasterByNameOrReplyError).
 const NO_SUCH_MASTER: &str = "ERR No such master with that name";
-/// Redis's `shared.masterdownerr`, without the leading `-`.
-pub const MASTERDOWN: &str =
-    "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
-/// Redis's `shared.roslaveerr`, without the leading `-`.
-pub const READONLY: &str = "READONLY You can't write against a read only replica.";
 /// Sentinel's `down-after-milliseconds`: here the longest election timeout (10 ticks of 50 ms
 /// up to twice that, replication/mod.rs).
 const DOWN_AFTER_MS: &str = "1000";
-
-// ---- the view, as Redis roles ----
-
-/// A follower (or a candidate: any member that is not the leader) refuses writes, as a
-/// read-only Redis replica does. A lone server never does.
-pub fn is_replica(view: Option<&ClusterView>) -> bool {
-    view.is_some_and(|v| v.role != StateRole::Leader)
-}
-
-/// Whether a follower must confirm with the leader before running this request, so that what
-/// it reads is at least what the leader had committed when the request arrived (a
-/// linearizable read, as on the leader). Those are the commands Redis flags `readonly` (they
-/// read keys: GET, PTTL, EXISTS, KEYS, SCAN …), scripts and EXEC (their contents decide, and
-/// they may read). The rest answer from the node itself (PING, INFO, ROLE, HELLO, SUBSCRIBE,
-/// SENTINEL …), so discovery and health checks work while no leader is reachable, and writes
-/// are refused at once (READONLY) so clients look for the leader.
-pub fn replica_read_needs_leader(argv: &[Bytes], in_multi: bool) -> bool {
-    let table = super::table::table();
-    let Some(name) = argv.first() else {
-        return false;
-    };
-    let Some(mut id) = table.lookup(name) else {
-        return false;
-    };
-    if !table.entries[id].spec.subcommands.is_empty() {
-        match argv.get(1).and_then(|sub| table.lookup_sub(id, sub)) {
-            Some(sub) => id = sub,
-            None => return false,
-        }
-    }
-    let spec = table.entries[id].spec;
-    match spec.name {
-        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => true,
-        "exec" => in_multi,
-        _ => spec.flags & super::table::flags::READONLY != 0,
-    }
-}
 
 /// SENTINEL subcommands that name the master or its replicas: on a follower that knows no
 /// live leader they wait for the election (see the module comment).
@@ -171,222 +98,11 @@ pub fn discovery_waits_for_leader(argv: &[Bytes]) -> bool {
     .any(|s| sub.eq_ignore_ascii_case(s))
 }
 
-/// Redis's `evalGetCommandFlags` for the replica check: a script with a shebang is a write
-/// unless it declares `no-writes` (one without is refused at its first write instead, with the
-/// script suffix). EVALSHA of an unknown script keeps EVALSHA's own flags.
-pub fn script_declares_writes(srv: &State, spec: &CommandSpec, argv: &[Bytes]) -> bool {
-    let evalsha = match spec.name {
-        "eval" | "eval_ro" => false,
-        "evalsha" | "evalsha_ro" => true,
-        _ => return false,
-    };
-    let Some(body_or_sha) = argv.get(1) else {
-        return false;
-    };
-    let found = if evalsha {
-        script::sha_key(body_or_sha).and_then(|sha| script::cached_flags(srv, &sha))
-    } else {
-        script::shebang::parse(body_or_sha).ok().map(|(f, _)| f)
-    };
-    found.is_some_and(|f| f & script::shebang::COMPAT == 0 && f & script::shebang::NO_WRITES == 0)
-}
-
-/// "host port peerport" → (host, client port).
-fn addr(m: &Member) -> (&str, &str) {
-    let mut it = m.addr.split_ascii_whitespace();
-    (it.next().unwrap_or(""), it.next().unwrap_or("0"))
-}
-
-/// A member's run id as every node renders it (see the module comment).
-pub fn run_id(id: u64) -> String {
-    format!("{id:040x}")
-}
-
-fn leader(view: &ClusterView) -> Option<&Member> {
-    if view.leader == 0 {
-        return None;
-    }
-    view.members.iter().find(|m| m.id == view.leader)
-}
-
-/// Members other than the leader: the master's replicas.
-fn replicas(view: &ClusterView) -> impl Iterator<Item = &Member> {
-    view.members.iter().filter(move |m| m.id != view.leader)
-}
-
-/// Replicas this node currently hears from: what Redis lists as connected.
-fn connected(view: &ClusterView) -> impl Iterator<Item = &Member> {
-    replicas(view).filter(|m| m.active)
-}
-
-fn voters(view: &ClusterView) -> usize {
-    view.members.iter().filter(|m| m.voter).count()
-}
-
-/// HELLO's `role` field.
-pub fn hello_role(view: Option<&ClusterView>) -> &'static str {
-    if is_replica(view) {
-        "replica"
-    } else {
-        "master"
-    }
-}
-
 // ---- ROLE ----
-
-fn role(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    Ok(role_frame(ctx.host.cluster()))
-}
-
-/// ROLE. A lone server: `*3 master :0 *0` (a Redis master without replicas keeps offset 0).
-/// The leader: `*3 master :<commit> [[ip port matched]…]`; a follower: `*5 slave <ip> :<port>
-/// connected|connecting :<applied>`.
-pub fn role_frame(view: Option<&ClusterView>) -> Frame {
-    let Some(view) = view else {
-        return Frame::Array(vec![
-            Frame::bulk_static("master"),
-            Frame::Integer(0),
-            Frame::Array(vec![]),
-        ]);
-    };
-    if view.role == StateRole::Leader {
-        let reps = connected(view)
-            .map(|m| {
-                let (ip, port) = addr(m);
-                Frame::Array(vec![
-                    Frame::bulk_from(ip),
-                    Frame::bulk_from(port),
-                    Frame::bulk_from(m.matched.to_string()),
-                ])
-            })
-            .collect();
-        return Frame::Array(vec![
-            Frame::bulk_static("master"),
-            Frame::Integer(view.commit as i64),
-            Frame::Array(reps),
-        ]);
-    }
-    let (ip, port, state) = match leader(view) {
-        Some(m) => {
-            let (ip, port) = addr(m);
-            (ip, port.parse().unwrap_or(0), "connected")
-        }
-        None => ("", 0, "connecting"),
-    };
-    Frame::Array(vec![
-        Frame::bulk_static("slave"),
-        Frame::bulk_from(ip),
-        Frame::Integer(port),
-        Frame::bulk_static(state),
-        Frame::Integer(view.applied as i64),
-    ])
-}
 
 // ---- INFO replication ----
 
-/// The `# Replication` section of INFO, as Redis 7.0 prints it for a lone master, a master
-/// with replicas and a replica. `repl_id`: what the server prints as `master_replid`.
-pub fn info_section(view: Option<&ClusterView>, repl_id: &str, out: &mut String) {
-    let zeros = "0000000000000000000000000000000000000000";
-    let Some(view) = view else {
-        let _ = write!(
-            out,
-            "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{repl_id}\r\nmaster_replid2:{zeros}\r\nmaster_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n"
-        );
-        return;
-    };
-    let offset = if view.role == StateRole::Leader {
-        out.push_str("# Replication\r\nrole:master\r\n");
-        let _ = write!(out, "connected_slaves:{}\r\n", connected(view).count());
-        for (i, m) in connected(view).enumerate() {
-            let (ip, port) = addr(m);
-            let _ = write!(
-                out,
-                "slave{i}:ip={ip},port={port},state=online,offset={},lag=0\r\n",
-                m.matched
-            );
-        }
-        view.commit
-    } else {
-        out.push_str("# Replication\r\nrole:slave\r\n");
-        let (host, port, up) = match leader(view) {
-            Some(m) => {
-                let (h, p) = addr(m);
-                (h, p, true)
-            }
-            None => ("", "0", false),
-        };
-        let _ = write!(
-            out,
-            "master_host:{host}\r\nmaster_port:{port}\r\nmaster_link_status:{}\r\nmaster_last_io_seconds_ago:{}\r\nmaster_sync_in_progress:0\r\nslave_read_repl_offset:{a}\r\nslave_repl_offset:{a}\r\n",
-            if up { "up" } else { "down" },
-            if up { 0 } else { -1 },
-            a = view.applied,
-        );
-        if !up {
-            out.push_str("master_link_down_since_seconds:-1\r\n");
-        }
-        out.push_str("slave_priority:100\r\nslave_read_only:1\r\nreplica_announced:1\r\nconnected_slaves:0\r\n");
-        view.applied
-    };
-    let _ = write!(
-        out,
-        "master_failover_state:no-failover\r\nmaster_replid:{repl_id}\r\nmaster_replid2:{zeros}\r\nmaster_repl_offset:{offset}\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:1\r\nrepl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:1\r\nrepl_backlog_histlen:{offset}\r\n"
-    );
-}
-
 // ---- WAIT ----
-
-/// Connected replicas known to hold everything up to `index` (the leader's view of its
-/// followers). Redis counts only the replicas it is connected to, so WAIT never answers more than
-/// INFO's connected_slaves: Redisson compares the two after every lock script and re-reads INFO
-/// on each mismatch, and a follower that died after acknowledging must not count as a live copy.
-fn acked(view: Option<&ClusterView>, index: u64) -> i64 {
-    view.map_or(0, |v| {
-        connected(v).filter(|m| m.matched >= index).count() as i64
-    })
-}
-
-/// WAIT numreplicas timeout (Redis 7.0's waitCommand): answers at once when enough replicas
-/// acknowledged (a lone server: when numreplicas <= 0) or inside MULTI; otherwise the client
-/// blocks until the timeout (0: forever) and then answers the count, as Redis does.
-fn wait(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    if is_replica(ctx.host.cluster()) {
-        return Err(CmdError::err("ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated."));
-    }
-    let n = int_arg(&argv[1])?;
-    let t = int_arg(&argv[2])
-        .map_err(|_| CmdError::err("ERR timeout is not an integer or out of range"))?;
-    let t = super::blocking::millis_timeout(t, ctx.now)?;
-    // The followers holding this client's last write (Redis: the replicas that acknowledged
-    // its offset).
-    let view = ctx.host.cluster();
-    let have = acked(view, ctx.client.repl_index);
-    if have >= n || !super::blocking::may_block(ctx) {
-        return Ok(Frame::Integer(have));
-    }
-    if view.is_none() {
-        // A lone server: nothing can change the count, only the deadline (or the client
-        // leaving) ends it, and the loop answers `timed_out_reply` then.
-        return super::blocking::block(ctx, &[], t, WaitKind::List, argv);
-    }
-    // Woken each time the commit index moves (exec/cluster.rs), when it counts again.
-    let key = [Bytes::from_static(REPLICAS_KEY)];
-    super::blocking::block(ctx, &key, t, WaitKind::Replicas, argv)
-}
-
-/// What a parked command answers when its deadline passes: WAIT the replicas that acked
-/// (Redis's replyToBlockedClientTimedOut), the list and zset waits a null array.
-pub fn timed_out_reply(argv: &[Bytes], host: &dyn Host, repl_index: u64) -> Frame {
-    if argv
-        .first()
-        .is_some_and(|a| a.eq_ignore_ascii_case(b"wait"))
-    {
-        let view = host.cluster();
-        return Frame::Integer(acked(view, repl_index));
-    }
-    Frame::NullArray
-}
 
 // ---- SENTINEL ----
 
@@ -698,29 +414,3 @@ fn sentinel_ckquorum(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 #[cfg(test)]
 mod tests;
-
-/// REPLICAOF / SLAVEOF. `NO ONE` on a lone server is what Redis answers on a master: OK, nothing
-/// changes. Following a Redis master is not something deadbolt does (it speaks no PSYNC); its
-/// replicas are cluster members, so that is refused with the reason instead of an OK that
-/// would leave the operator believing a replica exists.
-fn replicaof(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let no_one = argv[1].eq_ignore_ascii_case(b"no") && argv[2].eq_ignore_ascii_case(b"one");
-    if ctx.host.cluster().is_some() {
-        return Err(CmdError::err(
-            "ERR REPLICAOF is not allowed in cluster mode: the cluster elects its leader (RAFT TRANSFER moves it)",
-        ));
-    }
-    if no_one {
-        tracing::info!(
-            "MASTER MODE enabled (user request from 'id={}')",
-            ctx.client.id
-        );
-        return Ok(Frame::ok());
-    }
-    if !matches!(int_arg(&argv[2]), Ok(0..=65535)) {
-        return Err(CmdError::err("ERR Invalid master port"));
-    }
-    Err(CmdError::err(
-        "ERR deadbolt does not replicate from a Redis master (no PSYNC); its replicas are deadbolt cluster members (see cluster-peers)",
-    ))
-}

@@ -2,6 +2,9 @@
 //! redis-sentinel 7.0.15 send (src/replication/DESIGN.md §3 holds the captures).
 
 use super::*;
+use crate::cmd::role::{acked, role_frame, timed_out_reply};
+use crate::cmd::support::{hello_role, info_section, is_replica, MASTERDOWN, READONLY};
+use crate::machine::{Host, State};
 use crate::protocol::encode::encode;
 use bytes::BytesMut;
 
@@ -414,7 +417,7 @@ fn run_on(view: ClusterView, cmds: &[&str]) -> Vec<String> {
     use crate::machine::client::Client;
     let cfg = crate::config::Config::default();
     let shared = std::sync::Arc::new(crate::machine::Shared::new(&cfg));
-    let mut state = State::new(cfg, shared, crate::cmd::table::table().entries.len());
+    let mut state = State::new(cfg, shared, crate::cmd::registry::table().entries.len());
     let mut host = Node(view);
     let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
     let addr = "127.0.0.1:1".parse().unwrap();

@@ -4,8 +4,10 @@
 //! get theirs by name), and the few deadbolt has that Redis 7.0 lacks in `OURS` below.
 //! Nothing is built until COMMAND DOCS is asked.
 
-use super::table::{table, CmdId};
-use super::Ctx;
+use super::super::registry::table;
+
+use super::super::spec::CmdId;
+use super::super::spec::Ctx;
 use crate::error::CmdResult;
 use crate::protocol::Frame;
 use bytes::Bytes;
@@ -244,7 +246,7 @@ pub(super) fn command_docs(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     } else {
         argv[2..]
             .iter()
-            .filter_map(|n| super::server::lookup_full(n))
+            .filter_map(|n| super::lookup_full(n))
             .map(entry)
             .collect()
     };

@@ -1,0 +1,196 @@
+//! ROLE, WAIT and REPLICAOF/SLAVEOF: what a Redis master answers. A lone server is a master
+//! without replicas; a cluster node renders the consensus core's `ClusterView` (the leader is
+//! the master, every other member a replica: support.rs), and WAIT counts the members that
+//! have the client's last write. SENTINEL, which every cluster node also answers, is in
+//! sentinel.rs.
+
+use super::args::int_arg;
+use super::spec::Ctx;
+use super::spec::{flags::*, CommandSpec};
+use super::support::{addr, connected, is_replica, leader};
+use super::support::{spec_acl as spec, ADMIN_CATS};
+use crate::error::{CmdError, CmdResult};
+use crate::machine::Host;
+use crate::protocol::Frame;
+use crate::replication::{ClusterView, StateRole};
+use crate::store::waiters::{WaitKind, REPLICAS_KEY};
+use bytes::Bytes;
+
+pub static COMMANDS: &[CommandSpec] = &[
+    spec("wait", 3, NOSCRIPT, &["connection"], wait),
+    spec(
+        "replicaof",
+        3,
+        ADMIN | NOSCRIPT | STALE | NO_ASYNC_LOADING,
+        ADMIN_CATS,
+        replicaof,
+    ),
+    spec(
+        "slaveof",
+        3,
+        ADMIN | NOSCRIPT | STALE | NO_ASYNC_LOADING,
+        ADMIN_CATS,
+        replicaof,
+    ),
+    spec(
+        "role",
+        1,
+        NOSCRIPT | LOADING | STALE | FAST,
+        ADMIN_CATS,
+        role,
+    ),
+];
+
+/// Whether a follower must confirm with the leader before running this request, so that what
+/// it reads is at least what the leader had committed when the request arrived (a
+/// linearizable read, as on the leader). Those are the commands Redis flags `readonly` (they
+/// read keys: GET, PTTL, EXISTS, KEYS, SCAN …), scripts and EXEC (their contents decide, and
+/// they may read). The rest answer from the node itself (PING, INFO, ROLE, HELLO, SUBSCRIBE,
+/// SENTINEL …), so discovery and health checks work while no leader is reachable, and writes
+/// are refused at once (READONLY) so clients look for the leader.
+pub fn replica_read_needs_leader(argv: &[Bytes], in_multi: bool) -> bool {
+    let table = super::registry::table();
+    let Some(name) = argv.first() else {
+        return false;
+    };
+    let Some(mut id) = table.lookup(name) else {
+        return false;
+    };
+    if !table.entries[id].spec.subcommands.is_empty() {
+        match argv.get(1).and_then(|sub| table.lookup_sub(id, sub)) {
+            Some(sub) => id = sub,
+            None => return false,
+        }
+    }
+    let spec = table.entries[id].spec;
+    match spec.name {
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => true,
+        "exec" => in_multi,
+        _ => spec.flags & super::spec::flags::READONLY != 0,
+    }
+}
+
+fn role(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    Ok(role_frame(ctx.host.cluster()))
+}
+
+/// ROLE. A lone server: `*3 master :0 *0` (a Redis master without replicas keeps offset 0).
+/// The leader: `*3 master :<commit> [[ip port matched]…]`; a follower: `*5 slave <ip> :<port>
+/// connected|connecting :<applied>`.
+pub fn role_frame(view: Option<&ClusterView>) -> Frame {
+    let Some(view) = view else {
+        return Frame::Array(vec![
+            Frame::bulk_static("master"),
+            Frame::Integer(0),
+            Frame::Array(vec![]),
+        ]);
+    };
+    if view.role == StateRole::Leader {
+        let reps = connected(view)
+            .map(|m| {
+                let (ip, port) = addr(m);
+                Frame::Array(vec![
+                    Frame::bulk_from(ip),
+                    Frame::bulk_from(port),
+                    Frame::bulk_from(m.matched.to_string()),
+                ])
+            })
+            .collect();
+        return Frame::Array(vec![
+            Frame::bulk_static("master"),
+            Frame::Integer(view.commit as i64),
+            Frame::Array(reps),
+        ]);
+    }
+    let (ip, port, state) = match leader(view) {
+        Some(m) => {
+            let (ip, port) = addr(m);
+            (ip, port.parse().unwrap_or(0), "connected")
+        }
+        None => ("", 0, "connecting"),
+    };
+    Frame::Array(vec![
+        Frame::bulk_static("slave"),
+        Frame::bulk_from(ip),
+        Frame::Integer(port),
+        Frame::bulk_static(state),
+        Frame::Integer(view.applied as i64),
+    ])
+}
+
+/// Connected replicas known to hold everything up to `index` (the leader's view of its
+/// followers). Redis counts only the replicas it is connected to, so WAIT never answers more than
+/// INFO's connected_slaves: Redisson compares the two after every lock script and re-reads INFO
+/// on each mismatch, and a follower that died after acknowledging must not count as a live copy.
+pub(super) fn acked(view: Option<&ClusterView>, index: u64) -> i64 {
+    view.map_or(0, |v| {
+        connected(v).filter(|m| m.matched >= index).count() as i64
+    })
+}
+
+/// WAIT numreplicas timeout (Redis 7.0's waitCommand): answers at once when enough replicas
+/// acknowledged (a lone server: when numreplicas <= 0) or inside MULTI; otherwise the client
+/// blocks until the timeout (0: forever) and then answers the count, as Redis does.
+fn wait(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if is_replica(ctx.host.cluster()) {
+        return Err(CmdError::err("ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated."));
+    }
+    let n = int_arg(&argv[1])?;
+    let t = int_arg(&argv[2])
+        .map_err(|_| CmdError::err("ERR timeout is not an integer or out of range"))?;
+    let t = super::blocking::millis_timeout(t, ctx.now)?;
+    // The followers holding this client's last write (Redis: the replicas that acknowledged
+    // its offset).
+    let view = ctx.host.cluster();
+    let have = acked(view, ctx.client.repl_index);
+    if have >= n || !super::blocking::may_block(ctx) {
+        return Ok(Frame::Integer(have));
+    }
+    if view.is_none() {
+        // A lone server: nothing can change the count, only the deadline (or the client
+        // leaving) ends it, and the loop answers `timed_out_reply` then.
+        return super::blocking::block(ctx, &[], t, WaitKind::List, argv);
+    }
+    // Woken each time the commit index moves (exec/cluster.rs), when it counts again.
+    let key = [Bytes::from_static(REPLICAS_KEY)];
+    super::blocking::block(ctx, &key, t, WaitKind::Replicas, argv)
+}
+
+/// What a parked command answers when its deadline passes: WAIT the replicas that acked
+/// (Redis's replyToBlockedClientTimedOut), the list and zset waits a null array.
+pub fn timed_out_reply(argv: &[Bytes], host: &dyn Host, repl_index: u64) -> Frame {
+    if argv
+        .first()
+        .is_some_and(|a| a.eq_ignore_ascii_case(b"wait"))
+    {
+        let view = host.cluster();
+        return Frame::Integer(acked(view, repl_index));
+    }
+    Frame::NullArray
+}
+
+/// REPLICAOF / SLAVEOF. `NO ONE` on a lone server is what Redis answers on a master: OK, nothing
+/// changes. Following a Redis master is not something deadbolt does (it speaks no PSYNC); its
+/// replicas are cluster members, so that is refused with the reason instead of an OK that
+/// would leave the operator believing a replica exists.
+fn replicaof(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let no_one = argv[1].eq_ignore_ascii_case(b"no") && argv[2].eq_ignore_ascii_case(b"one");
+    if ctx.host.cluster().is_some() {
+        return Err(CmdError::err(
+            "ERR REPLICAOF is not allowed in cluster mode: the cluster elects its leader (RAFT TRANSFER moves it)",
+        ));
+    }
+    if no_one {
+        tracing::info!(
+            "MASTER MODE enabled (user request from 'id={}')",
+            ctx.client.id
+        );
+        return Ok(Frame::ok());
+    }
+    if !matches!(int_arg(&argv[2]), Ok(0..=65535)) {
+        return Err(CmdError::err("ERR Invalid master port"));
+    }
+    Err(CmdError::err(
+        "ERR deadbolt does not replicate from a Redis master (no PSYNC); its replicas are deadbolt cluster members (see cluster-peers)",
+    ))
+}
