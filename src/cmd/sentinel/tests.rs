@@ -1,5 +1,5 @@
 //! The renderings over fabricated views, byte for byte against what redis-server and
-//! redis-sentinel 7.0.15 send (src/replication/DESIGN.md §3 holds the captures).
+//! redis-sentinel 7.0.15 send (docs/cluster.md, "The Sentinel surface clients use", holds the captures).
 
 use super::*;
 use crate::cmd::role::{acked, role_frame, timed_out_reply};
