@@ -1,8 +1,8 @@
 //! SENTINEL, which exists in cluster mode only: every member answers as a Sentinel for the
 //! master named by `sentinel-master-name`, the leader of the consensus core's `ClusterView`
-//! (ROLE, WAIT and the view as Redis roles: role.rs and support.rs). docs/cluster.md,
-//! "The Sentinel surface clients use", holds the bytes a real redis-sentinel 7.0.15 sends and what redis-py,
-//! ioredis and Redisson read of them.
+//! (ROLE, WAIT and the view as Redis roles: role.rs and support.rs). docs/cluster.md, "The
+//! Sentinel surface clients use", holds the bytes a real redis-sentinel 7.0.15 sends and what
+//! redis-py, ioredis and Redisson read of them.
 //!
 //! What a view does not carry is rendered as a healthy, idle Sentinel shows it (link counters
 //! 0, `down-after-milliseconds` the election timeout), except the ping times, which say how
