@@ -6,6 +6,7 @@ pub mod args;
 pub mod bitmap;
 pub mod blocking;
 pub mod connection;
+pub mod debug;
 pub mod dispatch;
 pub mod docs;
 // Generated (scripts/command-docs.py); kept as the script writes it.

@@ -628,12 +628,17 @@ impl Server {
 
     /// Periodic work (Redis's serverCron): active expiry within a time budget.
     fn cron(&mut self) {
+        if self.state.debug.pause_cron {
+            // DEBUG PAUSE-CRON: Redis's serverCron returns before doing anything.
+            return;
+        }
         let started = Instant::now();
         // A quarter of the period, as Redis's ACTIVE_EXPIRE_CYCLE_SLOW_TIME_PERC.
         let budget = cron_period(self.config.hz) / 4;
         let now = unix_ms();
         // In a cluster only the serving leader expires keys (its deletions are logged).
-        let expire = self.io.cluster.as_ref().is_none_or(|c| c.may_expire());
+        let expire = self.io.cluster.as_ref().is_none_or(|c| c.may_expire())
+            && self.state.debug.active_expire;
         for db in self.dbs.iter_mut().filter(|_| expire) {
             // Redis's active expire cycle: 20 keys a step while over a quarter of them were dead.
             while db.active_expire_step(now, 20, 64) {
@@ -874,6 +879,10 @@ impl Host for Io {
 
     fn aof(&self) -> Option<&Aof> {
         self.aof.as_ref()
+    }
+
+    fn aof_flush(&mut self) -> bool {
+        self.aof.as_mut().is_none_or(|a| a.flush())
     }
 
     fn while_busy(&self) {

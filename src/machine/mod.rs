@@ -60,6 +60,11 @@ pub trait Host {
     }
     /// The append-only log, None when it is off (INFO persistence, write refusals).
     fn aof(&self) -> Option<&crate::persist::aof::Aof>;
+    /// Writes what the append-only log holds in memory to its file (DEBUG LOADAOF reads it
+    /// back); false if the write failed. True without a log.
+    fn aof_flush(&mut self) -> bool {
+        true
+    }
     /// RDB snapshots' state (INFO persistence, LASTSAVE, the MISCONF refusal).
     fn rdb(&self) -> Option<&crate::persist::rdb_file::RdbState> {
         None
@@ -145,6 +150,29 @@ pub struct State {
     /// The functions engine and its libraries (`script::functions::Functions`), created by the
     /// first FUNCTION/FCALL command; FUNCTION FLUSH empties it, SCRIPT FLUSH leaves it alone.
     pub functions: Option<Box<dyn std::any::Any>>,
+    /// What DEBUG switches (SET-ACTIVE-EXPIRE, PAUSE-CRON, SET-DISABLE-DENY-SCRIPTS...).
+    pub debug: DebugSwitches,
+}
+
+/// Redis's debugging switches, set by DEBUG and read where Redis reads them.
+#[derive(Debug, Clone)]
+pub struct DebugSwitches {
+    /// DEBUG SET-ACTIVE-EXPIRE: the cron removes dead keys (lookups always do).
+    pub active_expire: bool,
+    /// DEBUG PAUSE-CRON: the periodic work is skipped.
+    pub pause_cron: bool,
+    /// DEBUG SET-DISABLE-DENY-SCRIPTS: scripts may call `noscript` commands.
+    pub disable_deny_scripts: bool,
+}
+
+impl Default for DebugSwitches {
+    fn default() -> Self {
+        DebugSwitches {
+            active_expire: true,
+            pause_cron: false,
+            disable_deny_scripts: false,
+        }
+    }
 }
 
 impl State {
@@ -186,6 +214,7 @@ impl State {
             tracking: Default::default(),
             changes_since_save: 0,
             functions: None,
+            debug: DebugSwitches::default(),
         };
         state.sync_created_recording();
         state.stats.latency_tracking = latency_tracking;
