@@ -235,6 +235,16 @@ fn process_frame(
             return Some(Ok(reject(srv, client, id, e)));
         }
     }
+    // min-replicas-to-write: Redis's processCommand refuses what it counts as a write (EXEC
+    // of writes, scripts that declare they write) after MISCONF.
+    if !super::replication::good_replicas_ok(srv, &*host)
+        && (cmd_flags & flags::WRITE != 0
+            || super::replication::script_declares_writes(srv, spec, argv)
+            || super::functions::declares_writes(srv, spec, argv))
+    {
+        let e = CmdError::err(super::replication::NOREPLICAS);
+        return Some(Ok(reject(srv, client, id, e)));
+    }
     // A replica refuses writes (and EXEC of writes, and scripts that declare they write)
     // before it looks further, as Redis's processCommand after MISCONF and NOREPLICAS.
     // A lone server pays one None check.
@@ -401,6 +411,14 @@ fn execute_timed(
     if stats.latency_tracking && ctx.client.block_deadline.is_none() {
         st.latency.get_or_insert_with(Default::default).record(nsec);
     }
+    // Redis's call(): the latency monitor's `command` / `fast-command` event.
+    let event = if spec.has(flags::FAST) {
+        "fast-command"
+    } else {
+        "command"
+    };
+    let unix_s = || (crate::clock::unix_ms() / 1000) as i64;
+    (stats.latency_events).sample_if_needed(event, nsec / 1_000_000, unix_s);
     match &result {
         Ok(Frame::Error(e)) => {
             if std::mem::take(&mut ctx.srv.stats.error_already_counted) {
@@ -518,6 +536,9 @@ pub fn script_call(
         // then carries its ` script: …` suffix. A script cannot have written before: a node's
         // role changes only between units of work.
         super::replication::READONLY
+    } else if spec.has(flags::WRITE) && !super::replication::good_replicas_ok(ctx.srv, &*ctx.host) {
+        // scriptVerifyWriteCommandAllow: a script without flags learns at its first write.
+        super::replication::NOREPLICAS
     } else if deny_oom && spec.has(flags::DENYOOM) {
         "OOM command not allowed when used memory > 'maxmemory'."
     } else {

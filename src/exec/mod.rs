@@ -647,6 +647,9 @@ impl Server {
                 }
             }
         }
+        let cycle_ms = started.elapsed().as_millis() as u64;
+        let unix_s = || (unix_ms() / 1000) as i64;
+        (self.state.stats.latency_events).sample_if_needed("expire-cycle", cycle_ms, unix_s);
         self.drain_expired();
         self.end_unit();
         self.flush_deferred();
@@ -783,6 +786,7 @@ impl Host for Io {
                 state.sync_created_recording();
                 state.stats.latency_tracking =
                     state.config.compat_value("latency-tracking") == "yes";
+                state.sync_latency_threshold();
                 for why in state.config.without_effect(old) {
                     tracing::warn!("{why}");
                 }

@@ -218,7 +218,14 @@ impl State {
         };
         state.sync_created_recording();
         state.stats.latency_tracking = latency_tracking;
+        state.sync_latency_threshold();
         state
+    }
+
+    /// `latency-monitor-threshold` into the monitor, where each command reads it.
+    pub fn sync_latency_threshold(&mut self) {
+        let ms = self.config.compat_value("latency-monitor-threshold");
+        self.stats.latency_events.threshold_ms = ms.parse::<u64>().unwrap_or(0);
     }
 
     pub fn connect(&mut self, mut client: Box<Client>) {
