@@ -167,6 +167,26 @@ fn object_fields_as_redis() {
     });
 }
 
+/// Elements at or over QUICKLIST-PACKED-THRESHOLD are plain nodes: DEBUG OBJECT's node counts
+/// and DUMP's bytes as Redis's.
+#[test]
+fn packed_threshold_makes_plain_nodes_as_redis() {
+    both_with(DEBUG_ON, |s| {
+        let mut c = s.conn();
+        let big = "x".repeat(20);
+        let mut out = vec![c.cmd(&["DEBUG", "QUICKLIST-PACKED-THRESHOLD", "10b"])];
+        c.cmd(&["RPUSH", "l", "a", "b", &big, "c", &big, &big, "d"]);
+        let line = c.cmd_str(&["DEBUG", "OBJECT", "l"]);
+        let fields = line.split_once(" encoding:").map_or("", |(_, r)| r);
+        let fields: Vec<&str> = fields.split(' ').filter(|f| !f.starts_with("lru")).collect();
+        out.push(fields.join(" ").into_bytes());
+        out.push(c.cmd(&["DUMP", "l"]));
+        out.push(c.cmd(&["LRANGE", "l", "0", "-1"]));
+        out.push(c.cmd(&["DEBUG", "QUICKLIST-PACKED-THRESHOLD", "0"]));
+        out
+    });
+}
+
 /// SCRIPT: with SET-DISABLE-DENY-SCRIPTS a script may call a `noscript` command.
 #[test]
 fn disable_deny_scripts_as_redis() {

@@ -725,17 +725,17 @@ fn protocol(ctx: &mut Ctx, name: &[u8]) -> CmdResult {
     })
 }
 
-/// DEBUG QUICKLIST-PACKED-THRESHOLD <size>: Redis's quicklistisSetPackedThreshold accepts
-/// 0 (the 1 GB default) up to 4 GB. deadbolt stores a list's elements one by one, with no
-/// packed or plain nodes, so a valid size changes no behaviour and reads back nowhere, as in
-/// Redis outside DEBUG OBJECT's node counts.
+/// DEBUG QUICKLIST-PACKED-THRESHOLD <size>: elements of at least `size` bytes are plain
+/// quicklist nodes of their own, as DEBUG OBJECT's node counts, DUMP and the RDB file show
+/// (store/rdb.rs); 0 restores 1 GB, up to 4 GB is accepted, as Redis's
+/// quicklistisSetPackedThreshold. deadbolt lays out nodes when it serializes a list, Redis when
+/// it inserts: a list written under another threshold is laid out by the one in force now.
 fn packed_threshold(arg: &[u8]) -> CmdResult {
     let range =
         || CmdError::err("ERR argument must be a memory value bigger than 1 and smaller than 4gb");
     let text = std::str::from_utf8(arg).map_err(|_| range())?;
     let sz = crate::config::parse_memory(text).ok_or_else(range)?;
-    // quicklistisSetPackedThreshold: (sz >= 1<<32) is refused; 0 restores the default.
-    if sz >= 1 << 32 {
+    if !crate::store::rdb::set_packed_threshold(sz) {
         return Err(range());
     }
     Ok(Frame::ok())
