@@ -178,7 +178,10 @@ fn packed_threshold_makes_plain_nodes_as_redis() {
         c.cmd(&["RPUSH", "l", "a", "b", &big, "c", &big, &big, "d"]);
         let line = c.cmd_str(&["DEBUG", "OBJECT", "l"]);
         let fields = line.split_once(" encoding:").map_or("", |(_, r)| r);
-        let fields: Vec<&str> = fields.split(' ').filter(|f| !f.starts_with("lru")).collect();
+        let fields: Vec<&str> = fields
+            .split(' ')
+            .filter(|f| !f.starts_with("lru"))
+            .collect();
         out.push(fields.join(" ").into_bytes());
         out.push(c.cmd(&["DUMP", "l"]));
         out.push(c.cmd(&["LRANGE", "l", "0", "-1"]));
@@ -301,4 +304,29 @@ fn loadaof_reloads_the_log_as_redis() {
         out.push(c.cmd(&["GET", "after"]));
         out
     });
+}
+
+/// CHANGE-REPL-ID draws a new `master_replid`; the run id stays.
+#[test]
+fn change_repl_id_as_redis() {
+    for (name, s) in deadbolt_and_redis(DEBUG_ON) {
+        let mut c = s.conn();
+        let field = |c: &mut Conn, section: &str, f: &str| {
+            let info = c.cmd_str(&["INFO", section]);
+            info.lines()
+                .find_map(|l| l.strip_prefix(&format!("{f}:")))
+                .unwrap_or_else(|| panic!("{name}: no {f}"))
+                .to_string()
+        };
+        let (run, repl) = (
+            field(&mut c, "server", "run_id"),
+            field(&mut c, "replication", "master_replid"),
+        );
+        assert_ne!(run, repl, "{name}");
+        assert_eq!(c.cmd_str(&["DEBUG", "CHANGE-REPL-ID"]), "+OK\r\n", "{name}");
+        let repl2 = field(&mut c, "replication", "master_replid");
+        assert_ne!(repl2, repl, "{name}");
+        assert_eq!(repl2.len(), 40, "{name}");
+        assert_eq!(field(&mut c, "server", "run_id"), run, "{name}");
+    }
 }

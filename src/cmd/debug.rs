@@ -4,8 +4,7 @@
 //! (SEGFAULT, PANIC, ASSERT, OOM, RESTART, CRASH-AND-RECOVER), that tune an allocator or a
 //! structure deadbolt does not have (MALLCTL, HTSTATS, SDSLEN, QUICKLIST, CLIENT-EVICTION,
 //! REPLYBUFFER, AOF-FLUSH-SLEEP…), or that need replication deadbolt does not speak
-//! (REPLICATE, CHANGE-REPL-ID), answer Redis's error for an unknown subcommand: never an OK
-//! that did nothing.
+//! (REPLICATE), answer Redis's error for an unknown subcommand: never an OK that did nothing.
 
 use super::args::{int_arg, is};
 use super::table::{flags::*, CommandSpec, NO_KEYS};
@@ -95,6 +94,10 @@ fn debug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         Ok(Frame::ok())
     } else if on("pause-cron") && argc == 3 {
         ctx.srv.debug.pause_cron = atoi(&argv[2]) != 0;
+        Ok(Frame::ok())
+    } else if on("change-repl-id") && argc == 2 {
+        tracing::warn!("Changing replication IDs after receiving DEBUG change-repl-id");
+        ctx.srv.repl_id = crate::machine::random_hex40();
         Ok(Frame::ok())
     } else if on("error") && argc == 3 {
         let text: Vec<u8> = argv[2]

@@ -934,7 +934,7 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
             );
         }
         "replication" => {
-            super::replication::info_section(host.cluster(), &srv.run_id, out);
+            super::replication::info_section(host.cluster(), &srv.repl_id, out);
         }
         "cpu" => {
             let (sys, user) = cpu_times(libc::RUSAGE_SELF);

@@ -117,6 +117,9 @@ pub struct State {
     pub clients: HashMap<u64, Box<Client>, ahash::RandomState>,
     pub started: Instant,
     pub run_id: String,
+    /// INFO replication's `master_replid` (Redis's replid: random, not the run id; DEBUG
+    /// CHANGE-REPL-ID draws a new one).
+    pub repl_id: String,
     /// Set by SHUTDOWN: the executor stops after the current batch.
     pub shutting_down: bool,
     /// `lock-restart-delay`: writes are refused until then.
@@ -175,6 +178,13 @@ impl Default for DebugSwitches {
     }
 }
 
+/// 40 random hex digits, as Redis's getRandomHexChars.
+pub fn random_hex40() -> String {
+    (0..40)
+        .map(|_| char::from(b"0123456789abcdef"[fastrand::usize(..16)]))
+        .collect()
+}
+
 impl State {
     /// `ncommands`: the size of the command table, for per-command statistics.
     pub fn new(config: Config, shared: Arc<Shared>, ncommands: usize) -> State {
@@ -199,6 +209,7 @@ impl State {
             run_id: (0..40)
                 .map(|_| char::from(b"0123456789abcdef"[fastrand::usize(..16)]))
                 .collect(),
+            repl_id: random_hex40(),
             shutting_down: false,
             writes_refused_until,
             watches: Watches::default(),
