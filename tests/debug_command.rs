@@ -330,3 +330,32 @@ fn change_repl_id_as_redis() {
         assert_eq!(field(&mut c, "server", "run_id"), run, "{name}");
     }
 }
+
+/// With active expiry off, a read finds its key expired: the tracking invalidation for it
+/// follows that command's reply (a client waiting for it after the reply got it only after its
+/// next command).
+#[test]
+fn lazy_expiry_invalidation_follows_the_reply_as_redis() {
+    both_with(DEBUG_ON, |s| {
+        let mut c = s.conn();
+        for cmd in [
+            &["HELLO", "3"][..],
+            &["CLIENT", "TRACKING", "on"],
+            &["DEBUG", "SET-ACTIVE-EXPIRE", "0"],
+            &["MSET", "x", "1", "y", "2"],
+            &["PEXPIRE", "y", "50"],
+            &["GET", "y"],
+        ] {
+            c.cmd(cmd);
+        }
+        // Time has to pass (no event to await): well past the 50 ms deadline.
+        std::thread::sleep(Duration::from_millis(150));
+        let mut out = vec![c.cmd(&["MGET", "x", "y"])];
+        out.push(
+            c.try_read_reply(Duration::from_secs(2))
+                .unwrap_or_else(|| b"(no push)".to_vec()),
+        );
+        out.push(c.cmd(&["PING"]));
+        out
+    });
+}

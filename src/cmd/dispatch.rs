@@ -113,8 +113,10 @@ pub fn process(
             &error_reply
         }
     };
-    if srv.config.notify_keyspace_events != 0 {
-        // Keys this command's lookups expired are announced before its reply, as in Redis.
+    if srv.config.notify_keyspace_events != 0 || srv.tracking.active() {
+        // Keys this command's lookups expired are announced before its reply, as in Redis;
+        // the running client's own invalidations for them follow its reply (a client that
+        // read an expired key learns it with this reply, not the next one).
         srv.drain_expired();
     }
     srv.flush_self_pushes(client.resp3(), out);
