@@ -710,7 +710,9 @@ fn protocol(ctx: &mut Ctx, name: &[u8]) -> CmdResult {
             Box::new(bulk("Some real reply following the attribute")),
         )
     } else if is(name, "push") {
-        if !ctx.client.resp3() {
+        // From a script the push would reach the calling connection, not the script: refused
+        // there as for a RESP2 client.
+        if !ctx.client.resp3() || ctx.in_script {
             return Err(CmdError::err("ERR RESP2 is not supported by this command"));
         }
         ctx.srv
