@@ -116,8 +116,10 @@ pub fn process(
             &error_reply
         }
     };
-    if srv.config.notify_keyspace_events != 0 {
-        // Keys this command's lookups expired are announced before its reply, as in Redis.
+    if srv.config.notify_keyspace_events != 0 || srv.tracking.active() {
+        // Keys this command's lookups expired are announced before its reply, as in Redis;
+        // the running client's own invalidations for them follow its reply (a client that
+        // read an expired key learns it with this reply, not the next one).
         srv.drain_expired();
     }
     srv.flush_self_pushes(client.resp3(), out);
@@ -234,6 +236,14 @@ fn process_frame(
         if let Err(e) = writes_refused(srv, &*host, cmd_flags & flags::WRITE != 0) {
             return Some(Ok(reject(srv, client, id, e)));
         }
+    }
+    // min-replicas-to-write: Redis's processCommand refuses what it counts as a write (EXEC
+    // of writes, scripts that declare they write) after MISCONF.
+    if !super::support::good_replicas_ok(srv, &*host)
+        && (effective_flags(srv, spec, argv) | tx_flags) & flags::WRITE != 0
+    {
+        let e = CmdError::err(super::support::NOREPLICAS);
+        return Some(Ok(reject(srv, client, id, e)));
     }
     // A replica refuses writes (and EXEC of writes, and scripts that declare they write)
     // before it looks further, as Redis's processCommand after MISCONF and NOREPLICAS.
@@ -450,6 +460,14 @@ fn execute_timed(
     if stats.latency_tracking && ctx.client.block_deadline.is_none() {
         st.latency.get_or_insert_with(Default::default).record(nsec);
     }
+    // Redis's call(): the latency monitor's `command` / `fast-command` event.
+    let event = if spec.has(flags::FAST) {
+        "fast-command"
+    } else {
+        "command"
+    };
+    let unix_s = || (crate::clock::unix_ms() / 1000) as i64;
+    (stats.latency_events).sample_if_needed(event, nsec / 1_000_000, unix_s);
     match &result {
         Ok(Frame::Error(e)) => {
             if std::mem::take(&mut ctx.srv.stats.error_already_counted) {
@@ -555,7 +573,7 @@ pub fn script_call(
     let spec = table.entries[id].spec;
     let e = if !spec.arity_ok(argv.len()) {
         "ERR Wrong number of args calling Redis command from script"
-    } else if spec.has(flags::NOSCRIPT) {
+    } else if spec.has(flags::NOSCRIPT) && !ctx.srv.debug.disable_deny_scripts {
         "ERR This Redis command is not allowed from script"
     } else if let Err(d) = check(ctx.srv, ctx.client, id, argv, "lua") {
         // Redis's scriptVerifyACL: a script reaches only what its caller may.
@@ -567,6 +585,9 @@ pub fn script_call(
         // then carries its ` script: …` suffix. A script cannot have written before: a node's
         // role changes only between units of work.
         super::support::READONLY
+    } else if spec.has(flags::WRITE) && !super::support::good_replicas_ok(ctx.srv, &*ctx.host) {
+        // scriptVerifyWriteCommandAllow: a script without flags learns at its first write.
+        super::support::NOREPLICAS
     } else if deny_oom && spec.has(flags::DENYOOM) {
         "OOM command not allowed when used memory > 'maxmemory'."
     } else {

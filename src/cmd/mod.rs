@@ -7,6 +7,7 @@ pub mod args;
 pub mod bitmap;
 pub mod blocking;
 pub mod connection;
+pub mod debug;
 pub mod dispatch;
 pub mod dump;
 pub mod functions;

@@ -234,10 +234,9 @@ fn slowlog_reset(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     Ok(Frame::ok())
 }
 
-/// LATENCY's event monitor (LATEST, HISTORY, RESET, GRAPH, DOCTOR) records nothing: Redis's
-/// does not either with its default `latency-monitor-threshold 0`, and deadbolt accepts that
-/// directive without effect (the log says so). HISTOGRAM answers from the per-command latency
-/// histograms (`latency-tracking`, machine/latency.rs).
+/// LATENCY: Redis's latency monitor (events recorded at or over `latency-monitor-threshold`,
+/// machine/latency.rs) and HISTOGRAM from the per-command latency histograms
+/// (`latency-tracking`).
 fn latency_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     Ok(help_frame(&[
         "LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -260,53 +259,117 @@ fn latency_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     ]))
 }
 
-fn latency_latest(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    Ok(Frame::Array(Vec::new()))
+fn latency_latest(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    Ok(Frame::Array(
+        ctx.srv
+            .stats
+            .latency_events
+            .events()
+            .map(|(event, ts)| {
+                let (time, ms) = ts.last();
+                Frame::Array(vec![
+                    Frame::Bulk(Bytes::copy_from_slice(event.as_bytes())),
+                    Frame::Integer(time),
+                    Frame::Integer(ms as i64),
+                    Frame::Integer(ts.max as i64),
+                ])
+            })
+            .collect(),
+    ))
 }
 
-fn latency_history(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    Ok(Frame::Array(Vec::new()))
+fn latency_history(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    Ok(Frame::Array(
+        ctx.srv
+            .stats
+            .latency_events
+            .get(&argv[2])
+            .map(|ts| {
+                ts.samples()
+                    .map(|(t, ms)| Frame::Array(vec![Frame::Integer(t), Frame::Integer(ms as i64)]))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    ))
 }
 
-fn latency_reset(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    Ok(Frame::Integer(0))
+fn latency_reset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let m = &mut ctx.srv.stats.latency_events;
+    let resets = if argv.len() == 2 {
+        m.reset(None)
+    } else {
+        argv[2..].iter().map(|e| m.reset(Some(e))).sum()
+    };
+    Ok(Frame::Integer(resets as i64))
 }
 
-fn latency_doctor(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    Ok(Frame::Verbatim(Bytes::from_static(
-        b"I'm sorry, Dave, I can't do that. Latency monitoring is disabled in this Redis instance. You may use \"CONFIG SET latency-monitor-threshold <milliseconds>.\" in order to enable it. If we weren't in a deep space mission I'd suggest to take a look at https://redis.io/topics/latency-monitor.\n",
+fn latency_doctor(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    // THPGetAnonHugePagesSize: huge pages mapped by this process.
+    let anon_huge_pages = std::fs::read_to_string("/proc/self/smaps_rollup")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("AnonHugePages:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .is_some_and(|kb| kb > 0);
+    let cfg = &ctx.srv.config;
+    let inputs = crate::machine::latency::DoctorInputs {
+        slowlog_log_slower_than: cfg.slowlog_log_slower_than,
+        hz: cfg.hz,
+        fsync_always: cfg.appendfsync == crate::config::Fsync::Always,
+        anon_huge_pages,
+    };
+    let now = (crate::clock::unix_ms() / 1000) as i64;
+    let report = crate::machine::latency::doctor(&ctx.srv.stats.latency_events, now, &inputs);
+    Ok(Frame::Verbatim(Bytes::from(report)))
+}
+
+fn latency_graph(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let Some(ts) = ctx.srv.stats.latency_events.get(&argv[2]) else {
+        return Err(CmdError::erf(format!(
+            "No samples available for event '{}'",
+            String::from_utf8_lossy(&argv[2])
+        )));
+    };
+    let event = String::from_utf8_lossy(&argv[2]);
+    let now = (crate::clock::unix_ms() / 1000) as i64;
+    Ok(Frame::Verbatim(Bytes::from(
+        crate::machine::latency::graph(&event, ts, now),
     )))
 }
 
-fn latency_graph(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    Err(CmdError::erf(format!(
-        "No samples available for event '{}'",
-        String::from_utf8_lossy(&argv[2])
-    )))
-}
-
-/// Redis's LATENCY HISTOGRAM: per command (all that have calls, or the names given, unknown
-/// ones skipped) its calls and cumulative counts at power-of-two µs bounds.
+/// Redis's LATENCY HISTOGRAM: per command that has calls (all of them, or those named, a
+/// parent standing for its subcommands; unknown names skipped, a name given twice answered
+/// twice) its calls and cumulative counts at power-of-two µs bounds.
 fn latency_histogram(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let table = crate::cmd::registry::table();
+    let has_calls = |id: usize| {
+        ctx.srv.stats.commands[id]
+            .latency
+            .as_ref()
+            .is_some_and(|h| h.total > 0)
+    };
     let mut ids: Vec<usize> = Vec::new();
     if argv.len() == 2 {
-        ids.extend((0..table.entries.len()).filter(|&id| {
-            ctx.srv.stats.commands[id]
-                .latency
-                .as_ref()
-                .is_some_and(|h| h.total > 0)
-        }));
+        ids.extend((0..table.entries.len()).filter(|&id| has_calls(id)));
     } else {
         for name in &argv[2..] {
             let lower = name.to_ascii_lowercase();
-            let found = table
+            let Some(id) = table
                 .entries
                 .iter()
-                .position(|e| e.full_name.as_bytes() == lower.as_slice());
-            if let Some(id) = found.filter(|id| !ids.contains(id)) {
+                .position(|e| e.full_name.as_bytes() == lower.as_slice())
+            else {
+                continue;
+            };
+            if has_calls(id) {
                 ids.push(id);
             }
+            let entry = &table.entries[id];
+            let mut subs: Vec<usize> = entry.subs.values().copied().collect();
+            subs.sort_unstable();
+            ids.extend(subs.into_iter().filter(|&sub| has_calls(sub)));
         }
     }
     let mut out = Vec::with_capacity(ids.len());

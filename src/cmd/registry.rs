@@ -58,6 +58,7 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         super::hash::COMMANDS,
         super::connection::COMMANDS,
         super::server::COMMANDS,
+        super::debug::COMMANDS,
         super::list::COMMANDS,
         super::set::COMMANDS,
         super::zset::COMMANDS,

@@ -1,15 +1,15 @@
-//! Server commands: INFO, CONFIG, COMMAND, TIME, LASTSAVE, DEBUG, SHUTDOWN (ROLE and WAIT:
-//! role.rs). COMMAND DOCS and its data: docs.rs and docs_redis.rs beside this file.
+//! Server commands: INFO, CONFIG, COMMAND, TIME, LASTSAVE, SHUTDOWN (ROLE and WAIT: role.rs;
+//! DEBUG: debug.rs). COMMAND DOCS and its data: docs.rs and docs_redis.rs beside this file.
 
 pub mod docs;
 // Generated (scripts/command-docs.py); kept as the script writes it.
 #[rustfmt::skip]
 mod docs_redis;
 
-use super::args::{glob_match, int_arg, is};
+use super::args::{glob_match, is};
 use super::spec::Ctx;
 use super::spec::{flags, flags::*, CommandSpec, NO_KEYS};
-use super::support::{protected_action_allowed, spec_acl, ADMIN_CATS};
+use super::support::{spec_acl, ADMIN_CATS};
 use crate::clock::unix_us;
 use crate::config::{all_directives, Apply, Config, Directive};
 use crate::error::{CmdError, CmdResult};
@@ -35,7 +35,6 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec_acl("info", -1, LOADING | STALE, &["dangerous"], info),
     spec("time", 1, LOADING | STALE | FAST, time),
     spec_acl("lastsave", 1, LOADING | STALE | FAST, ADMIN_CATS, lastsave),
-    spec("debug", -2, ADMIN | NOSCRIPT | LOADING | STALE, debug),
     spec(
         "shutdown",
         -1,
@@ -106,62 +105,6 @@ fn lastsave(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
             .rdb()
             .map_or(ctx.srv.stats.start_unix, |r| r.last_save_unix) as i64,
     ))
-}
-
-fn debug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    if !protected_action_allowed(ctx.srv.config.enable_debug_command, ctx) {
-        return Err(CmdError::err("ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server."));
-    }
-    if is(&argv[1], "sleep") && argv.len() == 3 {
-        std::thread::sleep(debug_sleep_time(&argv[2]));
-        return Ok(Frame::ok());
-    }
-    if is(&argv[1], "clock-offset") && argv.len() == 3 {
-        // deadbolt's own, for tests: every wall-clock read (deadlines, TIME) moves by this
-        // many milliseconds from now on; 0 puts the clock back.
-        let ms = int_arg(&argv[2])?;
-        if !crate::clock::set_offset_ms(ms) {
-            return Err(CmdError::err(format!(
-                "ERR clock offset must be between -{0} and {0} milliseconds",
-                crate::clock::MAX_OFFSET_MS
-            )));
-        }
-        tracing::warn!("DEBUG CLOCK-OFFSET: the wall clock is now offset by {ms} ms");
-        return Ok(Frame::ok());
-    }
-    if is(&argv[1], "help") {
-        return Ok(Frame::Array(vec![
-            Frame::simple("DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"),
-            Frame::simple("CLOCK-OFFSET <milliseconds>"),
-            Frame::simple(
-                "    Move this server's wall clock by <milliseconds> (deadbolt's own, for tests).",
-            ),
-            Frame::simple("SLEEP <seconds>"),
-            Frame::simple("    Stop the server for <seconds>. Decimals allowed."),
-            Frame::simple("HELP"),
-            Frame::simple("    Print this help."),
-        ]));
-    }
-    Err(CmdError::UnknownSubcommand(argv[1].to_vec(), "DEBUG"))
-}
-
-/// How long `DEBUG SLEEP <seconds>` stops the server, as Redis's debug.c computes it:
-/// `strtod(arg, NULL)` (any prefix, leading spaces, nothing read is 0), then
-/// `(long long)(secs * 1e6)` microseconds, which on x86-64 is i64::MIN when out of range (inf,
-/// 1e308, NaN); a negative time fails nanosleep with EINVAL, so it returns at once. Capped at an
-/// hour (Redis would sleep up to 292 thousand years).
-fn debug_sleep_time(arg: &[u8]) -> std::time::Duration {
-    let mut text: Vec<u8> = arg.iter().copied().take_while(|&b| b != 0).collect();
-    text.push(0);
-    // SAFETY: `text` is NUL-terminated and outlives the call; a null end pointer is allowed.
-    let secs = unsafe { libc::strtod(text.as_ptr().cast(), std::ptr::null_mut()) };
-    let us = secs * 1e6;
-    let us = if (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&us) {
-        us as i64
-    } else {
-        i64::MIN
-    };
-    std::time::Duration::from_micros(us.clamp(0, 3_600_000_000) as u64)
 }
 
 fn shutdown(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -980,7 +923,7 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
             );
         }
         "replication" => {
-            super::support::info_section(host.cluster(), &srv.run_id, out);
+            super::support::info_section(host.cluster(), &srv.repl_id, out);
         }
         "cpu" => {
             let (sys, user) = cpu_times(libc::RUSAGE_SELF);

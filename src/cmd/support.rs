@@ -754,6 +754,45 @@ pub fn add_log_entry(
 pub const MASTERDOWN: &str =
     "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
 
+/// Redis's NOREPLICAS refusal (shared.noreplicaserr).
+pub const NOREPLICAS: &str = "NOREPLICAS Not enough good replicas to write.";
+
+/// Redis's `checkGoodReplicasStatus`: false when this master has fewer good replicas than
+/// `min-replicas-to-write` (both it and `min-replicas-max-lag` nonzero). A lone server has
+/// none; a cluster leader counts the members it heard from within `min-replicas-max-lag`
+/// seconds (Redis: replicas whose last REPLCONF ACK is that recent). A replica (follower)
+/// passes, as in Redis. Unset (the default): one map lookup.
+pub fn good_replicas_ok(srv: &State, host: &dyn crate::machine::Host) -> bool {
+    let Some(to_write) = srv.config.compat.get("min-replicas-to-write") else {
+        return true;
+    };
+    let to_write: u64 = to_write.parse().unwrap_or(0);
+    let max_lag: u64 = srv
+        .config
+        .compat_value("min-replicas-max-lag")
+        .parse()
+        .unwrap_or(0);
+    if to_write == 0 || max_lag == 0 {
+        return true;
+    }
+    let Some(view) = host.cluster() else {
+        return false;
+    };
+    if is_replica(Some(view)) {
+        return true;
+    }
+    let good = view
+        .members
+        .iter()
+        .filter(|m| m.id != view.id)
+        .filter(|m| {
+            host.cluster_idle_ms(m.id)
+                .is_some_and(|idle| idle <= max_lag.saturating_mul(1000))
+        })
+        .count() as u64;
+    good >= to_write
+}
+
 /// Redis's `shared.roslaveerr`, without the leading `-`.
 pub const READONLY: &str = "READONLY You can't write against a read only replica.";
 

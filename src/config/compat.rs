@@ -6,7 +6,9 @@
 //!   log says once why it has no effect;
 //! - **refused with the reason**, at start-up and by CONFIG SET, for any value but Redis's
 //!   default where ignoring it would lose data or weaken security (`replicaof`,
-//!   `unixsocket`, `min-replicas-to-write`, `cluster-enabled`, TLS restrictions);
+//!   `unixsocket`, `cluster-enabled`, TLS restrictions);
+//! - `min-replicas-to-write` / `min-replicas-max-lag` (cmd/replication.rs: writes get
+//!   NOREPLICAS, as on a Redis master without enough good replicas);
 //! - `daemonize`, `supervised` (`supervise.rs`), `latency-tracking` and
 //!   `latency-tracking-info-percentiles` (`machine/latency.rs`), which work; and the encoding
 //!   thresholds (`hash-max-listpack-entries` ..., `list-max-listpack-size`) and `rdbcompression`,
@@ -27,6 +29,8 @@ use super::{parse_memory, Apply, Directive};
 pub enum Kind {
     Bool,
     Int,
+    /// An int Redis bounds to 0..INT_MAX (`min-replicas-to-write`, `min-replicas-max-lag`).
+    NonNegInt,
     Mem,
     Enum(&'static [&'static str]),
     Str,
@@ -124,6 +128,13 @@ fn canonical(kind: &Kind, v: &str) -> Result<String, String> {
             _ => Err("argument must be 'yes' or 'no'".into()),
         },
         Kind::Int => int(v).map(|n| n.to_string()),
+        Kind::NonNegInt => int(v).and_then(|n| {
+            if (0..=i32::MAX as i64).contains(&n) {
+                Ok(n.to_string())
+            } else {
+                Err("argument must be between 0 and 2147483647 inclusive".to_string())
+            }
+        }),
         Kind::Mem => parse_memory(v)
             .map(|n| n.to_string())
             .ok_or_else(|| "argument must be a memory value".to_string()),
@@ -226,7 +237,7 @@ compat_table! {
     "io-threads" [] Immutable "1" Kind::Int, INTERNALS;
     "io-threads-do-reads" [] Immutable "no" Kind::Bool, INTERNALS;
     "jemalloc-bg-thread" [] Live "yes" Kind::Bool, INTERNALS;
-    "latency-monitor-threshold" [] Live "0" Kind::Int, OBSERVE;
+    "latency-monitor-threshold" [] Live "0" Kind::Int, Why::Works;
     "latency-tracking" [] Live "yes" Kind::Bool, Why::Works;
     "latency-tracking-info-percentiles" [] Live "50 99 99.9" Kind::Percentiles, Why::Works;
     "lazyfree-lazy-eviction" [] Live "no" Kind::Bool, INTERNALS;
@@ -242,8 +253,8 @@ compat_table! {
     "maxmemory-clients" [] Live "0" Kind::Str, EVICT;
     "maxmemory-eviction-tenacity" [] Live "10" Kind::Int, EVICT;
     "maxmemory-samples" [] Live "5" Kind::Int, EVICT;
-    "min-replicas-max-lag" ["min-slaves-max-lag"] Live "10" Kind::Int, REPL;
-    "min-replicas-to-write" ["min-slaves-to-write"] Live "0" Kind::Int, Why::Refuse("a lone deadbolt has no replicas, so every write would have to be refused; a write in cluster mode is on a majority before it is acknowledged");
+    "min-replicas-max-lag" ["min-slaves-max-lag"] Live "10" Kind::NonNegInt, Why::Works;
+    "min-replicas-to-write" ["min-slaves-to-write"] Live "0" Kind::NonNegInt, Why::Works;
     "no-appendfsync-on-rewrite" [] Live "no" Kind::Bool, BEHAVIOUR;
     "oom-score-adj" [] Live "no" Kind::Enum(&["no", "yes", "relative", "absolute"]), INTERNALS;
     "oom-score-adj-values" [] Live "0 200 800" Kind::OomValues, INTERNALS;

@@ -631,12 +631,17 @@ impl Server {
 
     /// Periodic work (Redis's serverCron): active expiry within a time budget.
     fn cron(&mut self) {
+        if self.state.debug.pause_cron {
+            // DEBUG PAUSE-CRON: Redis's serverCron returns before doing anything.
+            return;
+        }
         let started = Instant::now();
         // A quarter of the period, as Redis's ACTIVE_EXPIRE_CYCLE_SLOW_TIME_PERC.
         let budget = cron_period(self.config.hz) / 4;
         let now = unix_ms();
         // In a cluster only the serving leader expires keys (its deletions are logged).
-        let expire = self.io.cluster.as_ref().is_none_or(|c| c.may_expire());
+        let expire = self.io.cluster.as_ref().is_none_or(|c| c.may_expire())
+            && self.state.debug.active_expire;
         for db in self.dbs.iter_mut().filter(|_| expire) {
             // Redis's active expire cycle: 20 keys a step while over a quarter of them were dead.
             while db.active_expire_step(now, 20, 64) {
@@ -645,6 +650,9 @@ impl Server {
                 }
             }
         }
+        let cycle_ms = started.elapsed().as_millis() as u64;
+        let unix_s = || (unix_ms() / 1000) as i64;
+        (self.state.stats.latency_events).sample_if_needed("expire-cycle", cycle_ms, unix_s);
         self.drain_expired();
         self.end_unit();
         self.flush_deferred();
@@ -781,6 +789,7 @@ impl Host for Io {
                 state.sync_created_recording();
                 state.stats.latency_tracking =
                     state.config.compat_value("latency-tracking") == "yes";
+                state.sync_latency_threshold();
                 for why in state.config.without_effect(old) {
                     tracing::warn!("{why}");
                 }
@@ -877,6 +886,10 @@ impl Host for Io {
 
     fn aof(&self) -> Option<&Aof> {
         self.aof.as_ref()
+    }
+
+    fn aof_flush(&mut self) -> bool {
+        self.aof.as_mut().is_none_or(|a| a.flush())
     }
 
     fn while_busy(&self) {

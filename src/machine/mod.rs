@@ -60,6 +60,11 @@ pub trait Host {
     }
     /// The append-only log, None when it is off (INFO persistence, write refusals).
     fn aof(&self) -> Option<&crate::persist::aof::Aof>;
+    /// Writes what the append-only log holds in memory to its file (DEBUG LOADAOF reads it
+    /// back); false if the write failed. True without a log.
+    fn aof_flush(&mut self) -> bool {
+        true
+    }
     /// RDB snapshots' state (INFO persistence, LASTSAVE, the MISCONF refusal).
     fn rdb(&self) -> Option<&crate::persist::rdb_file::RdbState> {
         None
@@ -112,6 +117,9 @@ pub struct State {
     pub clients: HashMap<u64, Box<Client>, ahash::RandomState>,
     pub started: Instant,
     pub run_id: String,
+    /// INFO replication's `master_replid` (Redis's replid: random, not the run id; DEBUG
+    /// CHANGE-REPL-ID draws a new one).
+    pub repl_id: String,
     /// Set by SHUTDOWN: the executor stops after the current batch.
     pub shutting_down: bool,
     /// `lock-restart-delay`: writes are refused until then.
@@ -145,6 +153,36 @@ pub struct State {
     /// The functions engine and its libraries (`script::functions::Functions`), created by the
     /// first FUNCTION/FCALL command; FUNCTION FLUSH empties it, SCRIPT FLUSH leaves it alone.
     pub functions: Option<Box<dyn std::any::Any>>,
+    /// What DEBUG switches (SET-ACTIVE-EXPIRE, PAUSE-CRON, SET-DISABLE-DENY-SCRIPTS...).
+    pub debug: DebugSwitches,
+}
+
+/// Redis's debugging switches, set by DEBUG and read where Redis reads them.
+#[derive(Debug, Clone)]
+pub struct DebugSwitches {
+    /// DEBUG SET-ACTIVE-EXPIRE: the cron removes dead keys (lookups always do).
+    pub active_expire: bool,
+    /// DEBUG PAUSE-CRON: the periodic work is skipped.
+    pub pause_cron: bool,
+    /// DEBUG SET-DISABLE-DENY-SCRIPTS: scripts may call `noscript` commands.
+    pub disable_deny_scripts: bool,
+}
+
+impl Default for DebugSwitches {
+    fn default() -> Self {
+        DebugSwitches {
+            active_expire: true,
+            pause_cron: false,
+            disable_deny_scripts: false,
+        }
+    }
+}
+
+/// 40 random hex digits, as Redis's getRandomHexChars.
+pub fn random_hex40() -> String {
+    (0..40)
+        .map(|_| char::from(b"0123456789abcdef"[fastrand::usize(..16)]))
+        .collect()
 }
 
 impl State {
@@ -171,6 +209,7 @@ impl State {
             run_id: (0..40)
                 .map(|_| char::from(b"0123456789abcdef"[fastrand::usize(..16)]))
                 .collect(),
+            repl_id: random_hex40(),
             shutting_down: false,
             writes_refused_until,
             watches: Watches::default(),
@@ -186,10 +225,18 @@ impl State {
             tracking: Default::default(),
             changes_since_save: 0,
             functions: None,
+            debug: DebugSwitches::default(),
         };
         state.sync_created_recording();
         state.stats.latency_tracking = latency_tracking;
+        state.sync_latency_threshold();
         state
+    }
+
+    /// `latency-monitor-threshold` into the monitor, where each command reads it.
+    pub fn sync_latency_threshold(&mut self) {
+        let ms = self.config.compat_value("latency-monitor-threshold");
+        self.stats.latency_events.threshold_ms = ms.parse::<u64>().unwrap_or(0);
     }
 
     pub fn connect(&mut self, mut client: Box<Client>) {

@@ -34,6 +34,8 @@ pub struct Stats {
     pub last_reset: Instant,
     /// `latency-tracking`: calls are recorded in their command's histogram.
     pub latency_tracking: bool,
+    /// The latency monitor's events (LATENCY LATEST/HISTORY…); CONFIG RESETSTAT keeps them.
+    pub latency_events: super::latency::Monitor,
     /// Unix seconds at start-up (LASTSAVE, rdb_last_save_time).
     pub start_unix: u64,
     /// Heap in use once the server was set up, before any data (MEMORY STATS
@@ -59,6 +61,7 @@ impl Stats {
             keyspace_misses: 0,
             last_reset: now,
             latency_tracking: true,
+            latency_events: Default::default(),
             start_unix: super::unix_ms() / 1000,
             startup_memory: crate::alloc::used_memory(),
             ops_samples: [0; 16],

@@ -145,6 +145,16 @@ pub fn encode(frame: &Frame, resp3: bool, out: &mut BytesMut) {
                 put_bulk(out, text);
             }
         }
+        Frame::Attribute(pairs, reply) => {
+            if resp3 {
+                put_len(out, b'|', pairs.len());
+                for (k, v) in pairs {
+                    encode(k, resp3, out);
+                    encode(v, resp3, out);
+                }
+            }
+            encode(reply, resp3, out);
+        }
     }
 }
 

@@ -27,6 +27,9 @@ pub enum Frame {
     /// Text with a format hint (`=` in RESP3, a bulk string in RESP2); INFO uses it.
     Verbatim(Bytes),
     Push(Vec<Frame>),
+    /// RESP3 attributes (`|n` then pairs) ahead of the reply they annotate; RESP2 clients get
+    /// the reply alone, as Redis's addReplyAttributeLen writes nothing for them.
+    Attribute(Vec<(Frame, Frame)>, Box<Frame>),
 }
 
 impl Frame {

@@ -219,6 +219,8 @@ unsafe fn push_frame(l: *mut ffi::lua_State, f: &Frame, resp3: bool, depth: usiz
                 push_bytes(l, text)
             }
         }
+        // Redis's Lua conversion skips attributes and converts the reply that follows.
+        Frame::Attribute(_, reply) => push_frame(l, reply, resp3, depth),
         Frame::Verbatim(text) => {
             if resp3 {
                 ffi::lua_createtable(l, 0, 2);

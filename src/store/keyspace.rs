@@ -137,6 +137,12 @@ impl Db {
         Some(self.map.value(idx))
     }
 
+    /// A stored key's LRU clock, expired or not, without accessing it (DEBUG OBJECT's `lru`).
+    pub fn lru_of(&self, key: &[u8]) -> Option<u32> {
+        let idx = self.map.index_of(key)?;
+        self.map.get_index(idx).map(|(k, _)| k.lru())
+    }
+
     /// Seconds since a live key was last accessed (OBJECT IDLETIME), without accessing it.
     pub fn idle_seconds(&mut self, key: &[u8], now: u64) -> Option<u64> {
         let idx = self.live_index_untouched(key, now)?;

@@ -453,6 +453,25 @@ pub fn intset_bytes(s: &SetValue) -> Vec<u8> {
     out
 }
 
+/// Redis's quicklist `packed_threshold` (process-wide, as in Redis): an element of at least
+/// this many bytes is a plain node of its own. DEBUG QUICKLIST-PACKED-THRESHOLD sets it.
+static PACKED_THRESHOLD: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1 << 30);
+
+/// quicklistisSetPackedThreshold: 0 restores 1 GB; up to 4 GB less 1 MB. False if refused.
+pub fn set_packed_threshold(sz: u64) -> bool {
+    if sz > (1 << 32) - (1 << 20) {
+        return false;
+    }
+    let sz = if sz == 0 { 1 << 30 } else { sz };
+    PACKED_THRESHOLD.store(sz, std::sync::atomic::Ordering::Relaxed);
+    true
+}
+
+/// Whether an element this long is a plain node (isLargeElement).
+pub fn is_large_element(len: usize) -> bool {
+    len as u64 >= PACKED_THRESHOLD.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Splits a list into quicklist nodes as Redis's pushes at the tail do
 /// (_quicklistNodeAllowInsert: the node's listpack bytes plus the element's length plus 8 within
 /// the size level of a negative fill, else within 8 KB and under a positive fill's count).
@@ -466,6 +485,15 @@ pub fn quicklist_nodes<'a>(
     let mut nodes = Vec::new();
     let (mut bytes, mut count) = (0usize, 0usize);
     for it in items {
+        if is_large_element(it.len()) {
+            // A plain node: the element alone, its size the element's.
+            if count > 0 {
+                nodes.push((count, bytes));
+            }
+            nodes.push((1, it.len()));
+            (bytes, count) = (0, 0);
+            continue;
+        }
         let allowed = count > 0 && {
             let new_sz = bytes + it.len() + 8;
             let level = usize::try_from(-fill - 1).ok().and_then(|i| LEVELS.get(i));
@@ -542,11 +570,24 @@ fn put_value(out: &mut Vec<u8>, v: &Value, lim: &super::encoding::Limits) -> u8 
             let mut items = l.iter();
             for (count, _) in nodes {
                 let mut lp = Lp::new();
+                let mut plain = None;
                 for it in items.by_ref().take(count) {
-                    lp.push(it);
+                    if count == 1 && is_large_element(it.len()) {
+                        plain = Some(it);
+                    } else {
+                        lp.push(it);
+                    }
                 }
-                put_len(out, NODE_PACKED);
-                put_string(out, &lp.finish(), lim.compress);
+                match plain {
+                    Some(it) => {
+                        put_len(out, NODE_PLAIN);
+                        put_string(out, it, lim.compress);
+                    }
+                    None => {
+                        put_len(out, NODE_PACKED);
+                        put_string(out, &lp.finish(), lim.compress);
+                    }
+                }
             }
         }
         Value::Set(s) => {

@@ -81,7 +81,7 @@ fn bad_offsets_are_refused_and_change_nothing() {
     // Missing argument: DEBUG's unknown-subcommand answer, as for any malformed subcommand.
     assert_eq!(
         c.cmd_str(&["DEBUG", "CLOCK-OFFSET"]),
-        "-ERR unknown subcommand 'CLOCK-OFFSET'. Try DEBUG HELP.\r\n"
+        "-ERR unknown subcommand or wrong number of arguments for 'CLOCK-OFFSET'. Try DEBUG HELP.\r\n"
     );
 }
 

@@ -1090,3 +1090,73 @@ fn a_snapshot_built_while_writes_go_on_installs_the_exact_state() {
         "the follower should have installed a snapshot"
     );
 }
+
+/// DEBUG DIGEST is how an operator checks that nodes converged: equal on every node once the
+/// writes reached them, and equal to what redis-server computes for the same data.
+#[test]
+fn debug_digest_is_equal_on_every_node_once_converged() {
+    let cl = cluster("cluster-digest", 3, &["--enable-debug-command", "yes"]);
+    let l = cl.leader(Duration::from_secs(10));
+    let mut c = cl.nodes[l].conn();
+    c.cmd(&["DEL", "__probe"]);
+    let writes: &[&[&str]] = &[
+        &["SET", "lock", "owner", "PX", "60000"],
+        &["HSET", "h", "f", "1", "g", "2"],
+        &["RPUSH", "l", "a", "b"],
+        &["ZADD", "z", "1.5", "m"],
+        &["SADD", "s", "x", "y"],
+    ];
+    for w in writes {
+        c.cmd(w);
+    }
+    let digest = text(&c.cmd(&["DEBUG", "DIGEST"]));
+    assert_ne!(digest, "+0000000000000000000000000000000000000000\r\n");
+    for n in &cl.nodes {
+        let mut f = n.conn();
+        eventually(Duration::from_secs(5), "convergence", || {
+            text(&f.cmd(&["DEBUG", "DIGEST"])) == digest
+        });
+    }
+    let redis = common::redis_server(&["--enable-debug-command", "yes"]);
+    let mut r = redis.conn();
+    for w in writes {
+        r.cmd(w);
+    }
+    assert_eq!(text(&r.cmd(&["DEBUG", "DIGEST"])), digest);
+}
+
+/// min-replicas-to-write on a cluster leader counts the members it heard from within
+/// min-replicas-max-lag seconds: writes go on while enough answer, NOREPLICAS once not.
+#[test]
+fn min_replicas_to_write_counts_live_followers() {
+    let mut cl = cluster("cluster-minrepl", 3, &[]);
+    let l = cl.leader(Duration::from_secs(10));
+    let mut c = cl.nodes[l].conn();
+    assert_eq!(
+        c.cmd(&[
+            "CONFIG",
+            "SET",
+            "min-replicas-to-write",
+            "2",
+            "min-replicas-max-lag",
+            "1"
+        ]),
+        b"+OK\r\n"
+    );
+    assert_eq!(c.cmd(&["SET", "k", "1"]), b"+OK\r\n");
+    // One follower gone: one good replica left, fewer than 2.
+    let gone = (l + 1) % 3;
+    cl.nodes[gone].kill9();
+    eventually(Duration::from_secs(10), "NOREPLICAS", || {
+        c.cmd(&["SET", "k", "2"]) == b"-NOREPLICAS Not enough good replicas to write.\r\n"
+    });
+    // Reads go on (the value of the last write acknowledged before the refusals); one
+    // replica is enough again once asked for one.
+    let last = c.cmd(&["GET", "k"]);
+    assert!(last == b"$1\r\n1\r\n" || last == b"$1\r\n2\r\n", "{last:?}");
+    assert_eq!(
+        c.cmd(&["CONFIG", "SET", "min-replicas-to-write", "1"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(c.cmd(&["SET", "k", "3"]), b"+OK\r\n");
+}

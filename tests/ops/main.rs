@@ -12,6 +12,7 @@ mod config_live;
 mod docker;
 mod exporter;
 mod latency;
+mod latency_monitor;
 mod limits;
 mod lock_insight;
 mod locks;

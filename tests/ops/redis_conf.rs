@@ -150,7 +150,6 @@ fn directives_that_cannot_be_ignored_stop_the_start() {
         ("replicaof", "10.0.0.1 6379"),
         ("slaveof", "10.0.0.1 6379"),
         ("unixsocket", "/run/redis/redis.sock"),
-        ("min-replicas-to-write", "1"),
         ("cluster-enabled", "yes"),
         ("tls-protocols", "TLSv1.3"),
     ] {

@@ -9,6 +9,7 @@ mod client_tracking;
 mod command_info;
 mod connection_both;
 mod core_tests;
+mod debug_command;
 mod differential;
 mod module_replicaof;
 mod notify;
