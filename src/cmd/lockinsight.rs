@@ -42,8 +42,8 @@ pub fn view_of(view: Option<&ClusterView>) -> (bool, String) {
         return (
             true,
             format!(
-                "Cluster node {}, the leader: every lock operation of the cluster runs here, so this is the cluster's view (since node {} became leader in term {}).",
-                v.id, v.id, v.term
+                "Cluster node {}, the leader: every lock operation of the cluster runs here, so this is the cluster's view (term {}).",
+                v.id, v.term
             ),
         );
     }
