@@ -264,7 +264,8 @@ pub struct PrefixStats {
     pub waiters: u64,
     pub hold: Histogram,
     pub wait: Histogram,
-    /// The prefix's latest late release (the Prometheus endpoint names its key and client).
+    /// The prefix's latest late release the history kept (the Prometheus endpoint names its
+    /// key and client), brought up to date by the sweep.
     pub last_late: Option<LateRelease>,
 }
 
@@ -346,10 +347,34 @@ pub struct LateRelease {
     pub acquired_ms: Option<u64>,
     pub lease_ms: u64,
     pub late_ms: Option<u64>,
+    /// The key's prefix (an index into the prefix table).
+    prefix: u16,
+}
+
+impl LateRelease {
+    fn empty() -> Self {
+        LateRelease {
+            id: 0,
+            at_ms: 0,
+            key: [0; LATE_KEY_MAX],
+            key_len: 0,
+            client_id: 0,
+            client_addr: ([0, 0, 0, 0], 0).into(),
+            client_name: None,
+            acquired_ms: None,
+            lease_ms: 0,
+            late_ms: None,
+            prefix: 0,
+        }
+    }
 }
 
 /// Keys in the late-release history are cut to this many bytes (SLOWLOG's string bound).
 const LATE_KEY_MAX: usize = 128;
+/// The history ring keeps at least this many entries whatever `lock-late-log-max-len` says
+/// (LOCKS LATE lists at most that many): the sweep names each prefix's latest late release
+/// from it, and 0 must not lose them.
+const LATE_RING_MIN: usize = 16;
 /// At most one late-release log line a second; the rest are counted in the next one.
 const LOG_INTERVAL_MS: u64 = 1000;
 
@@ -359,10 +384,18 @@ pub struct Insight {
     /// Acquires replaced unreleased by a later acquire of their key (a ring, `LAPSED` long).
     lapsed: [Hold; LAPSED],
     lapsed_next: usize,
-    /// The latest late releases, newest first, at most `late_max`.
-    pub late_log: std::collections::VecDeque<LateRelease>,
-    pub late_max: usize,
+    /// The latest late releases: a ring that entry `id` occupies at `id % late_ring_cap`,
+    /// written in place (recording one moves or allocates nothing once the ring is full; it
+    /// fills as late releases come). LOCKS LATE lists the newest `late_max`.
+    late_ring: Vec<LateRelease>,
+    late_ring_cap: usize,
+    late_max: usize,
+    /// Ids below this were cleared (LOCKS LATE RESET).
+    late_cleared: u64,
+    /// Late releases recorded so far: the next one's id.
     late_next_id: u64,
+    /// The first id the sweep has not yet handed to its prefix's `last_late`.
+    late_settled: u64,
     /// When the last late-release line was logged (unix ms), and how many were not since.
     late_logged_ms: u64,
     late_unlogged: u64,
@@ -381,7 +414,31 @@ pub struct Insight {
     delimiters: Vec<u8>,
     /// Runs of lock clients' scripts that took the native path (script/native.rs).
     pub native_script_runs: u64,
+    /// One cumulative sample a second (the sweep), the latest `TIMELINE`: the page's charts.
+    timeline: std::collections::VecDeque<Sample>,
+    /// Whose view this is, in cluster mode (`set_view`): the page names it; empty alone.
+    view: String,
+    /// Whether this node takes the lock operations: a lone server or the cluster's leader.
+    leading: bool,
 }
+
+/// The figures the page charts over time, as totals at one second (rates are differences).
+#[derive(Clone, Copy, Default)]
+struct Sample {
+    acquires: u64,
+    contended: u64,
+    late: u64,
+    held: u64,
+    waiters: u64,
+}
+
+/// Seconds of samples the page's charts span (121 samples: 120 one-second rates), about 5 KiB.
+const TIMELINE: usize = 121;
+
+/// The loader's client id: it replays logged writes (the append-only file at start, the
+/// leader's log on a cluster follower). They are not lock operations a client sent here, and
+/// they run with the log's clock (0 on a follower), so lock insight leaves them out.
+const LOADER: u64 = 0;
 
 impl Default for Insight {
     fn default() -> Self {
@@ -389,9 +446,12 @@ impl Default for Insight {
             holds: Vec::new(),
             lapsed: [Hold::default(); LAPSED],
             lapsed_next: 0,
-            late_log: Default::default(),
+            late_ring: Vec::new(),
+            late_ring_cap: 128,
             late_max: 128,
+            late_cleared: 0,
             late_next_id: 0,
+            late_settled: 0,
             late_logged_ms: 0,
             late_unlogged: 0,
             holds_used: 0,
@@ -402,6 +462,9 @@ impl Default for Insight {
             seed: fastrand::u64(..),
             delimiters: vec![b':'],
             native_script_runs: 0,
+            timeline: Default::default(),
+            view: String::new(),
+            leading: true,
         }
     }
 }
@@ -416,6 +479,27 @@ fn slot(key_hash: u64, slots: usize) -> usize {
 /// so distinct clients of one key never collide).
 fn waiter(client: u64, key_hash: u64) -> u64 {
     key_hash ^ client.wrapping_mul(MIX)
+}
+
+/// Whether `b` holds the byte `d`, a word (8 bytes) a step: lock keys' tails are a dozen
+/// digits or a UUID, where a byte loop or the library's memchr cost several instructions a
+/// byte (callgrind: 76 per key of `lock:<12 digits>`).
+fn has_byte(b: &[u8], d: u8) -> bool {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    // A word has a zero byte iff this is non-zero (exact, no false positive).
+    let zero_in = |w: u64| w.wrapping_sub(LO) & !w & HI != 0;
+    let word = |c: &[u8]| u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+    let pattern = LO.wrapping_mul(u64::from(d));
+    if b.len() < 8 {
+        return b.contains(&d);
+    }
+    let mut chunks = b.chunks_exact(8);
+    if chunks.by_ref().any(|c| zero_in(word(c) ^ pattern)) {
+        return true;
+    }
+    // The last 8 bytes, overlapping the chunks already seen, cover the remainder.
+    !chunks.remainder().is_empty() && zero_in(word(&b[b.len() - 8..]) ^ pattern)
 }
 
 /// Prefixes longer than this are cut (a Prometheus label, an INFO field).
@@ -444,7 +528,7 @@ impl Insight {
             let n = last.len();
             let d = &self.delimiters;
             let none_in = |b: &[u8]| match d.as_slice() {
-                [one] => !b.contains(one),
+                [one] => !has_byte(b, *one),
                 _ => !b.iter().any(|c| d.contains(c)),
             };
             if key.len() > n && d.contains(&key[n]) && key[..n] == **last && none_in(&key[n + 1..])
@@ -627,45 +711,71 @@ impl Insight {
         self.record_late(client, key, p, found, now);
     }
 
+    /// Writes the late release into its ring slot in place; logs it when the last line is a
+    /// second old.
     fn record_late(&mut self, client: &impl Who, key: &[u8], p: u16, held: Option<Hold>, now: u64) {
-        let acquired_ms = held.map(|e| e.acquired_at());
-        let lease_ms = held.map_or(0, |e| u64::from(e.lease));
-        let late_ms = held
+        let id = self.late_next_id;
+        self.late_next_id += 1;
+        let cap = self.late_ring_cap;
+        let at = (id % cap as u64) as usize;
+        if at == self.late_ring.len() {
+            self.late_ring.push(LateRelease::empty());
+        }
+        let e = &mut self.late_ring[at];
+        let n = key.len().min(LATE_KEY_MAX);
+        e.key[..n].copy_from_slice(&key[..n]);
+        e.key_len = n as u8;
+        e.id = id;
+        e.at_ms = now;
+        e.prefix = p;
+        e.client_id = client.id();
+        e.client_addr = client.addr();
+        e.client_name = client.name();
+        e.acquired_ms = held.map(|e| e.acquired_at());
+        e.lease_ms = held.map_or(0, |e| u64::from(e.lease));
+        e.late_ms = held
             .filter(|e| e.lease != 0)
             .map(|e| now.saturating_sub(e.acquired_at() + u64::from(e.lease)));
-        let entry = LateRelease {
-            id: self.late_next_id,
-            at_ms: now,
-            key: {
-                let mut k = [0u8; LATE_KEY_MAX];
-                let n = key.len().min(LATE_KEY_MAX);
-                k[..n].copy_from_slice(&key[..n]);
-                k
-            },
-            key_len: key.len().min(LATE_KEY_MAX) as u8,
-            client_id: client.id(),
-            client_addr: client.addr(),
-            client_name: client.name(),
-            acquired_ms,
-            lease_ms,
-            late_ms,
-        };
-        self.late_next_id += 1;
         if now.saturating_sub(self.late_logged_ms) >= LOG_INTERVAL_MS {
             self.late_logged_ms = now;
             let unlogged = std::mem::take(&mut self.late_unlogged);
-            tracing::info!("{}", entry.log_line(unlogged));
+            tracing::info!("{}", e.log_line(unlogged));
         } else {
             self.late_unlogged += 1;
         }
-        if self.late_max > 0 {
-            // Full: the oldest goes first, so the ring never grows past its capacity.
-            while self.late_log.len() >= self.late_max {
-                self.late_log.pop_back();
+    }
+
+    /// The late-release history LOCKS LATE lists: newest first, at most `lock-late-log-max-len`.
+    pub fn late_log(&self) -> impl Iterator<Item = &LateRelease> {
+        let cap = self.late_ring_cap as u64;
+        let first = self
+            .late_next_id
+            .saturating_sub(cap.min(self.late_max as u64))
+            .max(self.late_cleared);
+        (first..self.late_next_id)
+            .rev()
+            .map(move |id| &self.late_ring[(id % cap) as usize])
+    }
+
+    /// LOCKS LATE RESET.
+    pub fn clear_late_log(&mut self) {
+        self.late_cleared = self.late_next_id;
+    }
+
+    /// Hands each prefix its latest late release still in the ring (the sweep: once a second,
+    /// not once a release).
+    fn settle_late(&mut self) {
+        let cap = self.late_ring_cap as u64;
+        let first = self.late_settled.max(self.late_next_id.saturating_sub(cap));
+        for id in (first..self.late_next_id).rev() {
+            let e = &self.late_ring[(id % cap) as usize];
+            if let Some(s) = self.prefixes.get_mut(usize::from(e.prefix)) {
+                if s.last_late.as_ref().is_none_or(|l| l.id < e.id) {
+                    s.last_late = Some(e.clone());
+                }
             }
-            self.late_log.push_front(entry.clone());
         }
-        self.prefixes[p as usize].last_late = Some(entry);
+        self.late_settled = self.late_next_id;
     }
 
     /// The remembered, unreleased acquire of `key` (within the sampling horizon), if any. A
@@ -708,13 +818,34 @@ impl Insight {
     /// CONFIG SET `lock-late-log-max-len` takes effect here (the cron's sweep, LOCKS LATE).
     pub fn set_late_max(&mut self, n: usize) {
         self.late_max = n;
-        self.late_log.truncate(n);
+        let cap = n.max(LATE_RING_MIN);
+        if cap == self.late_ring_cap {
+            return;
+        }
+        // Rebuilt in the new size, keeping the newest entries (a rare CONFIG SET).
+        self.settle_late();
+        let keep = self
+            .late_next_id
+            .saturating_sub(cap.min(self.late_ring_cap) as u64)
+            .max(self.late_cleared);
+        let len = (self.late_next_id as usize).min(cap);
+        let old = std::mem::replace(&mut self.late_ring, vec![LateRelease::empty(); len]);
+        let old_cap = self.late_ring_cap as u64;
+        self.late_ring_cap = cap;
+        for id in keep..self.late_next_id {
+            self.late_ring[(id % cap as u64) as usize] = old[(id % old_cap) as usize].clone();
+        }
+        // Slots the old ring did not fill hold nothing to list.
+        self.late_cleared = keep;
     }
 
     /// `SET key value NX …` or SETNX from a client (not from a script: the script's own
     /// outcome counts instead).
     /// `lease`: the SET's expire in ms (0: none).
     pub fn on_set_nx(&mut self, client: u64, key: &[u8], acquired: bool, now: u64, lease: u64) {
+        if client == LOADER {
+            return;
+        }
         if acquired {
             self.acquired(client, key, now, lease)
         } else {
@@ -732,17 +863,33 @@ impl Insight {
         reply: &Frame,
         now: u64,
     ) {
-        let Some(&(_, role, _, lease_arg)) = SCRIPTS.iter().find(|(s, _, _, _)| *s == sha) else {
+        // Every EVAL passes here: the first 8 bytes as one word tell the scripts apart, the
+        // whole SHA1 is compared only for the one that matches them.
+        let word =
+            |s: &[u8; 40]| u64::from_ne_bytes([s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]]);
+        let head = word(sha);
+        let Some(&(_, role, _, lease_arg)) = SCRIPTS
+            .iter()
+            .find(|(s, _, _, _)| word(s) == head && *s == sha)
+        else {
             return;
         };
         let Some(key) = keys.first() else {
             return;
         };
         let client = who.id();
+        if client == LOADER {
+            return;
+        }
+        // Digits only, as the clients send a lease (0: none, or not a number).
         let lease = || {
             args.get(usize::from(lease_arg))
-                .and_then(|a| std::str::from_utf8(a).ok())
-                .and_then(|a| a.parse::<u64>().ok())
+                .and_then(|a| {
+                    a.iter().try_fold(0u64, |n, &b| {
+                        b.is_ascii_digit()
+                            .then(|| n.checked_mul(10)?.checked_add(u64::from(b - b'0')))?
+                    })
+                })
                 .unwrap_or(0)
         };
         match (role, reply) {
@@ -782,8 +929,8 @@ impl Insight {
         }
     }
 
-    /// Forgets waiters that stopped retrying and holds past the horizon (cron, about once a
-    /// second).
+    /// Forgets waiters that stopped retrying and holds past the horizon, and takes the charts'
+    /// sample (cron, about once a second).
     pub fn sweep(&mut self, now: u64) {
         let prefixes = &mut self.prefixes;
         self.waiting.retain(|_, (_, last, p, _)| {
@@ -795,12 +942,38 @@ impl Insight {
             }
             keep
         });
-        for entry in self.holds.iter_mut() {
-            if entry.h != 0 && now.saturating_sub(entry.acquired_at()) >= HOLD_HORIZON_MS {
+        // One pass: holds past the horizon go, the running ones are counted for the charts.
+        let mut held = 0;
+        for entry in self.holds.iter_mut().filter(|e| e.h != 0) {
+            let at = entry.acquired_at();
+            if now.saturating_sub(at) >= HOLD_HORIZON_MS {
                 *entry = Hold::default();
                 self.holds_used -= 1;
+            } else if entry.lease == 0 || at + u64::from(entry.lease) > now {
+                held += 1;
             }
         }
+        let sum = |f: fn(&PrefixStats) -> u64| self.prefixes.iter().map(f).sum::<u64>();
+        let sample = Sample {
+            acquires: sum(|s| s.acquires),
+            contended: sum(|s| s.contended),
+            late: sum(|s| s.late_releases),
+            held,
+            waiters: self.waiting.len() as u64,
+        };
+        self.settle_late();
+        if self.timeline.len() >= TIMELINE {
+            self.timeline.pop_front();
+        }
+        self.timeline.push_back(sample);
+    }
+
+    /// In cluster mode: whether this node leads (takes the lock operations) and a line naming
+    /// the view for the page. Lock insight counts what clients send to the node that executes
+    /// it, the leader; a follower applies the leader's log without counting it.
+    pub fn set_view(&mut self, leading: bool, view: String) {
+        self.leading = leading;
+        self.view = view;
     }
 
     #[cfg(test)]
@@ -870,6 +1043,11 @@ impl Insight {
     /// The Prometheus text exposition of the same figures (`metrics-port`).
     pub fn prometheus(&self, out: &mut String, now: u64) {
         use std::fmt::Write;
+        let _ = writeln!(
+            out,
+            "# HELP deadbolt_lock_view_leader 1 when this node takes lock operations (a lone server or the cluster's leader): its lock series are the cluster's; 0 on a follower, whose series count only what it led before.\n# TYPE deadbolt_lock_view_leader gauge\ndeadbolt_lock_view_leader {}",
+            u8::from(self.leading)
+        );
         let held = self.held_by_prefix(now);
         for (name, help, pick) in [
             (
@@ -1038,21 +1216,44 @@ fn printable(b: &[u8]) -> String {
 }
 
 impl Insight {
-    /// The page at `/` on `metrics-port`: per prefix the held locks, the oldest hold, waiters,
-    /// counters and percentiles, then the latest late releases. Plain HTML and inline CSS, no
-    /// script: it reloads itself every 2 s (meta refresh).
+    /// The page at `/` on `metrics-port`: which node's view it is, per prefix the held locks,
+    /// the oldest hold, waiters, counters and percentiles, the last minutes as charts (inline
+    /// SVG), the hold and wait distributions, then the latest late releases. Readable without
+    /// JavaScript (server-rendered HTML, inline CSS, a `<noscript>` refresh every 2 s); live
+    /// with it: an inline script fetches the page every second and swaps its `#live` part in
+    /// place. No external assets.
     pub fn html(&self, out: &mut String, now: u64) {
         use std::fmt::Write;
         out.push_str(concat!(
-            "<!doctype html><html><head><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"2\">",
+            "<!doctype html><html><head><meta charset=\"utf-8\">",
+            "<noscript><meta http-equiv=\"refresh\" content=\"2\"></noscript>",
             "<title>deadbolt lock insight</title><style>",
-            "body{font:14px system-ui,sans-serif;margin:1.5em}table{border-collapse:collapse;margin-bottom:1.5em}",
+            "body{font:14px system-ui,sans-serif;margin:1.5em;background:#fff;color:#222}",
+            "table{border-collapse:collapse;margin-bottom:1.5em}",
             "th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#eee}",
             "td.k{text-align:left;font-family:monospace}.late{color:#b00;font-weight:bold}",
+            ".charts{display:flex;flex-wrap:wrap;gap:1em;margin-bottom:1.5em}",
+            ".chart{border:1px solid #ccc;padding:4px 8px}.chart b{font-weight:600}",
+            "#status{color:#666}#status.ok{color:#070}p.view{background:#eef;padding:6px 10px}",
             "</style></head><body><h1>deadbolt lock insight</h1>",
+            "<p id=\"status\">Server-rendered; reloads every 2 s.</p>",
         ));
+        let _ = write!(out, "<div id=\"live\" data-rendered=\"{now}\">");
+        if !self.view.is_empty() {
+            let _ = write!(out, "<p class=\"view\">{}</p>", html_escape(&self.view));
+        }
         let held = self.held_by_prefix(now);
-        out.push_str("<h2>Locks by prefix</h2><table><tr><th>prefix</th><th>held</th><th>oldest held (ms)</th><th>waiters</th><th>acquires</th><th>contended</th><th>waits</th><th>releases</th><th>late releases</th><th>hold p50 / p99 (ms)</th><th>wait p50 / p99 (ms)</th></tr>");
+        let (n_held, n_late): (u64, u64) = (
+            held.iter().map(|h| h.0).sum(),
+            self.prefixes.iter().map(|s| s.late_releases).sum(),
+        );
+        let _ = write!(
+            out,
+            "<p>At unix ms {now}: <b>{n_held}</b> locks held, <b>{}</b> clients waiting, <b{}>{n_late}</b> late releases since start.</p>",
+            self.waiting.len(),
+            if n_late > 0 { " class=\"late\"" } else { "" },
+        );
+        out.push_str("<h2>Locks by prefix</h2><table><tr><th>prefix</th><th>held</th><th>oldest held (ms)</th><th>waiters</th><th>acquires</th><th>contended</th><th>waits</th><th>releases</th><th>late releases</th><th>hold p50 / p90 / p99 (ms)</th><th>wait p50 / p90 / p99 (ms)</th></tr>");
         for (s, h) in self.prefixes.iter().zip(&held) {
             let late = if s.late_releases > 0 {
                 " class=\"late\""
@@ -1061,7 +1262,7 @@ impl Insight {
             };
             let _ = write!(
                 out,
-                "<tr><td class=\"k\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td{late}>{}</td><td>{} / {}</td><td>{} / {}</td></tr>",
+                "<tr><td class=\"k\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td{late}>{}</td><td>{} / {} / {}</td><td>{} / {} / {}</td></tr>",
                 html_escape(&label(&s.prefix)),
                 h.0,
                 h.1,
@@ -1072,14 +1273,16 @@ impl Insight {
                 s.releases,
                 s.late_releases,
                 s.hold.quantile(0.5),
+                s.hold.quantile(0.9),
                 s.hold.quantile(0.99),
                 s.wait.quantile(0.5),
+                s.wait.quantile(0.9),
                 s.wait.quantile(0.99),
             );
         }
         out.push_str("</table><h2>Latest late releases</h2><table><tr><th>when (unix ms)</th><th>key</th><th>client id</th><th>client addr</th><th>client name</th><th>lease (ms)</th><th>late (ms)</th><th>held (ms)</th></tr>");
         let opt = |v: Option<u64>| v.map_or("?".to_string(), |v| v.to_string());
-        for e in self.late_log.iter().take(50) {
+        for e in self.late_log().take(50) {
             let _ = write!(
                 out,
                 "<tr><td>{}</td><td class=\"k\">{}</td><td>{}</td><td class=\"k\">{}</td><td class=\"k\">{}</td><td>{}</td><td class=\"late\">{}</td><td>{}</td></tr>",
@@ -1093,7 +1296,120 @@ impl Insight {
                 opt(e.acquired_ms.map(|a| e.at_ms.saturating_sub(a))),
             );
         }
-        out.push_str("</table><p>Held locks by name: <code>LOCKS HELD 0 MATCH pattern</code>. Metrics: <a href=\"/metrics\">/metrics</a>.</p></body></html>\n");
+        out.push_str("</table>");
+        self.charts(out);
+        self.distributions(out);
+        out.push_str("<p>Held locks by name: <code>LOCKS HELD 0 MATCH pattern</code>. Late releases: <code>LOCKS LATE</code>. Metrics: <a href=\"/metrics\">/metrics</a>.</p></div>");
+        out.push_str(concat!(
+            "<script>(function(){var st=document.getElementById('status');",
+            "function tick(){fetch('/',{cache:'no-store'}).then(function(r){return r.text()})",
+            ".then(function(t){var d=new DOMParser().parseFromString(t,'text/html');",
+            "var n=d.getElementById('live'),o=document.getElementById('live');if(!n||!o)return;",
+            "o.replaceWith(n);st.className='ok';st.textContent='Live: updated '+",
+            "new Date().toLocaleTimeString()+' from the server view of unix ms '+n.dataset.rendered+'.'})",
+            ".catch(function(e){st.className='late';st.textContent='Live update failed ('+e+'); retrying.'})}",
+            "tick();setInterval(tick,1000)})();</script></body></html>\n",
+        ));
+    }
+
+    /// The last `TIMELINE` seconds, one sparkline a series: rates from the cumulative samples
+    /// the sweep takes each second, gauges as sampled.
+    fn charts(&self, out: &mut String) {
+        use std::fmt::Write;
+        let rate = |f: fn(&Sample) -> u64| -> Vec<u64> {
+            let t = &self.timeline;
+            (1..t.len())
+                .map(|i| f(&t[i]).saturating_sub(f(&t[i - 1])))
+                .collect()
+        };
+        let gauge = |f: fn(&Sample) -> u64| -> Vec<u64> { self.timeline.iter().map(f).collect() };
+        let series = [
+            ("late releases / s", rate(|s| s.late), true),
+            ("contended attempts / s", rate(|s| s.contended), false),
+            ("acquires / s", rate(|s| s.acquires), false),
+            ("locks held", gauge(|s| s.held), false),
+            ("clients waiting", gauge(|s| s.waiters), false),
+        ];
+        let _ = write!(
+            out,
+            "<h2>Last {} s</h2><div class=\"charts\">",
+            self.timeline.len().saturating_sub(1)
+        );
+        const W: usize = 240;
+        const H: u64 = 48;
+        for (name, v, red) in series {
+            let max = v.iter().copied().max().unwrap_or(0);
+            let last = v.last().copied().unwrap_or(0);
+            let _ = write!(
+                out,
+                "<div class=\"chart\"><b>{name}</b>: {last} now, {max} at most<br><svg width=\"{W}\" height=\"{H}\" viewBox=\"0 0 {W} {H}\"><rect width=\"{W}\" height=\"{H}\" fill=\"#fafafa\"/><polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" points=\"",
+                if red { "#b00" } else { "#36c" }
+            );
+            let step = W as f64 / (TIMELINE - 1) as f64;
+            let x0 = (TIMELINE - v.len().max(1)) as f64 * step;
+            for (i, y) in v.iter().enumerate() {
+                let y = H - 2 - y * (H - 4) / max.max(1);
+                let _ = write!(out, "{:.1},{y} ", x0 + i as f64 * step);
+            }
+            out.push_str("\"/></svg></div>");
+        }
+        out.push_str("</div>");
+    }
+
+    /// Per prefix with samples (the first `DIST_PREFIXES`), the hold and wait histograms as
+    /// bars over power-of-two bounds (the Prometheus buckets).
+    fn distributions(&self, out: &mut String) {
+        use std::fmt::Write;
+        const DIST_PREFIXES: usize = 20;
+        const BAR: u64 = 10;
+        const H: u64 = 48;
+        let shown: Vec<_> = self
+            .prefixes
+            .iter()
+            .filter(|s| s.hold.count + s.wait.count > 0)
+            .take(DIST_PREFIXES)
+            .collect();
+        if shown.is_empty() {
+            return;
+        }
+        out.push_str("<h2>Hold and wait distributions</h2><p>Bars: samples per power-of-two bound, 1 ms … 2<sup>20</sup> ms, then longer.</p><div class=\"charts\">");
+        for s in shown {
+            for (what, h) in [("hold", &s.hold), ("wait", &s.wait)] {
+                if h.count == 0 {
+                    continue;
+                }
+                let mut bins = Vec::with_capacity(PROM_BOUNDS as usize + 1);
+                let mut below = 0;
+                for b in 0..PROM_BOUNDS {
+                    let n = h.at_most(1 << b);
+                    bins.push(n - below);
+                    below = n;
+                }
+                bins.push(h.count - below);
+                let max = bins.iter().copied().max().unwrap_or(0).max(1);
+                let w = BAR * bins.len() as u64;
+                let _ = write!(
+                    out,
+                    "<div class=\"chart\"><b>{}</b> {what}: n={}, p50 {} ms, p99 {} ms<br><svg width=\"{w}\" height=\"{H}\" viewBox=\"0 0 {w} {H}\"><rect width=\"{w}\" height=\"{H}\" fill=\"#fafafa\"/>",
+                    html_escape(&label(&s.prefix)),
+                    h.count,
+                    h.quantile(0.5),
+                    h.quantile(0.99),
+                );
+                for (i, n) in bins.iter().enumerate().filter(|(_, n)| **n > 0) {
+                    let bh = (n * (H - 2) / max).max(1);
+                    let _ = write!(
+                        out,
+                        "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{bh}\" fill=\"#36c\"><title>{n}</title></rect>",
+                        i as u64 * BAR + 1,
+                        H - bh,
+                        BAR - 2,
+                    );
+                }
+                out.push_str("</svg></div>");
+            }
+        }
+        out.push_str("</div>");
     }
 }
 
@@ -1218,7 +1534,7 @@ mod tests {
         i.on_set_nx(7, b"lock:a:1", true, 1000, 200);
         i.on_set_nx(8, b"lock:a:1", true, 1250, 5000);
         i.on_script(&7u64, release, &keys, &[], &Frame::Integer(0), 1300);
-        let e = i.late_log.front().expect("recorded").clone();
+        let e = i.late_log().next().expect("recorded").clone();
         assert_eq!(
             (e.client_id, e.acquired_ms, e.lease_ms, e.late_ms, e.at_ms),
             (7, Some(1000), 200, Some(100), 1300)
@@ -1236,23 +1552,73 @@ mod tests {
         // A lease that ran out with nobody taking the key: the key's own hold is the late one.
         i.on_set_nx(9, b"lock:a:1", true, 2000, 100);
         i.on_script(&9u64, release, &keys, &[], &Frame::Integer(0), 2150);
-        let e = i.late_log.front().unwrap().clone();
+        let e = i.late_log().next().unwrap().clone();
         assert_eq!((e.client_id, e.late_ms, e.id), (9, Some(50), 1));
         assert_eq!(i.held_count(2150), 0);
         // A release whose acquire was never seen: recorded with what is known.
         i.on_script(&9u64, release, &keys, &[], &Frame::Integer(0), 2160);
-        let e = i.late_log.front().unwrap().clone();
+        let e = i.late_log().next().unwrap().clone();
         assert_eq!((e.acquired_ms, e.late_ms), (None, None));
         // Bounded by its directive; the next log line says how many went unlogged.
         i.set_late_max(2);
-        assert_eq!(i.late_log.len(), 2);
+        assert_eq!(i.late_log().map(|e| e.id).collect::<Vec<_>>(), [2, 1]);
         assert_eq!(i.late_unlogged, 2);
         assert!(e
             .log_line(2)
             .ends_with("; 2 more late releases since the last such line (LOCKS LATE lists them)"));
         let s = &i.prefixes()[0];
         assert_eq!(s.late_releases, 3);
-        assert_eq!(s.last_late.as_ref().map(|e| e.id), Some(2));
+        // The sweep names the prefix's latest.
+        i.sweep(2200);
+        assert_eq!(i.prefixes()[0].last_late.as_ref().map(|e| e.id), Some(2));
+        i.clear_late_log();
+        assert_eq!(i.late_log().count(), 0);
+        assert_eq!(i.prefixes()[0].last_late.as_ref().map(|e| e.id), Some(2));
+    }
+
+    /// The history ring wraps in place, lists the newest `lock-late-log-max-len` first, keeps
+    /// its newest entries when resized, and with 0 lists none while the sweep still names each
+    /// prefix's latest.
+    #[test]
+    fn the_late_history_ring() {
+        let mut i = Insight::default();
+        let release = b"c3f8721cbb97f72bc19e972846bd7aaf91901658";
+        let late = |i: &mut Insight, key: &str, now: u64| {
+            let keys = [bytes::Bytes::copy_from_slice(key.as_bytes())];
+            i.on_script(&1u64, release, &keys, &[], &Frame::Integer(0), now);
+        };
+        let ids = |i: &Insight| i.late_log().map(|e| e.id).collect::<Vec<_>>();
+        for n in 0..300u64 {
+            late(&mut i, &format!("a:{n}"), n);
+        }
+        assert_eq!(i.late_ring.len(), 128);
+        assert_eq!(ids(&i), (172..300).rev().collect::<Vec<_>>());
+        assert_eq!(
+            i.late_log().next().map(|e| e.key().to_vec()),
+            Some(b"a:299".to_vec())
+        );
+        i.set_late_max(1000);
+        assert_eq!(ids(&i), (172..300).rev().collect::<Vec<_>>());
+        for n in 300..400u64 {
+            late(&mut i, &format!("a:{n}"), n);
+        }
+        assert_eq!(ids(&i), (172..400).rev().collect::<Vec<_>>());
+        i.set_late_max(3);
+        assert_eq!(ids(&i), [399, 398, 397]);
+        assert_eq!(
+            i.late_log().nth(2).map(|e| e.key().to_vec()),
+            Some(b"a:397".to_vec())
+        );
+        i.set_late_max(0);
+        assert_eq!(ids(&i), Vec::<u64>::new());
+        late(&mut i, "b:1", 500);
+        late(&mut i, "a:1", 501);
+        i.sweep(502);
+        let last = |i: &Insight, p: usize| i.prefixes()[p].last_late.as_ref().map(|e| e.id);
+        assert_eq!((last(&i, 0), last(&i, 1)), (Some(401), Some(400)));
+        assert_eq!(ids(&i), Vec::<u64>::new());
+        i.set_late_max(10);
+        assert_eq!(ids(&i), (392..402).rev().collect::<Vec<_>>());
     }
 
     /// Every quantile is within 5 % (3.2 % by construction) of the sample of its rank, from
@@ -1313,6 +1679,26 @@ mod tests {
         let mut h = Histogram::default();
         h.add(40);
         assert_eq!(h.quantile(0.99), 40);
+    }
+
+    #[test]
+    fn has_byte_finds_a_byte_anywhere() {
+        let mut rng = fastrand::Rng::with_seed(3);
+        for len in 0..40 {
+            for _ in 0..200 {
+                let b: Vec<u8> = (0..len).map(|_| rng.u8(..)).collect();
+                for d in [b':', 0, 0x80, 0xff, rng.u8(..)] {
+                    assert_eq!(has_byte(&b, d), b.contains(&d), "{b:?} {d}");
+                }
+            }
+            let mut b = vec![b'7'; len];
+            assert!(!has_byte(&b, b':'));
+            for i in 0..len {
+                b[i] = b':';
+                assert!(has_byte(&b, b':'), "at {i} of {len}");
+                b[i] = b'7';
+            }
+        }
     }
 
     #[test]

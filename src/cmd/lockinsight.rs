@@ -14,6 +14,7 @@ use crate::error::{CmdError, CmdResult};
 use crate::glob::glob_match;
 use crate::locks::LateRelease;
 use crate::protocol::Frame;
+use crate::replication::{ClusterView, StateRole};
 use crate::store::value::Value;
 use bytes::Bytes;
 
@@ -28,6 +29,45 @@ impl crate::locks::Who for crate::machine::client::Client {
     fn name(&self) -> Option<Bytes> {
         self.name.as_deref().map(Bytes::copy_from_slice)
     }
+}
+
+/// Whose lock view this node shows, for `Insight::set_view` (the cron, once a second): alone,
+/// none to name; in a cluster, the leader's own (it takes every lock operation), or a
+/// follower's, which names the leader whose view counts.
+pub fn view_of(view: Option<&ClusterView>) -> (bool, String) {
+    let Some(v) = view else {
+        return (true, String::new());
+    };
+    if v.role == StateRole::Leader {
+        return (
+            true,
+            format!(
+                "Cluster node {}, the leader: every lock operation of the cluster runs here, so this is the cluster's view (term {}).",
+                v.id, v.term
+            ),
+        );
+    }
+    let leader = v
+        .members
+        .iter()
+        .find(|m| v.leader != 0 && m.id == v.leader)
+        .map(|m| {
+            let mut a = m.addr.split_ascii_whitespace();
+            format!(
+                "node {} at {}:{}",
+                m.id,
+                a.next().unwrap_or("?"),
+                a.next().unwrap_or("?")
+            )
+        })
+        .unwrap_or_else(|| "not known yet".into());
+    (
+        false,
+        format!(
+            "Cluster node {}, a follower: lock operations run on the leader ({leader}); its page, LOCKS and metrics show them. This node shows only what it took while it led.",
+            v.id
+        ),
+    )
 }
 
 /// How many entries `LOCKS LATE` without a count returns (SLOWLOG GET's default).
@@ -113,7 +153,7 @@ fn locks_late(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let count = match argv.len() {
         2 => DEFAULT_COUNT,
         3 if is(&argv[2], "reset") => {
-            ctx.srv.locks.late_log.clear();
+            ctx.srv.locks.clear_late_log();
             return Ok(Frame::ok());
         }
         3 => match int_arg(&argv[2]) {
@@ -128,13 +168,7 @@ fn locks_late(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         _ => return Err(wrong(argv)),
     };
     Ok(Frame::Array(
-        ctx.srv
-            .locks
-            .late_log
-            .iter()
-            .take(count)
-            .map(entry)
-            .collect(),
+        ctx.srv.locks.late_log().take(count).map(entry).collect(),
     ))
 }
 

@@ -664,6 +664,9 @@ impl Server {
             self.state.locks.set_late_max(late_max);
             let delimiters = self.state.config.lock_prefix_delimiters.as_bytes();
             self.state.locks.set_delimiters(delimiters);
+            let (leading, view) =
+                crate::cmd::lockinsight::view_of(self.io.cluster.as_ref().map(|c| &c.view));
+            self.state.locks.set_view(leading, view);
             if self.state.config.metrics_port != 0 {
                 let mut text = String::with_capacity(4096);
                 self.state.locks.prometheus(&mut text, now);
