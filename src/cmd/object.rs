@@ -288,15 +288,7 @@ pub(super) fn overhead(srv: &crate::machine::State, host: &dyn crate::machine::H
         .connected_clients
         .load(std::sync::atomic::Ordering::Relaxed);
     // CLIENT LIST's tot-mem: an idle connection's buffers (20000) and its pending output.
-    let pending: usize = srv
-        .clients
-        .values()
-        .map(|c| {
-            c.shared
-                .pending_out
-                .load(std::sync::atomic::Ordering::Relaxed)
-        })
-        .sum();
+    let pending: usize = srv.clients.values().map(|c| c.pending_out()).sum();
     Overhead {
         used,
         peak: crate::alloc::peak_memory(),

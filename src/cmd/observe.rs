@@ -128,7 +128,7 @@ pub fn feed_monitors(srv: &mut State, client: &Client, in_script: bool, argv: &[
         let Some(m) = clients.get_mut(&id) else {
             return false; // disconnected
         };
-        if m.shared.pending_out.load(Ordering::Relaxed) > MONITOR_OUTPUT_LIMIT {
+        if m.pending_out() > MONITOR_OUTPUT_LIMIT {
             tracing::warn!("Closing monitor client id={id}: output backlog over the limit");
             if let Some(m) = clients.remove(&id) {
                 m.kill();

@@ -99,8 +99,9 @@ fn resume(srv: &mut Server, id: u64, ready: Option<&bytes::Bytes>) {
     drive(srv, client, out);
 }
 
-/// Output of one batch handed to the connection before the batch ends, once this large.
-const BATCH_OUT_SPLIT: usize = 4 << 20;
+/// Output of one batch handed to the connection before the batch ends, once this large: it
+/// is then referenced by the connection's chain, not copied (machine/output.rs).
+const BATCH_OUT_SPLIT: usize = crate::machine::output::BIG;
 
 /// Commands whose keys one prefetch covers (`KeyMap::prefetch` takes up to 32).
 const PREFETCH_WINDOW: usize = 32;
@@ -165,9 +166,11 @@ pub fn drive(srv: &mut Server, mut client: Box<Client>, mut out: BytesMut) {
             client.block_ready_key = None;
         }
         if out.len() >= BATCH_OUT_SPLIT && !srv.stopping {
-            // A pipeline of large replies leaves reply by reply instead of doubling one buffer
-            // for all of them (three GETs of a 300 MB value asked for a 1.2 GB block).
-            let done = std::mem::replace(&mut out, BytesMut::new());
+            // A pipeline of large replies goes to the connection reply by reply instead of
+            // doubling one buffer for all of them (three GETs of a 300 MB value asked for a
+            // 1.2 GB block).
+            let fresh = BytesMut::with_capacity(crate::machine::output::BLOCK);
+            let done = std::mem::replace(&mut out, fresh);
             srv.deliver(&client, done, false, false);
         }
         // Clients blocked on keys this command wrote are served before the next command (a

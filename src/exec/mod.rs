@@ -6,6 +6,7 @@
 
 pub mod blocking;
 pub mod cluster;
+pub mod hold;
 pub mod net;
 pub mod peer;
 mod probe;
@@ -13,7 +14,7 @@ mod probe;
 use crate::clock::unix_ms;
 use crate::cmd::dispatch;
 use crate::config::{Apply, Config};
-use crate::machine::client::{Client, Out, OutSender};
+use crate::machine::client::Client;
 use crate::machine::{Host, Shared, State};
 use crate::persist::aof::Aof;
 use crate::persist::load::{LoadError, Loader, Step};
@@ -51,8 +52,9 @@ pub struct Server {
     loader_client: Option<Box<Client>>,
     /// The record of the unit that just ended (store/change.rs), reused from unit to unit.
     changes: ChangeRecord,
-    /// Replies held until the log is durable (`appendfsync always`).
-    held: Vec<(OutSender, Out)>,
+    /// Output held until the log is durable or committed (exec/hold.rs).
+    holds: hold::Holds,
+    /// A batch output buffer to reuse (its contents were copied into a connection's OutBuf).
     spare_out: Option<BytesMut>,
     /// When idle clients (`timeout`) are looked for next.
     next_idle_check: Instant,
@@ -123,7 +125,7 @@ impl Server {
             },
             loader_client: Some(loader_client),
             changes: ChangeRecord::default(),
-            held: Vec::new(),
+            holds: Default::default(),
             spare_out: None,
             next_idle_check: Instant::now(),
         };
@@ -216,11 +218,39 @@ impl Server {
                 fatal("Can't recover from AOF write error when the AOF fsync policy is 'always'. Exiting...");
             }
         }
-        for (out, msg) in self.held.drain(..) {
-            let _ = out.send(msg);
-        }
+        self.release_held(true);
     }
 
+    /// Releases the held output whose watermark is reached (exec/hold.rs); `fsynced`: the log
+    /// was just made durable. True if anything was released or dropped.
+    pub(crate) fn release_held(&mut self, fsynced: bool) -> bool {
+        let cluster = self.io.cluster.as_ref();
+        settle_holds(&mut self.holds, cluster, fsynced)
+    }
+
+    /// `release_held` while the cluster is taken out of `io` (`cluster_round`).
+    pub(crate) fn release_held_by(&mut self, cluster: &cluster::ClusterIo) -> bool {
+        settle_holds(&mut self.holds, Some(cluster), false)
+    }
+}
+
+/// The one place held output is released (`Server::release_held`).
+fn settle_holds(
+    holds: &mut hold::Holds,
+    cluster: Option<&cluster::ClusterIo>,
+    fsynced: bool,
+) -> bool {
+    holds.settle(|wm| match *wm {
+        hold::Watermark::Fsynced if fsynced => hold::Verdict::Release,
+        hold::Watermark::Fsynced => hold::Verdict::Wait,
+        hold::Watermark::Committed { index, read, term } => match cluster {
+            Some(c) => c.verdict(index, read, term),
+            None => hold::Verdict::Drop,
+        },
+    })
+}
+
+impl Server {
     /// The executor's last act (Redis's finishShutdown): whatever the log holds is written and
     /// fsynced, whatever the policy; the changes of a unit cut short are dropped.
     fn finish_shutdown(&mut self) {
@@ -231,94 +261,60 @@ impl Server {
             if !aof.flush() {
                 tracing::warn!("Fail to fsync the AOF file.");
                 // Held replies claim durability: without it they must not leave.
-                self.held.clear();
+                return;
             }
         }
-        for (out, msg) in self.held.drain(..) {
-            let _ = out.send(msg);
-        }
+        self.release_held(true);
     }
 
-    /// Sends output for `client` (a batch's replies), or holds it until the log is durable
-    /// (`appendfsync always`: nothing is acknowledged before its write is on disk).
-    pub fn deliver(&mut self, client: &Client, mut out: BytesMut, batch_done: bool, close: bool) {
+    /// Appends a batch's output to the client's connection (the only way a reply leaves),
+    /// or holds it there until the log is durable (`appendfsync always`) or, in a cluster,
+    /// committed: nothing is acknowledged before the log says so. The loop writes it at the
+    /// end of the round, after the log reached the file.
+    pub fn deliver(&mut self, client: &Client, out: BytesMut, batch_done: bool, close: bool) {
         if self.stopping {
             // The batch may hold replies to units that were not logged: none may leave. The
             // connection closes as it would when Redis exits.
-            client.push_out(Bytes::new(), true, true);
+            client.out.close_now_quietly();
             return;
-        }
-        let hold = self.output_waits_for_fsync()
-            || self.io.cluster.as_ref().is_some_and(|c| c.holds_replies());
-        if !hold {
-            // The log reaches the file (write(2)) before any reply leaves, as Redis's
-            // beforeSleep writes the AOF before the clients: an acknowledged write then
-            // survives the process dying at any later point (SIGKILL, the shutdown watchdog),
-            // the page cache keeps it. `appendfsync always` holds the reply instead, until
-            // the round's fsync (`after_round`).
-            if let Some(aof) = self.io.aof.as_mut() {
-                if !aof.pending.is_empty() {
-                    aof.flush();
-                }
-            }
         }
         // Before the connection can see the batch end and decode or answer the next request.
         client.publish_state();
-        // Straight to the socket when nothing of this client's is queued on the channel
-        // (`pending_out` drops to 0 only after the connection task wrote it all), so output
-        // never overtakes earlier output; whatever does not fit goes through the channel.
-        let cs = &client.shared;
-        // Under an output buffer limit the reply must be counted in `pending_out` before the
-        // check that follows the batch, as it always was: those clients keep the channel.
-        let class = if client.pubsub.subscribed() {
-            crate::config::ObufClass::Pubsub
-        } else {
-            crate::config::ObufClass::Normal
+        let watermark = match self.io.cluster.as_mut().filter(|c| c.holds_replies()) {
+            Some(c) => Some(c.watermark()),
+            None => self
+                .output_waits_for_fsync()
+                .then_some(hold::Watermark::Fsynced),
         };
-        let limit = self.config.client_output_buffer_limit[class as usize];
-        if !hold
-            && !close
-            && limit.hard == 0
-            && limit.soft == 0
-            && cs.pending_out.load(Ordering::Acquire) == 0
-        {
-            // Inside the loop's pass the reply waits for the pass's end (`Lent::hold`);
-            // otherwise what the socket does not take now goes through the channel.
-            let taken = if self.io.busy_loop.hold(client.id, cs, &out) {
-                Some(out.len())
-            } else {
-                net::write_direct(cs, &self.shared, &out)
-            };
-            if let Some(n) = taken {
-                if n == out.len() {
-                    if batch_done {
-                        cs.direct_done.store(true, Ordering::Release);
-                        client.out.wake();
+        let mut back = None;
+        match watermark {
+            None => {
+                // The log reaches the file (write(2)) before the reply can leave: an
+                // acknowledged write then survives the process dying at any later point
+                // (SIGKILL, the shutdown watchdog), the page cache keeps it. The loop may write
+                // this connection before the round ends (a busy script's answers, a partial
+                // request read after this batch).
+                if let Some(aof) = self.io.aof.as_mut() {
+                    if !aof.pending.is_empty() {
+                        aof.flush();
                     }
-                    self.recycle(out);
-                    return;
                 }
-                let _ = out.split_to(n);
+                back = client.out.put_buf(out);
+                if batch_done || close {
+                    client.out.batch_done(close);
+                }
             }
+            Some(wm) => self.holds.hold(&client.out, wm, batch_done, close, |o| {
+                back = o.put_buf(out);
+            }),
         }
-        let data = out.freeze();
-        cs.pending_out.fetch_add(data.len(), Ordering::Relaxed);
-        let msg = Out {
-            data,
-            batch_done,
-            close,
-        };
-        if let Some(c) = self.io.cluster.as_mut().filter(|c| c.holds_replies()) {
-            c.hold(client.out.clone(), msg);
-        } else if hold {
-            self.held.push((client.out.clone(), msg));
-        } else {
-            let _ = client.out.send(msg);
+        if let Some(b) = back {
+            self.recycle(b);
         }
     }
 
-    /// Under `appendfsync always` with writes not yet on disk, nothing may reach a client before
-    /// the round's fsync (`after_round`): replies are held, pushes keep the channel.
+    /// Under `appendfsync always` with writes not yet on disk, no reply may reach a client before
+    /// the round's fsync (`after_round`).
     pub fn output_waits_for_fsync(&self) -> bool {
         self.io
             .aof
@@ -326,8 +322,8 @@ impl Server {
             .is_some_and(|a| a.needs_sync_before_reply())
     }
 
-    /// A batch output buffer, reused when the last one was written directly (one allocation
-    /// fewer per request).
+    /// A batch output buffer, reused when the last one was copied into its connection's
+    /// OutBuf (no allocation per request).
     pub fn out_buf(&mut self) -> BytesMut {
         match self.spare_out.take() {
             Some(b) => b,
@@ -336,7 +332,7 @@ impl Server {
     }
 
     fn recycle(&mut self, mut out: BytesMut) {
-        if out.capacity() <= 16 << 10 {
+        if out.capacity() <= crate::machine::output::BLOCK {
             out.clear();
             self.spare_out = Some(out);
         }
@@ -459,21 +455,10 @@ impl Server {
         }
     }
 
-    /// Hands every client's deferred pushes to its connection task.
+    /// Queues the round's broadcast invalidations (CLIENT TRACKING BCAST); every other push
+    /// is in its connection's output already.
     pub fn flush_deferred(&mut self) {
         self.state.tracking_broadcast();
-        // Held pushes leave through the channel at `net::flush`, after the fsync.
-        let hold = self.output_waits_for_fsync();
-        let st = &mut self.state;
-        for id in st.dirty.drain(..) {
-            if let Some(c) = st.clients.get_mut(&id) {
-                if hold {
-                    c.flush_deferred();
-                } else {
-                    write_deferred(c, &st.shared);
-                }
-            }
-        }
     }
 
     fn handle(&mut self, msg: Msg) {
@@ -549,8 +534,6 @@ impl Server {
             cmds.clear();
             return;
         };
-        // Pushes queued for it earlier come before this batch's replies.
-        client.flush_deferred();
         crate::script::busy::apply_busy_marks(&mut self.state, &mut client);
         // A pipelined batch: the cache misses of all its keys overlap instead of coming one
         // request after another (store/keymap.rs `prefetch`); `drive` goes on a window ahead.
@@ -944,32 +927,6 @@ pub fn snapshot(state: &State, now: u64) -> Vec<u8> {
     out
 }
 
-/// After the round: writes the deferred pushes straight to the socket of a connection of
-/// the executor's event loop when they are all it has pending (`pending_out` is exactly
-/// them, so no earlier output can be overtaken), as Redis writes a client's buffer in
-/// `beforeSleep`; what the socket does not take, and any other client's pushes, go through
-/// the channel. The output limit was checked when they were queued, as in Redis.
-fn write_deferred(client: &mut Client, shared: &Shared) {
-    let queued = client.deferred.len();
-    if queued == 0 || client.shared.pending_out.load(Ordering::Acquire) != queued {
-        return client.flush_deferred();
-    }
-    let Some(n) = net::write_direct(&client.shared, shared, &client.deferred) else {
-        return client.flush_deferred();
-    };
-    client.shared.pending_out.fetch_sub(n, Ordering::Relaxed);
-    if n == queued {
-        // The buffer stays for the next pushes (no allocation per message).
-        client.deferred.clear();
-        if client.deferred.capacity() > 64 << 10 {
-            client.deferred = BytesMut::new();
-        }
-        return;
-    }
-    let _ = client.deferred.split_to(n);
-    client.flush_deferred();
-}
-
 /// Time between two cron runs at `hz` (clamped to Redis's 1..500).
 fn cron_period(hz: u64) -> Duration {
     Duration::from_micros(1_000_000 / hz.clamp(1, 500))
@@ -1054,12 +1011,25 @@ pub fn spawn(
     let (tx, mut rx) = mpsc::unbounded_channel::<Msg>();
     let inbox = tx.clone();
     let has_tls = listeners.tls.is_some();
-    let (mut net, waker) = net::Net::new(listeners, shared.clone())?;
+    // The loop is built on its thread (its connections share state with the executor there);
+    // a failure to build it comes back here.
+    let (built_tx, built_rx) = std::sync::mpsc::sync_channel::<std::io::Result<()>>(1);
+    let net_shared = shared.clone();
     let handle = std::thread::Builder::new()
         .name("executor".into())
         // Lua scripts recurse on this thread (nested replies, cjson up to 1000 levels).
         .stack_size(64 << 20)
         .spawn(move || {
+            let (mut net, waker) = match net::Net::new(listeners, net_shared) {
+                Ok(x) => {
+                    let _ = built_tx.send(Ok(()));
+                    x
+                }
+                Err(e) => {
+                    let _ = built_tx.send(Err(e));
+                    return;
+                }
+            };
             crate::stopwatch::calibrate();
             let mut config = config;
             if config.cluster_node_id != 0 && config.appendonly {
@@ -1179,7 +1149,8 @@ pub fn spawn(
                     c.tick_until(now);
                     // Replies the peers' acks committed reach their sockets before the round's
                     // fsync (exec/cluster.rs).
-                    if c.take_acks() {
+                    c.take_acks();
+                    if server.release_held(false) {
                         net.flush(&mut server);
                     }
                     // Lent: clients the opened gate releases may run a script that turns busy.
@@ -1207,7 +1178,11 @@ pub fn spawn(
             }
             server.finish_shutdown();
         })?;
-    Ok((tx, handle))
+    match built_rx.recv() {
+        Ok(Ok(())) => Ok((tx, handle)),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(std::io::Error::other("the executor thread ended at start")),
+    }
 }
 
 #[cfg(test)]

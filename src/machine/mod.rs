@@ -13,6 +13,7 @@ pub mod client;
 pub mod latency;
 pub mod notify;
 pub mod ops;
+pub mod output;
 pub mod pubsub;
 pub mod shared;
 pub mod stats;
@@ -127,8 +128,6 @@ pub struct State {
     pub running: u64,
     /// Pushes for the running client, written into its batch output before the next reply.
     pub self_pushes: Vec<Frame>,
-    /// Clients with deferred pushes (see `Client::deferred`).
-    pub dirty: Vec<u64>,
     /// MONITOR, SLOWLOG and CLIENT PAUSE state (cmd/observe.rs).
     pub ops: ops::OpsState,
     /// What the lock operations clients sent amount to (locks.rs: INFO locks, metrics-port).
@@ -179,7 +178,6 @@ impl State {
             pubsub: Default::default(),
             running: 0,
             self_pushes: Vec::new(),
-            dirty: Vec::new(),
             ops: Default::default(),
             locks: Default::default(),
             scripting: None,
