@@ -577,13 +577,26 @@ impl Net {
         if c.readable && !c.eof && c.protocol_error.is_none() {
             let tcp = matches!(c.io, Transport::Tcp);
             let mut total = 0;
+            // A large argument's payload arriving (a 1 MiB SET): the buffer is sized for it
+            // once and it is read whole in this turn, as Redis reads big arguments
+            // (PROTO_MBULK_BIG_ARG); grown block by block, each request was copied again
+            // at every growth.
+            let bulk_left = c.decoder.bulk_end().saturating_sub(buf.len());
+            let budget = if bulk_left > READ_BUDGET {
+                if buf.capacity() - buf.len() < bulk_left {
+                    buf.reserve(bulk_left);
+                }
+                bulk_left
+            } else {
+                READ_BUDGET
+            };
             loop {
                 if buf.capacity() - buf.len() < READ_CHUNK / 2 {
                     buf.reserve(READ_CHUNK * if own_buf { 1 } else { 4 });
                 }
                 // One read takes at most the budget: the scratch buffer may have grown far
                 // larger, and a bulk loader keeps its socket full.
-                let room = (buf.capacity() - buf.len()).min(READ_BUDGET);
+                let room = (buf.capacity() - buf.len()).min(budget - total);
                 match c.io.read(&c.sock, buf, room) {
                     Ok(0) => {
                         c.eof = true;
@@ -598,7 +611,7 @@ impl Net {
                             c.readable = false;
                             break;
                         }
-                        if total >= READ_BUDGET {
+                        if total >= budget {
                             // Others get their turn; this one is served again next pass
                             // (`Conn::queue`, spelled out: `buf` may borrow `c.rbuf`).
                             if !c.queued {
