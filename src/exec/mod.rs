@@ -207,9 +207,9 @@ impl Server {
         }
     }
 
-    /// After each round of messages: make the round's log durable as the policy says, then
-    /// release the replies that waited for it.
-    fn after_round(&mut self) {
+    /// `before_sleep`'s steps 4 and 5: the round's log is written (and fsynced as the policy
+    /// says), then the output that waited for it is released.
+    fn flush_log(&mut self) {
         if let Some(aof) = self.io.aof.as_mut() {
             // Under `always` the round's replies are held and claim durability: a failed write
             // or fsync cannot be answered, so the server exits as Redis does, and the held
@@ -270,7 +270,7 @@ impl Server {
     /// Appends a batch's output to the client's connection (the only way a reply leaves),
     /// or holds it there until the log is durable (`appendfsync always`) or, in a cluster,
     /// committed: nothing is acknowledged before the log says so. The loop writes it at the
-    /// end of the round, after the log reached the file.
+    /// end of the round (`before_sleep`).
     pub fn deliver(&mut self, client: &Client, out: BytesMut, batch_done: bool, close: bool) {
         if self.stopping {
             // The batch may hold replies to units that were not logged: none may leave. The
@@ -314,7 +314,7 @@ impl Server {
     }
 
     /// Under `appendfsync always` with writes not yet on disk, no reply may reach a client before
-    /// the round's fsync (`after_round`).
+    /// the round's fsync (`flush_log`).
     pub fn output_waits_for_fsync(&self) -> bool {
         self.io
             .aof
@@ -1002,25 +1002,24 @@ fn fatal(msg: &str) -> ! {
 /// wakes the loop through its waker), the next cron tick or the earliest blocked client's
 /// deadline.
 ///
-/// The server is built on the executor thread: its state (the Lua engine) never leaves it.
+/// The server and the loop are built on the executor thread: their state (the Lua engine, the
+/// connections' output) never leaves it.
 pub fn spawn(
     config: Config,
     shared: Arc<Shared>,
     listeners: net::Listeners,
 ) -> std::io::Result<(Inbox, std::thread::JoinHandle<()>)> {
-    let (tx, mut rx) = mpsc::unbounded_channel::<Msg>();
+    let (tx, rx) = mpsc::unbounded_channel::<Msg>();
     let inbox = tx.clone();
-    let has_tls = listeners.tls.is_some();
-    // The loop is built on its thread (its connections share state with the executor there);
-    // a failure to build it comes back here.
+    // A failure to build the loop comes back here.
     let (built_tx, built_rx) = std::sync::mpsc::sync_channel::<std::io::Result<()>>(1);
-    let net_shared = shared.clone();
     let handle = std::thread::Builder::new()
         .name("executor".into())
         // Lua scripts recurse on this thread (nested replies, cjson up to 1000 levels).
         .stack_size(64 << 20)
         .spawn(move || {
-            let (mut net, waker) = match net::Net::new(listeners, net_shared) {
+            let has_tls = listeners.tls.is_some();
+            let (net, waker) = match net::Net::new(listeners, shared.clone()) {
                 Ok(x) => {
                     let _ = built_tx.send(Ok(()));
                     x
@@ -1030,159 +1029,196 @@ pub fn spawn(
                     return;
                 }
             };
-            crate::stopwatch::calibrate();
-            let mut config = config;
-            if config.cluster_node_id != 0 && config.appendonly {
-                // The replicated log is the node's durable record; an AOF beside it would be a
-                // second truth that could disagree with the cluster after a failover.
-                tracing::warn!("appendonly is ignored in cluster mode: the cluster log in <dir>/cluster is durable (fsynced before every acknowledgement)");
-                config.appendonly = false;
-            }
-            let cluster = (config.cluster_node_id != 0).then(|| {
-                cluster::ClusterIo::open(&config, inbox.clone())
-                    .unwrap_or_else(|e| fatal(&format!("Cannot start the cluster node: {e}")))
-            });
-            let mut server = Server::new(config, shared);
-            server.io.cluster = cluster;
-            // Peer messages wake the loop directly (exec/peer.rs reads them in cluster_round).
-            if let Some(c) = server.io.cluster.as_ref() {
-                if let Err(e) = net.watch(c.peer_fd()) {
-                    fatal(&format!("Cannot watch the cluster peer connections: {e}"));
-                }
-            }
-            tracing::warn!("Server initialized");
-            let waker = std::task::Waker::from(waker);
-            let mut cx = std::task::Context::from_waker(&waker);
-            // Load the log a slice at a time, answering clients (-LOADING) in between.
-            while server.load_step() {
-                while let Ok(msg) = rx.try_recv() {
-                    server.handle(msg);
-                }
-                // Shutdown during loading (Redis's whileBlockedCron): stop without opening the
-                // log for writing; what was loaded is still on disk.
-                if server.shutting_down || server.shared.script.shutdown.load(Ordering::Acquire) {
-                    tracing::warn!("Shutdown requested during loading: loading stopped.");
-                    return;
-                }
-                net.turn(&mut server, Some(Duration::ZERO));
-                // The log is durable before pushes leave, as before replies (Redis writes
-                // clients after flushAppendOnlyFile in beforeSleep).
-                server.after_round();
-                server.flush_deferred();
-                net.flush(&mut server);
-            }
-            // Only now, as Redis: a health check or an operator waiting for this line must not
-            // see it while the log is still loading.
-            tracing::info!("Ready to accept connections tcp");
-            if has_tls {
-                tracing::info!("Ready to accept connections tls");
-            }
-            crate::supervise::ready(&server.config);
-            server.io.next_cron = Instant::now();
-            let mut spin = net::IdleSpin::default();
-            loop {
-                let mut handled = 0usize;
-                let mut closed = false;
-                while handled < 1024 {
-                    match rx.poll_recv(&mut cx) {
-                        std::task::Poll::Ready(Some(msg)) => {
-                            server.handle(msg);
-                            handled += 1;
-                            // Pushes leave in chunks, at least every 64 messages.
-                            if handled % 64 == 0 {
-                                server.flush_deferred();
-                            }
-                        }
-                        std::task::Poll::Ready(None) => {
-                            closed = true;
-                            break;
-                        }
-                        std::task::Poll::Pending => break,
-                    }
-                }
-                if closed {
-                    break;
-                }
-                let timeout = if handled > 0 || net.has_ready() {
-                    Duration::ZERO
-                } else {
-                    let now = Instant::now();
-                    // Wake at the earliest blocked client's deadline, not only at the next
-                    // tick. Deadlines are in whole ms; 1 ms past one makes `now > deadline`.
-                    let mut wake = server.io.next_cron;
-                    if let Some(c) = server.io.cluster.as_ref() {
-                        wake = wake.min(c.next_tick);
-                    }
-                    if let Some(d) = server.waiters.next_deadline() {
-                        let due = now
-                            + Duration::from_millis(d.saturating_sub(unix_ms()))
-                            + Duration::from_millis(1);
-                        wake = wake.min(due);
-                    }
-                    wake.saturating_duration_since(now)
-                };
-                spin.set_max(Duration::from_micros(server.config.busy_poll_us));
-                net.wait(&mut server, timeout, &mut spin);
-                // Cron runs on time under a steady stream of requests too (within a turn: the
-                // clock read when the poll returned will do).
-                let now = net.polled_at();
-                if now >= server.io.next_cron {
-                    // Lent: a paused client resumed here may run a script that turns busy.
-                    net.lend(&mut server, Server::cron);
-                    // Every client is looked at; `timeout` counts whole seconds, so at most
-                    // ten times a second whatever hz is (Redis spreads the same work over a
-                    // second of clientsCron).
-                    if now >= server.next_idle_check {
-                        net.close_idle(&mut server);
-                        server.next_idle_check = now + Duration::from_millis(100);
-                    }
-                    server.io.next_cron = now + cron_period(server.config.hz);
-                }
-                if server
-                    .waiters
-                    .next_deadline()
-                    .is_some_and(|d| d <= unix_ms())
-                {
-                    blocking::time_out(&mut server);
-                }
-                if let Some(c) = server.io.cluster.as_mut() {
-                    c.tick_until(now);
-                    // Replies the peers' acks committed reach their sockets before the round's
-                    // fsync (exec/cluster.rs).
-                    c.take_acks();
-                    if server.release_held(false) {
-                        net.flush(&mut server);
-                    }
-                    // Lent: clients the opened gate releases may run a script that turns busy.
-                    net.lend(&mut server, Server::cluster_round);
-                }
-                // The log is durable before pushes leave, as before replies (Redis writes
-                // clients after flushAppendOnlyFile in beforeSleep).
-                server.after_round();
-                server.flush_deferred();
-                net.flush(&mut server);
-                if server.shutting_down {
-                    // A leader hands over before it goes, so its clients fail over in a
-                    // round trip instead of an election timeout.
-                    let now = Instant::now();
-                    if server
-                        .io
-                        .cluster
-                        .as_mut()
-                        .is_some_and(|c| c.hand_over(now))
-                    {
-                        continue;
-                    }
-                    break;
-                }
-            }
-            server.finish_shutdown();
+            run_executor(config, shared, inbox, rx, net, waker, has_tls);
         })?;
     match built_rx.recv() {
         Ok(Ok(())) => Ok((tx, handle)),
         Ok(Err(e)) => Err(e),
         Err(_) => Err(std::io::Error::other("the executor thread ended at start")),
     }
+}
+
+/// The executor thread: builds the server, loads the log, then serves until shutdown.
+fn run_executor(
+    mut config: Config,
+    shared: Arc<Shared>,
+    inbox: Inbox,
+    mut rx: mpsc::UnboundedReceiver<Msg>,
+    mut net: net::Net,
+    waker: Arc<net::LoopWaker>,
+    has_tls: bool,
+) {
+    crate::stopwatch::calibrate();
+    if config.cluster_node_id != 0 && config.appendonly {
+        // The replicated log is the node's durable record; an AOF beside it would be a
+        // second truth that could disagree with the cluster after a failover.
+        tracing::warn!("appendonly is ignored in cluster mode: the cluster log in <dir>/cluster is durable (fsynced before every acknowledgement)");
+        config.appendonly = false;
+    }
+    let cluster = (config.cluster_node_id != 0).then(|| {
+        cluster::ClusterIo::open(&config, inbox.clone())
+            .unwrap_or_else(|e| fatal(&format!("Cannot start the cluster node: {e}")))
+    });
+    let mut server = Server::new(config, shared);
+    server.io.cluster = cluster;
+    // Peer messages wake the loop directly (exec/peer.rs reads them in cluster_round).
+    if let Some(c) = server.io.cluster.as_ref() {
+        if let Err(e) = net.watch(c.peer_fd()) {
+            fatal(&format!("Cannot watch the cluster peer connections: {e}"));
+        }
+    }
+    tracing::warn!("Server initialized");
+    if !load(&mut server, &mut net, &mut rx) {
+        return;
+    }
+    // Only now, as Redis: a health check or an operator waiting for this line must not
+    // see it while the log is still loading.
+    tracing::info!("Ready to accept connections tcp");
+    if has_tls {
+        tracing::info!("Ready to accept connections tls");
+    }
+    crate::supervise::ready(&server.config);
+    serve(&mut server, &mut net, &mut rx, waker);
+    server.finish_shutdown();
+}
+
+/// Loads the log a slice at a time, answering clients (-LOADING) in between; false when a
+/// shutdown stopped it.
+fn load(server: &mut Server, net: &mut net::Net, rx: &mut mpsc::UnboundedReceiver<Msg>) -> bool {
+    while server.load_step() {
+        while let Ok(msg) = rx.try_recv() {
+            server.handle(msg);
+        }
+        // Shutdown during loading (Redis's whileBlockedCron): stop without opening the log
+        // for writing; what was loaded is still on disk.
+        if server.shutting_down || server.shared.script.shutdown.load(Ordering::Acquire) {
+            tracing::warn!("Shutdown requested during loading: loading stopped.");
+            return false;
+        }
+        net.turn(server, Some(Duration::ZERO));
+        before_sleep(server, net);
+    }
+    true
+}
+
+/// The loop proper: inbox, events, timers, then `before_sleep`, until shutdown.
+fn serve(
+    server: &mut Server,
+    net: &mut net::Net,
+    rx: &mut mpsc::UnboundedReceiver<Msg>,
+    waker: Arc<net::LoopWaker>,
+) {
+    let waker = std::task::Waker::from(waker);
+    let mut cx = std::task::Context::from_waker(&waker);
+    server.io.next_cron = Instant::now();
+    let mut spin = net::IdleSpin::default();
+    loop {
+        let mut handled = 0usize;
+        while handled < 1024 {
+            match rx.poll_recv(&mut cx) {
+                std::task::Poll::Ready(Some(msg)) => {
+                    server.handle(msg);
+                    handled += 1;
+                }
+                std::task::Poll::Ready(None) => return,
+                std::task::Poll::Pending => break,
+            }
+        }
+        let timeout = if handled > 0 || net.has_ready() {
+            Duration::ZERO
+        } else {
+            sleep_for(server)
+        };
+        spin.set_max(Duration::from_micros(server.config.busy_poll_us));
+        net.wait(server, timeout, &mut spin);
+        timers(server, net);
+        before_sleep(server, net);
+        if server.shutting_down {
+            // A leader hands over before it goes, so its clients fail over in a round trip
+            // instead of an election timeout.
+            let now = Instant::now();
+            if server.io.cluster.as_mut().is_some_and(|c| c.hand_over(now)) {
+                continue;
+            }
+            return;
+        }
+    }
+}
+
+/// How long the loop may sleep: until the next cron tick, cluster tick or blocked client's
+/// deadline.
+fn sleep_for(server: &Server) -> Duration {
+    let now = Instant::now();
+    // Wake at the earliest blocked client's deadline, not only at the next tick. Deadlines
+    // are in whole ms; 1 ms past one makes `now > deadline`.
+    let mut wake = server.io.next_cron;
+    if let Some(c) = server.io.cluster.as_ref() {
+        wake = wake.min(c.next_tick);
+    }
+    if let Some(d) = server.waiters.next_deadline() {
+        let due =
+            now + Duration::from_millis(d.saturating_sub(unix_ms())) + Duration::from_millis(1);
+        wake = wake.min(due);
+    }
+    wake.saturating_duration_since(now)
+}
+
+/// What is due by the clock after a turn: the cron, blocked clients' deadlines, the cluster's
+/// ticks and consensus round.
+fn timers(server: &mut Server, net: &mut net::Net) {
+    // Cron runs on time under a steady stream of requests too (within a turn: the clock
+    // read when the poll returned will do).
+    let now = net.polled_at();
+    if now >= server.io.next_cron {
+        // Lent: a paused client resumed here may run a script that turns busy.
+        net.lend(server, Server::cron);
+        // Every client is looked at; `timeout` counts whole seconds, so at most ten times
+        // a second whatever hz is (Redis spreads the same work over a second of
+        // clientsCron).
+        if now >= server.next_idle_check {
+            net.close_idle(server);
+            server.next_idle_check = now + Duration::from_millis(100);
+        }
+        server.io.next_cron = now + cron_period(server.config.hz);
+    }
+    if server
+        .waiters
+        .next_deadline()
+        .is_some_and(|d| d <= unix_ms())
+    {
+        blocking::time_out(server);
+    }
+    if let Some(c) = server.io.cluster.as_mut() {
+        c.tick_until(now);
+        // Replies the peers' acks committed reach their sockets before the round's fsync
+        // of newer entries (exec/cluster.rs).
+        c.take_acks();
+        if server.release_held(false) {
+            net.flush(server);
+        }
+        // Lent: clients the opened gate releases may run a script that turns busy.
+        net.lend(server, Server::cluster_round);
+    }
+}
+
+/// The end of every pass of the loop, loading or not (Redis's beforeSleep). The order is the
+/// rule "the log reaches the file (and the disk under `appendfsync always`) before any reply
+/// that depends on it leaves", stated once:
+/// 1. blocked clients whose keys became ready are served (their replies join this round);
+/// 2. keys found expired are announced (keyspace events, tracking invalidations);
+/// 3. the round's broadcast invalidations are queued (every other push is queued already);
+/// 4. the log is written, and fsynced under `always`;
+/// 5. held output whose watermark is reached is released (exec/hold.rs);
+/// 6. every pending connection is written: replies and pushes, in the order produced.
+fn before_sleep(server: &mut Server, net: &mut net::Net) {
+    if server.waiters.has_ready() {
+        net.lend(server, blocking::serve_ready);
+    }
+    server.drain_expired();
+    server.flush_deferred();
+    // 4 and 5.
+    server.flush_log();
+    net.flush(server);
 }
 
 #[cfg(test)]
