@@ -169,7 +169,8 @@ pub fn drive(srv: &mut Server, mut client: Box<Client>, mut out: BytesMut) {
             // A pipeline of large replies goes to the connection reply by reply instead of
             // doubling one buffer for all of them (three GETs of a 300 MB value asked for a
             // 1.2 GB block).
-            let fresh = BytesMut::with_capacity(crate::machine::output::BLOCK);
+            let fresh = crate::machine::output::spare_buffer()
+                .unwrap_or_else(|| BytesMut::with_capacity(crate::machine::output::BLOCK));
             let done = std::mem::replace(&mut out, fresh);
             srv.deliver(&client, done, false, false);
         }

@@ -26,6 +26,41 @@ pub const BIG: usize = 16 * 1024;
 /// Pieces handed to one `writev` (far below IOV_MAX; 1 MiB of 16 KiB blocks).
 pub const MAX_IOV: usize = 64;
 
+/// Written batch buffers kept for the next batches' large output (`spare_buffer`): a large
+/// reply encoded into memory the process touched before costs no page faults, where a fresh
+/// allocation of 1 MiB faulted 256 pages in (the allocator returns freed large blocks to the
+/// system), a fifth of the server's time serving pipelined 1 MiB GETs.
+const SPARE_MAX: usize = 4;
+/// Larger buffers are freed, not kept.
+const SPARE_CAP_MAX: usize = 4 << 20;
+
+thread_local! {
+    static SPARE: RefCell<Vec<BytesMut>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A buffer of at least `BIG` bytes' capacity that held written output, if one is kept.
+pub fn spare_buffer() -> Option<BytesMut> {
+    SPARE.with(|s| s.borrow_mut().pop())
+}
+
+/// Keeps a written piece's memory for `spare_buffer` when nothing else refers to it.
+fn keep_spare(piece: Bytes) {
+    if piece.len() < BIG || piece.len() > SPARE_CAP_MAX {
+        return;
+    }
+    if let Ok(mut b) = piece.try_into_mut() {
+        if b.capacity() <= SPARE_CAP_MAX {
+            b.clear();
+            SPARE.with(|s| {
+                let mut s = s.borrow_mut();
+                if s.len() < SPARE_MAX {
+                    s.push(b);
+                }
+            });
+        }
+    }
+}
+
 /// A chain of output blocks; see the module comment.
 #[derive(Default)]
 pub struct OutBuf {
@@ -167,7 +202,9 @@ impl OutBuf {
                     let rest = front.len() - self.sent;
                     if n >= rest {
                         n -= rest;
-                        self.sealed.pop_front();
+                        if let Some(done) = self.sealed.pop_front() {
+                            keep_spare(done);
+                        }
                         self.sent = 0;
                     } else {
                         self.sent += n;
@@ -514,6 +551,25 @@ mod tests {
         assert!(ok && back.is_some_and(|r| r.is_empty()));
         let (ok, back) = b.put_buf(BytesMut::from(&vec![1u8; BIG][..]));
         assert!(ok && back.is_none());
+    }
+
+    #[test]
+    fn a_written_batch_buffer_is_kept_for_the_next_large_output() {
+        while spare_buffer().is_some() {}
+        let mut b = OutBuf::default();
+        let data = BytesMut::from(&vec![5u8; BIG * 2][..]);
+        let cap = data.capacity();
+        let (ok, back) = b.put_buf(data);
+        assert!(ok && back.is_none());
+        assert!(spare_buffer().is_none(), "not before it is written");
+        drain(&mut b, usize::MAX);
+        let spare = spare_buffer().expect("kept");
+        assert!(spare.is_empty() && spare.capacity() == cap);
+        // A piece something else still refers to is not taken.
+        let shared = Bytes::from(vec![1u8; BIG]);
+        b.put(shared.clone());
+        drain(&mut b, usize::MAX);
+        assert!(spare_buffer().is_none());
     }
 
     #[test]
