@@ -1061,6 +1061,11 @@ fn write_chain(
     limit: usize,
 ) -> io::Result<usize> {
     let mut buf = out.buf.borrow_mut();
+    if let Some(one) = buf.single(limit) {
+        let n = io.write(sock, one)?;
+        buf.consume(n);
+        return Ok(n);
+    }
     let mut total = 0;
     while total < limit {
         let (n, offered) = {

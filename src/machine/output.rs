@@ -21,6 +21,10 @@ use tokio::sync::mpsc;
 
 /// The size of a copied block (Redis's PROTO_REPLY_CHUNK_BYTES).
 pub const BLOCK: usize = 16 * 1024;
+/// The first block of a drained connection holds at least this much.
+const FIRST_BLOCK: usize = 1024;
+/// A drained connection keeps a block up to this size.
+const KEEP_BLOCK: usize = 4096;
 /// Output at least this large is referenced rather than copied.
 pub const BIG: usize = 16 * 1024;
 /// Pieces handed to one `writev` (far below IOV_MAX; 1 MiB of 16 KiB blocks).
@@ -114,6 +118,22 @@ impl OutBuf {
             self.added(data.len());
             return true;
         }
+        if self.tail.is_empty() {
+            // A drained connection's block is small (its usual output is one short reply), so
+            // thousands of connections hold little; output that accumulates gets full blocks.
+            let cap = if self.len == 0 {
+                data.len().max(FIRST_BLOCK).next_power_of_two().min(BLOCK)
+            } else {
+                BLOCK
+            };
+            let Some(mut next) = try_block(cap.max(data.len())) else {
+                return false;
+            };
+            next.extend_from_slice(data);
+            self.tail = next;
+            self.added(data.len());
+            return true;
+        }
         // Fill the block, then start the next one.
         let Some(mut next) = try_block(BLOCK.max(data.len() - room)) else {
             return false;
@@ -161,6 +181,17 @@ impl OutBuf {
             let t = std::mem::take(&mut self.tail).freeze();
             self.sealed.push_back(t);
         }
+    }
+
+    /// The unwritten bytes, at most `limit` of them, when they are one piece (the usual case:
+    /// a connection's replies of one pass in its block); None when they span several.
+    #[inline]
+    pub fn single(&self, limit: usize) -> Option<&[u8]> {
+        if !self.sealed.is_empty() {
+            return None;
+        }
+        let n = limit.min(self.len);
+        Some(&self.tail[self.sent..self.sent + n])
     }
 
     /// The unwritten bytes, at most `limit` of them, as pieces for `writev`; returns how many
@@ -218,10 +249,10 @@ impl OutBuf {
             }
         }
         if self.sealed.is_empty() && self.sent == self.tail.len() {
-            // All written: the block stays for the next replies (no allocation per request),
-            // unless it grew past one block.
+            // All written: a small block stays for the next replies (no allocation per
+            // request); a larger one goes, so an idle connection holds little.
             self.sent = 0;
-            if self.tail.capacity() > BLOCK {
+            if self.tail.capacity() > KEEP_BLOCK {
                 self.tail = BytesMut::new();
             } else {
                 self.tail.clear();
@@ -581,8 +612,13 @@ mod tests {
         assert_eq!(drain(&mut b, usize::MAX), b"+two\r\n");
         assert!(b.is_empty());
         let cap = b.tail.capacity();
+        assert!(cap > 0 && cap <= KEEP_BLOCK, "{cap}");
         b.extend(b"+three\r\n");
         assert_eq!(b.tail.capacity(), cap, "the written block is reused");
+        // A drained connection does not keep a large block.
+        b.extend(&[b'x'; BLOCK - 1]);
+        drain(&mut b, usize::MAX);
+        assert!(b.tail.capacity() <= KEEP_BLOCK);
     }
 
     #[test]
