@@ -584,7 +584,17 @@ impl Net {
             let bulk_left = c.decoder.bulk_end().saturating_sub(buf.len());
             let budget = if bulk_left > READ_BUDGET {
                 if buf.capacity() - buf.len() < bulk_left {
-                    buf.reserve(bulk_left);
+                    let need = buf.len() + bulk_left;
+                    match crate::protocol::pool::take(need) {
+                        // A kept buffer (no page faults); the old one is kept in turn once
+                        // the request decoded from it is gone.
+                        Some(mut kept) => {
+                            kept.extend_from_slice(buf);
+                            let old = std::mem::replace(buf, kept);
+                            crate::protocol::pool::keep(old.freeze());
+                        }
+                        None => buf.reserve(bulk_left),
+                    }
                 }
                 bulk_left
             } else {

@@ -30,39 +30,10 @@ pub const BIG: usize = 16 * 1024;
 /// Pieces handed to one `writev` (far below IOV_MAX; 1 MiB of 16 KiB blocks).
 pub const MAX_IOV: usize = 64;
 
-/// Written batch buffers kept for the next batches' large output (`spare_buffer`): a large
-/// reply encoded into memory the process touched before costs no page faults, where a fresh
-/// allocation of 1 MiB faulted 256 pages in (the allocator returns freed large blocks to the
-/// system), a fifth of the server's time serving pipelined 1 MiB GETs.
-const SPARE_MAX: usize = 4;
-/// Larger buffers are freed, not kept.
-const SPARE_CAP_MAX: usize = 4 << 20;
-
-thread_local! {
-    static SPARE: RefCell<Vec<BytesMut>> = const { RefCell::new(Vec::new()) };
-}
-
-/// A buffer of at least `BIG` bytes' capacity that held written output, if one is kept.
+/// A buffer of at least `BIG` bytes' capacity that held written output or a large request,
+/// if one is kept (protocol/pool.rs).
 pub fn spare_buffer() -> Option<BytesMut> {
-    SPARE.with(|s| s.borrow_mut().pop())
-}
-
-/// Keeps a written piece's memory for `spare_buffer` when nothing else refers to it.
-fn keep_spare(piece: Bytes) {
-    if piece.len() < BIG || piece.len() > SPARE_CAP_MAX {
-        return;
-    }
-    if let Ok(mut b) = piece.try_into_mut() {
-        if b.capacity() <= SPARE_CAP_MAX {
-            b.clear();
-            SPARE.with(|s| {
-                let mut s = s.borrow_mut();
-                if s.len() < SPARE_MAX {
-                    s.push(b);
-                }
-            });
-        }
-    }
+    crate::protocol::pool::take(BIG)
 }
 
 /// A chain of output blocks; see the module comment.
@@ -234,7 +205,9 @@ impl OutBuf {
                     if n >= rest {
                         n -= rest;
                         if let Some(done) = self.sealed.pop_front() {
-                            keep_spare(done);
+                            if done.len() >= BIG {
+                                crate::protocol::pool::keep(done);
+                            }
                         }
                         self.sent = 0;
                     } else {
