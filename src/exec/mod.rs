@@ -10,6 +10,7 @@ pub mod hold;
 pub mod net;
 pub mod peer;
 mod probe;
+pub mod unit;
 
 use crate::clock::unix_ms;
 use crate::cmd::dispatch;
@@ -58,6 +59,9 @@ pub struct Server {
     spare_out: Option<BytesMut>,
     /// When idle clients (`timeout`) are looked for next.
     next_idle_check: Instant,
+    /// Ready keys are being served (`blocking::serve_ready`): nested commands leave new ready
+    /// keys to the outer call.
+    pub(crate) serving_ready: bool,
 }
 
 /// What handlers may ask of the loop (`machine::Host`): the log and its loading.
@@ -128,6 +132,7 @@ impl Server {
             holds: Default::default(),
             spare_out: None,
             next_idle_check: Instant::now(),
+            serving_ready: false,
         };
         if !server.config.appendonly && server.config.cluster_node_id == 0 {
             server.load_rdb();
@@ -176,35 +181,6 @@ impl Server {
             started.elapsed().as_secs_f64()
         );
         self.io.rdb.loaded = (loaded.keys, loaded.expired);
-    }
-
-    /// Ends a unit of work (a command, an EXEC, a script, an expiry sweep): the store's record
-    /// of what it changed goes to the log as one atomic block holding each changed key's final
-    /// state.
-    pub fn end_unit(&mut self) {
-        if self.stopping || self.shared.script.shutdown.load(Ordering::Acquire) {
-            self.stopping = true;
-            self.shutting_down = true;
-            self.dbs.discard_changes();
-            return;
-        }
-        if self.io.cluster.is_some() {
-            self.propose_changes();
-            return;
-        }
-        if !self.state.dbs.take_changes(&mut self.changes) {
-            return;
-        }
-        if let Some(aof) = self.io.aof.as_mut() {
-            emit::unit_synced(
-                &mut aof.pending,
-                &mut aof.selected_db,
-                &self.state.dbs,
-                &self.changes,
-                Some(&mut aof.streams),
-            );
-            emit::settle(&mut self.state.dbs, &mut aof.streams);
-        }
     }
 
     /// `before_sleep`'s steps 4 and 5: the round's log is written (and fsynced as the policy
@@ -265,77 +241,6 @@ impl Server {
             }
         }
         self.release_held(true);
-    }
-
-    /// Appends a batch's output to the client's connection (the only way a reply leaves),
-    /// or holds it there until the log is durable (`appendfsync always`) or, in a cluster,
-    /// committed: nothing is acknowledged before the log says so. The loop writes it at the
-    /// end of the round (`before_sleep`).
-    pub fn deliver(&mut self, client: &Client, out: BytesMut, batch_done: bool, close: bool) {
-        if self.stopping {
-            // The batch may hold replies to units that were not logged: none may leave. The
-            // connection closes as it would when Redis exits.
-            client.out.close_now_quietly();
-            return;
-        }
-        // Before the connection can see the batch end and decode or answer the next request.
-        client.publish_state();
-        let watermark = match self.io.cluster.as_mut().filter(|c| c.holds_replies()) {
-            Some(c) => Some(c.watermark()),
-            None => self
-                .output_waits_for_fsync()
-                .then_some(hold::Watermark::Fsynced),
-        };
-        let mut back = None;
-        match watermark {
-            None => {
-                // The log reaches the file (write(2)) before the reply can leave: an
-                // acknowledged write then survives the process dying at any later point
-                // (SIGKILL, the shutdown watchdog), the page cache keeps it. The loop may write
-                // this connection before the round ends (a busy script's answers, a partial
-                // request read after this batch).
-                if let Some(aof) = self.io.aof.as_mut() {
-                    if !aof.pending.is_empty() {
-                        aof.flush();
-                    }
-                }
-                back = client.out.put_buf(out);
-                if batch_done || close {
-                    client.out.batch_done(close);
-                }
-            }
-            Some(wm) => self.holds.hold(&client.out, wm, batch_done, close, |o| {
-                back = o.put_buf(out);
-            }),
-        }
-        if let Some(b) = back {
-            self.recycle(b);
-        }
-    }
-
-    /// Under `appendfsync always` with writes not yet on disk, no reply may reach a client before
-    /// the round's fsync (`flush_log`).
-    pub fn output_waits_for_fsync(&self) -> bool {
-        self.io
-            .aof
-            .as_ref()
-            .is_some_and(|a| a.needs_sync_before_reply())
-    }
-
-    /// A batch output buffer, reused when the last one was copied into its connection's
-    /// OutBuf (no allocation per request).
-    pub fn out_buf(&mut self) -> BytesMut {
-        match self.spare_out.take() {
-            Some(b) => b,
-            None => BytesMut::with_capacity(64),
-        }
-    }
-
-    fn recycle(&mut self, mut out: BytesMut) {
-        if out.capacity() <= crate::machine::output::BLOCK {
-            out.clear();
-            self.spare_out = Some(out);
-        }
     }
 
     /// Runs one unit of a log (a command, or a MULTI block's commands) as the loader's
@@ -474,87 +379,6 @@ impl Server {
                     c.report_unreachable(id);
                 }
             }
-        }
-    }
-
-    /// Runs the requests in `cmds` (drained, so the caller can reuse the vector).
-    pub fn run_batch(&mut self, id: u64, cmds: &mut Vec<Vec<Bytes>>) {
-        if let Some(c) = self.io.cluster.as_mut().filter(|c| c.gate_shut()) {
-            // A new leader serves nobody before its EXTEND is applied (exec/cluster.rs).
-            if let Some(client) = self.state.clients.get_mut(&id) {
-                client.pending.extend(cmds.drain(..));
-                if !c.gate_waiting.contains(&id) {
-                    c.gate_waiting.push(id);
-                }
-            }
-            cmds.clear();
-            return;
-        }
-        if let Some(c) = self.io.cluster.as_mut().filter(|c| !c.is_leader()) {
-            // Where-is-the-master asked while no live leader is known waits for the election
-            // (exec/cluster.rs `park_discovery`).
-            if c.discovery_cleared != id
-                && c.read_cleared != id
-                && c.masterdown != id
-                && !c.discovery_ready(Instant::now())
-            {
-                if let Some(client) = self.state.clients.get_mut(&id) {
-                    let mut asks = false;
-                    let mut masters = false;
-                    for argv in cmds.iter().chain(client.pending.iter()) {
-                        if crate::cmd::replication::discovery_waits_for_leader(argv) {
-                            asks = true;
-                            masters |= argv
-                                .get(1)
-                                .is_some_and(|s| s.eq_ignore_ascii_case(b"masters"));
-                        }
-                    }
-                    if asks {
-                        client.pending.extend(cmds.drain(..));
-                        c.park_discovery(id, masters);
-                        return;
-                    }
-                }
-            }
-            // A follower reads only what a barrier confirmed with the leader covers.
-            if c.read_cleared != id && c.masterdown != id {
-                if let Some(client) = self.state.clients.get_mut(&id) {
-                    let in_multi = client.multi.is_some();
-                    if cmds.iter().chain(client.pending.iter()).any(|argv| {
-                        crate::cmd::replication::replica_read_needs_leader(argv, in_multi)
-                    }) {
-                        client.pending.extend(cmds.drain(..));
-                        c.park_read(id);
-                        return;
-                    }
-                }
-            }
-        }
-        let Some(mut client) = self.clients.remove(&id) else {
-            cmds.clear();
-            return;
-        };
-        crate::script::busy::apply_busy_marks(&mut self.state, &mut client);
-        // A pipelined batch: the cache misses of all its keys overlap instead of coming one
-        // request after another (store/keymap.rs `prefetch`); `drive` goes on a window ahead.
-        if cmds.len() > 1 {
-            if let Some(db) = self.dbs.get(client.db) {
-                blocking::prefetch_commands(db, cmds.iter());
-            }
-        }
-        client.pending.extend(cmds.drain(..));
-        let out = self.out_buf();
-        blocking::drive(self, client, out);
-        if self.ops.pause.ended {
-            self.resume_paused();
-        }
-    }
-
-    /// The pause ended: run what the held-back clients sent, in the order they were held.
-    fn resume_paused(&mut self) {
-        self.ops.pause.ended = false;
-        for id in std::mem::take(&mut self.ops.pause.waiting) {
-            self.run_batch(id, &mut Vec::new());
         }
     }
 

@@ -121,8 +121,6 @@ pub struct State {
     pub watches: Watches,
     /// Clients blocked on keys (see exec/blocking.rs).
     pub waiters: Waiters,
-    /// Ready keys are being served: nested commands leave new ready keys to the outer loop.
-    pub serving_ready: bool,
     pub pubsub: pubsub::Registry,
     /// The client whose batch is running (0: none); it is not in `clients`.
     pub running: u64,
@@ -174,7 +172,6 @@ impl State {
             writes_refused_until,
             watches: Watches::default(),
             waiters: Waiters::default(),
-            serving_ready: false,
             pubsub: Default::default(),
             running: 0,
             self_pushes: Vec::new(),
