@@ -252,9 +252,9 @@ struct Conn {
     /// Registered for WRITABLE (a write would block).
     want_write: bool,
     /// Listed in `Net::ready` (or in the pass being served) and not reached yet. A connection
-    /// is listed once: when its event, its used-up read budget and its settle each listed it,
-    /// a client that kept its socket full doubled its turns in every pass, and one pass, the
-    /// only place the loop polls, grew until everyone else waited seconds.
+    /// is listed at most once per pass, whatever listed it (its event, its used-up read
+    /// budget, its settle): a client that keeps its socket full gets one turn per pass like
+    /// every other, and a pass (the only place the loop polls) stays bounded.
     queued: bool,
     protocol_error: Option<ProtocolError>,
     last_activity: Instant,
@@ -283,10 +283,9 @@ pub struct Net {
     fired: Vec<Fired>,
     /// The requests of the batch being decoded or run, reused from one to the next.
     batch: Vec<Vec<Bytes>>,
-    /// Connections with output or news from the executor (`ConnOut` lists them): written at
-    /// the end of the round (`flush`). Written one by one after each batch, each reply woke a
-    /// client that had gone to sleep after the previous one; on one machine each wake-up is an
-    /// inter-processor interrupt paid in our `send` (a VM exit in a VM).
+    /// Connections with output or news from the executor (`ConnOut` lists them), written at
+    /// the end of the round (`flush`): a client is woken once per round, not once per reply
+    /// (on one machine each wake-up is an inter-processor interrupt paid in our `send`).
     pending: PendingList,
     /// The list `flush` works through (swapped with `pending`, so neither allocates).
     flushing: Vec<u64>,

@@ -403,7 +403,7 @@ impl State {
     }
 
     /// Forgets a client that is going away (disconnect, QUIT, CLIENT KILL, output limit) and
-    /// tells its connection task to close.
+    /// tells its connection to close.
     pub fn close_client(&mut self, mut c: Box<Client>) {
         self.forget_client(&mut c);
         c.kill();
