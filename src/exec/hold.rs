@@ -101,3 +101,73 @@ impl Holds {
         self.queue.len() != before
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::output::{ConnOut, Out};
+    use tokio::sync::mpsc;
+
+    fn conn(id: u64) -> (Rc<ConnOut>, mpsc::UnboundedReceiver<Out>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (ConnOut::channel(id, tx), rx)
+    }
+
+    fn received(rx: &mut mpsc::UnboundedReceiver<Out>) -> (Vec<u8>, bool, bool) {
+        let (mut data, mut done, mut close) = (Vec::new(), false, false);
+        while let Ok(o) = rx.try_recv() {
+            data.extend_from_slice(&o.data);
+            done |= o.batch_done;
+            close |= o.close;
+        }
+        (data, done, close)
+    }
+
+    fn at(index: u64) -> Watermark {
+        Watermark::Committed {
+            index,
+            read: 0,
+            term: 1,
+        }
+    }
+
+    #[test]
+    fn output_leaves_when_its_watermark_is_reached_and_in_each_connections_order() {
+        let mut holds = Holds::default();
+        let (a, mut ra) = conn(1);
+        let (b, mut rb) = conn(2);
+        holds.hold(&a, at(5), false, false, |o| o.extend(b"+a1\r\n"));
+        // A push between two held parts of a's output waits behind the first.
+        a.extend(b">push\r\n");
+        holds.hold(&a, at(3), true, false, |o| o.extend(b"+a2\r\n"));
+        holds.hold(&b, at(4), true, false, |o| o.extend(b"+b\r\n"));
+        assert_eq!(received(&mut ra).0, b"");
+        // Commit 4: b's leaves; a's second (index 3) waits behind its first (index 5).
+        assert!(holds.settle(|wm| match *wm {
+            Watermark::Committed { index, .. } if index <= 4 => Verdict::Release,
+            _ => Verdict::Wait,
+        }));
+        assert_eq!(received(&mut ra).0, b"");
+        assert_eq!(received(&mut rb), (b"+b\r\n".to_vec(), true, false));
+        holds.settle(|_| Verdict::Release);
+        assert_eq!(
+            received(&mut ra),
+            (b"+a1\r\n>push\r\n+a2\r\n".to_vec(), true, false)
+        );
+        assert!(holds.is_empty());
+    }
+
+    #[test]
+    fn dropped_output_never_leaves_and_the_connection_closes() {
+        let mut holds = Holds::default();
+        let (a, mut ra) = conn(1);
+        a.extend(b"+earlier\r\n");
+        holds.hold(&a, Watermark::Fsynced, true, false, |o| {
+            o.extend(b"+held\r\n")
+        });
+        holds.settle(|_| Verdict::Drop);
+        assert_eq!(received(&mut ra), (b"+earlier\r\n".to_vec(), true, true));
+        a.extend(b"+later\r\n");
+        assert_eq!(received(&mut ra).0, b"");
+    }
+}
