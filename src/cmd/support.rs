@@ -17,7 +17,6 @@ use crate::store::zset::ZSet;
 use crate::store::Value;
 use bytes::Bytes;
 use std::fmt::Write;
-use std::sync::atomic::Ordering;
 
 // ---- Strings --------------------------------------------------------------------------
 
@@ -475,15 +474,7 @@ pub fn overhead(srv: &crate::machine::State, host: &dyn crate::machine::Host) ->
         .connected_clients
         .load(std::sync::atomic::Ordering::Relaxed);
     // CLIENT LIST's tot-mem: an idle connection's buffers (20000) and its pending output.
-    let pending: usize = srv
-        .clients
-        .values()
-        .map(|c| {
-            c.shared
-                .pending_out
-                .load(std::sync::atomic::Ordering::Relaxed)
-        })
-        .sum();
+    let pending: usize = srv.clients.values().map(|c| c.pending_out()).sum();
     Overhead {
         used,
         peak: crate::alloc::peak_memory(),
@@ -609,7 +600,7 @@ pub fn feed_monitors(srv: &mut State, client: &Client, in_script: bool, argv: &[
         let Some(m) = clients.get_mut(&id) else {
             return false; // disconnected
         };
-        if m.shared.pending_out.load(Ordering::Relaxed) > MONITOR_OUTPUT_LIMIT {
+        if m.pending_out() > MONITOR_OUTPUT_LIMIT {
             tracing::warn!("Closing monitor client id={id}: output backlog over the limit");
             if let Some(m) = clients.remove(&id) {
                 m.kill();

@@ -25,11 +25,11 @@
 //!   closes its clients so they rediscover the leader, and rebuilds its state from the log when
 //!   it had run units that never committed.
 
+use super::hold::{Verdict, Watermark};
 use super::peer::Peers;
 use super::{fatal, Inbox, Server};
 use crate::clock::unix_ms;
 use crate::config::Config;
-use crate::machine::client::{Out, OutSender};
 use crate::persist::emit;
 use crate::persist::load::{LoadError, Loader, Step};
 use crate::replication::{Addrs, Applied, Cluster, ClusterView};
@@ -107,16 +107,6 @@ const HASTEN_RETRIES: u32 = 3;
 /// dead node may be.
 const HASTEN_DEFER: Duration = Duration::from_millis(250);
 
-/// A reply that leaves once the log commits `index` and the read barrier `read` is confirmed,
-/// while this node still leads in `term`.
-struct Held {
-    index: u64,
-    read: u64,
-    term: u64,
-    out: OutSender,
-    msg: Out,
-}
-
 pub struct ClusterIo {
     core: Cluster,
     /// What SENTINEL, ROLE, INFO and WAIT render (refreshed after each round that changed it).
@@ -153,7 +143,6 @@ pub struct ClusterIo {
     pub masterdown: u64,
     /// PINGs to every other member's client port (Sentinel's view of them).
     probes: super::probe::Probes,
-    held: VecDeque<Held>,
     /// Whether the last unit that ended was logged: a batch ending in a logged unit is covered
     /// by that entry's commit, any other needs a read barrier.
     last_unit_logged: bool,
@@ -262,7 +251,6 @@ impl ClusterIo {
             discovery_cleared: 0,
             masterdown: 0,
             probes,
-            held: VecDeque::new(),
             last_unit_logged: false,
             transfer_asked: false,
             last_unit_transfer: false,
@@ -525,19 +513,16 @@ impl ClusterIo {
         now.is_some()
     }
 
-    /// Before the round: steps what the peers sent and releases the replies their acks
-    /// committed. True if any was released: the loop then writes them to their sockets before
-    /// the round's fsync of newer entries (`cluster_round`), which would only add its own
-    /// latency to theirs (committed is on a majority's disk already).
-    pub fn take_acks(&mut self) -> bool {
+    /// Before the round: steps what the peers sent, so the replies their acks committed can
+    /// be released (`Server::release_held`) and written before the round's fsync of newer
+    /// entries (`cluster_round`), which would only add its own latency to theirs (committed
+    /// is on a majority's disk already).
+    pub fn take_acks(&mut self) {
         self.receive();
         // This node's own log writes (a leader's, made beside the loop) count as an ack too.
         if let Err(e) = self.core.take_durable() {
             fatal(&format!("The cluster log failed: {e}"));
         }
-        let held = self.held.len();
-        self.release_covered();
-        self.held.len() != held
     }
 
     pub fn report_unreachable(&mut self, id: u64) {
@@ -563,18 +548,16 @@ impl ClusterIo {
         }
     }
 
-    /// Queues a batch's reply behind the log: the commit of the newest proposal, or a read
-    /// barrier when the batch's last unit logged nothing.
-    pub fn hold(&mut self, out: OutSender, msg: Out) {
+    /// What a batch's reply waits for: the commit of the newest proposal, or a read barrier
+    /// when the batch's last unit logged nothing.
+    pub fn watermark(&mut self) -> Watermark {
+        let term = self.core.term();
         if self.last_unit_transfer && !self.last_unit_logged && !self.broken {
-            self.held.push_back(Held {
+            return Watermark::Committed {
                 index: 0,
                 read: 0,
-                term: self.core.term(),
-                out,
-                msg,
-            });
-            return;
+                term,
+            };
         }
         let read = if self.last_unit_logged {
             0
@@ -586,48 +569,28 @@ impl ClusterIo {
         } else {
             self.core.proposed()
         };
-        self.held.push_back(Held {
-            index,
-            read,
-            term: self.core.term(),
-            out,
-            msg,
-        });
+        Watermark::Committed { index, read, term }
     }
-}
 
-impl ClusterIo {
-    /// Replies the log now covers leave (any order across clients: each client has one batch
-    /// in flight).
+    /// Whether a reply held for `Watermark::Committed { index, read, term }` may leave (any
+    /// order across clients: the hold queue keeps each client's own order).
     ///
     /// Only while raft still leads in the term the reply was held in: a message stepped since
     /// the last round (`receive`) can depose this node and carry a new leader's commit index,
     /// and its log may hold other entries at the held indexes. A leader never overwrites its
-    /// own log within its term, so there `index <= commit` is this node's own entry.
-    fn release_covered(&mut self) {
-        let commit = self.core.commit();
+    /// own log within its term, so there `index <= commit` is this node's own entry. A
+    /// deposed leader's held replies wait for the round's step-down, which drops them.
+    pub fn verdict(&self, index: u64, read: u64, term: u64) -> Verdict {
+        // index 0 without a barrier: RAFT TRANSFER's OK, which claims nothing of the log.
+        let free = index == 0 && read == 0;
         let core = &self.core;
-        // Deposed (or not leading): the round's step-down drops what is held.
-        let leading = core.leading_term();
-        self.held.retain_mut(|h| {
-            // index 0 without a barrier: RAFT TRANSFER's OK, which claims nothing of the log.
-            let free = h.index == 0 && h.read == 0;
-            let covered = Some(h.term) == leading && h.index <= commit && core.read_done(h.read);
-            if free || covered {
-                let msg = std::mem::replace(
-                    &mut h.msg,
-                    Out {
-                        data: Bytes::new(),
-                        batch_done: false,
-                        close: false,
-                    },
-                );
-                let _ = h.out.send(msg);
-                false
-            } else {
-                true
-            }
-        });
+        let covered =
+            Some(term) == core.leading_term() && index <= core.commit() && core.read_done(read);
+        if free || covered {
+            Verdict::Release
+        } else {
+            Verdict::Wait
+        }
     }
 
     fn refresh_view(&mut self, now: Instant) {
@@ -735,7 +698,7 @@ impl Server {
         };
         // Usually done by the loop already (`take_acks`, then the replies are written).
         c.receive();
-        c.release_covered();
+        self.release_held_by(&c);
         let mut extend_applied = 0u64;
         let commit_before = c.view.commit;
         let mut conf_changed = false;
@@ -825,7 +788,7 @@ impl Server {
         if c.receive() || c.core.has_ready() {
             c.peers.wake_loop();
         }
-        c.release_covered();
+        self.release_held_by(&c);
         self.maybe_compact(&mut c);
         let mut reads_ready = Vec::new();
         let mut reads_given_up = Vec::new();
@@ -959,13 +922,10 @@ impl Server {
             self.state.dbs.record_publishes(false);
             c.gate_open = false;
         }
-        for h in c.held.drain(..) {
-            let _ = h.out.send(Out {
-                data: Bytes::new(),
-                batch_done: true,
-                close: true,
-            });
-        }
+        self.holds.settle(|wm| match wm {
+            Watermark::Committed { .. } => Verdict::Drop,
+            Watermark::Fsynced => Verdict::Wait,
+        });
         if !c.core.is_leader() {
             for client in self.state.clients.values() {
                 if !client.pubsub.subscribed() {

@@ -6,15 +6,17 @@
 
 pub mod blocking;
 pub mod cluster;
+pub mod hold;
 pub mod net;
 pub mod peer;
 mod probe;
+pub mod unit;
 
 use crate::clock::unix_ms;
 use crate::cmd::dispatch;
 use crate::config::Fsync;
 use crate::config::{Apply, Config};
-use crate::machine::client::{Client, Out, OutSender};
+use crate::machine::client::Client;
 use crate::machine::{Host, Shared, State};
 use crate::persist::aof::Aof;
 use crate::persist::load::{LoadError, Loader, Step};
@@ -52,11 +54,15 @@ pub struct Server {
     loader_client: Option<Box<Client>>,
     /// The record of the unit that just ended (store/change.rs), reused from unit to unit.
     changes: ChangeRecord,
-    /// Replies held until the log is durable (`appendfsync always`).
-    held: Vec<(OutSender, Out)>,
+    /// Output held until the log is durable or committed (exec/hold.rs).
+    holds: hold::Holds,
+    /// A batch output buffer to reuse (its contents were copied into a connection's OutBuf).
     spare_out: Option<BytesMut>,
     /// When idle clients (`timeout`) are looked for next.
     next_idle_check: Instant,
+    /// Ready keys are being served (`blocking::serve_ready`): nested commands leave new ready
+    /// keys to the outer call.
+    pub(crate) serving_ready: bool,
 }
 
 /// What handlers may ask of the loop (`machine::Host`): the log and its loading.
@@ -124,9 +130,10 @@ impl Server {
             },
             loader_client: Some(loader_client),
             changes: ChangeRecord::default(),
-            held: Vec::new(),
+            holds: Default::default(),
             spare_out: None,
             next_idle_check: Instant::now(),
+            serving_ready: false,
         };
         if !server.config.appendonly && server.config.cluster_node_id == 0 {
             server.load_rdb();
@@ -177,38 +184,9 @@ impl Server {
         self.io.rdb.loaded = (loaded.keys, loaded.expired);
     }
 
-    /// Ends a unit of work (a command, an EXEC, a script, an expiry sweep): the store's record
-    /// of what it changed goes to the log as one atomic block holding each changed key's final
-    /// state.
-    pub fn end_unit(&mut self) {
-        if self.stopping || self.shared.script.shutdown.load(Ordering::Acquire) {
-            self.stopping = true;
-            self.shutting_down = true;
-            self.dbs.discard_changes();
-            return;
-        }
-        if self.io.cluster.is_some() {
-            self.propose_changes();
-            return;
-        }
-        if !self.state.dbs.take_changes(&mut self.changes) {
-            return;
-        }
-        if let Some(aof) = self.io.aof.as_mut() {
-            emit::unit_synced(
-                &mut aof.pending,
-                &mut aof.selected_db,
-                &self.state.dbs,
-                &self.changes,
-                Some(&mut aof.streams),
-            );
-            emit::settle(&mut self.state.dbs, &mut aof.streams);
-        }
-    }
-
-    /// After each round of messages: make the round's log durable as the policy says, then
-    /// release the replies that waited for it.
-    fn after_round(&mut self) {
+    /// `before_sleep`'s steps 4 and 5: the round's log is written (and fsynced as the policy
+    /// says), then the output that waited for it is released.
+    fn flush_log(&mut self) {
         if let Some(aof) = self.io.aof.as_mut() {
             // Under `always` the round's replies are held and claim durability: a failed write
             // or fsync cannot be answered, so the server exits as Redis does, and the held
@@ -217,11 +195,39 @@ impl Server {
                 fatal("Can't recover from AOF write error when the AOF fsync policy is 'always'. Exiting...");
             }
         }
-        for (out, msg) in self.held.drain(..) {
-            let _ = out.send(msg);
-        }
+        self.release_held(true);
     }
 
+    /// Releases the held output whose watermark is reached (exec/hold.rs); `fsynced`: the log
+    /// was just made durable. True if anything was released or dropped.
+    pub(crate) fn release_held(&mut self, fsynced: bool) -> bool {
+        let cluster = self.io.cluster.as_ref();
+        settle_holds(&mut self.holds, cluster, fsynced)
+    }
+
+    /// `release_held` while the cluster is taken out of `io` (`cluster_round`).
+    pub(crate) fn release_held_by(&mut self, cluster: &cluster::ClusterIo) -> bool {
+        settle_holds(&mut self.holds, Some(cluster), false)
+    }
+}
+
+/// The one place held output is released (`Server::release_held`).
+fn settle_holds(
+    holds: &mut hold::Holds,
+    cluster: Option<&cluster::ClusterIo>,
+    fsynced: bool,
+) -> bool {
+    holds.settle(|wm| match *wm {
+        hold::Watermark::Fsynced if fsynced => hold::Verdict::Release,
+        hold::Watermark::Fsynced => hold::Verdict::Wait,
+        hold::Watermark::Committed { index, read, term } => match cluster {
+            Some(c) => c.verdict(index, read, term),
+            None => hold::Verdict::Drop,
+        },
+    })
+}
+
+impl Server {
     /// The executor's last act (Redis's finishShutdown): whatever the log holds is written and
     /// fsynced, whatever the policy; the changes of a unit cut short are dropped.
     fn finish_shutdown(&mut self) {
@@ -232,115 +238,10 @@ impl Server {
             if !aof.flush() {
                 tracing::warn!("Fail to fsync the AOF file.");
                 // Held replies claim durability: without it they must not leave.
-                self.held.clear();
+                return;
             }
         }
-        for (out, msg) in self.held.drain(..) {
-            let _ = out.send(msg);
-        }
-    }
-
-    /// Sends output for `client` (a batch's replies), or holds it until the log is durable
-    /// (`appendfsync always`: nothing is acknowledged before its write is on disk).
-    pub fn deliver(&mut self, client: &Client, mut out: BytesMut, batch_done: bool, close: bool) {
-        if self.stopping {
-            // The batch may hold replies to units that were not logged: none may leave. The
-            // connection closes as it would when Redis exits.
-            client.push_out(Bytes::new(), true, true);
-            return;
-        }
-        let hold = self.output_waits_for_fsync()
-            || self.io.cluster.as_ref().is_some_and(|c| c.holds_replies());
-        if !hold {
-            // The log reaches the file (write(2)) before any reply leaves, as Redis's
-            // beforeSleep writes the AOF before the clients: an acknowledged write then
-            // survives the process dying at any later point (SIGKILL, the shutdown watchdog),
-            // the page cache keeps it. `appendfsync always` holds the reply instead, until
-            // the round's fsync (`after_round`).
-            if let Some(aof) = self.io.aof.as_mut() {
-                if !aof.pending.is_empty() {
-                    aof.flush();
-                }
-            }
-        }
-        // Before the connection can see the batch end and decode or answer the next request.
-        client.publish_state();
-        // Straight to the socket when nothing of this client's is queued on the channel
-        // (`pending_out` drops to 0 only after the connection task wrote it all), so output
-        // never overtakes earlier output; whatever does not fit goes through the channel.
-        let cs = &client.shared;
-        // Under an output buffer limit the reply must be counted in `pending_out` before the
-        // check that follows the batch, as it always was: those clients keep the channel.
-        let class = if client.pubsub.subscribed() {
-            crate::config::ObufClass::Pubsub
-        } else {
-            crate::config::ObufClass::Normal
-        };
-        let limit = self.config.client_output_buffer_limit[class as usize];
-        if !hold
-            && !close
-            && limit.hard == 0
-            && limit.soft == 0
-            && cs.pending_out.load(Ordering::Acquire) == 0
-        {
-            // Inside the loop's pass the reply waits for the pass's end (`Lent::hold`);
-            // otherwise what the socket does not take now goes through the channel.
-            let taken = if self.io.busy_loop.hold(client.id, cs, &out) {
-                Some(out.len())
-            } else {
-                net::write_direct(cs, &self.shared, &out)
-            };
-            if let Some(n) = taken {
-                if n == out.len() {
-                    if batch_done {
-                        cs.direct_done.store(true, Ordering::Release);
-                        client.out.wake();
-                    }
-                    self.recycle(out);
-                    return;
-                }
-                let _ = out.split_to(n);
-            }
-        }
-        let data = out.freeze();
-        cs.pending_out.fetch_add(data.len(), Ordering::Relaxed);
-        let msg = Out {
-            data,
-            batch_done,
-            close,
-        };
-        if let Some(c) = self.io.cluster.as_mut().filter(|c| c.holds_replies()) {
-            c.hold(client.out.clone(), msg);
-        } else if hold {
-            self.held.push((client.out.clone(), msg));
-        } else {
-            let _ = client.out.send(msg);
-        }
-    }
-
-    /// Under `appendfsync always` with writes not yet on disk, nothing may reach a client before
-    /// the round's fsync (`after_round`): replies are held, pushes keep the channel.
-    pub fn output_waits_for_fsync(&self) -> bool {
-        self.io
-            .aof
-            .as_ref()
-            .is_some_and(|a| a.needs_sync_before_reply())
-    }
-
-    /// A batch output buffer, reused when the last one was written directly (one allocation
-    /// fewer per request).
-    pub fn out_buf(&mut self) -> BytesMut {
-        match self.spare_out.take() {
-            Some(b) => b,
-            None => BytesMut::with_capacity(64),
-        }
-    }
-
-    fn recycle(&mut self, mut out: BytesMut) {
-        if out.capacity() <= 16 << 10 {
-            out.clear();
-            self.spare_out = Some(out);
-        }
+        self.release_held(true);
     }
 
     /// Runs one unit of a log (a command, or a MULTI block's commands) as the loader's
@@ -460,21 +361,10 @@ impl Server {
         }
     }
 
-    /// Hands every client's deferred pushes to its connection task.
+    /// Queues the round's broadcast invalidations (CLIENT TRACKING BCAST); every other push
+    /// is in its connection's output already.
     pub fn flush_deferred(&mut self) {
         self.state.tracking_broadcast();
-        // Held pushes leave through the channel at `net::flush`, after the fsync.
-        let hold = self.output_waits_for_fsync();
-        let st = &mut self.state;
-        for id in st.dirty.drain(..) {
-            if let Some(c) = st.clients.get_mut(&id) {
-                if hold {
-                    c.flush_deferred();
-                } else {
-                    write_deferred(c, &st.shared);
-                }
-            }
-        }
     }
 
     fn handle(&mut self, msg: Msg) {
@@ -490,91 +380,6 @@ impl Server {
                     c.report_unreachable(id);
                 }
             }
-        }
-    }
-
-    /// Runs the requests in `cmds` (drained, so the caller can reuse the vector).
-    pub fn run_batch(&mut self, id: u64, cmds: &mut Vec<Vec<Bytes>>) {
-        if let Some(c) = self.io.cluster.as_mut().filter(|c| c.gate_shut()) {
-            // A new leader serves nobody before its EXTEND is applied (exec/cluster.rs).
-            if let Some(client) = self.state.clients.get_mut(&id) {
-                client.pending.extend(cmds.drain(..));
-                if !c.gate_waiting.contains(&id) {
-                    c.gate_waiting.push(id);
-                }
-            }
-            cmds.clear();
-            return;
-        }
-        if let Some(c) = self.io.cluster.as_mut().filter(|c| !c.is_leader()) {
-            // Where-is-the-master asked while no live leader is known waits for the election
-            // (exec/cluster.rs `park_discovery`).
-            if c.discovery_cleared != id
-                && c.read_cleared != id
-                && c.masterdown != id
-                && !c.discovery_ready(Instant::now())
-            {
-                if let Some(client) = self.state.clients.get_mut(&id) {
-                    let mut asks = false;
-                    let mut masters = false;
-                    for argv in cmds.iter().chain(client.pending.iter()) {
-                        if crate::cmd::sentinel::discovery_waits_for_leader(argv) {
-                            asks = true;
-                            masters |= argv
-                                .get(1)
-                                .is_some_and(|s| s.eq_ignore_ascii_case(b"masters"));
-                        }
-                    }
-                    if asks {
-                        client.pending.extend(cmds.drain(..));
-                        c.park_discovery(id, masters);
-                        return;
-                    }
-                }
-            }
-            // A follower reads only what a barrier confirmed with the leader covers.
-            if c.read_cleared != id && c.masterdown != id {
-                if let Some(client) = self.state.clients.get_mut(&id) {
-                    let in_multi = client.multi.is_some();
-                    if cmds
-                        .iter()
-                        .chain(client.pending.iter())
-                        .any(|argv| crate::cmd::role::replica_read_needs_leader(argv, in_multi))
-                    {
-                        client.pending.extend(cmds.drain(..));
-                        c.park_read(id);
-                        return;
-                    }
-                }
-            }
-        }
-        let Some(mut client) = self.clients.remove(&id) else {
-            cmds.clear();
-            return;
-        };
-        // Pushes queued for it earlier come before this batch's replies.
-        client.flush_deferred();
-        crate::script::busy::apply_busy_marks(&mut self.state, &mut client);
-        // A pipelined batch: the cache misses of all its keys overlap instead of coming one
-        // request after another (store/keymap.rs `prefetch`); `drive` goes on a window ahead.
-        if cmds.len() > 1 {
-            if let Some(db) = self.dbs.get(client.db) {
-                blocking::prefetch_commands(db, cmds.iter());
-            }
-        }
-        client.pending.extend(cmds.drain(..));
-        let out = self.out_buf();
-        blocking::drive(self, client, out);
-        if self.ops.pause.ended {
-            self.resume_paused();
-        }
-    }
-
-    /// The pause ended: run what the held-back clients sent, in the order they were held.
-    fn resume_paused(&mut self) {
-        self.ops.pause.ended = false;
-        for id in std::mem::take(&mut self.ops.pause.waiting) {
-            self.run_batch(id, &mut Vec::new());
         }
     }
 
@@ -963,32 +768,6 @@ pub fn snapshot(state: &State, now: u64) -> Vec<u8> {
     out
 }
 
-/// After the round: writes the deferred pushes straight to the socket of a connection of
-/// the executor's event loop when they are all it has pending (`pending_out` is exactly
-/// them, so no earlier output can be overtaken), as Redis writes a client's buffer in
-/// `beforeSleep`; what the socket does not take, and any other client's pushes, go through
-/// the channel. The output limit was checked when they were queued, as in Redis.
-fn write_deferred(client: &mut Client, shared: &Shared) {
-    let queued = client.deferred.len();
-    if queued == 0 || client.shared.pending_out.load(Ordering::Acquire) != queued {
-        return client.flush_deferred();
-    }
-    let Some(n) = net::write_direct(&client.shared, shared, &client.deferred) else {
-        return client.flush_deferred();
-    };
-    client.shared.pending_out.fetch_sub(n, Ordering::Relaxed);
-    if n == queued {
-        // The buffer stays for the next pushes (no allocation per message).
-        client.deferred.clear();
-        if client.deferred.capacity() > 64 << 10 {
-            client.deferred = BytesMut::new();
-        }
-        return;
-    }
-    let _ = client.deferred.split_to(n);
-    client.flush_deferred();
-}
-
 /// Time between two cron runs at `hz` (clamped to Redis's 1..500).
 fn cron_period(hz: u64) -> Duration {
     Duration::from_micros(1_000_000 / hz.clamp(1, 500))
@@ -1064,169 +843,223 @@ fn fatal(msg: &str) -> ! {
 /// wakes the loop through its waker), the next cron tick or the earliest blocked client's
 /// deadline.
 ///
-/// The server is built on the executor thread: its state (the Lua engine) never leaves it.
+/// The server and the loop are built on the executor thread: their state (the Lua engine, the
+/// connections' output) never leaves it.
 pub fn spawn(
     config: Config,
     shared: Arc<Shared>,
     listeners: net::Listeners,
 ) -> std::io::Result<(Inbox, std::thread::JoinHandle<()>)> {
-    let (tx, mut rx) = mpsc::unbounded_channel::<Msg>();
+    let (tx, rx) = mpsc::unbounded_channel::<Msg>();
     let inbox = tx.clone();
-    let has_tls = listeners.tls.is_some();
-    let (mut net, waker) = net::Net::new(listeners, shared.clone())?;
+    // A failure to build the loop comes back here.
+    let (built_tx, built_rx) = std::sync::mpsc::sync_channel::<std::io::Result<()>>(1);
     let handle = std::thread::Builder::new()
         .name("executor".into())
         // Lua scripts recurse on this thread (nested replies, cjson up to 1000 levels).
         .stack_size(64 << 20)
         .spawn(move || {
-            crate::stopwatch::calibrate();
-            let mut config = config;
-            if config.cluster_node_id != 0 && config.appendonly {
-                // The replicated log is the node's durable record; an AOF beside it would be a
-                // second truth that could disagree with the cluster after a failover.
-                tracing::warn!("appendonly is ignored in cluster mode: the cluster log in <dir>/cluster is durable (fsynced before every acknowledgement)");
-                config.appendonly = false;
-            }
-            let cluster = (config.cluster_node_id != 0).then(|| {
-                cluster::ClusterIo::open(&config, inbox.clone())
-                    .unwrap_or_else(|e| fatal(&format!("Cannot start the cluster node: {e}")))
-            });
-            let mut server = Server::new(config, shared);
-            server.io.cluster = cluster;
-            // Peer messages wake the loop directly (exec/peer.rs reads them in cluster_round).
-            if let Some(c) = server.io.cluster.as_ref() {
-                if let Err(e) = net.watch(c.peer_fd()) {
-                    fatal(&format!("Cannot watch the cluster peer connections: {e}"));
+            let has_tls = listeners.tls.is_some();
+            let (net, waker) = match net::Net::new(listeners, shared.clone()) {
+                Ok(x) => {
+                    let _ = built_tx.send(Ok(()));
+                    x
                 }
-            }
-            tracing::warn!("Server initialized");
-            let waker = std::task::Waker::from(waker);
-            let mut cx = std::task::Context::from_waker(&waker);
-            // Load the log a slice at a time, answering clients (-LOADING) in between.
-            while server.load_step() {
-                while let Ok(msg) = rx.try_recv() {
-                    server.handle(msg);
-                }
-                // Shutdown during loading (Redis's whileBlockedCron): stop without opening the
-                // log for writing; what was loaded is still on disk.
-                if server.shutting_down || server.shared.script.shutdown.load(Ordering::Acquire) {
-                    tracing::warn!("Shutdown requested during loading: loading stopped.");
+                Err(e) => {
+                    let _ = built_tx.send(Err(e));
                     return;
                 }
-                net.turn(&mut server, Some(Duration::ZERO));
-                // The log is durable before pushes leave, as before replies (Redis writes
-                // clients after flushAppendOnlyFile in beforeSleep).
-                server.after_round();
-                server.flush_deferred();
-                net.flush(&mut server);
-            }
-            // Only now, as Redis: a health check or an operator waiting for this line must not
-            // see it while the log is still loading.
-            tracing::info!("Ready to accept connections tcp");
-            if has_tls {
-                tracing::info!("Ready to accept connections tls");
-            }
-            crate::supervise::ready(&server.config);
-            server.io.next_cron = Instant::now();
-            let mut spin = net::IdleSpin::default();
-            loop {
-                let mut handled = 0usize;
-                let mut closed = false;
-                while handled < 1024 {
-                    match rx.poll_recv(&mut cx) {
-                        std::task::Poll::Ready(Some(msg)) => {
-                            server.handle(msg);
-                            handled += 1;
-                            // Pushes leave in chunks, at least every 64 messages.
-                            if handled % 64 == 0 {
-                                server.flush_deferred();
-                            }
-                        }
-                        std::task::Poll::Ready(None) => {
-                            closed = true;
-                            break;
-                        }
-                        std::task::Poll::Pending => break,
-                    }
-                }
-                if closed {
-                    break;
-                }
-                let timeout = if handled > 0 || net.has_ready() {
-                    Duration::ZERO
-                } else {
-                    let now = Instant::now();
-                    // Wake at the earliest blocked client's deadline, not only at the next
-                    // tick. Deadlines are in whole ms; 1 ms past one makes `now > deadline`.
-                    let mut wake = server.io.next_cron;
-                    if let Some(c) = server.io.cluster.as_ref() {
-                        wake = wake.min(c.next_tick);
-                    }
-                    if let Some(d) = server.waiters.next_deadline() {
-                        let due = now
-                            + Duration::from_millis(d.saturating_sub(unix_ms()))
-                            + Duration::from_millis(1);
-                        wake = wake.min(due);
-                    }
-                    wake.saturating_duration_since(now)
-                };
-                spin.set_max(Duration::from_micros(server.config.busy_poll_us));
-                net.wait(&mut server, timeout, &mut spin);
-                // Cron runs on time under a steady stream of requests too (within a turn: the
-                // clock read when the poll returned will do).
-                let now = net.polled_at();
-                if now >= server.io.next_cron {
-                    // Lent: a paused client resumed here may run a script that turns busy.
-                    net.lend(&mut server, Server::cron);
-                    // Every client is looked at; `timeout` counts whole seconds, so at most
-                    // ten times a second whatever hz is (Redis spreads the same work over a
-                    // second of clientsCron).
-                    if now >= server.next_idle_check {
-                        net.close_idle(&mut server);
-                        server.next_idle_check = now + Duration::from_millis(100);
-                    }
-                    server.io.next_cron = now + cron_period(server.config.hz);
-                }
-                if server
-                    .waiters
-                    .next_deadline()
-                    .is_some_and(|d| d <= unix_ms())
-                {
-                    blocking::time_out(&mut server);
-                }
-                if let Some(c) = server.io.cluster.as_mut() {
-                    c.tick_until(now);
-                    // Replies the peers' acks committed reach their sockets before the round's
-                    // fsync (exec/cluster.rs).
-                    if c.take_acks() {
-                        net.flush(&mut server);
-                    }
-                    // Lent: clients the opened gate releases may run a script that turns busy.
-                    net.lend(&mut server, Server::cluster_round);
-                }
-                // The log is durable before pushes leave, as before replies (Redis writes
-                // clients after flushAppendOnlyFile in beforeSleep).
-                server.after_round();
-                server.flush_deferred();
-                net.flush(&mut server);
-                if server.shutting_down {
-                    // A leader hands over before it goes, so its clients fail over in a
-                    // round trip instead of an election timeout.
-                    let now = Instant::now();
-                    if server
-                        .io
-                        .cluster
-                        .as_mut()
-                        .is_some_and(|c| c.hand_over(now))
-                    {
-                        continue;
-                    }
-                    break;
-                }
-            }
-            server.finish_shutdown();
+            };
+            run_executor(config, shared, inbox, rx, net, waker, has_tls);
         })?;
-    Ok((tx, handle))
+    match built_rx.recv() {
+        Ok(Ok(())) => Ok((tx, handle)),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(std::io::Error::other("the executor thread ended at start")),
+    }
+}
+
+/// The executor thread: builds the server, loads the log, then serves until shutdown.
+fn run_executor(
+    mut config: Config,
+    shared: Arc<Shared>,
+    inbox: Inbox,
+    mut rx: mpsc::UnboundedReceiver<Msg>,
+    mut net: net::Net,
+    waker: Arc<net::LoopWaker>,
+    has_tls: bool,
+) {
+    crate::stopwatch::calibrate();
+    if config.cluster_node_id != 0 && config.appendonly {
+        // The replicated log is the node's durable record; an AOF beside it would be a
+        // second truth that could disagree with the cluster after a failover.
+        tracing::warn!("appendonly is ignored in cluster mode: the cluster log in <dir>/cluster is durable (fsynced before every acknowledgement)");
+        config.appendonly = false;
+    }
+    let cluster = (config.cluster_node_id != 0).then(|| {
+        cluster::ClusterIo::open(&config, inbox.clone())
+            .unwrap_or_else(|e| fatal(&format!("Cannot start the cluster node: {e}")))
+    });
+    let mut server = Server::new(config, shared);
+    server.io.cluster = cluster;
+    // Peer messages wake the loop directly (exec/peer.rs reads them in cluster_round).
+    if let Some(c) = server.io.cluster.as_ref() {
+        if let Err(e) = net.watch(c.peer_fd()) {
+            fatal(&format!("Cannot watch the cluster peer connections: {e}"));
+        }
+    }
+    tracing::warn!("Server initialized");
+    if !load(&mut server, &mut net, &mut rx) {
+        return;
+    }
+    // Only now, as Redis: a health check or an operator waiting for this line must not
+    // see it while the log is still loading.
+    tracing::info!("Ready to accept connections tcp");
+    if has_tls {
+        tracing::info!("Ready to accept connections tls");
+    }
+    crate::supervise::ready(&server.config);
+    serve(&mut server, &mut net, &mut rx, waker);
+    server.finish_shutdown();
+}
+
+/// Loads the log a slice at a time, answering clients (-LOADING) in between; false when a
+/// shutdown stopped it.
+fn load(server: &mut Server, net: &mut net::Net, rx: &mut mpsc::UnboundedReceiver<Msg>) -> bool {
+    while server.load_step() {
+        while let Ok(msg) = rx.try_recv() {
+            server.handle(msg);
+        }
+        // Shutdown during loading (Redis's whileBlockedCron): stop without opening the log
+        // for writing; what was loaded is still on disk.
+        if server.shutting_down || server.shared.script.shutdown.load(Ordering::Acquire) {
+            tracing::warn!("Shutdown requested during loading: loading stopped.");
+            return false;
+        }
+        net.turn(server, Some(Duration::ZERO));
+        before_sleep(server, net);
+    }
+    true
+}
+
+/// The loop proper: inbox, events, timers, then `before_sleep`, until shutdown.
+fn serve(
+    server: &mut Server,
+    net: &mut net::Net,
+    rx: &mut mpsc::UnboundedReceiver<Msg>,
+    waker: Arc<net::LoopWaker>,
+) {
+    let waker = std::task::Waker::from(waker);
+    let mut cx = std::task::Context::from_waker(&waker);
+    server.io.next_cron = Instant::now();
+    let mut spin = net::IdleSpin::default();
+    loop {
+        let mut handled = 0usize;
+        while handled < 1024 {
+            match rx.poll_recv(&mut cx) {
+                std::task::Poll::Ready(Some(msg)) => {
+                    server.handle(msg);
+                    handled += 1;
+                }
+                std::task::Poll::Ready(None) => return,
+                std::task::Poll::Pending => break,
+            }
+        }
+        let timeout = if handled > 0 || net.has_ready() {
+            Duration::ZERO
+        } else {
+            sleep_for(server)
+        };
+        spin.set_max(Duration::from_micros(server.config.busy_poll_us));
+        net.wait(server, timeout, &mut spin);
+        timers(server, net);
+        before_sleep(server, net);
+        if server.shutting_down {
+            // A leader hands over before it goes, so its clients fail over in a round trip
+            // instead of an election timeout.
+            let now = Instant::now();
+            if server.io.cluster.as_mut().is_some_and(|c| c.hand_over(now)) {
+                continue;
+            }
+            return;
+        }
+    }
+}
+
+/// How long the loop may sleep: until the next cron tick, cluster tick or blocked client's
+/// deadline.
+fn sleep_for(server: &Server) -> Duration {
+    let now = Instant::now();
+    // Wake at the earliest blocked client's deadline, not only at the next tick. Deadlines
+    // are in whole ms; 1 ms past one makes `now > deadline`.
+    let mut wake = server.io.next_cron;
+    if let Some(c) = server.io.cluster.as_ref() {
+        wake = wake.min(c.next_tick);
+    }
+    if let Some(d) = server.waiters.next_deadline() {
+        let due =
+            now + Duration::from_millis(d.saturating_sub(unix_ms())) + Duration::from_millis(1);
+        wake = wake.min(due);
+    }
+    wake.saturating_duration_since(now)
+}
+
+/// What is due by the clock after a turn: the cron, blocked clients' deadlines, the cluster's
+/// ticks and consensus round.
+fn timers(server: &mut Server, net: &mut net::Net) {
+    // Cron runs on time under a steady stream of requests too (within a turn: the clock
+    // read when the poll returned will do).
+    let now = net.polled_at();
+    if now >= server.io.next_cron {
+        // Lent: a paused client resumed here may run a script that turns busy.
+        net.lend(server, Server::cron);
+        // Every client is looked at; `timeout` counts whole seconds, so at most ten times
+        // a second whatever hz is (Redis spreads the same work over a second of
+        // clientsCron).
+        if now >= server.next_idle_check {
+            net.close_idle(server);
+            server.next_idle_check = now + Duration::from_millis(100);
+        }
+        server.io.next_cron = now + cron_period(server.config.hz);
+    }
+    if server
+        .waiters
+        .next_deadline()
+        .is_some_and(|d| d <= unix_ms())
+    {
+        blocking::time_out(server);
+    }
+    if let Some(c) = server.io.cluster.as_mut() {
+        c.tick_until(now);
+        // Replies the peers' acks committed reach their sockets before the round's fsync
+        // of newer entries (exec/cluster.rs).
+        c.take_acks();
+        if server.release_held(false) {
+            net.flush(server);
+        }
+        // Lent: clients the opened gate releases may run a script that turns busy.
+        net.lend(server, Server::cluster_round);
+    }
+}
+
+/// The end of every pass of the loop, loading or not (Redis's beforeSleep). The order is the
+/// rule "the log reaches the file (and the disk under `appendfsync always`) before any reply
+/// that depends on it leaves", stated once:
+/// 1. blocked clients whose keys became ready are served (their replies join this round);
+/// 2. keys found expired are announced (keyspace events, tracking invalidations);
+/// 3. the round's broadcast invalidations are queued (every other push is queued already);
+/// 4. the log is written, and fsynced under `always`;
+/// 5. held output whose watermark is reached is released (exec/hold.rs);
+/// 6. every pending connection is written: replies and pushes, in the order produced.
+fn before_sleep(server: &mut Server, net: &mut net::Net) {
+    if server.waiters.has_ready() {
+        net.lend(server, blocking::serve_ready);
+    }
+    server.drain_expired();
+    server.flush_deferred();
+    // 4 and 5.
+    server.flush_log();
+    net.flush(server);
 }
 
 #[cfg(test)]

@@ -9,35 +9,34 @@
 //! buffer limit, protocol errors, idle `timeout`, busy-script answers, pub/sub output,
 //! pipelining and closing are written once.
 //!
-//! Output: a batch's replies go to a plain socket's write buffer by `Server::deliver` when
-//! nothing is queued (`Lent::hold`), and the pass ends by writing them all (`flush_held`), so a
-//! client is woken once per pass rather than once per reply; everything else (TLS, pushes,
-//! wake-ups of blocked clients, replies held for the log's fsync, what did not fit in the
-//! socket) goes through the one outbox every client's `OutSender` feeds, in the order it was
-//! produced; the loop takes a connection's right after its batch, and everyone else's at the
-//! end of the round (`flush`), after the log is durable, as Redis writes clients in
-//! `beforeSleep`.
+//! Output: the executor appends every reply and push to the connection's `ConnOut`
+//! (machine/output.rs), which lists the connection as pending; the loop writes the pending
+//! connections at the end of the round (`flush`), after the log reached the file, as Redis
+//! writes its clients in `beforeSleep`, so a client is woken once per round rather than once
+//! per reply. What the socket does not take stays in the chain and leaves when it turns
+//! writable. Held output (`exec::hold`) stays behind its connection's gate until released.
 //!
 //! While a script is busy the Lua hook calls `Lent::while_busy`: the loop, lent to the executor
 //! for the time it runs commands (`Net::lend`), reads the other connections and answers them
 //! (-BUSY, SCRIPT KILL, SHUTDOWN NOSAVE) as Redis's `processEventsWhileBlocked`.
 
 use super::{Msg, Server};
-use crate::machine::client::{auth_may_change, Client, ClientShared, Out, OutSender, Outbox};
+use crate::machine::client::{auth_may_change, Client, ClientShared};
+use crate::machine::output::{ConnOut, PendingList, MAX_IOV};
 use crate::machine::Shared;
 use crate::protocol::{DecodeLimits, Decoder, ProtocolError};
 use bytes::{Bytes, BytesMut};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use std::collections::HashMap;
-use std::io::{self, BufRead, Write};
+use std::io::{self, BufRead, IoSlice, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::ptr::NonNull;
+use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
 
 const WAKER: Token = Token(usize::MAX);
 /// A descriptor another part of the executor reads itself (`watch`): its events only wake the
@@ -137,6 +136,31 @@ impl Transport {
         }
     }
 
+    /// Writes as much of `iov` as the transport takes now (one `writev` for plain TCP); 0 when
+    /// it would block.
+    fn write_vectored(&mut self, sock: &TcpStream, iov: &[IoSlice<'_>]) -> io::Result<usize> {
+        if let Transport::Tcp = self {
+            loop {
+                return match (&*sock).write_vectored(iov) {
+                    Ok(0) => Err(io::ErrorKind::WriteZero.into()),
+                    Ok(n) => Ok(n),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => Err(e),
+                };
+            }
+        }
+        let mut done = 0;
+        for s in iov {
+            let n = self.write(sock, s)?;
+            done += n;
+            if n < s.len() {
+                break;
+            }
+        }
+        Ok(done)
+    }
+
     /// TLS records made and not yet written (handshake messages, alerts, encrypted output).
     fn pending(&self) -> bool {
         match self {
@@ -196,9 +220,11 @@ fn flush_tls(tls: &mut rustls::ServerConnection, sock: &TcpStream) -> io::Result
 }
 
 struct Conn {
-    sock: Arc<TcpStream>,
+    sock: TcpStream,
     io: Transport,
     client: Arc<ClientShared>,
+    /// Its output, shared with the executor's `Client`.
+    out: Rc<ConnOut>,
     addr: SocketAddr,
     laddr: SocketAddr,
     /// Counted in `connected_clients` and known to the executor. A TLS connection is admitted
@@ -210,8 +236,6 @@ struct Conn {
     /// then it holds no memory: reads go to the loop's shared buffer.
     rbuf: BytesMut,
     decoder: Decoder,
-    /// Output the transport did not take yet (counted in `pending_out`).
-    wbuf: BytesMut,
     /// A batch is with the executor (running, blocked, paused or waiting for the log's fsync):
     /// the next one waits, as the replies must come in order.
     in_flight: bool,
@@ -227,17 +251,10 @@ struct Conn {
     broken: bool,
     /// Registered for WRITABLE (a write would block).
     want_write: bool,
-    /// Output came through the outbox since it was last settled (listed in `Net::touched`).
-    touched: bool,
-    /// Chunks of its output waiting in `Net::parked`.
-    parked: usize,
-    /// The first `held` bytes of its `wbuf` are replies of this pass, written when the pass
-    /// ends (`Net::held`); 0 when none are.
-    held: usize,
     /// Listed in `Net::ready` (or in the pass being served) and not reached yet. A connection
-    /// is listed once: when its event, its used-up read budget and its settle each listed it,
-    /// a client that kept its socket full doubled its turns in every pass, and one pass, the
-    /// only place the loop polls, grew until everyone else waited seconds.
+    /// is listed at most once per pass, whatever listed it (its event, its used-up read
+    /// budget, its settle): a client that keeps its socket full gets one turn per pass like
+    /// every other, and a pass (the only place the loop polls) stays bounded.
     queued: bool,
     protocol_error: Option<ProtocolError>,
     last_activity: Instant,
@@ -266,26 +283,14 @@ pub struct Net {
     fired: Vec<Fired>,
     /// The requests of the batch being decoded or run, reused from one to the next.
     batch: Vec<Vec<Bytes>>,
-    /// Every client's output, in the order it was produced: the senders are the clients'
-    /// `OutSender`s, which share `outbox`.
-    outbox: Arc<Outbox>,
-    output: mpsc::UnboundedReceiver<(u64, Out)>,
-    /// Connections the outbox gave output to, to settle.
-    touched: Vec<u64>,
-    /// Output taken from the outbox that waits for the end of the round (`drain_outbox`).
-    parked: Vec<(u64, Out)>,
+    /// Connections with output or news from the executor (`ConnOut` lists them), written at
+    /// the end of the round (`flush`): a client is woken once per round, not once per reply
+    /// (on one machine each wake-up is an inter-processor interrupt paid in our `send`).
+    pending: PendingList,
+    /// The list `flush` works through (swapped with `pending`, so neither allocates).
+    flushing: Vec<u64>,
     /// Connections closed, for the executor to forget.
     closed: Vec<u64>,
-    /// A pass is being served: replies that would go straight to a socket wait in its `wbuf`
-    /// until the pass ends (`Lent::hold`), as Redis writes its clients in `beforeSleep`.
-    /// Written one by one, each reply woke a client that had gone to sleep after the previous
-    /// one; on one machine each wake-up is an inter-processor interrupt paid in our `send`
-    /// (a VM exit in a VM), and a fast server met a sleeping client on nearly every reply.
-    deferring: bool,
-    /// The connections whose `wbuf` holds replies of this pass.
-    held: Vec<u64>,
-    /// Bytes held in this pass (`HELD_MAX`).
-    held_bytes: usize,
     /// TLS handshakes under way (the cron looks for stalled ones only when there are some).
     handshakes: usize,
     /// An accept failed (EMFILE…): try again on the next turn rather than wait for an event.
@@ -320,11 +325,6 @@ impl std::task::Wake for LoopWaker {
 #[derive(Default)]
 pub struct Lent(Option<NonNull<Net>>);
 
-// SAFETY: the pointer is set only inside `Net::lend`, which holds the `&mut Server` this is part
-// of for that whole time, so the Server (and this) cannot reach another thread while it is set;
-// it is cleared before `lend` returns. Empty, it is plain data.
-unsafe impl Send for Lent {}
-
 impl Lent {
     /// The hook's entry while a script is busy (see the module comment); nothing when no loop
     /// was lent (the fuzzer's executor).
@@ -337,20 +337,6 @@ impl Lent {
             // reference while it runs.
             unsafe { (*net.as_ptr()).busy_turn() }
         }
-    }
-
-    /// Keeps `data`, a reply to client `id` that could go straight to its socket (nothing of
-    /// its output is pending), for the end of the pass being served; false when no pass is
-    /// (the caller then writes it itself).
-    pub fn hold(&self, id: u64, cs: &ClientShared, data: &[u8]) -> bool {
-        let Some(net) = self.0 else {
-            return false;
-        };
-        // SAFETY: as in `while_busy`: the pointer is set only inside `Net::lend`, whose
-        // `&mut self` is not used until the lent call returns, and the executor (which calls
-        // this from `Server::deliver`, inside that call) never holds a reference into the Net;
-        // `hold_reply` does not call back into the executor.
-        unsafe { (*net.as_ptr()).hold_reply(id, cs, data) }
     }
 }
 
@@ -372,7 +358,6 @@ impl Net {
                 Interest::READABLE,
             )?;
         }
-        let (tx, output) = mpsc::unbounded_channel();
         let net = Net {
             poll,
             events: Events::with_capacity(1024),
@@ -385,14 +370,9 @@ impl Net {
             serving: Vec::new(),
             batch: Vec::new(),
             fired: Vec::new(),
-            outbox: Arc::new(Outbox::new(tx)),
-            output,
-            touched: Vec::new(),
-            parked: Vec::new(),
+            pending: Default::default(),
+            flushing: Vec::new(),
             closed: Vec::new(),
-            deferring: false,
-            held: Vec::new(),
-            held_bytes: 0,
             handshakes: 0,
             accept_retry: false,
             shared,
@@ -511,19 +491,14 @@ impl Net {
             return;
         }
         let laddr = sock.local_addr().unwrap_or(addr);
-        let sock = Arc::new(sock);
-        let client = Arc::new(ClientShared {
-            // Replies may be written straight to a plain socket (`Server::deliver`); TLS
-            // output goes through the session, which only the loop holds.
-            direct: admitted.then(|| Arc::downgrade(&sock)),
-            ..ClientShared::new_for(shared)
-        });
+        let client = Arc::new(ClientShared::new_for(shared));
         self.conns.insert(
             id,
             Conn {
                 sock,
                 io,
                 client,
+                out: ConnOut::looped(id, self.pending.clone()),
                 addr,
                 laddr,
                 admitted: false,
@@ -531,7 +506,6 @@ impl Net {
                     .then(|| self.now + crate::server::tls::HANDSHAKE_TIMEOUT),
                 rbuf: BytesMut::new(),
                 decoder: Decoder::new(),
-                wbuf: BytesMut::new(),
                 in_flight: false,
                 readable: false,
                 peer_closed: false,
@@ -539,10 +513,7 @@ impl Net {
                 closing: false,
                 broken: false,
                 want_write: false,
-                touched: false,
                 queued: false,
-                parked: 0,
-                held: 0,
                 protocol_error: None,
                 last_activity: self.now,
             },
@@ -565,8 +536,7 @@ impl Net {
             !self.shared.auth_required.load(Ordering::Relaxed),
             Ordering::Relaxed,
         );
-        let out = OutSender::looped(self.outbox.clone(), id);
-        let client = Client::new(id, c.addr, c.laddr, out, c.client.clone());
+        let client = Client::new(id, c.addr, c.laddr, c.out.clone(), c.client.clone());
         self.accepted.push(Box::new(client));
     }
 
@@ -606,13 +576,36 @@ impl Net {
         if c.readable && !c.eof && c.protocol_error.is_none() {
             let tcp = matches!(c.io, Transport::Tcp);
             let mut total = 0;
+            // A large argument's payload arriving (a 1 MiB SET): the buffer is sized for it
+            // once and it is read whole in this turn, as Redis reads big arguments
+            // (PROTO_MBULK_BIG_ARG); grown block by block, each request was copied again
+            // at every growth.
+            let bulk_left = c.decoder.bulk_end().saturating_sub(buf.len());
+            let budget = if bulk_left > READ_BUDGET {
+                if buf.capacity() - buf.len() < bulk_left {
+                    let need = buf.len() + bulk_left;
+                    match crate::protocol::pool::take(need) {
+                        // A kept buffer (no page faults); the old one is kept in turn once
+                        // the request decoded from it is gone.
+                        Some(mut kept) => {
+                            kept.extend_from_slice(buf);
+                            let old = std::mem::replace(buf, kept);
+                            crate::protocol::pool::keep(old.freeze());
+                        }
+                        None => buf.reserve(bulk_left),
+                    }
+                }
+                bulk_left
+            } else {
+                READ_BUDGET
+            };
             loop {
                 if buf.capacity() - buf.len() < READ_CHUNK / 2 {
                     buf.reserve(READ_CHUNK * if own_buf { 1 } else { 4 });
                 }
                 // One read takes at most the budget: the scratch buffer may have grown far
                 // larger, and a bulk loader keeps its socket full.
-                let room = (buf.capacity() - buf.len()).min(READ_BUDGET);
+                let room = (buf.capacity() - buf.len()).min(budget - total);
                 match c.io.read(&c.sock, buf, room) {
                     Ok(0) => {
                         c.eof = true;
@@ -627,7 +620,7 @@ impl Net {
                             c.readable = false;
                             break;
                         }
-                        if total >= READ_BUDGET {
+                        if total >= budget {
                             // Others get their turn; this one is served again next pass
                             // (`Conn::queue`, spelled out: `buf` may borrow `c.rbuf`).
                             if !c.queued {
@@ -733,84 +726,6 @@ impl Net {
         true
     }
 
-    /// Hands connections the output the executor queued for them, in order. After a batch
-    /// (`only`: the connection that sent it) only that connection's is taken now, as it was
-    /// before per-connection queues went: anyone else's (a woken waiter's reply, a large
-    /// pub/sub message) waits in `parked` for the end of the round (`None`), after the log is
-    /// durable, and so does whatever comes after it for the same connection.
-    fn drain_outbox(&mut self, only: Option<u64>) {
-        if only.is_none() && !self.parked.is_empty() {
-            let mut parked = std::mem::take(&mut self.parked);
-            for (id, o) in parked.drain(..) {
-                if let Some(c) = self.conns.get_mut(&id) {
-                    c.parked = 0;
-                }
-                self.route(id, o);
-            }
-            self.parked = parked;
-        }
-        if !self.outbox.take_sent() {
-            return;
-        }
-        while let Ok((id, o)) = self.output.try_recv() {
-            let Some(c) = self.conns.get_mut(&id) else {
-                continue;
-            };
-            if only.is_some_and(|only| only != id) || c.parked > 0 {
-                c.parked += 1;
-                self.parked.push((id, o));
-                continue;
-            }
-            self.route(id, o);
-        }
-    }
-
-    /// One chunk of output for connection `id`: straight to the transport when nothing of its
-    /// own waits, else after what does.
-    fn route(&mut self, id: u64, o: Out) {
-        let Some(c) = self.conns.get_mut(&id) else {
-            return;
-        };
-        c.closing |= o.close;
-        if o.batch_done {
-            c.in_flight = false;
-        }
-        if !c.touched {
-            c.touched = true;
-            self.touched.push(id);
-        }
-        if c.broken || o.data.is_empty() {
-            return;
-        }
-        let rest = if c.wbuf.is_empty() {
-            // Straight from the chunk; only what the transport does not take is copied.
-            match c.io.write(&c.sock, &o.data) {
-                Ok(n) => {
-                    self.shared.count_output(n);
-                    sub_pending(&c.client, n);
-                    &o.data[n..]
-                }
-                Err(_) => {
-                    c.broken = true;
-                    return;
-                }
-            }
-        } else {
-            &o.data[..]
-        };
-        if !append_output(&mut c.wbuf, rest) {
-            // Only this client goes (`settle` closes a broken connection), as Redis closes a
-            // client past its output buffer limit; every other client keeps being served.
-            tracing::warn!(
-                "Client id={id} closed: no memory for its output buffer ({} bytes queued, {} more)",
-                c.wbuf.len(),
-                rest.len()
-            );
-            c.wbuf = BytesMut::new();
-            c.broken = true;
-        }
-    }
-
     /// After anything happened to connection `id`: writes, and decides whether it closes or
     /// has requests to run. `decoded`: its buffer was just decoded, so what is left there is
     /// an incomplete request.
@@ -818,10 +733,10 @@ impl Net {
         let Some(c) = self.conns.get_mut(&id) else {
             return;
         };
-        c.touched = false;
-        if c.client.direct_done.swap(false, Ordering::Acquire) {
+        if c.out.take_batch_done() {
             c.in_flight = false;
         }
+        c.closing |= c.out.closing();
         if c.broken {
             self.close(id);
             return;
@@ -838,7 +753,7 @@ impl Net {
         if !c.in_flight && !c.closing {
             if let Some(e) = c.protocol_error.take() {
                 // Replies to the requests before the bad one went first.
-                c.wbuf.extend_from_slice(&e.reply());
+                c.out.extend(&e.reply());
                 c.closing = true;
             } else if c.eof {
                 // A half-closed client gets the replies to all it sent, then goes.
@@ -852,62 +767,43 @@ impl Net {
             }
         }
         // A client that went away while blocked (BLPOP, SUBSCRIBE) is released, as Redis
-        // frees it on EOF; `killed` covers CLIENT KILL and output limits.
-        if (c.eof && c.client.timeout_exempt.load(Ordering::Relaxed))
-            || c.client.killed.load(Ordering::Relaxed)
-        {
+        // frees it on EOF; a killed one (CLIENT KILL, output limits) closes after what its
+        // socket takes now.
+        if (c.eof && c.client.timeout_exempt.load(Ordering::Relaxed)) || c.out.killed() {
             c.closing = true;
-            // Replies held for the end of the pass stay: written straight away, as they were
-            // before the pass held them, they would have left already.
-            c.wbuf.truncate(c.held);
         }
         self.write_out(id);
     }
 
-    /// Writes the connection's queued output; closes it when it is closing and done.
+    /// Writes the connection's output up to its gate; closes it when it is closing and done.
     fn write_out(&mut self, id: u64) {
         let Some(c) = self.conns.get_mut(&id) else {
             return;
         };
-        if c.held > 0 {
-            // `flush_held` writes it when the pass ends.
-            return;
-        }
         let mut failed = false;
-        if !c.wbuf.is_empty() {
-            match c.io.write(&c.sock, &c.wbuf) {
+        let writable = c.out.writable();
+        if writable > 0 {
+            match write_chain(&mut c.io, &c.sock, &c.out, writable) {
                 Ok(n) => {
-                    // All written: `clear` keeps the allocation for the next replies (and its
-                    // size visible to the check below); `split_to` would hide it.
-                    if n == c.wbuf.len() {
-                        c.wbuf.clear();
-                    } else {
-                        let _ = c.wbuf.split_to(n);
-                    }
                     self.shared.count_output(n);
-                    sub_pending(&c.client, n);
                     if n > 0 {
                         c.last_activity = self.now;
                     }
                 }
                 Err(_) => failed = true,
             }
-            // An idle connection keeps at most Redis's reply buffer (PROTO_REPLY_CHUNK_BYTES).
-            if c.wbuf.is_empty() && c.wbuf.capacity() > 16 << 10 {
-                c.wbuf = BytesMut::new();
-            }
         } else if c.io.pending() {
             failed = c.io.flush(&c.sock).is_err();
         }
-        // A killed client's last TLS records are not waited for: it may never read them.
-        let done =
-            c.wbuf.is_empty() && (!c.io.pending() || c.client.killed.load(Ordering::Relaxed));
+        let killed = c.out.killed();
+        // A killed client's rest is not waited for: it may never read it.
+        let done = killed || (c.out.writable() == 0 && !c.io.pending());
         if failed || (c.closing && done) {
             c.broken |= failed;
             self.close(id);
             return;
         }
-        let want = !c.wbuf.is_empty() || c.io.pending();
+        let want = c.out.writable() > 0 || c.io.pending();
         if want != c.want_write {
             c.want_write = want;
             let interest = if want {
@@ -944,8 +840,8 @@ impl Net {
     }
 
     /// Takes the last poll's events: accepts on the listeners, marks readable connections
-    /// ready, writes to writable ones.
-    fn dispatch(&mut self) {
+    /// ready, writes to writable ones (`write`: else they are listed for the round's end).
+    fn dispatch(&mut self, write: bool) {
         let fired = std::mem::take(&mut self.fired);
         for ev in &fired {
             if let Some(i) = listener_index(ev.token, self.listeners.len()) {
@@ -960,7 +856,11 @@ impl Net {
                     c.queue(&mut self.ready, id);
                 }
                 if ev.writable {
-                    self.write_out(id);
+                    if write {
+                        self.write_out(id);
+                    } else {
+                        self.pending.borrow_mut().push(id);
+                    }
                 }
             }
         }
@@ -972,53 +872,12 @@ impl Net {
         }
     }
 
-    /// `Lent::hold`.
-    fn hold_reply(&mut self, id: u64, cs: &ClientShared, data: &[u8]) -> bool {
-        // Holding copies the reply: a large one, or more than HELD_MAX in one pass (thousands
-        // of connections), goes out at once as before.
-        if !self.deferring || self.held_bytes + data.len() > HELD_MAX {
-            return false;
-        }
-        if data.is_empty() {
-            return true;
-        }
-        let Some(c) = self.conns.get_mut(&id) else {
-            return false;
-        };
-        if !matches!(c.io, Transport::Tcp) || c.broken || !c.wbuf.is_empty() {
-            return false;
-        }
-        // Counted as pending like any queued output: until it is written, the executor sends
-        // this client's next output through the outbox, which appends it after this.
-        cs.pending_out.fetch_add(data.len(), Ordering::Relaxed);
-        c.wbuf.extend_from_slice(data);
-        self.held_bytes += data.len();
-        // The buffer was empty: what is held is its prefix.
-        c.held = data.len();
-        self.held.push(id);
-        true
-    }
-
-    /// Writes the replies held in this pass.
-    fn flush_held(&mut self) {
-        self.held_bytes = 0;
-        let mut held = std::mem::take(&mut self.held);
-        for id in held.drain(..) {
-            if let Some(c) = self.conns.get_mut(&id) {
-                c.held = 0;
-                self.write_out(id);
-            }
-        }
-        self.held = held;
-    }
-
     /// One pass of the hook's loop while a script is busy: read, answer, write; never run.
     fn busy_turn(&mut self) {
-        // The replies of the pass so far leave now, not when the script ends (Redis's
-        // processEventsWhileBlocked writes its clients too).
-        self.flush_held();
+        // Output the executor produced meanwhile waits for the round's end, after the log
+        // reached the file; only these answers leave now.
         self.poll_events(Some(Duration::ZERO));
-        self.dispatch();
+        self.dispatch(false);
         let ids: Vec<u64> = self.ready.iter().chain(&self.serving).copied().collect();
         let mut batch = std::mem::take(&mut self.batch);
         for id in ids {
@@ -1035,7 +894,7 @@ impl Net {
             // Never ran: the connection may send again.
             c.in_flight = false;
             if let Some(ans) = answer {
-                c.wbuf.extend_from_slice(&ans.replies);
+                c.out.extend(&ans.replies);
                 if ans.shutdown {
                     self.shared.request_shutdown();
                 }
@@ -1061,7 +920,7 @@ impl Net {
     /// One turn: wait for events up to `timeout`, then serve them.
     pub fn turn(&mut self, server: &mut Server, timeout: Option<Duration>) -> bool {
         let woken = self.poll_events(timeout);
-        self.dispatch();
+        self.dispatch(true);
         self.sync_clients(server);
         self.serve_ready(server);
         woken
@@ -1099,7 +958,6 @@ impl Net {
     fn serve_ready(&mut self, server: &mut Server) {
         std::mem::swap(&mut self.ready, &mut self.serving);
         let mut batch = std::mem::take(&mut self.batch);
-        self.deferring = true;
         let mut i = 0;
         while let Some(&id) = self.serving.get(i) {
             i += 1;
@@ -1114,31 +972,26 @@ impl Net {
             if !self.accepted.is_empty() {
                 self.sync_clients(server);
             }
-            // Its output is looked at right after: a batch answered straight on its socket
-            // needs no wake-up (`OutSender::wake`).
-            self.outbox.serving.store(id, Ordering::Relaxed);
+            // Its output is written at the round's end (`flush`), with everyone else's.
             self.lend(server, |s| s.run_batch(id, &mut batch));
-            self.outbox.serving.store(0, Ordering::Relaxed);
-            self.drain_outbox(Some(id));
-            self.settle(id, false);
         }
-        self.deferring = false;
-        self.flush_held();
         self.serving.clear();
         self.batch = batch;
         self.sync_clients(server);
     }
 
-    /// After the executor's round: writes every connection it queued output for.
+    /// At the round's end (`before_sleep`): writes every pending connection (Redis's
+    /// handleClientsWithPendingWrites), and learns which batches were answered.
     pub fn flush(&mut self, server: &mut Server) {
-        self.drain_outbox(None);
-        let mut touched = std::mem::take(&mut self.touched);
-        for id in touched.drain(..) {
-            if self.conns.get(&id).is_some_and(|c| c.touched) {
+        std::mem::swap(&mut self.flushing, &mut *self.pending.borrow_mut());
+        let mut list = std::mem::take(&mut self.flushing);
+        for id in list.drain(..) {
+            if let Some(c) = self.conns.get(&id) {
+                c.out.unlist();
                 self.settle(id, false);
             }
         }
-        self.touched = touched;
+        self.flushing = list;
         self.sync_clients(server);
     }
 
@@ -1185,13 +1038,6 @@ impl Net {
     }
 }
 
-fn sub_pending(c: &ClientShared, n: usize) {
-    if n > 0 {
-        let p = c.pending_out.load(Ordering::Relaxed);
-        c.pending_out.store(p.saturating_sub(n), Ordering::Relaxed);
-    }
-}
-
 /// One `recv` into the spare capacity of `buf`.
 fn read_into(sock: &TcpStream, buf: &mut BytesMut, max: usize) -> io::Result<usize> {
     let spare = buf.spare_capacity_mut();
@@ -1215,18 +1061,39 @@ fn read_into(sock: &TcpStream, buf: &mut BytesMut, max: usize) -> io::Result<usi
     Ok(n)
 }
 
-/// Writes `data` straight to the socket of a plain connection of this loop, counting what it
-/// took; None when the client has none (TLS, or closed). An error counts as nothing written:
-/// the outbox's write then fails again and closes the connection.
-pub(crate) fn write_direct(cs: &ClientShared, shared: &Shared, data: &[u8]) -> Option<usize> {
-    let sock = cs.direct.as_ref().and_then(std::sync::Weak::upgrade)?;
-    let n = write_some(&sock, data).unwrap_or(0);
-    shared.count_output(n);
-    Some(n)
+/// Writes up to `limit` bytes of `out` through the transport, `MAX_IOV` pieces a call, until
+/// they are written or the transport takes no more; how many it wrote.
+fn write_chain(
+    io: &mut Transport,
+    sock: &TcpStream,
+    out: &ConnOut,
+    limit: usize,
+) -> io::Result<usize> {
+    let mut buf = out.buf.borrow_mut();
+    if let Some(one) = buf.single(limit) {
+        let n = io.write(sock, one)?;
+        buf.consume(n);
+        return Ok(n);
+    }
+    let mut total = 0;
+    while total < limit {
+        let (n, offered) = {
+            let mut iov = [IoSlice::new(&[]); MAX_IOV];
+            let k = buf.slices(limit - total, &mut iov);
+            if k == 0 {
+                break;
+            }
+            let offered: usize = iov[..k].iter().map(|s| s.len()).sum();
+            (io.write_vectored(sock, &iov[..k])?, offered)
+        };
+        buf.consume(n);
+        total += n;
+        if n < offered {
+            break;
+        }
+    }
+    Ok(total)
 }
-
-/// The most reply bytes a pass holds for its end (`Net::hold_reply`).
-const HELD_MAX: usize = 1 << 20;
 
 /// Writes as much as the socket takes now; 0 when it would block.
 fn write_some(sock: &TcpStream, data: &[u8]) -> io::Result<usize> {
@@ -1283,40 +1150,6 @@ impl IdleSpin {
         let gap = gap.min(self.max * 8).as_nanos() as u64;
         self.avg_gap_ns = self.avg_gap_ns / 8 * 7 + gap / 8;
     }
-}
-
-/// Appends `data` to a connection's output buffer; false, with the buffer unchanged, when the
-/// memory for it cannot be had. A client that reads nothing while asking for large values
-/// makes this buffer grow without bound (no output limit is set by default, as in Redis), and
-/// `BytesMut`'s own growth aborts the whole process when an allocation fails: growth here is
-/// fallible, so only that client is lost. Room already there is used as before; only growing
-/// takes the slow path.
-#[inline]
-fn append_output(wbuf: &mut BytesMut, data: &[u8]) -> bool {
-    if wbuf.capacity() - wbuf.len() >= data.len() || wbuf.try_reclaim(data.len()) {
-        wbuf.extend_from_slice(data);
-        return true;
-    }
-    grow_output(wbuf, data)
-}
-
-/// `append_output`'s growth: doubling, as `BytesMut` does; when that much memory is not there,
-/// exactly what is needed (a large buffer's doubling is what fails first); else false.
-#[cold]
-fn grow_output(wbuf: &mut BytesMut, data: &[u8]) -> bool {
-    let Some(need) = wbuf.len().checked_add(data.len()) else {
-        return false;
-    };
-    let mut v: Vec<u8> = Vec::new();
-    let doubled = need.max(wbuf.capacity().saturating_mul(2));
-    if v.try_reserve_exact(doubled).is_err() && v.try_reserve_exact(need).is_err() {
-        return false;
-    }
-    v.extend_from_slice(wbuf);
-    v.extend_from_slice(data);
-    // Takes over the vector's allocation, spare capacity included (no copy).
-    *wbuf = BytesMut::from(Bytes::from(v));
-    true
 }
 
 #[cfg(test)]

@@ -1,128 +1,42 @@
-//! Per-connection state kept by the executor (the connection task only moves bytes).
+//! Per-client session state kept by the executor. Its output is the connection's `ConnOut`
+//! (machine/output.rs), which the executor appends to and the event loop writes.
 
 use super::CmdId;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::mpsc;
 
-/// A chunk of output for one connection, in the order it must be written.
-#[derive(Debug)]
-pub struct Out {
-    pub data: Bytes,
-    /// The batch of commands the connection sent is fully answered; it may send the next one.
-    pub batch_done: bool,
-    /// Close the connection after writing `data` (QUIT, CLIENT KILL, output limit).
-    pub close: bool,
+use super::output::ConnOut;
+pub use super::output::Out;
+
+/// Where a new client's output goes: a connection of the event loop (its `ConnOut`), or a
+/// channel (the fuzzer's clients, unit tests).
+pub trait IntoOutput {
+    fn into_output(self, id: u64) -> Rc<ConnOut>;
 }
 
-/// Where a client's output goes. A connection of the executor's event loop (`exec::net`) feeds
-/// the loop's one outbox, tagged with its id: the queue's order is the order output was
-/// produced, and the loop drains it (`net::Net::drain_outbox`), so no separate list of
-/// connections with output is kept. Other clients (the fuzzer's, the log loader's) have a
-/// channel of their own.
-#[derive(Debug, Clone)]
-pub struct OutSender(Route);
-
-#[derive(Debug, Clone)]
-enum Route {
-    Loop { outbox: Arc<Outbox>, id: u64 },
-    Own(mpsc::UnboundedSender<Out>),
-}
-
-/// The event loop's outbox: shared by every client's `OutSender` and the loop, which holds the
-/// receiving end and sets `serving`.
-#[derive(Debug)]
-pub struct Outbox {
-    tx: mpsc::UnboundedSender<(u64, Out)>,
-    /// The connection whose batch is running: the loop looks at it right after, so a batch
-    /// answered straight on its socket needs no wake-up.
-    pub serving: AtomicU64,
-    /// Something was sent since the loop last looked: after most batches nothing was (the
-    /// reply went straight to the socket), and this load is cheaper than the channel's
-    /// `try_recv`.
-    sent: AtomicBool,
-}
-
-impl Outbox {
-    pub fn new(tx: mpsc::UnboundedSender<(u64, Out)>) -> Outbox {
-        Outbox {
-            tx,
-            serving: AtomicU64::new(0),
-            sent: AtomicBool::new(false),
-        }
-    }
-
-    fn send(&self, id: u64, out: Out) -> bool {
-        self.sent.store(true, Ordering::Relaxed);
-        self.tx.send((id, out)).is_ok()
-    }
-
-    /// Whether anything was sent since the last call (the loop then drains the channel).
-    pub fn take_sent(&self) -> bool {
-        // Sender and receiver are on the executor thread: no lost update between these two.
-        let sent = self.sent.load(Ordering::Relaxed);
-        if sent {
-            self.sent.store(false, Ordering::Relaxed);
-        }
-        sent
+impl IntoOutput for Rc<ConnOut> {
+    fn into_output(self, _id: u64) -> Rc<ConnOut> {
+        self
     }
 }
 
-impl OutSender {
-    /// The sender of connection `id` of the event loop whose outbox this is.
-    pub fn looped(outbox: Arc<Outbox>, id: u64) -> OutSender {
-        OutSender(Route::Loop { outbox, id })
-    }
-
-    /// False when nobody reads the output any more.
-    pub fn send(&self, out: Out) -> bool {
-        match &self.0 {
-            Route::Loop { outbox, id } => outbox.send(*id, out),
-            Route::Own(tx) => tx.send(out).is_ok(),
-        }
-    }
-
-    /// Tells the connection a batch was answered directly (`ClientShared::direct_done`).
-    pub fn wake(&self) {
-        if let Route::Loop { outbox, id } = &self.0 {
-            if outbox.serving.load(Ordering::Relaxed) != *id {
-                let _ = outbox.send(
-                    *id,
-                    Out {
-                        data: Bytes::new(),
-                        batch_done: false,
-                        close: false,
-                    },
-                );
-            }
-        }
+impl IntoOutput for mpsc::UnboundedSender<Out> {
+    fn into_output(self, id: u64) -> Rc<ConnOut> {
+        ConnOut::channel(id, self)
     }
 }
 
-impl From<mpsc::UnboundedSender<Out>> for OutSender {
-    fn from(tx: mpsc::UnboundedSender<Out>) -> OutSender {
-        OutSender(Route::Own(tx))
-    }
-}
-
-/// State shared between a connection of the event loop and the executor.
+/// What the event loop reads of a client's session without the executor: the idle timeout's
+/// exemption, and what a busy script's answers depend on.
 #[derive(Debug, Default)]
 pub struct ClientShared {
-    /// Bytes handed to the connection and not yet taken by its transport.
-    pub pending_out: AtomicUsize,
-    /// Set by the executor when the client must go (CLIENT KILL, output buffer limit).
-    pub killed: AtomicBool,
     /// Blocked, subscribed or monitoring clients are exempt from the idle `timeout`.
     pub timeout_exempt: AtomicBool,
-    /// The socket of a plain TCP connection, for replies written straight to it
-    /// (`exec::Server::deliver`); None for TLS, whose session only the event loop holds.
-    pub direct: Option<std::sync::Weak<std::net::TcpStream>>,
-    /// A batch was answered directly on the socket (its `batch_done` did not go through the
-    /// channel).
-    pub direct_done: AtomicBool,
     /// `Client::authenticated` as of the last batch the executor answered: the connection's
     /// decoder applies Redis's pre-AUTH limits (10 arguments, 16 KB bulks) while it is false.
     pub authenticated: AtomicBool,
@@ -185,7 +99,8 @@ pub struct Client {
     /// Table id of the last command run (CLIENT LIST `cmd=`), None before the first.
     /// The last command's full name (CLIENT LIST `cmd=`).
     pub last_cmd: Option<&'static str>,
-    pub out: OutSender,
+    /// The connection's output (machine/output.rs).
+    pub out: Rc<ConnOut>,
     pub shared: Arc<ClientShared>,
     /// Close after the current batch's replies are written.
     pub close_after_reply: bool,
@@ -212,10 +127,6 @@ pub struct Client {
     pub blocked: bool,
     /// Channels, patterns and shard channels this client is subscribed to.
     pub pubsub: super::pubsub::ClientPubSub,
-    /// Pushes queued by the executor, not yet handed to the connection task: a burst of
-    /// messages to one subscriber leaves as one chunk (one wake-up, one write), as Redis writes
-    /// a client's buffer once per event-loop turn. `exec::Server::flush_deferred` sends them.
-    pub deferred: BytesMut,
     /// CLIENT REPLY OFF: no replies (pushes still leave).
     pub reply_off: bool,
     /// CLIENT REPLY SKIP: the next command's reply is dropped (`reply_skip` while it runs).
@@ -230,7 +141,7 @@ impl Client {
         id: u64,
         addr: SocketAddr,
         laddr: SocketAddr,
-        out: impl Into<OutSender>,
+        out: impl IntoOutput,
         shared: Arc<ClientShared>,
     ) -> Client {
         let now = Instant::now();
@@ -249,7 +160,7 @@ impl Client {
             created: now,
             last_interaction_ms: super::unix_ms(),
             last_cmd: None,
-            out: out.into(),
+            out: out.into_output(id),
             shared,
             close_after_reply: false,
             skip_reply: false,
@@ -262,7 +173,6 @@ impl Client {
             repl_index: 0,
             blocked: false,
             pubsub: Default::default(),
-            deferred: BytesMut::new(),
             reply_off: false,
             reply_skip_next: false,
             reply_skip: false,
@@ -285,66 +195,30 @@ impl Client {
         self.resp == 3
     }
 
-    /// Sends bytes to the connection outside of a batch reply (wake-ups), after any deferred
-    /// pushes, so output stays in the order it was produced.
+    /// Appends output outside of a batch reply (a large pub/sub message, a MONITOR line),
+    /// by reference when large.
     pub fn push(&mut self, data: Bytes, batch_done: bool) {
-        self.flush_deferred();
-        self.shared
-            .pending_out
-            .fetch_add(data.len(), Ordering::Relaxed);
-        let _ = self.out.send(Out {
-            data,
-            batch_done,
-            close: false,
-        });
-    }
-
-    /// Hands a batch's (or a woken waiter's) output to the connection.
-    pub fn push_out(&self, data: Bytes, batch_done: bool, close: bool) {
-        self.shared
-            .pending_out
-            .fetch_add(data.len(), Ordering::Relaxed);
-        let _ = self.out.send(Out {
-            data,
-            batch_done,
-            close,
-        });
-    }
-
-    /// Queues a push for the next `flush_deferred`; true if the queue was empty (the caller
-    /// remembers the client as having output to flush).
-    pub fn defer(&mut self, data: &[u8]) -> bool {
-        let was_empty = self.deferred.is_empty();
-        self.deferred.extend_from_slice(data);
-        self.shared
-            .pending_out
-            .fetch_add(data.len(), Ordering::Relaxed);
-        was_empty
-    }
-
-    /// Hands the deferred pushes to the connection task (already counted in `pending_out`).
-    pub fn flush_deferred(&mut self) {
-        if self.deferred.is_empty() {
-            return;
+        self.out.put(data);
+        if batch_done {
+            self.out.batch_done(false);
         }
-        let data = self.deferred.split().freeze();
-        if self.deferred.capacity() > 64 << 10 {
-            self.deferred = BytesMut::new();
-        }
-        let _ = self.out.send(Out {
-            data,
-            batch_done: false,
-            close: false,
-        });
     }
 
+    /// Appends a push (a copy): the connection writes its output once per loop turn, so a
+    /// burst of messages to one subscriber leaves in one write, as Redis writes a client's
+    /// buffer in `beforeSleep`.
+    pub fn defer(&mut self, data: &[u8]) {
+        self.out.extend(data);
+    }
+
+    /// Output not written yet, held output included (output limits, CLIENT LIST `omem`).
+    pub fn pending_out(&self) -> usize {
+        self.out.len()
+    }
+
+    /// The connection closes at once (CLIENT KILL, output limits).
     pub fn kill(&self) {
-        self.shared.killed.store(true, Ordering::Relaxed);
-        let _ = self.out.send(Out {
-            data: Bytes::new(),
-            batch_done: true,
-            close: true,
-        });
+        self.out.kill();
     }
 }
 
@@ -360,10 +234,7 @@ impl Client {
             .as_ref()
             .map(|n| String::from_utf8_lossy(n).into_owned())
             .unwrap_or_default();
-        let omem = c
-            .shared
-            .pending_out
-            .load(std::sync::atomic::Ordering::Relaxed);
+        let omem = c.pending_out();
         let cmd = c.last_cmd.unwrap_or("NULL");
         // Redis's order of the flag letters we can have.
         let mut flags = String::new();

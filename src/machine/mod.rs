@@ -13,6 +13,7 @@ pub mod client;
 pub mod latency;
 pub mod notify;
 pub mod ops;
+pub mod output;
 pub mod pubsub;
 pub mod shared;
 pub mod stats;
@@ -128,15 +129,11 @@ pub struct State {
     pub watches: Watches,
     /// Clients blocked on keys (see exec/blocking.rs).
     pub waiters: Waiters,
-    /// Ready keys are being served: nested commands leave new ready keys to the outer loop.
-    pub serving_ready: bool,
     pub pubsub: pubsub::Registry,
     /// The client whose batch is running (0: none); it is not in `clients`.
     pub running: u64,
     /// Pushes for the running client, written into its batch output before the next reply.
     pub self_pushes: Vec<Frame>,
-    /// Clients with deferred pushes (see `Client::deferred`).
-    pub dirty: Vec<u64>,
     /// MONITOR, SLOWLOG and CLIENT PAUSE state (cmd/observe.rs).
     pub ops: ops::OpsState,
     /// What the lock operations clients sent amount to (locks.rs: INFO locks, metrics-port).
@@ -214,11 +211,9 @@ impl State {
             writes_refused_until,
             watches: Watches::default(),
             waiters: Waiters::default(),
-            serving_ready: false,
             pubsub: Default::default(),
             running: 0,
             self_pushes: Vec::new(),
-            dirty: Vec::new(),
             ops: Default::default(),
             locks: Default::default(),
             scripting: None,

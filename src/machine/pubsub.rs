@@ -234,7 +234,7 @@ pub fn over_output_limit(cfg: &Config, c: &mut Client, now_secs: &mut u64) -> bo
     if limit.hard == 0 && limit.soft == 0 {
         return false;
     }
-    let used = c.shared.pending_out.load(Ordering::Relaxed) as u64;
+    let used = c.pending_out() as u64;
     let hard = limit.hard != 0 && used >= limit.hard;
     let mut soft = limit.soft != 0 && used >= limit.soft;
     if soft {
@@ -343,7 +343,6 @@ impl State {
             self_pushes,
             config,
             running,
-            dirty,
             ..
         } = self;
         let mut receivers = 0;
@@ -358,9 +357,7 @@ impl State {
                 return;
             };
             if enc.len() <= SHARE_ABOVE {
-                if c.defer(enc.bytes(c.resp3())) {
-                    dirty.push(id);
-                }
+                c.defer(enc.bytes(c.resp3()));
             } else {
                 // One copy for all subscribers of a large message, not one each.
                 c.push(enc.shared(c.resp3()), false);
@@ -406,7 +403,7 @@ impl State {
     }
 
     /// Forgets a client that is going away (disconnect, QUIT, CLIENT KILL, output limit) and
-    /// tells its connection task to close.
+    /// tells its connection to close.
     pub fn close_client(&mut self, mut c: Box<Client>) {
         self.forget_client(&mut c);
         c.kill();
@@ -463,9 +460,15 @@ mod tests {
 
     #[test]
     fn soft_limit_needs_more_than_its_seconds_and_resets_below_it() {
-        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
         let addr = "127.0.0.1:1".parse().unwrap();
-        let mut c = Client::new(3, addr, addr, tx, Default::default());
+        let out = crate::machine::output::ConnOut::looped(3, Default::default());
+        let mut c = Client::new(3, addr, addr, out, Default::default());
+        // Output the loop has not written: what the limits count.
+        let set_pending = |c: &Client, n: usize| {
+            let mut b = c.out.buf.borrow_mut();
+            b.clear();
+            assert!(b.extend(&vec![b'x'; n]));
+        };
         c.pubsub.channels.insert(Bytes::from_static(b"ch"));
         let mut cfg = Config::default();
         cfg.client_output_buffer_limit[ObufClass::Pubsub as usize] = crate::config::ObufLimit {
@@ -473,15 +476,15 @@ mod tests {
             soft: 100,
             soft_secs: 2,
         };
-        c.shared.pending_out.store(150, Ordering::Relaxed);
+        set_pending(&c, 150);
         assert!(!over_output_limit(&cfg, &mut c, &mut 10)); // first seen over soft at t=10
         assert!(!over_output_limit(&cfg, &mut c, &mut 12)); // 2 s: not more than 2 yet
         assert!(over_output_limit(&cfg, &mut c, &mut 13));
-        c.shared.pending_out.store(50, Ordering::Relaxed);
+        set_pending(&c, 50);
         assert!(!over_output_limit(&cfg, &mut c, &mut 14)); // below: the clock restarts
-        c.shared.pending_out.store(150, Ordering::Relaxed);
+        set_pending(&c, 150);
         assert!(!over_output_limit(&cfg, &mut c, &mut 15));
-        c.shared.pending_out.store(1000, Ordering::Relaxed);
+        set_pending(&c, 1000);
         assert!(over_output_limit(&cfg, &mut c, &mut 15)); // hard: at once
                                                            // Not subscribed: the normal class, unlimited by default.
         c.pubsub.channels.clear();

@@ -1,14 +1,16 @@
-//! What the network side reads without asking the executor thread: published limits, counters
-//! and the busy-script state. The one thing both threads touch, so every field is atomic (the
-//! metrics text is behind a lock held only to swap or copy it).
+//! What threads other than the executor see: the main thread waits for a shutdown request
+//! (`shutdown_notify`) and its signal handling sets the busy-script state's stop flag; the
+//! metrics-port thread copies the rendered metrics text and page (behind locks held only to
+//! swap or copy them). The published limits and counters are read by the executor's own event
+//! loop; they stay here, as atomics, because `Shared` is the one value all of them hold.
 
 use crate::config::Config;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use tokio::sync::Notify;
 
-/// What connection tasks and the accept loop read without asking the executor.
+/// See the module comment.
 ///
-/// The first block is the configuration the network side enforces (the directives applied as
+/// The first block is the configuration the event loop enforces (the directives applied as
 /// `config::Apply::Network` / `MaxClients`), published by `apply` at start and after each CONFIG
 /// SET that changes one of them; a unit test checks that every such directive moves a field.
 /// Reads are relaxed loads, once per accept or per decoded batch.
@@ -35,7 +37,7 @@ pub struct Shared {
     pub rejected_connections: AtomicU64,
     pub net_input_bytes: AtomicU64,
     pub net_output_bytes: AtomicU64,
-    /// Set when a client asked for SHUTDOWN; the accept loop watches `shutdown_notify`.
+    /// Set when a client asked for SHUTDOWN; the main thread watches `shutdown_notify`.
     pub shutdown_requested: AtomicBool,
     pub shutdown_notify: Notify,
     /// A running script past busy-reply-threshold, SCRIPT KILL and SHUTDOWN NOSAVE requests.
@@ -72,7 +74,7 @@ impl Shared {
         s
     }
 
-    /// Publishes the limits connection tasks enforce (called again after CONFIG SET).
+    /// Publishes the limits the event loop enforces (called again after CONFIG SET).
     pub fn apply(&self, cfg: &Config) {
         self.maxclients
             .store(cfg.maxclients as usize, Ordering::Relaxed);

@@ -378,9 +378,7 @@ impl State {
         let Some(c) = self.clients.get_mut(&id) else {
             return;
         };
-        if c.defer(bytes) {
-            self.dirty.push(id);
-        }
+        c.defer(bytes);
         if super::pubsub::over_output_limit(&self.config, c, &mut 0) {
             if let Some(c) = self.clients.remove(&id) {
                 tracing::warn!(

@@ -176,6 +176,17 @@ impl Decoder {
         self.remaining > 0
     }
 
+    /// While a bulk argument's payload is arriving: how many bytes the buffer must hold for it
+    /// to be complete (0 otherwise). The reader sizes its buffer for it once, as Redis does
+    /// for big arguments, instead of growing block by block.
+    pub fn bulk_end(&self) -> usize {
+        if self.bulk.is_some() {
+            self.need
+        } else {
+            0
+        }
+    }
+
     /// Memory the request in progress holds besides the buffer (its argument table), for the
     /// query buffer limit: a request of millions of empty arguments costs more here than on
     /// the wire.
@@ -579,6 +590,24 @@ fn hex_val(c: u8) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bulk_end_says_where_a_large_argument_ends() {
+        let limits = DecodeLimits {
+            max_bulk_len: 512 << 20,
+        };
+        let mut d = Decoder::new();
+        let mut buf = BytesMut::from(&b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$100000\r\nabc"[..]);
+        assert_eq!(d.bulk_end(), 0);
+        assert!(matches!(d.decode(&mut buf, &limits), Ok(None)));
+        let head = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$100000\r\n".len();
+        assert_eq!(d.bulk_end(), head + 100_000 + 2);
+        buf.extend_from_slice(&vec![b'x'; 100_000 - 3]);
+        buf.extend_from_slice(b"\r\n");
+        let args = d.decode(&mut buf, &limits).unwrap().unwrap();
+        assert_eq!(args[2].len(), 100_000);
+        assert_eq!(d.bulk_end(), 0);
+    }
 
     /// The fast line reader agrees with the general one wherever it answers.
     #[test]

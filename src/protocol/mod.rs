@@ -5,6 +5,7 @@ pub mod decode;
 pub mod encode;
 pub mod frame;
 pub mod number;
+pub mod pool;
 
 pub use decode::{DecodeLimits, Decoded, Decoder, ProtocolError};
 pub use frame::Frame;

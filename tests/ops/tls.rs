@@ -377,3 +377,34 @@ print("ok")
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Large replies through TLS: 1 MiB values and small replies pipelined before a byte is read
+/// arrive whole and in order (the session takes the output chain piece by piece).
+#[test]
+fn large_pipelined_replies_over_tls() {
+    let pki = Pki::new("large");
+    let (_s, port) = pki.server("no", &[]);
+    let cfg = client_config(Path::new(&pki.path("ca.pem")), None);
+    let mut c = common::Conn::connect_tls(port, cfg);
+    let value: Vec<u8> = (0..(1usize << 20) + 5)
+        .map(|i| b'a' + (i / 11 % 26) as u8)
+        .collect();
+    assert_eq!(c.cmd(&[b"SET".as_slice(), b"big", &value]), b"+OK\r\n");
+    let mut req = Vec::new();
+    let mut want = Vec::new();
+    for i in 0..8 {
+        req.extend_from_slice(&common::resp_cmd(&["GET", "big"]));
+        want.extend_from_slice(format!("${}\r\n", value.len()).as_bytes());
+        want.extend_from_slice(&value);
+        want.extend_from_slice(b"\r\n");
+        let small = i.to_string().repeat(i * 300);
+        req.extend_from_slice(&common::resp_cmd(&["ECHO", &small]));
+        want.extend_from_slice(format!("${}\r\n{small}\r\n", small.len()).as_bytes());
+    }
+    c.send_raw(&req);
+    let mut got = Vec::new();
+    while got.len() < want.len() {
+        got.extend_from_slice(&c.read_reply());
+    }
+    assert!(got == want, "replies out of order or damaged");
+}

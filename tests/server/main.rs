@@ -13,6 +13,7 @@ mod debug_command;
 mod differential;
 mod module_replicaof;
 mod notify;
+mod output;
 mod pubsub;
 mod pubsub_bench;
 mod pubsub_limits;
