@@ -149,6 +149,7 @@ fn reset(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     c.reply_off = false;
     c.reply_skip = false;
     c.reply_skip_next = false;
+    c.cluster_readonly = false;
     c.db = 0;
     c.resp = 2;
     c.shared.resp3.store(false, Ordering::Relaxed);

@@ -212,6 +212,10 @@ fn process_frame(
             return Some(Ok(reject(srv, client, id, e)));
         }
     }
+    // Redis Cluster's redirection (cmd/cluster.rs), where Redis's processCommand does it.
+    if let Some(e) = super::cluster::redirect(srv, &*host, client, id, argv) {
+        return Some(Ok(super::cluster::refuse(srv, client, id, e)));
+    }
     // maxmemory with noeviction: commands that may add data are refused while over the limit;
     // reads, DEL and the rest keep working so locks can still be released. Inside MULTI every
     // command but EXEC, DISCARD, QUIT and RESET is refused, since queuing itself takes memory.

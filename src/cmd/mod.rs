@@ -5,6 +5,7 @@ mod acl_redis;
 pub mod args;
 pub mod bitmap;
 pub mod blocking;
+pub mod cluster;
 pub mod connection;
 pub mod dispatch;
 pub mod docs;
