@@ -496,7 +496,8 @@ fn getkeysinslot(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 /// CLUSTER LINKS: a link each way to every member this node hears from (raft's peer
-/// connections), with Redis's fields; the buffers are not Redis's bus buffers (0).
+/// connections), with Redis's fields. The view keeps no per-connection record, so
+/// `create-time` is when this node started and the buffers (Redis's bus buffers) are 0.
 fn links(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     let view = view_or_disabled(ctx)?;
     let started =
@@ -575,6 +576,27 @@ mod tests {
     fn crc16_is_xmodem() {
         // The check value of CRC-16/XMODEM, and Redis Cluster spec's example.
         assert_eq!(crc16(b"123456789"), 0x31c3);
+    }
+
+    #[test]
+    fn topology_questions_wait_for_the_election_on_a_follower() {
+        let argv = |s: &str| -> Vec<Bytes> {
+            s.split(' ')
+                .map(|w| Bytes::copy_from_slice(w.as_bytes()))
+                .collect()
+        };
+        let waits = super::super::replication::discovery_waits_for_leader;
+        for yes in ["CLUSTER SLOTS", "cluster shards", "CLUSTER Nodes"] {
+            assert!(waits(&argv(yes)), "{yes}");
+        }
+        for no in [
+            "CLUSTER KEYSLOT x",
+            "CLUSTER INFO",
+            "CLUSTER MYID",
+            "READONLY",
+        ] {
+            assert!(!waits(&argv(no)), "{no}");
+        }
     }
 
     #[test]
