@@ -27,7 +27,7 @@
 //! no slot is ever importing, which is all the flag is read for in Redis.
 //!
 //! CLUSTER COUNTKEYSINSLOT and GETKEYSINSLOT walk database 0 (deadbolt keeps no slot index):
-//! O(N) in the keys, as KEYS.
+//! O(N) in the keys, as KEYS. As in Redis Cluster, database 0 is the only one (`only_db0`).
 
 use super::keyspec::{has_keys, key_refs};
 use super::table::{flags::*, CmdId, CommandSpec, NO_KEYS};
@@ -232,6 +232,17 @@ pub fn refuse(srv: &mut State, client: &mut Client, id: CmdId, e: CmdError) -> F
     }
     srv.stats.commands[id].rejected_calls += 1;
     super::dispatch::error_frame(srv, e)
+}
+
+/// Redis Cluster has database 0 alone: SELECT of another, MOVE, SWAPDB and COPY to or from
+/// another are refused with Redis's `<what> is not allowed in cluster mode`.
+pub fn only_db0(ctx: &Ctx, what: &str) -> Result<(), CmdError> {
+    if enabled(ctx.srv, &*ctx.host) {
+        return Err(CmdError::err(format!(
+            "ERR {what} is not allowed in cluster mode"
+        )));
+    }
+    Ok(())
 }
 
 // ---- the view as Redis Cluster nodes ----

@@ -287,6 +287,9 @@ fn select(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             "ERR value is out of range, value must between -2147483648 and 2147483647",
         ));
     }
+    if id != 0 {
+        super::cluster::only_db0(ctx, "SELECT")?;
+    }
     if id < 0 || id as usize >= ctx.srv.dbs.len() {
         return Err(CmdError::err("ERR DB index is out of range"));
     }

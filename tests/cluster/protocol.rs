@@ -483,6 +483,14 @@ fn followers_redirect_and_keys_across_slots_are_refused_like_redis() {
         &["GET", "{t}a"],
         &["EXEC"],
         &["SUNIONSTORE", "{t}d", "{t}s1", "s2"],
+        &["SELECT", "1"],
+        &["SELECT", "x"],
+        &["SELECT", "0"],
+        &["MOVE", "{t}a", "1"],
+        &["SWAPDB", "0", "1"],
+        &["COPY", "{t}a", "{t}c", "DB", "1"],
+        &["COPY", "{t}a", "{t}c", "DB", "0"],
+        &["COPY", "{t}a", "{t}a"],
         &["PING"],
     ];
     let mut le = Conn::connect(lport);
