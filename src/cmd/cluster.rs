@@ -169,6 +169,9 @@ pub fn redirect(
     let view = host.cluster()?;
     let table = super::table::table();
     let entry = &table.entries[id];
+    if matches!(entry.spec.name, "ssubscribe" | "sunsubscribe" | "spublish") {
+        return pubsub_shard(srv, entry, argv);
+    }
     let exec = entry.spec.name == "exec";
     if !exec && !has_keys(entry) {
         return None;
@@ -218,6 +221,23 @@ pub fn redirect(
     }
     let (host, port, _) = addr(leader);
     Some(CmdError::err(format!("MOVED {slot} {host}:{port}")))
+}
+
+/// Sharded pub/sub: the channels (Redis's legacy key range; their key specs say `not_key`)
+/// must share a slot. Any node then serves them, as Redis serves them on the slot's master
+/// and its replicas, and while the cluster is down (`cluster-allow-pubsubshard-when-down`,
+/// yes by default).
+fn pubsub_shard(srv: &State, entry: &super::table::TableEntry, argv: &[Bytes]) -> Option<CmdError> {
+    if srv.config.compat_value("cluster-enabled") != "yes" {
+        return None;
+    }
+    let mut slots = entry
+        .spec
+        .key_positions(argv.len())
+        .filter_map(|p| argv.get(p))
+        .map(|c| key_hash_slot(c));
+    let first = slots.next()?;
+    slots.any(|s| s != first).then(|| CmdError::err(CROSSSLOT))
 }
 
 /// A redirection's reply, as Redis's processCommand gives it: EXEC's discards the transaction

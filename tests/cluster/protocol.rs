@@ -448,6 +448,12 @@ fn followers_redirect_and_keys_across_slots_are_refused_like_redis() {
     assert_eq!(fo.cmd(&["READONLY"]), b"+OK\r\n");
     assert_eq!(fo.cmd(&["RESET"]), b"+RESET\r\n");
     assert_eq!(text(&fo.cmd(&["GET", "lock"])), moved("lock"));
+    // Sharded pub/sub is served by the slot's replicas too, as in Redis.
+    assert_eq!(
+        text(&fo.cmd(&["SSUBSCRIBE", "ch"])),
+        "*3\r\n$10\r\nssubscribe\r\n$2\r\nch\r\n:1\r\n"
+    );
+    assert_eq!(fo.cmd(&["RESET"]), b"+RESET\r\n");
 
     // CROSSSLOT, on the leader as on a Redis Cluster master: multi-key commands, scripts,
     // functions' keys, and MULTI (a queued command's own keys; EXEC's over all queued ones).
@@ -483,6 +489,12 @@ fn followers_redirect_and_keys_across_slots_are_refused_like_redis() {
         &["GET", "{t}a"],
         &["EXEC"],
         &["SUNIONSTORE", "{t}d", "{t}s1", "s2"],
+        &["SPUBLISH", "ch", "m"],
+        &["SSUBSCRIBE", "a", "b"],
+        &["SSUBSCRIBE", "{t}a", "{t}b"],
+        &["SUNSUBSCRIBE", "x", "y"],
+        &["SUNSUBSCRIBE", "{t}a"],
+        &["SUNSUBSCRIBE", "{t}b"],
         &["SELECT", "1"],
         &["SELECT", "x"],
         &["SELECT", "0"],
