@@ -151,6 +151,7 @@ const CMD_HELPERS: &[&str] = &[
     "table",
     "tracking",
     "acl_redis",
+    "slots",
 ];
 /// The top: the registry names every family; dispatch runs commands. Families may call up into
 /// these (a command looked up or run by name), nothing else does.

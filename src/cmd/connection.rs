@@ -160,6 +160,7 @@ fn reset(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     c.reply_off = false;
     c.reply_skip = false;
     c.reply_skip_next = false;
+    c.cluster_readonly = false;
     c.db = 0;
     c.resp = 2;
     c.shared.resp3.store(false, Ordering::Relaxed);
@@ -296,6 +297,9 @@ fn select(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Err(CmdError::err(
             "ERR value is out of range, value must between -2147483648 and 2147483647",
         ));
+    }
+    if id != 0 {
+        super::slots::only_db0(ctx, "SELECT")?;
     }
     if id < 0 || id as usize >= ctx.srv.dbs.len() {
         return Err(CmdError::err("ERR DB index is out of range"));

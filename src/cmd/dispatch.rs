@@ -217,6 +217,10 @@ fn process_frame(
             return Some(Ok(reject(srv, client, id, e)));
         }
     }
+    // Redis Cluster's redirection (cmd/cluster.rs), where Redis's processCommand does it.
+    if let Some(e) = cluster_redirect(srv, &*host, client, id, argv) {
+        return Some(Ok(cluster_refuse(srv, client, id, e)));
+    }
     // maxmemory with noeviction: commands that may add data are refused while over the limit;
     // reads, DEL and the rest keep working so locks can still be released. Inside MULTI every
     // command but EXEC, DISCARD, QUIT and RESET is refused, since queuing itself takes memory.
@@ -790,4 +794,108 @@ fn check_restricted(
     };
     add_log_entry(srv, client, d.reason(), context, object, None);
     Err(d)
+}
+
+// ---- Redis Cluster redirection ----
+
+/// Redis's getNodeByQuery and clusterRedirectClient for a one-group cluster: the refusal a
+/// command gets instead of running here (CROSSSLOT, CLUSTERDOWN, MOVED), None when it runs.
+/// EXEC is judged by every queued command's keys, as in Redis.
+pub fn cluster_redirect(
+    srv: &State,
+    host: &dyn Host,
+    client: &Client,
+    id: CmdId,
+    argv: &[Bytes],
+) -> Option<CmdError> {
+    let view = host.cluster()?;
+    let table = crate::cmd::registry::table();
+    let entry = &table.entries[id];
+    if matches!(entry.spec.name, "ssubscribe" | "sunsubscribe" | "spublish") {
+        return cluster_pubsub_shard(srv, entry, argv);
+    }
+    let exec = entry.spec.name == "exec";
+    if !exec && !super::keyspec::has_keys(entry) {
+        return None;
+    }
+    if srv.config.compat_value("cluster-enabled") != "yes" {
+        return None;
+    }
+    let mut slot = None;
+    let mut write = false;
+    let mut judge = |qid: CmdId, qargv: &[Bytes]| -> Result<(), CmdError> {
+        let e = &table.entries[qid];
+        write |= effective_flags(srv, e.spec, qargv) & flags::WRITE != 0;
+        for k in super::keyspec::key_refs(e, qargv).iter() {
+            let Some(key) = qargv.get(k.pos) else {
+                continue;
+            };
+            let this = super::slots::key_hash_slot(key);
+            match slot {
+                None => slot = Some(this),
+                Some(s) if s != this => return Err(CmdError::err(super::slots::CROSSSLOT)),
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    };
+    if exec {
+        // EXEC without MULTI answers its own error.
+        for (qid, qargv) in client.multi.as_ref()? {
+            if let Err(e) = judge(*qid, qargv) {
+                return Some(e);
+            }
+        }
+    } else if let Err(e) = judge(id, argv) {
+        return Some(e);
+    }
+    let slot = slot?;
+    if view.role == crate::replication::StateRole::Leader {
+        return None;
+    }
+    let Some(leader) = view.members.iter().find(|m| m.id == view.leader) else {
+        return Some(CmdError::err(super::slots::CLUSTERDOWN));
+    };
+    if client.cluster_readonly && !write {
+        return None;
+    }
+    let (host, port, _) = super::slots::addr(leader);
+    Some(CmdError::err(format!("MOVED {slot} {host}:{port}")))
+}
+
+/// Sharded pub/sub: the channels (Redis's legacy key range; their key specs say `not_key`)
+/// must share a slot. Any node then serves them, as Redis serves them on the slot's master
+/// and its replicas, and while the cluster is down (`cluster-allow-pubsubshard-when-down`,
+/// yes by default).
+fn cluster_pubsub_shard(
+    srv: &State,
+    entry: &super::table::TableEntry,
+    argv: &[Bytes],
+) -> Option<CmdError> {
+    if srv.config.compat_value("cluster-enabled") != "yes" {
+        return None;
+    }
+    let mut slots = entry
+        .spec
+        .key_positions(argv.len())
+        .filter_map(|p| argv.get(p))
+        .map(|c| super::slots::key_hash_slot(c));
+    let first = slots.next()?;
+    slots
+        .any(|s| s != first)
+        .then(|| CmdError::err(super::slots::CROSSSLOT))
+}
+
+/// A redirection's reply, as Redis's processCommand gives it: EXEC's discards the transaction
+/// (and its WATCHes), any other command's flags an open one so that EXEC aborts.
+pub fn cluster_refuse(srv: &mut State, client: &mut Client, id: CmdId, e: CmdError) -> Frame {
+    if crate::cmd::registry::table().entries[id].spec.name == "exec" {
+        client.multi = None;
+        client.multi_dirty = false;
+        srv.watches.unwatch_all(client.id);
+    } else {
+        super::support::flag_transaction(client);
+    }
+    srv.stats.commands[id].rejected_calls += 1;
+    error_frame(srv, e)
 }

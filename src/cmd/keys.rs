@@ -397,6 +397,7 @@ fn flushall(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 fn swapdb(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    super::slots::only_db0(ctx, "SWAPDB")?;
     // Each index must be a C int (getIntFromObjectOrReply), or Redis names which is invalid.
     let index = |arg: &Bytes, which: &'static str| {
         int_arg(arg)
@@ -449,6 +450,9 @@ fn copy(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         }
         i += 1;
     }
+    if src != 0 || dst != 0 {
+        super::slots::only_db0(ctx, "Copying to another database")?;
+    }
     let (key, newkey) = (&argv[1], &argv[2]);
     if src == dst && key == newkey {
         return Err(CmdError::err(SAME_OBJECT));
@@ -475,6 +479,7 @@ fn copy(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 /// MOVE key db: the index is checked before the key, as in Redis's moveCommand.
 fn move_cmd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    super::slots::only_db0(ctx, "MOVE")?;
     let src = ctx.client.db;
     let dst = db_index(ctx, &argv[2])?;
     if src == dst {

@@ -77,12 +77,19 @@ const NO_SUCH_MASTER: &str = "ERR No such master with that name";
 /// up to twice that, replication/mod.rs).
 const DOWN_AFTER_MS: &str = "1000";
 
-/// SENTINEL subcommands that name the master or its replicas: on a follower that knows no
-/// live leader they wait for the election (see the module comment).
+/// SENTINEL subcommands that name the master or its replicas, and CLUSTER SLOTS/SHARDS/NODES:
+/// on a follower that knows no live leader they wait for the election (see the module comment).
 pub fn discovery_waits_for_leader(argv: &[Bytes]) -> bool {
     let (Some(cmd), Some(sub)) = (argv.first(), argv.get(1)) else {
         return false;
     };
+    if cmd.eq_ignore_ascii_case(b"cluster") {
+        // Redis Cluster's topology (cmd/cluster.rs): a cluster-mode client refreshes it after
+        // a connection to the old leader failed.
+        return [&b"slots"[..], b"shards", b"nodes"]
+            .iter()
+            .any(|s| sub.eq_ignore_ascii_case(s));
+    }
     if !cmd.eq_ignore_ascii_case(b"sentinel") {
         return false;
     }

@@ -958,7 +958,10 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
                 let _ = write!(out, "errorstat_{code}:count={n}\r\n");
             }
         }
-        "cluster" => out.push_str("# Cluster\r\ncluster_enabled:0\r\n"),
+        "cluster" => {
+            let on = super::slots::enabled(srv, host);
+            let _ = write!(out, "# Cluster\r\ncluster_enabled:{}\r\n", u8::from(on));
+        }
         "keyspace" => {
             out.push_str("# Keyspace\r\n");
             for (i, db) in srv.dbs.iter().enumerate() {

@@ -6,8 +6,8 @@
 //!   log says once why it has no effect;
 //! - **refused with the reason**, at start-up and by CONFIG SET, for any value but Redis's
 //!   default where ignoring it would lose data or weaken security (`replicaof`,
-//!   `unixsocket`, `cluster-enabled`, TLS restrictions);
-//! - `min-replicas-to-write` / `min-replicas-max-lag` (cmd/replication.rs: writes get
+//!   `unixsocket`, TLS restrictions; `cluster-enabled` outside a Raft cluster);
+//! - `min-replicas-to-write` / `min-replicas-max-lag` (cmd/support.rs: writes get
 //!   NOREPLICAS, as on a Redis master without enough good replicas);
 //! - `daemonize`, `supervised` (`supervise.rs`), `latency-tracking` and
 //!   `latency-tracking-info-percentiles` (`machine/latency.rs`), which work; and the encoding
@@ -17,7 +17,9 @@
 //!   follow (`persist/rdb_file.rs`); `tls-replication` / `tls-cluster` (either puts the
 //!   cluster peer connections under TLS, read when the node starts) and
 //!   `tls-client-cert-file` / `tls-client-key-file` (the certificate a node presents when it
-//!   dials a peer), `exec/peer.rs`.
+//!   dials a peer), `exec/peer.rs`; `cluster-enabled`, which a Raft cluster node answers the
+//!   Redis Cluster protocol with (`cmd/cluster.rs`) and a lone server refuses
+//!   (`Config::cluster_refusal`).
 //!
 //! Names, aliases, defaults and which are immutable or protected are Redis 7.0.15's own
 //! (`CONFIG GET *` and `CONFIG SET` of each on a real redis-server; tests/ops/redis_conf.rs
@@ -213,7 +215,7 @@ compat_table! {
     "cluster-announce-port" [] Live "0" Kind::Int, RCLUSTER;
     "cluster-announce-tls-port" [] Live "0" Kind::Int, RCLUSTER;
     "cluster-config-file" [] Immutable "nodes.conf" Kind::Str, RCLUSTER;
-    "cluster-enabled" [] Immutable "no" Kind::Bool, Why::Refuse("Redis Cluster (hash slots, MOVED redirections) is not implemented; deadbolt's replicated mode is its Raft cluster, found through the Sentinel protocol (README \"Cluster\")");
+    "cluster-enabled" [] Immutable "no" Kind::Bool, Why::Works;
     "cluster-link-sendbuf-limit" [] Live "0" Kind::Mem, RCLUSTER;
     "cluster-migration-barrier" [] Live "1" Kind::Int, RCLUSTER;
     "cluster-node-timeout" [] Live "15000" Kind::Int, RCLUSTER;

@@ -335,6 +335,16 @@ impl Config {
 
     /// Why this configuration cannot start a cluster node, if it cannot.
     pub fn cluster_refusal(&self) -> Option<&'static str> {
+        if self.compat_value("cluster-enabled") == "yes"
+            && (self.cluster_node_id == 0 || self.cluster_peers.is_empty())
+        {
+            return Some(
+                "cluster-enabled yes: not supported by deadbolt: a lone server has no Redis \
+                 Cluster to answer for; cluster-enabled yes needs deadbolt's Raft cluster mode \
+                 (cluster-node-id and cluster-peers), whose leader then owns every hash slot \
+                 (docs/cluster.md, \"Cluster-mode clients\")",
+            );
+        }
         (!self.cluster_peers.is_empty() && self.peer_secret().is_none()).then_some(
             "cluster mode needs a shared secret for the peer port: set cluster-secret (the same \
              on every node, e.g. the output of `openssl rand -hex 32`); see \

@@ -134,6 +134,9 @@ pub struct Client {
     pub reply_skip: bool,
     /// CLIENT TRACKING's mode (None: off); the keys it read are in `State::tracking`.
     pub tracking: Option<Box<super::tracking::ClientTracking>>,
+    /// READONLY (cluster mode): read commands on a follower are served there (linearizably,
+    /// after a read barrier) instead of redirected to the leader; READWRITE and RESET clear it.
+    pub cluster_readonly: bool,
 }
 
 impl Client {
@@ -177,6 +180,7 @@ impl Client {
             reply_skip_next: false,
             reply_skip: false,
             tracking: None,
+            cluster_readonly: false,
         }
     }
 

@@ -8,4 +8,5 @@ mod common;
 mod clock_offset;
 mod cluster;
 mod peer_attacks;
+mod protocol;
 mod replication_surface;
