@@ -331,7 +331,7 @@ pub static DIRECTIVES: &[Directive] = &[
             };
             Ok(())
         },
-        doc: "Allow DEBUG (DEBUG SLEEP, and the test-only DEBUG CLOCK-OFFSET): no, yes, or local (loopback clients only).",
+        doc: "Allow DEBUG (Redis 7.0's subcommands, and the test-only DEBUG CLOCK-OFFSET): no, yes, or local (loopback clients only).",
     },
     Directive {
         name: "appendonly",

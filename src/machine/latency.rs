@@ -74,8 +74,9 @@ impl Histogram {
     }
 
     /// LATENCY HISTOGRAM's buckets, as Redis's log iterator walks them: bounds of 1024 ns
-    /// doubling, each named by its bound in whole µs (1, 2, 4 … 32, 65, 131 …), with the calls
-    /// at or under it, listing only the bounds where that count grew.
+    /// doubling, each named as Redis names it, by the highest value its HDR histogram (2
+    /// significant figures) counts as equal to the bound, in whole µs (1, 2, 4, 8, 16, 33, 66,
+    /// 132 …), with the calls at or under it, listing only the bounds where that count grew.
     pub fn power_of_two_usec(&self) -> Vec<(u64, u64)> {
         let mut out = Vec::new();
         let mut cumulative = 0u64;
@@ -88,7 +89,7 @@ impl Histogram {
             // Buckets end on powers of two, so a bucket lies under one bound or past it.
             while upper(i) > bound_ns {
                 if cumulative != listed {
-                    out.push((bound_ns / 1000, cumulative));
+                    out.push((redis_bucket_label(bound_ns), cumulative));
                     listed = cumulative;
                 }
                 bound_ns *= 2;
@@ -96,10 +97,17 @@ impl Histogram {
             cumulative += n;
         }
         if cumulative != listed {
-            out.push((bound_ns / 1000, cumulative));
+            out.push((redis_bucket_label(bound_ns), cumulative));
         }
         out
     }
+}
+
+/// Redis's label for a power-of-two bound of at least 1024 ns: `highest_equivalent_value / 1000`
+/// of its HDR histogram with 2 significant figures (256 sub-buckets), where the values equal to
+/// a bound `b` span `b / 128` ns.
+fn redis_bucket_label(bound_ns: u64) -> u64 {
+    (bound_ns + bound_ns / 128 - 1) / 1000
 }
 
 /// `latency-tracking-info-percentiles` as INFO prints each: `p50`, `p99.9` (Redis's `%f` with

@@ -43,8 +43,12 @@ fn histograms_and_percentiles_like_redis() {
         assert_eq!(a.cmd_str(args), b.cmd_str(args), "{args:?}");
     }
     // Shape: name, calls, the count, histogram_usec, then (bound, cumulative) pairs that end at
-    // the number of calls, bounds from Redis's series 1, 2, 4 … 32, 65, 131 …
-    let bounds: Vec<u64> = (0..30).map(|k| (1024u64 << k) / 1000).collect();
+    // the number of calls, bounds from Redis's series 1, 2, 4, 8, 16, 33, 66, 132 … (the
+    // highest value its HDR histogram counts as equal to 1024 ns << k, in µs).
+    let bounds: Vec<u64> = (0..30)
+        .map(|k| ((1024u64 << k) + (1024u64 << k) / 128 - 1) / 1000)
+        .collect();
+    assert_eq!(bounds[..8], [1, 2, 4, 8, 16, 33, 66, 132]);
     for cmd in ["get", "set", "config|get"] {
         for c in [&mut a, &mut b] {
             let got = items(&c.cmd(&["LATENCY", "HISTOGRAM", cmd]));
