@@ -9,7 +9,6 @@ use crate::protocol::Frame;
 use crate::store::value::own;
 use crate::store::waiters::{Blocked, WaitKind};
 use bytes::Bytes;
-use std::sync::atomic::Ordering;
 
 /// Parses a blocking command's timeout in seconds into milliseconds; 0 waits for ever.
 /// Redis 7.0's `getTimeoutFromObjectOrReply`: the text is a long double (`string2ld`),
@@ -83,10 +82,7 @@ pub fn block(
     ctx.srv.waiters.block(ctx.client.id, b);
     ctx.client.blocked = true;
     ctx.client.skip_reply = true;
-    ctx.client
-        .shared
-        .timeout_exempt
-        .store(true, Ordering::Relaxed);
+    ctx.client.shared.timeout_exempt.set(true);
     Ok(Frame::NullArray)
 }
 

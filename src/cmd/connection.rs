@@ -9,7 +9,6 @@ use crate::machine::client::Client;
 use crate::machine::REDIS_VERSION;
 use crate::protocol::Frame;
 use bytes::Bytes;
-use std::sync::atomic::Ordering;
 
 const fn spec(
     name: &'static str,
@@ -163,7 +162,7 @@ fn reset(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     c.cluster_readonly = false;
     c.db = 0;
     c.resp = 2;
-    c.shared.resp3.store(false, Ordering::Relaxed);
+    c.shared.resp3.set(false);
     c.name = None;
     c.authenticated = !ctx.srv.config.auth_required();
     c.user = "default".into();
@@ -265,7 +264,7 @@ fn hello(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     if let Some(v) = ver {
         ctx.client.resp = v;
-        ctx.client.shared.resp3.store(v == 3, Ordering::Relaxed);
+        ctx.client.shared.resp3.set(v == 3);
     }
     Ok(Frame::Map(vec![
         (Frame::bulk_static("server"), Frame::bulk_static("redis")),

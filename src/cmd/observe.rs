@@ -12,7 +12,6 @@ use crate::error::{CmdError, CmdResult};
 use crate::machine::State;
 use crate::protocol::Frame;
 use bytes::Bytes;
-use std::sync::atomic::Ordering;
 
 pub use crate::machine::ops::{OpsState, Pause, SlowEntry};
 
@@ -157,10 +156,7 @@ fn monitor(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         ctx.client.skip_reply = true;
         return Ok(Frame::ok());
     }
-    ctx.client
-        .shared
-        .timeout_exempt
-        .store(true, Ordering::Relaxed);
+    ctx.client.shared.timeout_exempt.set(true);
     ctx.srv.ops.monitors.push(ctx.client.id);
     Ok(Frame::ok())
 }

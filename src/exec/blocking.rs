@@ -12,7 +12,6 @@ use crate::protocol::encode::encode;
 use crate::store::waiters::WaitKind;
 use crate::store::Value;
 use bytes::BytesMut;
-use std::sync::atomic::Ordering;
 
 fn holds(srv: &mut Server, id: u64, db: usize, key: &[u8], kind: WaitKind, now: u64) -> bool {
     if matches!(kind, WaitKind::Stream | WaitKind::StreamGroup) {
@@ -69,10 +68,7 @@ fn resume(srv: &mut Server, id: u64, ready: Option<&bytes::Bytes>) {
     client.blocked = false;
     // Still exempt if it is subscribed (RESP3 clients can be both).
     let subscribed = client.pubsub.subscribed();
-    client
-        .shared
-        .timeout_exempt
-        .store(subscribed, Ordering::Relaxed);
+    client.shared.timeout_exempt.set(subscribed);
     let mut out = BytesMut::new();
     if timed_out {
         // Redis 7.0 answers every timed-out list/zset wait with a null array (even BLMOVE),

@@ -222,7 +222,7 @@ fn flush_tls(tls: &mut rustls::ServerConnection, sock: &TcpStream) -> io::Result
 struct Conn {
     sock: TcpStream,
     io: Transport,
-    client: Arc<ClientShared>,
+    client: Rc<ClientShared>,
     /// Its output, shared with the executor's `Client`.
     out: Rc<ConnOut>,
     addr: SocketAddr,
@@ -491,7 +491,7 @@ impl Net {
             return;
         }
         let laddr = sock.local_addr().unwrap_or(addr);
-        let client = Arc::new(ClientShared::new_for(shared));
+        let client = Rc::new(ClientShared::new_for(shared));
         self.conns.insert(
             id,
             Conn {
@@ -532,10 +532,9 @@ impl Net {
         };
         c.admitted = true;
         // As `Server::connect` decides, as of now.
-        c.client.authenticated.store(
-            !self.shared.auth_required.load(Ordering::Relaxed),
-            Ordering::Relaxed,
-        );
+        c.client
+            .authenticated
+            .set(!self.shared.auth_required.load(Ordering::Relaxed));
         let client = Client::new(id, c.addr, c.laddr, c.out.clone(), c.client.clone());
         self.accepted.push(Box::new(client));
     }
@@ -769,7 +768,7 @@ impl Net {
         // A client that went away while blocked (BLPOP, SUBSCRIBE) is released, as Redis
         // frees it on EOF; a killed one (CLIENT KILL, output limits) closes after what its
         // socket takes now.
-        if (c.eof && c.client.timeout_exempt.load(Ordering::Relaxed)) || c.out.killed() {
+        if (c.eof && c.client.timeout_exempt.get()) || c.out.killed() {
             c.closing = true;
         }
         self.write_out(id);
@@ -1024,7 +1023,7 @@ impl Net {
                     c.admitted
                         && !c.in_flight
                         && !c.closing
-                        && !c.client.timeout_exempt.load(Ordering::Relaxed)
+                        && !c.client.timeout_exempt.get()
                         && now.duration_since(c.last_activity) > limit
                 }),
             })

@@ -3,10 +3,10 @@
 
 use super::CmdId;
 use bytes::Bytes;
+use std::cell::Cell;
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 use tokio::sync::mpsc;
 
@@ -32,23 +32,38 @@ impl IntoOutput for mpsc::UnboundedSender<Out> {
 }
 
 /// What the event loop reads of a client's session without the executor: the idle timeout's
-/// exemption, and what a busy script's answers depend on.
-#[derive(Debug, Default)]
+/// exemption, and what a busy script's answers depend on. The loop and the executor are one
+/// thread (src/exec/net.rs), so these are plain cells shared through an `Rc`; no other thread
+/// sees a connection's session.
+#[derive(Default)]
 pub struct ClientShared {
     /// Blocked, subscribed or monitoring clients are exempt from the idle `timeout`.
-    pub timeout_exempt: AtomicBool,
+    pub timeout_exempt: Cell<bool>,
     /// `Client::authenticated` as of the last batch the executor answered: the connection's
     /// decoder applies Redis's pre-AUTH limits (10 arguments, 16 KB bulks) while it is false.
-    pub authenticated: AtomicBool,
+    pub authenticated: Cell<bool>,
     /// In MULTI as of the last batch answered (or as a busy script's answers left it).
-    pub in_multi: AtomicBool,
+    pub in_multi: Cell<bool>,
     /// What answers given while a script was busy did to the transaction (see
-    /// `script::busy::BusyMarks`); applied before the client's next batch runs.
-    pub busy_marks: std::sync::Mutex<super::busy::BusyMarks>,
-    /// `busy_marks` is not empty: the executor's check per batch is one load, not a lock.
-    pub busy_marked: AtomicBool,
+    /// `script::busy::BusyMarks`); applied before the client's next batch runs. Taken out and
+    /// put back whole, so no borrow is ever held across a call.
+    pub busy_marks: Cell<super::busy::BusyMarks>,
+    /// `busy_marks` is not empty: the executor's check per batch is one read.
+    pub busy_marked: Cell<bool>,
     /// The connection speaks RESP3 (HELLO 3), for replies given while a script is busy.
-    pub resp3: AtomicBool,
+    pub resp3: Cell<bool>,
+}
+
+impl std::fmt::Debug for ClientShared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientShared")
+            .field("timeout_exempt", &self.timeout_exempt.get())
+            .field("authenticated", &self.authenticated.get())
+            .field("in_multi", &self.in_multi.get())
+            .field("busy_marked", &self.busy_marked.get())
+            .field("resp3", &self.resp3.get())
+            .finish()
+    }
 }
 
 impl ClientShared {
@@ -56,14 +71,14 @@ impl ClientShared {
     /// `State::connect` decides.
     pub fn new_for(shared: &super::Shared) -> ClientShared {
         ClientShared {
-            authenticated: AtomicBool::new(!shared.auth_required.load(Ordering::Relaxed)),
+            authenticated: Cell::new(!shared.auth_required.load(Ordering::Relaxed)),
             ..Default::default()
         }
     }
 
     /// Redis's `authRequired(c)`, for the decoder of this client's next request.
     pub fn auth_required(&self, shared: &super::Shared) -> bool {
-        shared.auth_required.load(Ordering::Relaxed) && !self.authenticated.load(Ordering::Relaxed)
+        shared.auth_required.load(Ordering::Relaxed) && !self.authenticated.get()
     }
 }
 
@@ -101,7 +116,11 @@ pub struct Client {
     pub last_cmd: Option<&'static str>,
     /// The connection's output (machine/output.rs).
     pub out: Rc<ConnOut>,
-    pub shared: Arc<ClientShared>,
+    /// Large bulk replies of the running batch that its output buffer does not copy: (offset
+    /// in the batch output, body), in offset order; the batch output holds their headers and
+    /// trailing CRLFs. `Server::deliver` interleaves them into `out` and empties this.
+    pub big_out: Vec<(usize, Bytes)>,
+    pub shared: Rc<ClientShared>,
     /// Close after the current batch's replies are written.
     pub close_after_reply: bool,
     /// The command produced no reply now (SHUTDOWN; a blocked command answers later).
@@ -145,7 +164,7 @@ impl Client {
         addr: SocketAddr,
         laddr: SocketAddr,
         out: impl IntoOutput,
-        shared: Arc<ClientShared>,
+        shared: Rc<ClientShared>,
     ) -> Client {
         let now = Instant::now();
         Client {
@@ -164,6 +183,7 @@ impl Client {
             last_interaction_ms: super::unix_ms(),
             last_cmd: None,
             out: out.into_output(id),
+            big_out: Vec::new(),
             shared,
             close_after_reply: false,
             skip_reply: false,
@@ -187,12 +207,8 @@ impl Client {
     /// Publishes what the connection's own answers depend on (pre-AUTH limits, busy-script
     /// answers), before the end of a batch is signalled to it.
     pub fn publish_state(&self) {
-        self.shared
-            .authenticated
-            .store(self.authenticated, Ordering::Relaxed);
-        self.shared
-            .in_multi
-            .store(self.multi.is_some(), Ordering::Relaxed);
+        self.shared.authenticated.set(self.authenticated);
+        self.shared.in_multi.set(self.multi.is_some());
     }
 
     pub fn resp3(&self) -> bool {

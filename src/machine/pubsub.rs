@@ -18,7 +18,6 @@ use crate::protocol::encode::encode;
 use crate::protocol::Frame;
 use bytes::{BufMut, Bytes, BytesMut};
 use indexmap::{IndexMap, IndexSet};
-use std::sync::atomic::Ordering;
 
 type RandomState = ahash::RandomState;
 
@@ -327,10 +326,7 @@ impl State {
 
     fn update_pubsub_state(&self, client: &Client) {
         // Subscribers wait for messages, so the idle `timeout` does not apply to them (Redis).
-        client
-            .shared
-            .timeout_exempt
-            .store(client.pubsub.subscribed(), Ordering::Relaxed);
+        client.shared.timeout_exempt.set(client.pubsub.subscribed());
     }
 
     /// PUBLISH / SPUBLISH: queues the message for every subscriber of the channel and, for

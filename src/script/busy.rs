@@ -108,11 +108,10 @@ impl BusyState {
             return None;
         }
         let mut replies = BytesMut::new();
-        let mut in_multi = client.in_multi.load(Ordering::Relaxed);
-        let mut marks = match client.busy_marks.lock() {
-            Ok(m) => m,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut in_multi = client.in_multi.get();
+        // Taken out and put back before returning (the executor's `apply_busy_marks` takes
+        // them the same way; both run on the executor thread, never interleaved).
+        let mut marks = client.busy_marks.take();
         let mut close = false;
         let function = self.function.load(Ordering::Acquire);
         let (busy, execabort) = if function {
@@ -214,7 +213,7 @@ impl BusyState {
                     Some(u) if u.enabled && u.password_ok(pass) => {
                         replies.extend_from_slice(b"+OK\r\n");
                         marks.auth = Some(u.name.clone());
-                        client.authenticated.store(true, Ordering::Relaxed);
+                        client.authenticated.set(true);
                         auth_required = false;
                     }
                     _ => {
@@ -247,7 +246,7 @@ impl BusyState {
             } else if first.eq_ignore_ascii_case(b"function") {
                 // FUNCTION STATS: refused while EVAL is busy, as Redis.
                 if function {
-                    self.stats_reply(&mut replies, client.resp3.load(Ordering::Relaxed));
+                    self.stats_reply(&mut replies, client.resp3.get());
                 } else {
                     replies.extend_from_slice(BUSY);
                 }
@@ -255,10 +254,9 @@ impl BusyState {
                 && argv[1..].iter().any(|a| a.eq_ignore_ascii_case(b"nosave"))
             {
                 self.shutdown.store(true, Ordering::Release);
-                client.in_multi.store(in_multi, Ordering::Relaxed);
-                client
-                    .busy_marked
-                    .store(!marks.is_empty(), Ordering::Release);
+                client.in_multi.set(in_multi);
+                client.busy_marked.set(!marks.is_empty());
+                client.busy_marks.set(marks);
                 return Some(BusyAnswer {
                     replies,
                     shutdown: true,
@@ -270,11 +268,9 @@ impl BusyState {
                 replies.extend_from_slice(busy);
             }
         }
-        client.in_multi.store(in_multi, Ordering::Relaxed);
-        // Under the lock, so the executor's take and this flag cannot cross.
-        client
-            .busy_marked
-            .store(!marks.is_empty(), Ordering::Release);
+        client.in_multi.set(in_multi);
+        client.busy_marked.set(!marks.is_empty());
+        client.busy_marks.set(marks);
         Some(BusyAnswer {
             replies,
             shutdown: false,
@@ -289,17 +285,11 @@ impl BusyState {
 /// refusal while queuing flags it for EXECABORT, the commands answered +QUEUED join it, and a
 /// successful AUTH logs the client in, and a refused one goes to ACL LOG.
 pub fn apply_busy_marks(srv: &mut State, client: &mut Client) {
-    if !client.shared.busy_marked.load(Ordering::Acquire) {
+    if !client.shared.busy_marked.get() {
         return;
     }
-    let marks = {
-        let mut m = match client.shared.busy_marks.lock() {
-            Ok(m) => m,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        client.shared.busy_marked.store(false, Ordering::Relaxed);
-        std::mem::take(&mut *m)
-    };
+    client.shared.busy_marked.set(false);
+    let marks = client.shared.busy_marks.take();
     if marks.discard {
         client.multi = None;
         client.multi_dirty = false;
