@@ -128,8 +128,18 @@ pub fn process(
     }
     // CLIENT REPLY OFF / SKIP silence replies, not pushes.
     let silenced = client.reply_off || client.reply_skip;
-    if !std::mem::take(&mut client.skip_reply) && !silenced && room_for_reply(client, reply, out) {
-        encode(reply, client.resp3(), out);
+    if !std::mem::take(&mut client.skip_reply) && !silenced {
+        match reply {
+            // A large value (GET of a big string) is not copied: its body joins the
+            // connection's chain by reference, between this header and the CRLF, when the
+            // batch output is delivered (`Server::deliver`).
+            Frame::Bulk(b) if b.len() >= crate::machine::output::BIG => {
+                crate::protocol::encode::bulk_header(out, b.len());
+                client.big_out.push((out.len(), b.clone()));
+                out.extend_from_slice(b"\r\n");
+            }
+            _ => encode(reply, client.resp3(), out),
+        }
     }
     client.reply_skip = std::mem::take(&mut client.reply_skip_next);
     if let Some(t) = client.tracking.as_deref_mut() {
@@ -794,41 +804,6 @@ fn check_restricted(
     };
     add_log_entry(srv, client, d.reason(), context, object, None);
     Err(d)
-}
-
-/// Replies at least this large get their room in the batch output fallibly.
-const LARGE_REPLY: usize = 1 << 20;
-
-/// Makes room in `out` for a large bulk reply without aborting the process when memory is
-/// short: the growth is fallible, and without room this client alone is closed (its reply is
-/// dropped), as when its output buffer cannot grow; every other client keeps being served.
-/// Small replies (and large ones that fit) cost one length check.
-fn room_for_reply(client: &Client, reply: &Frame, out: &mut BytesMut) -> bool {
-    let Frame::Bulk(b) = reply else {
-        return true;
-    };
-    let need = b.len() + 32;
-    if b.len() < LARGE_REPLY || out.capacity() - out.len() >= need {
-        return true;
-    }
-    let mut v: Vec<u8> = Vec::new();
-    if out
-        .len()
-        .checked_add(need)
-        .is_some_and(|total| v.try_reserve_exact(total).is_ok())
-    {
-        v.extend_from_slice(out);
-        // Takes over the vector's allocation, spare capacity included (no copy).
-        *out = BytesMut::from(Bytes::from(v));
-        return true;
-    }
-    tracing::warn!(
-        "Client id={} closed: no memory for its output buffer ({} bytes for one reply)",
-        client.id,
-        b.len()
-    );
-    client.kill();
-    false
 }
 
 // ---- Redis Cluster redirection ----

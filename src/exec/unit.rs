@@ -151,8 +151,9 @@ impl Server {
     /// or holds it there until the log is durable (`appendfsync always`) or, in a cluster,
     /// committed: nothing is acknowledged before the log says so. The loop writes it at the
     /// end of the round (`before_sleep`).
-    pub fn deliver(&mut self, client: &Client, out: BytesMut, batch_done: bool, close: bool) {
+    pub fn deliver(&mut self, client: &mut Client, out: BytesMut, batch_done: bool, close: bool) {
         if self.stopping {
+            client.big_out.clear();
             // The batch may hold replies to units that were not logged: none may leave. The
             // connection closes as it would when Redis exits.
             client.out.close_now_quietly();
@@ -179,14 +180,17 @@ impl Server {
                         aof.flush();
                     }
                 }
-                back = client.out.put_buf(out);
+                back = client.out.put_with(out, &mut client.big_out);
                 if batch_done || close {
                     client.out.batch_done(close);
                 }
             }
-            Some(wm) => self.holds.hold(&client.out, wm, batch_done, close, |o| {
-                back = o.put_buf(out);
-            }),
+            Some(wm) => {
+                let pieces = &mut client.big_out;
+                self.holds.hold(&client.out, wm, batch_done, close, |o| {
+                    back = o.put_with(out, pieces);
+                })
+            }
         }
         if let Some(b) = back {
             self.recycle(b);
@@ -285,14 +289,19 @@ pub fn drive(srv: &mut Server, mut client: Box<Client>, mut out: BytesMut) -> Un
             client.block_deadline = None;
             client.block_ready_key = None;
         }
-        if out.len() >= BATCH_OUT_SPLIT && !srv.stopping {
+        if !client.big_out.is_empty() && !srv.stopping {
+            // Large values referenced by this output go to the connection now, reply by reply
+            // (the output buffer holds only their headers and is reused).
+            let done = std::mem::take(&mut out);
+            srv.deliver(&mut client, done, false, false);
+            out = srv.out_buf();
+        } else if out.len() >= BATCH_OUT_SPLIT && !srv.stopping {
             // A pipeline of large replies goes to the connection reply by reply instead of
-            // doubling one buffer for all of them (three GETs of a 300 MB value asked for a
-            // 1.2 GB block).
+            // doubling one buffer for all of them.
             let fresh = crate::machine::output::spare_buffer()
                 .unwrap_or_else(|| BytesMut::with_capacity(crate::machine::output::BLOCK));
             let done = std::mem::replace(&mut out, fresh);
-            srv.deliver(&client, done, false, false);
+            srv.deliver(&mut client, done, false, false);
         }
         // Clients blocked on keys this command wrote are served before the next command (a
         // unit of their own each, after this one's).
@@ -325,7 +334,7 @@ pub fn drive(srv: &mut Server, mut client: Box<Client>, mut out: BytesMut) -> Un
         blocked = false;
     }
     if !out.is_empty() || !(blocked || postponed) {
-        srv.deliver(&client, out, !(blocked || postponed), close);
+        srv.deliver(&mut client, out, !(blocked || postponed), close);
     }
     let end = UnitEnd {
         blocked,

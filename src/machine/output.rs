@@ -141,6 +141,34 @@ impl OutBuf {
         (ok, Some(data))
     }
 
+    /// Appends a batch's output with large values referenced where they belong: `pieces` are
+    /// (offset in `data`, body) in offset order, each body going between `data[..offset]` and
+    /// `data[offset..]`; it is emptied. The text around them is copied and `data` handed back
+    /// for reuse. False, stopping there, when the memory was not there.
+    pub fn put_with(
+        &mut self,
+        mut data: BytesMut,
+        pieces: &mut Vec<(usize, Bytes)>,
+    ) -> (bool, Option<BytesMut>) {
+        if pieces.is_empty() {
+            return self.put_buf(data);
+        }
+        let mut at = 0;
+        let mut ok = true;
+        for (offset, body) in pieces.drain(..) {
+            let offset = offset.clamp(at, data.len());
+            ok = self.extend(&data[at..offset]) && self.put(body);
+            at = offset;
+            if !ok {
+                break;
+            }
+        }
+        ok = ok && self.extend(&data[at..]);
+        pieces.clear();
+        data.clear();
+        (ok, Some(data))
+    }
+
     fn added(&mut self, n: usize) {
         self.len += n;
         self.appended += n as u64;
@@ -362,6 +390,16 @@ impl ConnOut {
         back
     }
 
+    /// Appends a batch's output and its by-reference bodies (`OutBuf::put_with`).
+    pub fn put_with(&self, data: BytesMut, pieces: &mut Vec<(usize, Bytes)>) -> Option<BytesMut> {
+        if pieces.is_empty() {
+            return self.put_buf(data);
+        }
+        let (ok, back) = self.buf.borrow_mut().put_with(data, pieces);
+        self.appended(ok);
+        back
+    }
+
     fn appended(&self, ok: bool) {
         if !ok {
             // No memory for it: only this client goes, as Redis closes a client past its
@@ -555,6 +593,35 @@ mod tests {
         assert!(ok && back.is_some_and(|r| r.is_empty()));
         let (ok, back) = b.put_buf(BytesMut::from(&vec![1u8; BIG][..]));
         assert!(ok && back.is_none());
+    }
+
+    #[test]
+    fn batch_output_with_referenced_bodies_keeps_their_places() {
+        let mut b = OutBuf::default();
+        let one = Bytes::from(vec![b'x'; BIG * 2]);
+        let two = Bytes::from(vec![b'y'; BIG]);
+        let (p1, p2) = (one.as_ptr(), two.as_ptr());
+        let mut data = BytesMut::new();
+        data.extend_from_slice(b"+OK\r\n$32768\r\n");
+        let mut pieces = vec![(data.len(), one.clone())];
+        data.extend_from_slice(b"\r\n:1\r\n$16384\r\n");
+        pieces.push((data.len(), two.clone()));
+        data.extend_from_slice(b"\r\n+PONG\r\n");
+        let (ok, back) = b.put_with(data, &mut pieces);
+        assert!(ok && pieces.is_empty() && back.is_some_and(|r| r.is_empty()));
+        let mut want = b"+OK\r\n$32768\r\n".to_vec();
+        want.extend_from_slice(&one);
+        want.extend_from_slice(b"\r\n:1\r\n$16384\r\n");
+        want.extend_from_slice(&two);
+        want.extend_from_slice(b"\r\n+PONG\r\n");
+        assert_eq!(b.len(), want.len());
+        let mut iov = [IoSlice::new(&[]); MAX_IOV];
+        let k = b.slices(usize::MAX, &mut iov);
+        // The bodies are the stored bytes themselves.
+        assert!(iov[..k].iter().any(|s| s.as_ptr() == p1));
+        assert!(iov[..k].iter().any(|s| s.as_ptr() == p2));
+        let got: Vec<u8> = iov[..k].iter().flat_map(|s| s.iter().copied()).collect();
+        assert_eq!(got, want);
     }
 
     #[test]

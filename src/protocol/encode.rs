@@ -41,6 +41,12 @@ fn put_len(out: &mut BytesMut, prefix: u8, n: usize) {
     put_line_int(out, prefix, n as i64);
 }
 
+/// `$<len>\r\n`: the header of a bulk whose body travels by reference (a large reply appended
+/// to the connection's chain as the stored value itself, machine/output.rs).
+pub fn bulk_header(out: &mut BytesMut, len: usize) {
+    put_len(out, b'$', len);
+}
+
 fn put_bulk(out: &mut BytesMut, data: &[u8]) {
     out.reserve(data.len() + LINE_MAX + 2);
     put_len(out, b'$', data.len());
