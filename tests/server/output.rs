@@ -60,6 +60,39 @@ fn large_and_small_replies_leave_whole_and_in_order() {
     }
 }
 
+/// Under `appendfsync always` every write's reply waits for the pass's fsync, and large
+/// values referenced by the chain wait behind the same gate: a pipeline of writes and GETs of
+/// 1 MiB values answers every reply whole and in order.
+#[test]
+fn large_replies_keep_their_place_behind_an_fsync_hold() {
+    let dir = common::TempDir::new("output-fsync-hold");
+    let d = dir.0.to_str().unwrap();
+    let s = common::deadbolt(&["--dir", d, "--appendonly", "yes", "--appendfsync", "always"]);
+    let mut c = s.conn();
+    let big = patterned((1 << 20) + 5, 3);
+    c.cmd(&[b"SET".as_slice(), b"big", &big]);
+    let mut req = Vec::new();
+    let mut want = Vec::new();
+    for i in 1..=16 {
+        req.extend_from_slice(&resp_cmd(&["INCR", "n"]));
+        want.extend_from_slice(format!(":{i}\r\n").as_bytes());
+        req.extend_from_slice(&resp_cmd(&["GET", "big"]));
+        want.extend_from_slice(&bulk(&big));
+        req.extend_from_slice(&resp_cmd(&["APPEND", "log", "x"]));
+        want.extend_from_slice(format!(":{i}\r\n").as_bytes());
+    }
+    c.send_raw(&req);
+    let mut got = Vec::new();
+    while got.len() < want.len() {
+        got.extend_from_slice(&c.read_reply());
+    }
+    assert!(
+        got == want,
+        "replies out of order or damaged behind the hold"
+    );
+    assert_eq!(c.cmd(&["GET", "n"]), b"$2\r\n16\r\n");
+}
+
 #[test]
 fn the_output_limit_counts_the_whole_chain() {
     for (name, s) in common::deadbolt_and_redis(&["--client-output-buffer-limit", "normal 4mb 0 0"])
