@@ -1,4 +1,4 @@
-//! COPY, MOVE, DUMP, RESTORE, OBJECT, MEMORY and LOLWUT (issue 19) compared with a real
+//! COPY, MOVE, DUMP, RESTORE, OBJECT, MEMORY and LOLWUT compared with a real
 //! redis-server 7.0: replies and errors byte for byte, DUMP payloads byte for byte and restored
 //! across servers in both directions, keyspace events, WATCH, the append-only file, and hostile
 //! RESTORE payloads.

@@ -1,4 +1,4 @@
-//! Streams (issue 19) beyond what the byte-for-byte corpus (tests/corpus/streams.txt) can pin
+//! Streams beyond what the byte-for-byte corpus (tests/corpus/streams.txt) can pin
 //! down: blocking XREAD/XREADGROUP and what wakes or fails them, keyspace events, WATCH,
 //! SCAN TYPE, and the whole stream state (entries, IDs, counters, groups, PELs with delivery
 //! times and counts, consumers) surviving an AOF restart and a rewrite.

@@ -1,4 +1,4 @@
-//! Sorted-set and hash commands of issue 19 whose behaviour a byte-for-byte corpus cannot pin
+//! Sorted-set and hash commands whose behaviour a byte-for-byte corpus cannot pin
 //! down (tests/corpus/zsets_more.txt has the rest): random replies (ZRANDMEMBER, HRANDFIELD)
 //! checked by their invariants on both servers, ZSCAN's guarantee on a big set, keyspace
 //! events, WATCH, BZMPOP blocking and wake-ups, and what reaches the append-only file.

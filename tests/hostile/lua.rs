@@ -1,4 +1,4 @@
-//! Hostile scripts (issue 15): overflowing arguments, deep nesting, sandbox escapes, runaway
+//! Hostile scripts: overflowing arguments, deep nesting, sandbox escapes, runaway
 //! and memory-hungry scripts. Each is run against deadbolt and a real redis-server and the
 //! reply bytes compared; afterwards another client must be served at once and a lock-release
 //! script loaded beforehand must still work. Where Redis itself has no equivalent (its Lua

@@ -1,4 +1,4 @@
-//! Red-team findings on the hardened server (issue 15), one test per finding: what a hostile
+//! Red-team findings on the hardened server, one test per finding: what a hostile
 //! client could still do to take the service down, now refused or bounded. Where Redis 7.0.15
 //! behaves safely the bytes are compared with a real redis-server; where it crashes or hangs
 //! too, deadbolt's safer behaviour is asserted on deadbolt alone and the doc says why.

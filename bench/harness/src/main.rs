@@ -1,4 +1,4 @@
-//! Failover-safety harness (issue 18): real servers in network namespaces, lock clients writing
+//! Failover-safety harness: real servers in network namespaces, lock clients writing
 //! a fenced register inside each critical section, a nemesis (kill, pause, partition), and
 //! checkers for double grants, lost acknowledged writes, linearizability and availability.
 //!
