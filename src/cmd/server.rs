@@ -970,9 +970,10 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
                 }
                 let _ = write!(
                     out,
-                    "db{i}:keys={},expires={},avg_ttl=0\r\n",
+                    "db{i}:keys={},expires={},avg_ttl={}\r\n",
                     db.len(),
-                    db.expires_count()
+                    db.expires_count(),
+                    db.avg_ttl
                 );
             }
         }

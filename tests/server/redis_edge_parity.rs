@@ -600,3 +600,177 @@ fn a_woken_tracking_client_is_invalidated_for_its_own_write() {
         out
     });
 }
+
+/// The `db0:` line of INFO keyspace (empty when the database holds no key).
+fn keyspace_line(c: &mut Conn) -> Vec<u8> {
+    let info = c.cmd_str(&["INFO", "keyspace"]);
+    info.lines()
+        .find(|l| l.starts_with("db0:"))
+        .unwrap_or("")
+        .split(",avg_ttl")
+        .next()
+        .unwrap_or("")
+        .as_bytes()
+        .to_vec()
+}
+
+/// DBSIZE and INFO keyspace count expired keys until something reclaims them (Redis's
+/// "lazy expire" test); KEYS skips them without reclaiming.
+#[test]
+fn dbsize_counts_expired_keys_until_reclaimed() {
+    let t = both_with(&["--enable-debug-command", "yes"], |s| {
+        let mut c = s.conn();
+        let mut out = vec![c.cmd(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"])];
+        for k in ["k1", "k2", "k3"] {
+            out.push(c.cmd(&["PSETEX", k, "50", "v"]));
+        }
+        out.push(c.cmd(&["SET", "kept", "v"]));
+        out.push(c.cmd(&["DBSIZE"]));
+        let deadline = Instant::now() + Duration::from_millis(60);
+        while Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        out.push(c.cmd(&["DBSIZE"]));
+        out.push(keyspace_line(&mut c));
+        out.push(c.cmd(&["KEYS", "*"]));
+        out.push(c.cmd(&["DBSIZE"]));
+        out.push(c.cmd(&["MGET", "k1", "k2", "k3"]));
+        out.push(c.cmd(&["DBSIZE"]));
+        out.push(keyspace_line(&mut c));
+        out.push(c.cmd(&["DEBUG", "SET-ACTIVE-EXPIRE", "1"]));
+        out
+    });
+    assert_eq!(t[6], b":4\r\n");
+    assert_eq!(t[9], b":4\r\n");
+    assert_eq!(t[11], b":1\r\n");
+}
+
+/// CONFIG GET dir answers the absolute path (Redis chdirs into it and answers getcwd()).
+#[test]
+fn config_get_dir_is_absolute() {
+    let t = both_with(&["--dir", "."], |s| {
+        let mut c = s.conn();
+        vec![c.cmd(&["CONFIG", "GET", "dir"])]
+    });
+    let here = std::fs::canonicalize(".").expect("cwd");
+    assert!(
+        String::from_utf8_lossy(&t[0]).contains(&*here.to_string_lossy()),
+        "{:?}",
+        show(&t)
+    );
+}
+
+/// FLUSHALL / FLUSHDB empty the tracking table, even of keys remembered for clients that have
+/// since turned tracking off, and send each tracking client one null invalidation.
+#[test]
+fn flush_empties_the_tracking_table() {
+    let total_keys = |c: &mut Conn| -> Vec<u8> {
+        let info = c.cmd_str(&["INFO", "stats"]);
+        info.lines()
+            .find(|l| l.starts_with("tracking_total_keys:"))
+            .unwrap_or("none")
+            .as_bytes()
+            .to_vec()
+    };
+    let t = both(|s| {
+        let mut c = s.conn();
+        let mut other = s.conn();
+        let mut out = vec![c.cmd(&["SET", "a", "1"]), c.cmd(&["SET", "b", "1"])];
+        out.push(c.cmd(&["CLIENT", "TRACKING", "on"]));
+        out.push(c.cmd(&["GET", "a"]));
+        out.push(c.cmd(&["GET", "b"]));
+        out.push(c.cmd(&["CLIENT", "TRACKING", "off"]));
+        out.push(total_keys(&mut other));
+        out.push(other.cmd(&["FLUSHALL"]));
+        out.push(total_keys(&mut other));
+        out.push(c.cmd(&["HELLO", "3"]).into_iter().take(1).collect());
+        out.push(c.cmd(&["CLIENT", "TRACKING", "on"]));
+        out.push(c.cmd(&["GET", "a"]));
+        out.push(total_keys(&mut other));
+        out.push(other.cmd(&["FLUSHDB"]));
+        out.push(answer_within(&mut c, &["PING"], Duration::from_secs(3)));
+        out.push(total_keys(&mut other));
+        out
+    });
+    assert_eq!(t[6], b"tracking_total_keys:2");
+    assert_eq!(t[8], b"tracking_total_keys:0");
+    assert_eq!(t[14], b">2\r\n$10\r\ninvalidate\r\n_\r\n");
+}
+
+/// INFO commandstats: an unknown subcommand is charged to no command, a wrong arity to the
+/// subcommand it names, a refused DEBUG is a rejected call (not a failed one) and, queued in
+/// MULTI, aborts the EXEC.
+#[test]
+fn refusals_in_commandstats() {
+    let t = both(|s| {
+        let mut c = s.conn();
+        let mut out = vec![
+            c.cmd(&["CONFIG", "nosuch"]),
+            c.cmd(&["OBJECT", "nosuch", "x"]),
+            c.cmd(&["CONFIG", "GET"]),
+            c.cmd(&["CONFIG"]),
+            c.cmd(&["DEBUG", "SLEEP", "0"]),
+            c.cmd(&["MULTI"]),
+            c.cmd(&["DEBUG", "SLEEP", "0"]),
+            c.cmd(&["EXEC"]),
+        ];
+        let stats = c.cmd_str(&["INFO", "commandstats"]);
+        let mut lines: Vec<&str> = stats
+            .lines()
+            .filter(|l| {
+                l.starts_with("cmdstat_")
+                    && !l.starts_with("cmdstat_multi")
+                    && !l.starts_with("cmdstat_info")
+            })
+            .collect();
+        lines.sort_unstable();
+        out.extend(lines.iter().map(|l| {
+            // calls and rejections; the time varies.
+            let (name, rest) = l.split_once(':').unwrap_or((l, ""));
+            let calls = rest.split(',').next().unwrap_or("");
+            let tail = rest.rsplitn(3, ',').take(2).collect::<Vec<_>>().join(",");
+            format!("{name}:{calls},{tail}").into_bytes()
+        }));
+        out.push(c.cmd(&["INFO", "errorstats"]));
+        out
+    });
+    assert!(
+        show(&t)
+            .iter()
+            .any(|l| l.starts_with("cmdstat_debug:calls=0,")),
+        "{:?}",
+        show(&t)
+    );
+}
+
+/// INFO keyspace `avg_ttl`: active expiry's estimate of the keys' TTL, 0 without deadlines.
+#[test]
+fn keyspace_avg_ttl_is_estimated() {
+    let avg_ttl = |c: &mut Conn| -> u64 {
+        let info = c.cmd_str(&["INFO", "keyspace"]);
+        info.split("avg_ttl=")
+            .nth(1)
+            .and_then(|v| v.trim_end().parse().ok())
+            .unwrap_or(0)
+    };
+    let t = both(|s| {
+        let mut c = s.conn();
+        let mut out = vec![c.cmd(&["SET", "persistent", "v"])];
+        out.push(format!("{}", avg_ttl(&mut c)).into_bytes());
+        for i in 0..50 {
+            c.cmd(&["SET", &format!("k{i}"), "v", "EX", "1000"]);
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut seen = 0;
+        while seen == 0 && Instant::now() < deadline {
+            seen = avg_ttl(&mut c);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        out.push(format!("estimated: {}", (990_000..=1_000_000).contains(&seen)).into_bytes());
+        out.push(c.cmd(&["FLUSHALL"]));
+        out.push(c.cmd(&["SET", "persistent", "v"]));
+        out.push(format!("{}", avg_ttl(&mut c)).into_bytes());
+        out
+    });
+    assert_eq!(t[2], b"estimated: true");
+}
