@@ -677,7 +677,11 @@ impl Host for Io {
         let snapshot = snapshot(state, unix_ms());
         match self.aof.as_mut() {
             Some(aof) => aof.start_rewrite(snapshot),
-            None => Err(std::io::Error::other("appendonly is off")),
+            None => crate::persist::aof::rewrite_while_off(
+                &aof_dir(&state.config),
+                &state.config.appendfilename,
+                &snapshot,
+            ),
         }
     }
 

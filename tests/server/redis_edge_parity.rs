@@ -774,3 +774,95 @@ fn keyspace_avg_ttl_is_estimated() {
     });
     assert_eq!(t[2], b"estimated: true");
 }
+
+/// BGREWRITEAOF with `appendonly no` rewrites as Redis 7.0 does: the dataset becomes the only
+/// (base) file of the AOF directory's manifest, which a restart with `appendonly yes` loads.
+/// (Redis's base is RDB-encoded, deadbolt's a command file: the manifest is compared with
+/// the suffix normalised.)
+#[test]
+fn bgrewriteaof_with_the_aof_off_writes_a_base() {
+    type Start = fn(&[&str]) -> common::Server;
+    let run = |start: Start, name: &str| -> Vec<Vec<u8>> {
+        let dir = common::TempDir::new(name);
+        let d = dir.0.to_str().expect("utf-8 temp dir");
+        let manifest = dir.0.join("appendonlydir").join("appendonly.aof.manifest");
+        let mut out = Vec::new();
+        {
+            let s = start(&["--dir", d]);
+            let mut c = s.conn();
+            out.push(c.cmd(&["SET", "lock", "holder"]));
+            out.push(c.cmd(&["BGREWRITEAOF"]));
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let mut text = String::new();
+            while Instant::now() < deadline {
+                text = std::fs::read_to_string(&manifest).unwrap_or_default();
+                if !text.is_empty() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            out.push(text.replace(".base.rdb", ".base.aof").into_bytes());
+            // The rewrite has finished before the reply (deadbolt) or the manifest (Redis).
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while c
+                .cmd_str(&["INFO", "persistence"])
+                .contains("aof_rewrite_in_progress:1")
+                && Instant::now() < deadline
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        let s = start(&["--dir", d, "--appendonly", "yes"]);
+        let mut c = s.conn();
+        // Redis may still be loading when it accepts the connection.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut got = c.cmd(&["GET", "lock"]);
+        while got.starts_with(b"-LOADING") && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+            got = c.cmd(&["GET", "lock"]);
+        }
+        out.push(got);
+        out
+    };
+    let ours = run(common::deadbolt, "rewrite-off-deadbolt");
+    let theirs = run(common::redis_server, "rewrite-off-redis");
+    assert_eq!(show(&ours), show(&theirs));
+    assert_eq!(
+        ours[1],
+        b"+Background append only file rewriting started\r\n"
+    );
+    assert_eq!(ours[3], b"$6\r\nholder\r\n");
+}
+
+/// Redis's "EVAL does not leak in the Lua stack": after 10,000 runs of one script the Lua heap
+/// (INFO used_memory_lua, counted in whole KB as Redis does) stays under 100 KB: the runs'
+/// garbage is collected in steps as they go.
+#[test]
+fn lua_heap_stays_small_over_many_evals() {
+    let lua_memory = |c: &mut Conn| -> u64 {
+        let info = c.cmd_str(&["INFO", "memory"]);
+        info.split("used_memory_lua:")
+            .nth(1)
+            .and_then(|v| v.lines().next())
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(u64::MAX)
+    };
+    let t = both(|s| {
+        let mut c = s.conn();
+        let mut out = vec![c.cmd(&["SCRIPT", "FLUSH"]), c.cmd(&["SET", "x", "0"])];
+        let script = "return redis.call('incr',KEYS[1])";
+        for _ in 0..10_000 {
+            c.send(&["EVAL", script, "1", "x"]);
+        }
+        for _ in 0..10_000 {
+            c.read_reply();
+        }
+        let used = lua_memory(&mut c);
+        out.push(format!("under 100 KB: {}", used < 1024 * 100).into_bytes());
+        out.push(format!("whole KB: {}", used % 1024 == 0).into_bytes());
+        out.push(c.cmd(&["GET", "x"]));
+        out
+    });
+    assert_eq!(t[2], b"under 100 KB: true");
+    assert_eq!(t[4], b"$5\r\n10000\r\n");
+}
