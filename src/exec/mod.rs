@@ -461,7 +461,7 @@ impl Server {
         self.drain_expired();
         self.end_unit();
         self.flush_deferred();
-        self.stats.sample_ops();
+        self.state.stats.sample_ops(&self.state.shared);
         if now / 1000 != self.io.locks_swept_at / 1000 {
             self.io.locks_swept_at = now;
             self.state.locks.sweep(now);

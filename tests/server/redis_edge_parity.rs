@@ -866,3 +866,46 @@ fn lua_heap_stays_small_over_many_evals() {
     assert_eq!(t[2], b"under 100 KB: true");
     assert_eq!(t[4], b"$5\r\n10000\r\n");
 }
+
+/// INFO stats: reads and writes are counted per read and write event (one each per command
+/// of a client that waits for each reply), and the instantaneous network rates are sampled.
+#[test]
+fn info_counts_reads_writes_and_network_rates() {
+    let field = |info: &str, name: &str| -> f64 {
+        info.split(&format!("\r\n{name}:"))
+            .nth(1)
+            .and_then(|v| v.split("\r\n").next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(-1.0)
+    };
+    let t = both(|s| {
+        let mut c = s.conn();
+        let before = c.cmd_str(&["INFO", "stats"]);
+        for _ in 0..5 {
+            c.cmd(&["PING"]);
+        }
+        let after = c.cmd_str(&["INFO", "stats"]);
+        let mut out = Vec::new();
+        for name in ["total_reads_processed", "total_writes_processed"] {
+            let delta = field(&after, name) - field(&before, name);
+            out.push(format!("{name} +{delta}").into_bytes());
+        }
+        // Traffic while the 100 ms samples are taken shows in both rates.
+        let value = "x".repeat(10_000);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut rates = (0.0, 0.0);
+        while Instant::now() < deadline && (rates.0 <= 0.0 || rates.1 <= 0.0) {
+            c.cmd(&["SET", "k", &value]);
+            c.cmd(&["GET", "k"]);
+            let info = c.cmd_str(&["INFO", "stats"]);
+            rates = (
+                field(&info, "instantaneous_input_kbps"),
+                field(&info, "instantaneous_output_kbps"),
+            );
+        }
+        out.push(format!("rates seen: {}", rates.0 > 0.0 && rates.1 > 0.0).into_bytes());
+        out
+    });
+    assert_eq!(t[0], b"total_reads_processed +6");
+    assert_eq!(t[2], b"rates seen: true");
+}
