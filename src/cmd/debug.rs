@@ -16,7 +16,7 @@ use bytes::Bytes;
 pub static COMMANDS: &[CommandSpec] = &[CommandSpec::leaf(
     "debug",
     -2,
-    ADMIN | NOSCRIPT | LOADING | STALE,
+    ADMIN | NOSCRIPT | LOADING | STALE | PROTECTED,
     NO_KEYS,
     &[],
     debug,
@@ -37,7 +37,7 @@ fn syntax_error(sub: &[u8]) -> CmdError {
 
 fn debug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if !super::support::protected_action_allowed(ctx.srv.config.enable_debug_command, ctx) {
-        return Err(CmdError::err("ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server."));
+        return Err(CmdError::err(super::support::DEBUG_REFUSED));
     }
     let sub = &argv[1];
     let argc = argv.len();

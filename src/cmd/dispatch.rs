@@ -182,12 +182,17 @@ fn process_frame(
         Ok(id) => id,
         Err(e) => {
             super::support::flag_transaction(client);
-            if let CmdError::WrongArity(_) | CmdError::UnknownSubcommand(..) = e {
+            // Redis charges a wrong arity to the command (the subcommand, when one was named)
+            // and an unknown subcommand to nothing: its lookup found no command.
+            if let CmdError::WrongArity(_) = e {
                 let sentinel = host.cluster().is_some();
-                if let Some(id) = table
+                if let Some(mut id) = table
                     .lookup(&argv[0])
                     .or_else(|| sentinel.then(|| table.lookup_sentinel(&argv[0])).flatten())
                 {
+                    if argv.len() >= 2 && !table.entries[id].spec.subcommands.is_empty() {
+                        id = table.lookup_sub(id, &argv[1]).unwrap_or(id);
+                    }
                     srv.stats.commands[id].rejected_calls += 1;
                     if table.entries[id].spec.name == "exec" {
                         let e = exec_abort(srv, client, e);
@@ -208,6 +213,13 @@ fn process_frame(
         _ => (0, 0),
     };
     let cmd_flags = spec.flags | tx_flags;
+    // Redis's processCommand refuses a protected command right after its arity check.
+    if spec.has(flags::PROTECTED)
+        && !super::support::protected_allowed_for(srv.config.enable_debug_command, client)
+    {
+        let e = CmdError::err(super::support::DEBUG_REFUSED);
+        return Some(Ok(reject(srv, client, id, e)));
+    }
     if !client.authenticated && !spec.has(flags::NO_AUTH) && srv.config.auth_required() {
         let e = CmdError::err("NOAUTH Authentication required.");
         return Some(Ok(reject(srv, client, id, e)));

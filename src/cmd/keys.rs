@@ -282,9 +282,9 @@ fn keys(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let now = ctx.now;
     let pattern = &argv[1];
     let all = &pattern[..] == b"*";
-    let db = ctx.db();
-    db.purge_expired(now);
-    let out = db
+    // Expired keys are skipped, not deleted, as Redis's KEYS does (keyIsExpired).
+    let out = ctx
+        .db()
         .iter()
         .filter(|(k, e)| !e.is_expired(now) && (all || glob_match(pattern, k, false)))
         .map(|(k, _)| Frame::Bulk(Bytes::copy_from_slice(k)))
@@ -354,11 +354,9 @@ fn randomkey(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     Ok(Frame::opt_bulk(ctx.db().random_key(now)))
 }
 
+/// Counts every stored key, expired ones not yet reclaimed included, as Redis's dictSize does.
 fn dbsize(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    let now = ctx.now;
-    let db = ctx.db();
-    db.purge_expired(now);
-    Ok(Frame::Integer(db.len() as i64))
+    Ok(Frame::Integer(ctx.db().len() as i64))
 }
 
 fn flush_mode_ok(argv: &[Bytes]) -> CmdResult<()> {

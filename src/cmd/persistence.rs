@@ -69,19 +69,23 @@ fn bgsave(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 fn bgrewriteaof(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    let Some(aof) = ctx.host.aof() else {
-        return Err(CmdError::err(
-            "ERR Background append only file rewriting is only available with appendonly yes",
-        ));
-    };
-    if aof.rewrite_in_progress() {
+    if ctx.host.aof().is_some_and(|aof| aof.rewrite_in_progress()) {
         return Err(CmdError::err(
             "ERR Background append only file rewriting already in progress",
         ));
     }
-    ctx.host
-        .start_rewrite(ctx.srv)
-        .map_err(|e| CmdError::erf(format!("Can't start the AOF rewrite: {e}")))?;
+    // With `appendonly no` Redis still rewrites: the dataset becomes the AOF directory's base.
+    let off = ctx.host.aof().is_none();
+    if let Err(e) = ctx.host.start_rewrite(ctx.srv) {
+        if off {
+            tracing::warn!("Background AOF rewrite failed: {e}");
+            return Err(CmdError::err("ERR Can't execute an AOF background rewriting. Please check the server logs for more information."));
+        }
+        return Err(CmdError::erf(format!("Can't start the AOF rewrite: {e}")));
+    }
+    if off {
+        tracing::info!("Background AOF rewrite finished successfully");
+    }
     Ok(Frame::simple(
         "Background append only file rewriting started",
     ))

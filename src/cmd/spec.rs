@@ -116,6 +116,10 @@ pub mod flags {
     /// CMD_ONLY_SENTINEL): a lone server knows no such command, and COMMAND does not list it.
     /// Not printed, as in Redis.
     pub const ONLY_SENTINEL: u32 = 1 << 21;
+    /// Refused before any other check unless `enable-debug-command` allows the connection
+    /// (Redis's CMD_PROTECTED on DEBUG): the refusal counts as a rejected call. Not printed, as
+    /// in Redis.
+    pub const PROTECTED: u32 = 1 << 22;
 
     /// (flag, name COMMAND INFO prints), in Redis's order.
     pub const NAMES: &[(u32, &str)] = &[

@@ -382,12 +382,23 @@ pub const ADMIN_CATS: &[&str] = &["admin", "dangerous"];
 
 /// Redis's allowProtectedAction: `enable-debug-command` / `enable-module-command`.
 pub fn protected_action_allowed(setting: crate::config::DebugCommand, ctx: &Ctx) -> bool {
+    protected_allowed_for(setting, ctx.client)
+}
+
+/// `protected_action_allowed` for a client not yet in a command context (dispatch's checks).
+pub fn protected_allowed_for(
+    setting: crate::config::DebugCommand,
+    client: &crate::machine::client::Client,
+) -> bool {
     match setting {
         crate::config::DebugCommand::Yes => true,
-        crate::config::DebugCommand::Local => ctx.client.addr.ip().is_loopback(),
+        crate::config::DebugCommand::Local => client.addr.ip().is_loopback(),
         crate::config::DebugCommand::No => false,
     }
 }
+
+/// Redis's refusal of DEBUG when `enable-debug-command` does not allow the connection.
+pub const DEBUG_REFUSED: &str = "ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.";
 
 // ---- Transactions ---------------------------------------------------------------------
 

@@ -219,7 +219,12 @@ pub static DIRECTIVES: &[Directive] = &[
         name: "dir",
         aliases: &[],
         apply: Apply::Protected,
-        get: |c| c.dir.clone(),
+        // Redis chdirs into `dir` at start and answers getcwd(): the absolute, resolved path.
+        get: |c| {
+            std::fs::canonicalize(&c.dir)
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_else(|_| c.dir.clone())
+        },
         set: |c, v| {
             c.dir = v.to_string();
             Ok(())

@@ -461,7 +461,7 @@ impl Server {
         self.drain_expired();
         self.end_unit();
         self.flush_deferred();
-        self.stats.sample_ops();
+        self.state.stats.sample_ops(&self.state.shared);
         if now / 1000 != self.io.locks_swept_at / 1000 {
             self.io.locks_swept_at = now;
             self.state.locks.sweep(now);
@@ -677,7 +677,11 @@ impl Host for Io {
         let snapshot = snapshot(state, unix_ms());
         match self.aof.as_mut() {
             Some(aof) => aof.start_rewrite(snapshot),
-            None => Err(std::io::Error::other("appendonly is off")),
+            None => crate::persist::aof::rewrite_while_off(
+                &aof_dir(&state.config),
+                &state.config.appendfilename,
+                &snapshot,
+            ),
         }
     }
 

@@ -647,6 +647,7 @@ impl Net {
                 self.shared
                     .net_input_bytes
                     .fetch_add(total as u64, Ordering::Relaxed);
+                self.shared.reads_processed.fetch_add(1, Ordering::Relaxed);
                 c.last_activity = self.now;
             }
             let limit = self

@@ -256,7 +256,7 @@ impl State {
     /// FLUSHDB (Some(db)) / FLUSHALL (None): Redis's `signalFlushedDb` (WATCH on any key of it).
     /// Called before the data is dropped: only watched keys that exist are touched, as in Redis.
     pub fn signal_flushed_db(&mut self, db: Option<usize>) {
-        if self.tracking.active() {
+        if self.tracking.flush_needed() {
             self.tracking_flush();
         }
         // Clients blocked in XREADGROUP on a key the flush removes are told it is gone

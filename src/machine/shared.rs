@@ -37,6 +37,11 @@ pub struct Shared {
     pub rejected_connections: AtomicU64,
     pub net_input_bytes: AtomicU64,
     pub net_output_bytes: AtomicU64,
+    /// Read events that took bytes from a client / writes a client's socket took (INFO
+    /// `total_reads_processed`, `total_writes_processed`; Redis counts its read and write
+    /// handlers' calls).
+    pub reads_processed: AtomicU64,
+    pub writes_processed: AtomicU64,
     /// Set when a client asked for SHUTDOWN; the main thread watches `shutdown_notify`.
     pub shutdown_requested: AtomicBool,
     pub shutdown_notify: Notify,
@@ -64,6 +69,8 @@ impl Shared {
             rejected_connections: AtomicU64::new(0),
             net_input_bytes: AtomicU64::new(0),
             net_output_bytes: AtomicU64::new(0),
+            reads_processed: AtomicU64::new(0),
+            writes_processed: AtomicU64::new(0),
             shutdown_requested: AtomicBool::new(false),
             shutdown_notify: Notify::new(),
             script: Default::default(),
@@ -98,6 +105,7 @@ impl Shared {
     pub fn count_output(&self, n: usize) {
         if n > 0 {
             self.net_output_bytes.fetch_add(n as u64, Ordering::Relaxed);
+            self.writes_processed.fetch_add(1, Ordering::Relaxed);
         }
     }
 

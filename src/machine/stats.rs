@@ -1,6 +1,7 @@
 //! Counters for INFO stats, commandstats and errorstats.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 #[derive(Debug, Default, Clone)]
@@ -42,8 +43,13 @@ pub struct Stats {
     /// `startup.allocated`, Redis's initial_memory_usage).
     pub startup_memory: usize,
     ops_samples: [u64; 16],
+    /// Network bytes per second, as `ops_samples` (instantaneous_input/output_kbps).
+    input_samples: [u64; 16],
+    output_samples: [u64; 16],
     sample_idx: usize,
     last_sample_cmds: u64,
+    last_sample_input: u64,
+    last_sample_output: u64,
     last_sample_at: Instant,
 }
 
@@ -65,8 +71,12 @@ impl Stats {
             start_unix: super::unix_ms() / 1000,
             startup_memory: crate::alloc::used_memory(),
             ops_samples: [0; 16],
+            input_samples: [0; 16],
+            output_samples: [0; 16],
             sample_idx: 0,
             last_sample_cmds: 0,
+            last_sample_input: 0,
+            last_sample_output: 0,
             last_sample_at: now,
         }
     }
@@ -96,8 +106,9 @@ impl Stats {
         self.keyspace_misses = 0;
     }
 
-    /// Called from cron: one sample of commands per second for instantaneous_ops_per_sec.
-    pub fn sample_ops(&mut self) {
+    /// Called from cron: one sample of commands and of network bytes per second, at most every
+    /// 100 ms (Redis's trackInstantaneousMetric: delta * 1000 / elapsed ms).
+    pub fn sample_ops(&mut self, shared: &super::shared::Shared) {
         let elapsed = self.last_sample_at.elapsed();
         if elapsed.as_millis() < 100 {
             return;
@@ -105,6 +116,15 @@ impl Stats {
         let delta = self.total_commands - self.last_sample_cmds;
         let per_sec = (delta as f64 / elapsed.as_secs_f64()) as u64;
         self.ops_samples[self.sample_idx] = per_sec;
+        let ms = elapsed.as_millis() as u64;
+        let input = shared.net_input_bytes.load(Ordering::Relaxed);
+        let output = shared.net_output_bytes.load(Ordering::Relaxed);
+        // CONFIG RESETSTAT zeroes the counters: a reading below the last counts from zero.
+        let rate = |now: u64, last: u64| now.checked_sub(last).unwrap_or(now) * 1000 / ms;
+        self.input_samples[self.sample_idx] = rate(input, self.last_sample_input);
+        self.output_samples[self.sample_idx] = rate(output, self.last_sample_output);
+        self.last_sample_input = input;
+        self.last_sample_output = output;
         self.sample_idx = (self.sample_idx + 1) % self.ops_samples.len();
         self.last_sample_cmds = self.total_commands;
         self.last_sample_at = Instant::now();
@@ -112,5 +132,11 @@ impl Stats {
 
     pub fn instantaneous_ops(&self) -> u64 {
         self.ops_samples.iter().sum::<u64>() / self.ops_samples.len() as u64
+    }
+
+    /// INFO `instantaneous_input_kbps` / `instantaneous_output_kbps`: the samples' mean / 1024.
+    pub fn instantaneous_kbps(&self) -> (f64, f64) {
+        let mean = |s: &[u64; 16]| (s.iter().sum::<u64>() / s.len() as u64) as f64 / 1024.0;
+        (mean(&self.input_samples), mean(&self.output_samples))
     }
 }

@@ -101,6 +101,12 @@ impl Tracking {
         self.items
     }
 
+    /// A flush has work to do: clients to tell, or remembered keys to forget (entries stay
+    /// after their clients turn tracking off, as in Redis, until a flush or an invalidation).
+    pub fn flush_needed(&self) -> bool {
+        self.clients != 0 || !self.table.is_empty()
+    }
+
     pub fn total_prefixes(&self) -> usize {
         self.prefixes.len()
     }
@@ -257,7 +263,9 @@ impl State {
         for id in ids {
             self.send_tracking(id, Payload::Null);
         }
-        if self.running != 0 && self.tracking.running.wants_own {
+        // `running` describes the running client only while some client tracks (dispatch
+        // refreshes it then); with none, no one is owed a null.
+        if self.tracking.active() && self.running != 0 && self.tracking.running.wants_own {
             self.tracking.pending_self.push(None);
         }
         self.tracking.table.clear();

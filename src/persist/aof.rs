@@ -177,6 +177,41 @@ pub fn write_atomically(path: &Path, data: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// BGREWRITEAOF with `appendonly no`, as Redis 7.0 does it: `snapshot` becomes the only file
+/// of the AOF directory's manifest (a new base, its seq one past the last base), and the files
+/// the old manifest named are removed. Written before returning: with the AOF off nothing
+/// appends meanwhile, and a lock server's dataset is small. A damaged manifest is left alone.
+pub fn rewrite_while_off(dir: &Path, filename: &str, snapshot: &[u8]) -> io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let old = read_manifest(dir, filename)
+        .map_err(io::Error::other)?
+        .unwrap_or_default();
+    let seq = old
+        .iter()
+        .filter(|e| e.base)
+        .map(|e| e.seq)
+        .max()
+        .unwrap_or(0)
+        + 1;
+    let base_name = format!("{filename}.{seq}.base.aof");
+    let base_path = dir.join(&base_name);
+    write_atomically(&base_path, snapshot)?;
+    let manifest = [ManifestEntry {
+        name: base_name.clone(),
+        seq,
+        base: true,
+    }];
+    let mpath = Aof::manifest_path(dir, filename);
+    if let Err(e) = write_atomically(&mpath, render_manifest(&manifest).as_bytes()) {
+        let _ = std::fs::remove_file(&base_path);
+        return Err(e);
+    }
+    for e in old.iter().filter(|e| e.name != base_name) {
+        let _ = std::fs::remove_file(dir.join(&e.name));
+    }
+    Ok(())
+}
+
 /// A finished background rewrite: the base file is durable and named.
 pub struct RewriteDone {
     pub result: io::Result<()>,

@@ -289,7 +289,14 @@ pub struct Engine {
     fields: mlua::Table,
     st: Rc<RunState>,
     memory_limit: usize,
+    /// Runs since the last collection step (Redis's LUA_GC_CYCLE_PERIOD counter).
+    gc_count: Cell<u32>,
 }
+
+/// Every this many script runs, one incremental collection step of this many KB, as Redis's
+/// luaCallFunction does: the garbage of many short scripts is reclaimed steadily instead of
+/// piling up to Lua's own collection threshold (twice the live heap).
+const GC_CYCLE_PERIOD: u32 = 50;
 
 /// The engine `State::scripting` holds, if it has been created.
 fn engine_of(state: &State) -> Option<&Engine> {
@@ -332,7 +339,10 @@ pub fn cached_flags(state: &State, sha: &Sha) -> Option<u32> {
 /// Lua heap in use and number of cached scripts, for INFO (`used_memory_lua`,
 /// `number_of_cached_scripts`); zeros before the first script.
 pub fn memory_and_scripts(state: &State) -> (usize, usize) {
-    engine_of(state).map_or((0, 0), |e| (e.lua.used_memory(), e.scripts.len()))
+    // Whole KB, as Redis's lua_gc(LUA_GCCOUNT) * 1024.
+    engine_of(state).map_or((0, 0), |e| {
+        (e.lua.used_memory() / 1024 * 1024, e.scripts.len())
+    })
 }
 
 /// SCRIPT FLUSH: drops the whole state (and every cached function) like Redis does.
@@ -646,6 +656,7 @@ impl Engine {
             fields,
             st,
             memory_limit,
+            gc_count: Cell::new(0),
         })
     }
 
@@ -900,6 +911,19 @@ impl Engine {
         // garbage once it returns (globals are read-only), so this is cheap.
         if self.memory_limit != 0 && self.lua.used_memory() > self.memory_limit / 2 {
             self.collect_garbage();
+        }
+        let runs = self.gc_count.get() + 1;
+        if runs == GC_CYCLE_PERIOD {
+            // SAFETY: lua_gc only runs the collector of this state; it leaves the stack as it
+            // found it, and exec_raw runs it protected (a finaliser's error is returned).
+            let _ = unsafe {
+                self.lua.exec_raw::<()>((), |l| {
+                    mlua::ffi::lua_gc(l, mlua::ffi::LUA_GCSTEP, GC_CYCLE_PERIOD as _);
+                })
+            };
+            self.gc_count.set(0);
+        } else {
+            self.gc_count.set(runs);
         }
         frame
     }

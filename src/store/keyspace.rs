@@ -58,6 +58,9 @@ pub struct Db {
     /// Redis's LRU clock as of the last `now` this database saw (a lookup or an expiry cycle),
     /// stamped on keys that are written without a lookup first.
     lru_now: u32,
+    /// INFO keyspace `avg_ttl` (ms): Redis's estimate, a moving average of the TTLs that active
+    /// expiry samples; 0 while no key has a deadline.
+    pub avg_ttl: u64,
 }
 
 /// Redis's LRU clock: seconds, 24 bits, wrapping (about every 194 days).
@@ -327,6 +330,7 @@ impl Db {
         self.map = KeyMap::default();
         self.volatile = 0;
         self.sweep_at = 0;
+        self.avg_ttl = 0;
     }
 
     /// One step of active expiry: tests `samples` random keys and removes the dead ones, then
@@ -337,17 +341,31 @@ impl Db {
         // serverCron updates `server.lruclock`).
         self.lru_now = lru_clock(now);
         if self.volatile == 0 {
+            self.avg_ttl = 0;
             return false;
         }
         let mut dead = 0;
         let mut tested = 0;
+        let (mut ttl_sum, mut ttl_samples) = (0u64, 0u64);
         while tested < samples && !self.map.is_empty() {
             let idx = fastrand::usize(..self.map.len());
+            let expires_at = self.map.value(idx).expires_at;
             if self.map.value(idx).is_expired(now) {
                 self.expire_now(idx);
                 dead += 1;
+            } else if expires_at > now {
+                ttl_sum += expires_at - now;
+                ttl_samples += 1;
             }
             tested += 1;
+        }
+        if let Some(avg) = ttl_sum.checked_div(ttl_samples) {
+            // Redis's activeExpireCycle: the first estimate is taken whole, then each new
+            // sample's average weighs 1/50.
+            if self.avg_ttl == 0 {
+                self.avg_ttl = avg;
+            }
+            self.avg_ttl = (self.avg_ttl / 50) * 49 + avg / 50;
         }
         for _ in 0..sweep {
             if self.map.is_empty() {
@@ -451,8 +469,8 @@ impl Db {
         moved
     }
 
-    /// Drops every expired key (before whole-keyspace listings such as KEYS, which Redis also
-    /// expires as it walks them).
+    /// Drops every expired key.
+    #[cfg(test)]
     pub fn purge_expired(&mut self, now: u64) {
         let mut idx = self.map.len();
         while idx > 0 {

@@ -371,7 +371,7 @@ fn info_has_the_fields_exporters_read() {
         "cmdstat_get:calls=2,usec=",
         ",rejected_calls=1,failed_calls=0\r\n",
         "errorstat_ERR:count=2\r\n",
-        "db0:keys=1,expires=1,avg_ttl=0\r\n",
+        "db0:keys=1,expires=1,avg_ttl=",
         "used_cpu_sys:",
         "loading:0\r\n",
     ] {

@@ -612,3 +612,312 @@ fn a_woken_tracking_client_is_invalidated_for_its_own_write() {
         out
     });
 }
+
+/// The `db0:` line of INFO keyspace (empty when the database holds no key).
+fn keyspace_line(c: &mut Conn) -> Vec<u8> {
+    let info = c.cmd_str(&["INFO", "keyspace"]);
+    info.lines()
+        .find(|l| l.starts_with("db0:"))
+        .unwrap_or("")
+        .split(",avg_ttl")
+        .next()
+        .unwrap_or("")
+        .as_bytes()
+        .to_vec()
+}
+
+/// DBSIZE and INFO keyspace count expired keys until something reclaims them (Redis's
+/// "lazy expire" test); KEYS skips them without reclaiming.
+#[test]
+fn dbsize_counts_expired_keys_until_reclaimed() {
+    let t = both_with(&["--enable-debug-command", "yes"], |s| {
+        let mut c = s.conn();
+        let mut out = vec![c.cmd(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"])];
+        for k in ["k1", "k2", "k3"] {
+            out.push(c.cmd(&["PSETEX", k, "50", "v"]));
+        }
+        out.push(c.cmd(&["SET", "kept", "v"]));
+        out.push(c.cmd(&["DBSIZE"]));
+        let deadline = Instant::now() + Duration::from_millis(60);
+        while Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        out.push(c.cmd(&["DBSIZE"]));
+        out.push(keyspace_line(&mut c));
+        out.push(c.cmd(&["KEYS", "*"]));
+        out.push(c.cmd(&["DBSIZE"]));
+        out.push(c.cmd(&["MGET", "k1", "k2", "k3"]));
+        out.push(c.cmd(&["DBSIZE"]));
+        out.push(keyspace_line(&mut c));
+        out.push(c.cmd(&["DEBUG", "SET-ACTIVE-EXPIRE", "1"]));
+        out
+    });
+    assert_eq!(t[6], b":4\r\n");
+    assert_eq!(t[9], b":4\r\n");
+    assert_eq!(t[11], b":1\r\n");
+}
+
+/// CONFIG GET dir answers the absolute path (Redis chdirs into it and answers getcwd()).
+#[test]
+fn config_get_dir_is_absolute() {
+    let t = both_with(&["--dir", "."], |s| {
+        let mut c = s.conn();
+        vec![c.cmd(&["CONFIG", "GET", "dir"])]
+    });
+    let here = std::fs::canonicalize(".").expect("cwd");
+    assert!(
+        String::from_utf8_lossy(&t[0]).contains(&*here.to_string_lossy()),
+        "{:?}",
+        show(&t)
+    );
+}
+
+/// FLUSHALL / FLUSHDB empty the tracking table, even of keys remembered for clients that have
+/// since turned tracking off, and send each tracking client one null invalidation.
+#[test]
+fn flush_empties_the_tracking_table() {
+    let total_keys = |c: &mut Conn| -> Vec<u8> {
+        let info = c.cmd_str(&["INFO", "stats"]);
+        info.lines()
+            .find(|l| l.starts_with("tracking_total_keys:"))
+            .unwrap_or("none")
+            .as_bytes()
+            .to_vec()
+    };
+    let t = both(|s| {
+        let mut c = s.conn();
+        let mut other = s.conn();
+        let mut out = vec![c.cmd(&["SET", "a", "1"]), c.cmd(&["SET", "b", "1"])];
+        out.push(c.cmd(&["CLIENT", "TRACKING", "on"]));
+        out.push(c.cmd(&["GET", "a"]));
+        out.push(c.cmd(&["GET", "b"]));
+        out.push(c.cmd(&["CLIENT", "TRACKING", "off"]));
+        out.push(total_keys(&mut other));
+        out.push(other.cmd(&["FLUSHALL"]));
+        out.push(total_keys(&mut other));
+        out.push(c.cmd(&["HELLO", "3"]).into_iter().take(1).collect());
+        out.push(c.cmd(&["CLIENT", "TRACKING", "on"]));
+        out.push(c.cmd(&["GET", "a"]));
+        out.push(total_keys(&mut other));
+        out.push(other.cmd(&["FLUSHDB"]));
+        out.push(answer_within(&mut c, &["PING"], Duration::from_secs(3)));
+        out.push(total_keys(&mut other));
+        out
+    });
+    assert_eq!(t[6], b"tracking_total_keys:2");
+    assert_eq!(t[8], b"tracking_total_keys:0");
+    assert_eq!(t[14], b">2\r\n$10\r\ninvalidate\r\n_\r\n");
+}
+
+/// INFO commandstats: an unknown subcommand is charged to no command, a wrong arity to the
+/// subcommand it names, a refused DEBUG is a rejected call (not a failed one) and, queued in
+/// MULTI, aborts the EXEC.
+#[test]
+fn refusals_in_commandstats() {
+    let t = both(|s| {
+        let mut c = s.conn();
+        let mut out = vec![
+            c.cmd(&["CONFIG", "nosuch"]),
+            c.cmd(&["OBJECT", "nosuch", "x"]),
+            c.cmd(&["CONFIG", "GET"]),
+            c.cmd(&["CONFIG"]),
+            c.cmd(&["DEBUG", "SLEEP", "0"]),
+            c.cmd(&["MULTI"]),
+            c.cmd(&["DEBUG", "SLEEP", "0"]),
+            c.cmd(&["EXEC"]),
+        ];
+        let stats = c.cmd_str(&["INFO", "commandstats"]);
+        let mut lines: Vec<&str> = stats
+            .lines()
+            .filter(|l| {
+                l.starts_with("cmdstat_")
+                    && !l.starts_with("cmdstat_multi")
+                    && !l.starts_with("cmdstat_info")
+            })
+            .collect();
+        lines.sort_unstable();
+        out.extend(lines.iter().map(|l| {
+            // calls and rejections; the time varies.
+            let (name, rest) = l.split_once(':').unwrap_or((l, ""));
+            let calls = rest.split(',').next().unwrap_or("");
+            let tail = rest.rsplitn(3, ',').take(2).collect::<Vec<_>>().join(",");
+            format!("{name}:{calls},{tail}").into_bytes()
+        }));
+        out.push(c.cmd(&["INFO", "errorstats"]));
+        out
+    });
+    assert!(
+        show(&t)
+            .iter()
+            .any(|l| l.starts_with("cmdstat_debug:calls=0,")),
+        "{:?}",
+        show(&t)
+    );
+}
+
+/// INFO keyspace `avg_ttl`: active expiry's estimate of the keys' TTL, 0 without deadlines.
+#[test]
+fn keyspace_avg_ttl_is_estimated() {
+    let avg_ttl = |c: &mut Conn| -> u64 {
+        let info = c.cmd_str(&["INFO", "keyspace"]);
+        info.split("avg_ttl=")
+            .nth(1)
+            .and_then(|v| v.trim_end().parse().ok())
+            .unwrap_or(0)
+    };
+    let t = both(|s| {
+        let mut c = s.conn();
+        let mut out = vec![c.cmd(&["SET", "persistent", "v"])];
+        out.push(format!("{}", avg_ttl(&mut c)).into_bytes());
+        for i in 0..50 {
+            c.cmd(&["SET", &format!("k{i}"), "v", "EX", "1000"]);
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut seen = 0;
+        while seen == 0 && Instant::now() < deadline {
+            seen = avg_ttl(&mut c);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        out.push(format!("estimated: {}", (990_000..=1_000_000).contains(&seen)).into_bytes());
+        out.push(c.cmd(&["FLUSHALL"]));
+        out.push(c.cmd(&["SET", "persistent", "v"]));
+        out.push(format!("{}", avg_ttl(&mut c)).into_bytes());
+        out
+    });
+    assert_eq!(t[2], b"estimated: true");
+}
+
+/// BGREWRITEAOF with `appendonly no` rewrites as Redis 7.0 does: the dataset becomes the only
+/// (base) file of the AOF directory's manifest, which a restart with `appendonly yes` loads.
+/// (Redis's base is RDB-encoded, deadbolt's a command file: the manifest is compared with
+/// the suffix normalised.)
+#[test]
+fn bgrewriteaof_with_the_aof_off_writes_a_base() {
+    type Start = fn(&[&str]) -> common::Server;
+    let run = |start: Start, name: &str| -> Vec<Vec<u8>> {
+        let dir = common::TempDir::new(name);
+        let d = dir.0.to_str().expect("utf-8 temp dir");
+        let manifest = dir.0.join("appendonlydir").join("appendonly.aof.manifest");
+        let mut out = Vec::new();
+        {
+            let s = start(&["--dir", d]);
+            let mut c = s.conn();
+            out.push(c.cmd(&["SET", "lock", "holder"]));
+            out.push(c.cmd(&["BGREWRITEAOF"]));
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let mut text = String::new();
+            while Instant::now() < deadline {
+                text = std::fs::read_to_string(&manifest).unwrap_or_default();
+                if !text.is_empty() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            out.push(text.replace(".base.rdb", ".base.aof").into_bytes());
+            // The rewrite has finished before the reply (deadbolt) or the manifest (Redis).
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while c
+                .cmd_str(&["INFO", "persistence"])
+                .contains("aof_rewrite_in_progress:1")
+                && Instant::now() < deadline
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        let s = start(&["--dir", d, "--appendonly", "yes"]);
+        let mut c = s.conn();
+        // Redis may still be loading when it accepts the connection.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut got = c.cmd(&["GET", "lock"]);
+        while got.starts_with(b"-LOADING") && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+            got = c.cmd(&["GET", "lock"]);
+        }
+        out.push(got);
+        out
+    };
+    let ours = run(common::deadbolt, "rewrite-off-deadbolt");
+    let theirs = run(common::redis_server, "rewrite-off-redis");
+    assert_eq!(show(&ours), show(&theirs));
+    assert_eq!(
+        ours[1],
+        b"+Background append only file rewriting started\r\n"
+    );
+    assert_eq!(ours[3], b"$6\r\nholder\r\n");
+}
+
+/// Redis's "EVAL does not leak in the Lua stack": after 10,000 runs of one script the Lua heap
+/// (INFO used_memory_lua, counted in whole KB as Redis does) stays under 100 KB: the runs'
+/// garbage is collected in steps as they go.
+#[test]
+fn lua_heap_stays_small_over_many_evals() {
+    let lua_memory = |c: &mut Conn| -> u64 {
+        let info = c.cmd_str(&["INFO", "memory"]);
+        info.split("used_memory_lua:")
+            .nth(1)
+            .and_then(|v| v.lines().next())
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(u64::MAX)
+    };
+    let t = both(|s| {
+        let mut c = s.conn();
+        let mut out = vec![c.cmd(&["SCRIPT", "FLUSH"]), c.cmd(&["SET", "x", "0"])];
+        let script = "return redis.call('incr',KEYS[1])";
+        for _ in 0..10_000 {
+            c.send(&["EVAL", script, "1", "x"]);
+        }
+        for _ in 0..10_000 {
+            c.read_reply();
+        }
+        let used = lua_memory(&mut c);
+        out.push(format!("under 100 KB: {}", used < 1024 * 100).into_bytes());
+        out.push(format!("whole KB: {}", used % 1024 == 0).into_bytes());
+        out.push(c.cmd(&["GET", "x"]));
+        out
+    });
+    assert_eq!(t[2], b"under 100 KB: true");
+    assert_eq!(t[4], b"$5\r\n10000\r\n");
+}
+
+/// INFO stats: reads and writes are counted per read and write event (one each per command
+/// of a client that waits for each reply), and the instantaneous network rates are sampled.
+#[test]
+fn info_counts_reads_writes_and_network_rates() {
+    let field = |info: &str, name: &str| -> f64 {
+        info.split(&format!("\r\n{name}:"))
+            .nth(1)
+            .and_then(|v| v.split("\r\n").next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(-1.0)
+    };
+    let t = both(|s| {
+        let mut c = s.conn();
+        let before = c.cmd_str(&["INFO", "stats"]);
+        for _ in 0..5 {
+            c.cmd(&["PING"]);
+        }
+        let after = c.cmd_str(&["INFO", "stats"]);
+        let mut out = Vec::new();
+        for name in ["total_reads_processed", "total_writes_processed"] {
+            let delta = field(&after, name) - field(&before, name);
+            out.push(format!("{name} +{delta}").into_bytes());
+        }
+        // Traffic while the 100 ms samples are taken shows in both rates.
+        let value = "x".repeat(10_000);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut rates = (0.0, 0.0);
+        while Instant::now() < deadline && (rates.0 <= 0.0 || rates.1 <= 0.0) {
+            c.cmd(&["SET", "k", &value]);
+            c.cmd(&["GET", "k"]);
+            let info = c.cmd_str(&["INFO", "stats"]);
+            rates = (
+                field(&info, "instantaneous_input_kbps"),
+                field(&info, "instantaneous_output_kbps"),
+            );
+        }
+        out.push(format!("rates seen: {}", rates.0 > 0.0 && rates.1 > 0.0).into_bytes());
+        out
+    });
+    assert_eq!(t[0], b"total_reads_processed +6");
+    assert_eq!(t[2], b"rates seen: true");
+}
