@@ -83,7 +83,13 @@ fn readme_table() -> String {
         } else {
             format!("{} ({})", d.name, d.aliases.join(", "))
         };
-        let v = (d.get)(&defaults);
+        // CONFIG GET dir answers the resolved absolute path (Redis's getcwd after its chdir);
+        // the table shows the default as configured.
+        let v = if d.name == "dir" {
+            defaults.dir.clone()
+        } else {
+            (d.get)(&defaults)
+        };
         let v = if v.is_empty() { "\"\"".to_string() } else { v };
         let mutable = if d.mutable() { "yes" } else { "no" };
         out.push_str(&format!(
