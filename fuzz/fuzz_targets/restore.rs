@@ -17,5 +17,9 @@ fuzz_target!(|data: &[u8]| {
     let payload = rdb::dump(&v, &lim);
     let body = rdb::verify(&payload).expect("our own payload verifies");
     let again = rdb::restore(body).expect("our own payload restores");
-    assert_eq!(rdb::dump(&again, &lim), payload, "DUMP of a restored value differs");
+    assert_eq!(
+        rdb::dump(&again, &lim),
+        payload,
+        "DUMP of a restored value differs"
+    );
 });

@@ -111,7 +111,13 @@ impl Executor {
         let (tx, rx) = mpsc::unbounded_channel();
         let addr: std::net::SocketAddr = ([127, 0, 0, 1], 40000).into();
         let laddr: std::net::SocketAddr = ([127, 0, 0, 1], 6379).into();
-        let client = Client::new(id, addr, laddr, tx, std::rc::Rc::new(ClientShared::default()));
+        let client = Client::new(
+            id,
+            addr,
+            laddr,
+            tx,
+            std::rc::Rc::new(ClientShared::default()),
+        );
         self.server.connect(Box::new(client));
         self.live.push((id, rx));
         id
