@@ -63,7 +63,9 @@ fn debug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     } else if on("populate") && (3..=5).contains(&argc) {
         populate(ctx, argv)
     } else if on("digest") && argc == 2 {
-        Ok(Frame::Simple(hex(&dataset_digest(ctx)).into()))
+        Ok(Frame::Simple(
+            crate::config::users::hex(&dataset_digest(ctx)).into(),
+        ))
     } else if on("digest-value") {
         Ok(Frame::Array(
             argv[2..]
@@ -74,7 +76,7 @@ fn debug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                     if let Some(e) = ctx.srv.dbs[ctx.client.db].peek(k) {
                         value_digest(&mut d, &e.value, e.expires_at != 0);
                     }
-                    Frame::Simple(hex(&d).into())
+                    Frame::Simple(crate::config::users::hex(&d).into())
                 })
                 .collect(),
         ))
@@ -387,15 +389,6 @@ pub fn dataset_digest(ctx: &Ctx) -> [u8; 20] {
         }
     }
     fin
-}
-
-fn hex(d: &[u8; 20]) -> String {
-    let mut s = String::with_capacity(40);
-    for b in d {
-        s.push(char::from(b"0123456789abcdef"[(b >> 4) as usize]));
-        s.push(char::from(b"0123456789abcdef"[(b & 15) as usize]));
-    }
-    s
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -834,20 +834,18 @@ pub fn cluster_redirect(
     let table = crate::cmd::registry::table();
     let entry = &table.entries[id];
     if matches!(entry.spec.name, "ssubscribe" | "sunsubscribe" | "spublish") {
-        return cluster_pubsub_shard(srv, entry, argv);
+        return cluster_pubsub_shard(srv, host, entry, argv);
     }
     let exec = entry.spec.name == "exec";
     if !exec && !super::keyspec::has_keys(entry) {
         return None;
     }
-    if srv.config.compat_value("cluster-enabled") != "yes" {
+    if !super::slots::enabled(srv, host) {
         return None;
     }
     let mut slot = None;
-    let mut write = false;
     let mut judge = |qid: CmdId, qargv: &[Bytes]| -> Result<(), CmdError> {
         let e = &table.entries[qid];
-        write |= effective_flags(srv, e.spec, qargv) & flags::WRITE != 0;
         for k in super::keyspec::key_refs(e, qargv).iter() {
             let Some(key) = qargv.get(k.pos) else {
                 continue;
@@ -878,8 +876,18 @@ pub fn cluster_redirect(
     let Some(leader) = view.members.iter().find(|m| m.id == view.leader) else {
         return Some(CmdError::err(super::slots::CLUSTERDOWN));
     };
-    if client.cluster_readonly && !write {
-        return None;
+    // After READONLY a follower serves what only reads (behind its read barrier).
+    let writes = |qid: CmdId, qargv: &[Bytes]| {
+        effective_flags(srv, table.entries[qid].spec, qargv) & flags::WRITE != 0
+    };
+    if client.cluster_readonly {
+        let write = match (exec, client.multi.as_ref()) {
+            (true, Some(queue)) => queue.iter().any(|(qid, qargv)| writes(*qid, qargv)),
+            _ => writes(id, argv),
+        };
+        if !write {
+            return None;
+        }
     }
     let (host, port, _) = super::slots::addr(leader);
     Some(CmdError::err(format!("MOVED {slot} {host}:{port}")))
@@ -891,10 +899,11 @@ pub fn cluster_redirect(
 /// yes by default).
 fn cluster_pubsub_shard(
     srv: &State,
+    host: &dyn Host,
     entry: &super::table::TableEntry,
     argv: &[Bytes],
 ) -> Option<CmdError> {
-    if srv.config.compat_value("cluster-enabled") != "yes" {
+    if !super::slots::enabled(srv, host) {
         return None;
     }
     let mut slots = entry

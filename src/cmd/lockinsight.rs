@@ -52,13 +52,8 @@ pub fn view_of(view: Option<&ClusterView>) -> (bool, String) {
         .iter()
         .find(|m| v.leader != 0 && m.id == v.leader)
         .map(|m| {
-            let mut a = m.addr.split_ascii_whitespace();
-            format!(
-                "node {} at {}:{}",
-                m.id,
-                a.next().unwrap_or("?"),
-                a.next().unwrap_or("?")
-            )
+            let (host, port, _) = m.endpoint();
+            format!("node {} at {host}:{port}", m.id)
         })
         .unwrap_or_else(|| "not known yet".into());
     (

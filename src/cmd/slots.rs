@@ -76,11 +76,8 @@ pub fn only_db0(ctx: &Ctx, what: &str) -> Result<(), CmdError> {
 
 /// "host port peerport" → (host, client port, peer port).
 pub fn addr(m: &Member) -> (&str, u16, u16) {
-    let mut it = m.addr.split_ascii_whitespace();
-    let host = it.next().unwrap_or("");
-    let mut num = || it.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-    let port = num();
-    (host, port, num())
+    let (host, port, peer) = m.endpoint();
+    (host, port.parse().unwrap_or(0), peer.parse().unwrap_or(0))
 }
 
 #[cfg(test)]

@@ -806,8 +806,8 @@ pub fn is_replica(view: Option<&ClusterView>) -> bool {
 
 /// "host port peerport" → (host, client port).
 pub fn addr(m: &Member) -> (&str, &str) {
-    let mut it = m.addr.split_ascii_whitespace();
-    (it.next().unwrap_or(""), it.next().unwrap_or("0"))
+    let (host, port, _) = m.endpoint();
+    (host, port)
 }
 
 pub fn leader(view: &ClusterView) -> Option<&Member> {

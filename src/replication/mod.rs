@@ -86,6 +86,16 @@ pub struct Member {
     pub active: bool,
 }
 
+impl Member {
+    /// `addr` as (host, client port, peer port), each as written ("" or "0" when missing).
+    pub fn endpoint(&self) -> (&str, &str, &str) {
+        let mut it = self.addr.split_ascii_whitespace();
+        let host = it.next().unwrap_or("");
+        let port = it.next().unwrap_or("0");
+        (host, port, it.next().unwrap_or("0"))
+    }
+}
+
 /// Plain data for SENTINEL, ROLE, INFO replication, WAIT and RAFT STATUS.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClusterView {
