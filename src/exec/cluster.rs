@@ -500,7 +500,7 @@ impl ClusterIo {
             peers, core, heard, ..
         } = self;
         let mut now = None;
-        peers.receive(&mut |m| {
+        peers.receive(&mut |_group, m| {
             let t = *now.get_or_insert_with(Instant::now);
             match heard.iter_mut().find(|(id, _)| *id == m.from) {
                 Some(h) => h.1 = t,
@@ -704,7 +704,7 @@ impl Server {
         let mut conf_changed = false;
         let outcome = {
             let peers = &c.peers;
-            let mut send = |m| peers.send(m);
+            let mut send = |m| peers.send(crate::replication::group::GroupId::HOME, m);
             let mut sent = || peers.flush();
             let mut apply = |index: u64, a: Applied| match a {
                 Applied::Extend(ms) => {
