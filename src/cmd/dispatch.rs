@@ -820,9 +820,10 @@ fn check_restricted(
 
 // ---- Redis Cluster redirection ----
 
-/// Redis's getNodeByQuery and clusterRedirectClient for a one-group cluster: the refusal a
-/// command gets instead of running here (CROSSSLOT, CLUSTERDOWN, MOVED), None when it runs.
-/// EXEC is judged by every queued command's keys, as in Redis.
+/// Redis's getNodeByQuery and clusterRedirectClient: the refusal a command gets instead of
+/// running here (CROSSSLOT, CLUSTERDOWN, MOVED to the leader of the group owning the slot,
+/// `Host::role_for`), None when it runs. EXEC is judged by every queued command's keys, as in
+/// Redis.
 pub fn cluster_redirect(
     srv: &State,
     host: &dyn Host,
@@ -830,7 +831,7 @@ pub fn cluster_redirect(
     id: CmdId,
     argv: &[Bytes],
 ) -> Option<CmdError> {
-    let view = host.cluster()?;
+    host.cluster()?;
     let table = crate::cmd::registry::table();
     let entry = &table.entries[id];
     if matches!(entry.spec.name, "ssubscribe" | "sunsubscribe" | "spublish") {
@@ -870,6 +871,7 @@ pub fn cluster_redirect(
         return Some(e);
     }
     let slot = slot?;
+    let view = host.role_for(slot)?;
     if view.role == crate::replication::StateRole::Leader {
         return None;
     }

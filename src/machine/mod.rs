@@ -86,6 +86,11 @@ pub trait Host {
     /// READONLY refusal); None for a lone server, which answers as a Redis master without
     /// replicas.
     fn cluster(&self) -> Option<&crate::replication::ClusterView>;
+    /// The view of the Raft group owning hash slot `slot` (who leads it, its term and commit
+    /// index): Redis Cluster's redirection asks it. The home group's where there is one group.
+    fn role_for(&self, _slot: u16) -> Option<&crate::replication::ClusterView> {
+        self.cluster()
+    }
     /// RAFT ADDLEARNER/PROMOTE/REMOVE/TRANSFER on the consensus core; Err: the error reply.
     fn cluster_admin(&mut self, op: &crate::replication::Admin) -> Result<(), String>;
     /// A cluster follower gave up confirming this batch's reads with a leader: commands that

@@ -8,7 +8,7 @@
 //! FLUSHALL, a SWAPDB, its publishes) belongs to the home group, `GroupId::HOME`: its log
 //! carries it and its snapshot holds the libraries.
 
-use crate::store::Dbs;
+use crate::store::{ChangeRecord, Dbs};
 use bytes::Bytes;
 use std::fmt;
 
@@ -181,6 +181,70 @@ pub fn keys_of_group(dbs: &Dbs, slots: &SlotMap, group: GroupId) -> Vec<(usize, 
     out
 }
 
+/// Keys per DEL command of `clear_commands`.
+const DEL_BATCH: usize = 1024;
+
+/// The commands that remove what a snapshot of `group` replaces before it is loaded: every key
+/// of its slots (by database, in DELs of at most `DEL_BATCH` keys), and for the home group the
+/// function libraries (its snapshot carries them). What belongs to other groups stays. Ends
+/// in database 0 when it selected another.
+pub fn clear_commands(dbs: &Dbs, slots: &SlotMap, group: GroupId) -> Vec<Vec<Bytes>> {
+    let mut cmds = Vec::new();
+    let mut selected = 0;
+    for (db, keys) in keys_of_group(dbs, slots, group) {
+        if db != selected {
+            cmds.push(select(db));
+            selected = db;
+        }
+        for batch in keys.chunks(DEL_BATCH) {
+            let mut del = Vec::with_capacity(batch.len() + 1);
+            del.push(Bytes::from_static(b"DEL"));
+            del.extend_from_slice(batch);
+            cmds.push(del);
+        }
+    }
+    if selected != 0 {
+        cmds.push(select(0));
+    }
+    if group == GroupId::HOME {
+        cmds.push(vec![
+            Bytes::from_static(b"FUNCTION"),
+            Bytes::from_static(b"FLUSH"),
+        ]);
+    }
+    cmds
+}
+
+fn select(db: usize) -> Vec<Bytes> {
+    vec![Bytes::from_static(b"SELECT"), Bytes::from(db.to_string())]
+}
+
+/// The group a unit's change record belongs to: its keys' (a command, MULTI or script over
+/// keys of one slot, as Redis Cluster requires), or the home group's when it changed no key (a
+/// function library, a publish). Err: it changed keys of two groups, or keys beside
+/// what only the home group carries (a flush, a swap), which one group's entry cannot hold: the
+/// pair of groups found.
+pub fn group_of_record(rec: &ChangeRecord, slots: &SlotMap) -> Result<GroupId, (GroupId, GroupId)> {
+    if let [only] = slots.groups() {
+        return Ok(*only);
+    }
+    let mut keys = rec
+        .keys
+        .iter()
+        .map(|(_, k)| slots.group_of(key_hash_slot(k)));
+    let Some(first) = keys.next() else {
+        return Ok(GroupId::HOME);
+    };
+    if let Some(other) = keys.find(|&g| g != first) {
+        return Err((first, other));
+    }
+    let unkeyed = !rec.flushed.is_empty() || !rec.swaps.is_empty() || !rec.functions.is_empty();
+    if unkeyed && first != GroupId::HOME {
+        return Err((first, GroupId::HOME));
+    }
+    Ok(first)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,5 +339,101 @@ mod tests {
         let one = SlotMap::default();
         assert_eq!(keys_of_group(&dbs, &one, GroupId(0)).len(), 2);
         assert!(keys_of_group(&dbs, &one, GroupId(1)).is_empty());
+    }
+
+    #[test]
+    fn a_change_record_goes_to_the_group_of_its_keys_slot() {
+        let b = Bytes::from_static;
+        let rec = |keys: &[&'static [u8]]| ChangeRecord {
+            keys: keys.iter().map(|k| (0, b(k))).collect(),
+            ..Default::default()
+        };
+        let one = SlotMap::default();
+        assert_eq!(
+            group_of_record(&rec(&[b"foo", b"bar"]), &one),
+            Ok(GroupId::HOME)
+        );
+        let mut two = SlotMap::default();
+        two.assign(8192, SLOTS - 1, GroupId(1)).unwrap();
+        assert_eq!(
+            group_of_record(&rec(&[b"foo", b"{foo}x"]), &two),
+            Ok(GroupId(1))
+        );
+        assert_eq!(group_of_record(&rec(&[b"bar"]), &two), Ok(GroupId(0)));
+        assert_eq!(group_of_record(&rec(&[]), &two), Ok(GroupId::HOME));
+        assert_eq!(
+            group_of_record(&rec(&[b"foo", b"bar"]), &two),
+            Err((GroupId(1), GroupId(0)))
+        );
+        let mut flush = rec(&[b"foo"]);
+        flush.flushed.push(0);
+        assert!(group_of_record(&flush, &two).is_err());
+        assert_eq!(group_of_record(&flush, &one), Ok(GroupId::HOME));
+    }
+
+    #[test]
+    fn a_snapshot_install_clears_only_its_groups_keys_and_the_home_group_the_libraries() {
+        let mut dbs = Dbs::new(3);
+        for key in [&b"foo"[..], b"bar"] {
+            dbs[0].set(key, Value::Str(Bytes::from_static(b"v")), 0);
+        }
+        dbs[2].set(b"foo", Value::Str(Bytes::from_static(b"v")), 0);
+        let mut m = SlotMap::default();
+        m.assign(8192, SLOTS - 1, GroupId(1)).unwrap();
+        let text = |cmds: Vec<Vec<Bytes>>| {
+            cmds.iter()
+                .map(|c| {
+                    let words: Vec<&str> =
+                        c.iter().map(|w| std::str::from_utf8(w).unwrap()).collect();
+                    words.join(" ")
+                })
+                .collect::<Vec<_>>()
+        };
+        // "foo" (slot 12182) is group 1's, "bar" (5061) group 0's.
+        assert_eq!(
+            text(clear_commands(&dbs, &m, GroupId(1))),
+            ["DEL foo", "SELECT 2", "DEL foo", "SELECT 0"]
+        );
+        assert_eq!(
+            text(clear_commands(&dbs, &m, GroupId(0))),
+            ["DEL bar", "FUNCTION FLUSH"]
+        );
+        // One group: every key of every database, by slot, and the libraries.
+        let mut all = text(clear_commands(&dbs, &SlotMap::default(), GroupId::HOME));
+        all[0] = {
+            let mut w: Vec<&str> = all[0].split(' ').collect();
+            w[1..].sort_unstable();
+            w.join(" ")
+        };
+        assert_eq!(
+            all,
+            [
+                "DEL bar foo",
+                "SELECT 2",
+                "DEL foo",
+                "SELECT 0",
+                "FUNCTION FLUSH"
+            ]
+        );
+        // Nothing of a group that owns no slot.
+        assert!(clear_commands(&dbs, &SlotMap::default(), GroupId(1)).is_empty());
+        let many = Dbs::new(1);
+        let mut many = many;
+        for i in 0..2500 {
+            many[0].set(
+                format!("k{i}").as_bytes(),
+                Value::Str(Bytes::from_static(b"v")),
+                0,
+            );
+        }
+        let cmds = clear_commands(&many, &SlotMap::default(), GroupId(1));
+        assert!(cmds.is_empty());
+        let cmds = clear_commands(&many, &SlotMap::default(), GroupId::HOME);
+        let dels: Vec<usize> = cmds
+            .iter()
+            .filter(|c| c[0] == "DEL")
+            .map(|c| c.len() - 1)
+            .collect();
+        assert_eq!(dels, [1024, 1024, 452]);
     }
 }
