@@ -274,7 +274,7 @@ fn process_frame(
     // A replica refuses writes (and EXEC of writes, and scripts that declare they write)
     // before it looks further, as Redis's processCommand after MISCONF and NOREPLICAS.
     // A lone server pays one None check.
-    if super::support::is_replica(host.cluster())
+    if super::support::is_replica(role_of_keys(host, id, argv))
         && (effective_flags(srv, spec, argv) | tx_flags) & flags::WRITE != 0
     {
         let e = CmdError::err(super::support::READONLY);
@@ -893,6 +893,28 @@ pub fn cluster_redirect(
     }
     let (host, port, _) = super::slots::addr(leader);
     Some(CmdError::err(format!("MOVED {slot} {host}:{port}")))
+}
+
+/// The role a write is refused by on a follower: that of the group owning its first key's
+/// slot (a command reaching this point in cluster mode has keys of one slot), else the home
+/// group's. Only a node with several groups looks at the keys.
+fn role_of_keys<'h>(
+    host: &'h dyn Host,
+    id: CmdId,
+    argv: &[Bytes],
+) -> Option<&'h crate::replication::ClusterView> {
+    let home = host.cluster()?;
+    if !host.cluster_groups_split() {
+        return Some(home);
+    }
+    let entry = &crate::cmd::registry::table().entries[id];
+    let key = super::keyspec::key_refs(entry, argv)
+        .iter()
+        .find_map(|k| argv.get(k.pos));
+    match key {
+        Some(k) => host.role_for(super::slots::key_hash_slot(k)),
+        None => Some(home),
+    }
 }
 
 /// Sharded pub/sub: the channels (Redis's legacy key range; their key specs say `not_key`)

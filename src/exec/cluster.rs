@@ -138,6 +138,12 @@ struct Parked {
 
 pub struct ClusterIo {
     pub group: GroupId,
+    /// The voter this group's leadership moves to once elected elsewhere (0: none), so that
+    /// several groups' leaders spread over the nodes: group n's is the n-th voter (modulo their
+    /// number) in id order. A lone group has none.
+    preferred: u64,
+    /// The term in which this leader last handed leadership to `preferred`.
+    spread_term: u64,
     core: Cluster,
     /// What SENTINEL, ROLE, INFO and WAIT render (refreshed after each round that changed it).
     pub view: ClusterView,
@@ -221,7 +227,34 @@ impl Groups {
             .collect();
         let mut peers = Peers::from_config(me, config, own, &targets, inbox)?;
         home.core.set_waker(peers.loop_waker());
-        let list = vec![home];
+        // The slot→group table: the home group owns every slot. `DEADBOLT_CLUSTER_GROUPS`
+        // (`<group>:<first>-<last>,…`, the same on every node) splits them, for tests of
+        // several groups only: resharding, and with it any configured split, is not built.
+        let slots = match std::env::var("DEADBOLT_CLUSTER_GROUPS") {
+            Ok(spec) => SlotMap::parse(&spec).map_err(std::io::Error::other)?,
+            Err(_) => SlotMap::default(),
+        };
+        let mut list = vec![home];
+        for &g in slots.groups().iter().filter(|&&g| g != GroupId::HOME) {
+            let mut c = ClusterIo::open(config, g)?;
+            c.core.set_waker(peers.loop_waker());
+            list.push(c);
+        }
+        if list.len() > 1 {
+            for c in &mut list {
+                let mut voters: Vec<u64> = c
+                    .view
+                    .members
+                    .iter()
+                    .filter(|m| m.voter)
+                    .map(|m| m.id)
+                    .collect();
+                voters.sort_unstable();
+                if !voters.is_empty() {
+                    c.preferred = voters[c.group.0 as usize % voters.len()];
+                }
+            }
+        }
         let groups: Vec<GroupId> = list.iter().map(|c| c.group).collect();
         peers.set_groups(&groups);
         tracing::info!(
@@ -232,7 +265,7 @@ impl Groups {
         );
         Ok(Groups {
             list,
-            slots: SlotMap::default(),
+            slots,
             peers,
             last: GroupId::HOME,
         })
@@ -406,6 +439,8 @@ impl ClusterIo {
         }
         Ok(ClusterIo {
             group,
+            preferred: 0,
+            spread_term: 0,
             core,
             view,
             dialed,
@@ -754,6 +789,8 @@ impl ClusterIo {
         }
         if !self.core.is_leader() {
             self.hasten_election(now);
+        } else {
+            self.spread_leadership();
         }
         if !self.discovery_parked.is_empty() {
             let ready = self.discovery_ready(now);
@@ -771,6 +808,25 @@ impl ClusterIo {
             p.waiting = std::mem::take(&mut self.gate_waiting);
         }
         p
+    }
+
+    /// A serving leader of a group with a preferred leader elsewhere hands leadership to it,
+    /// once per term, when it is a live voter (raft catches it up first).
+    fn spread_leadership(&mut self) {
+        let (to, term) = (self.preferred, self.core.term());
+        if to == 0 || to == self.core.id() || !self.gate_open || self.spread_term == term {
+            return;
+        }
+        if self
+            .view
+            .members
+            .iter()
+            .any(|m| m.id == to && m.voter && m.active)
+        {
+            self.spread_term = term;
+            tracing::info!("Cluster {}: handing leadership to node {to}", self.group);
+            self.core.transfer_leader(to);
+        }
     }
 
     fn refresh_view(&mut self, now: Instant) {

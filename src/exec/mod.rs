@@ -734,6 +734,12 @@ impl Host for Io {
         self.cluster.as_ref().map(|g| &g.by_slot(slot).view)
     }
 
+    fn cluster_groups_split(&self) -> bool {
+        self.cluster
+            .as_ref()
+            .is_some_and(|g| g.slots().groups().len() > 1)
+    }
+
     fn cluster_idle_ms(&self, id: u64) -> Option<u64> {
         self.cluster
             .as_ref()

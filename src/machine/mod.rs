@@ -91,6 +91,10 @@ pub trait Host {
     fn role_for(&self, _slot: u16) -> Option<&crate::replication::ClusterView> {
         self.cluster()
     }
+    /// Whether this cluster node runs several Raft groups (its role depends on the slot).
+    fn cluster_groups_split(&self) -> bool {
+        false
+    }
     /// RAFT ADDLEARNER/PROMOTE/REMOVE/TRANSFER on the consensus core; Err: the error reply.
     fn cluster_admin(&mut self, op: &crate::replication::Admin) -> Result<(), String>;
     /// A cluster follower gave up confirming this batch's reads with a leader: commands that

@@ -136,6 +136,22 @@ impl SlotMap {
         Ok(())
     }
 
+    /// A table from `<group>:<first>-<last>` items separated by commas or spaces; slots no item
+    /// names stay the home group's. Err: a malformed item.
+    pub fn parse(spec: &str) -> Result<SlotMap, String> {
+        let mut m = SlotMap::default();
+        for item in spec.split([',', ' ']).filter(|i| !i.is_empty()) {
+            let bad = || format!("bad slot range item '{item}' (want <group>:<first>-<last>)");
+            let (g, range) = item.split_once(':').ok_or_else(bad)?;
+            let (a, b) = range.split_once('-').ok_or_else(bad)?;
+            let g: u32 = g.parse().map_err(|_| bad())?;
+            let a: u16 = a.parse().map_err(|_| bad())?;
+            let b: u16 = b.parse().map_err(|_| bad())?;
+            m.assign(a, b, GroupId(g))?;
+        }
+        Ok(m)
+    }
+
     /// The groups owning at least one slot, ascending.
     pub fn groups(&self) -> &[GroupId] {
         &self.groups
@@ -310,6 +326,16 @@ mod tests {
         assert!(m.assign(10, 9, GroupId(0)).is_err());
         assert!(m.assign(0, SLOTS, GroupId(0)).is_err());
         assert!(m.owns_all(GroupId(2)));
+        // The textual form.
+        let p = SlotMap::parse("1:8192-16383").unwrap();
+        assert_eq!(p.ranges(GroupId(0)), vec![(0, 8191)]);
+        assert_eq!(p.ranges(GroupId(1)), vec![(8192, 16383)]);
+        assert_eq!(SlotMap::parse("").unwrap(), SlotMap::default());
+        let q = SlotMap::parse("2:0-9, 1:10-20").unwrap();
+        assert_eq!(q.groups(), &[GroupId(0), GroupId(1), GroupId(2)]);
+        for bad in ["1", "1:5", "x:1-2", "1:2-1", "1:0-16384", "1:-3-4"] {
+            assert!(SlotMap::parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -1,0 +1,151 @@
+//! Two Raft groups on the same three nodes, split by the test-only `DEADBOLT_CLUSTER_GROUPS`
+//! (group 1 owns slots 8192-16383, the home group the rest): each group elects its own leader,
+//! the leaders settle on different nodes (leadership moves to each group's preferred voter),
+//! and a write to a key is acknowledged by the leader of the group owning its slot while every
+//! other node redirects it there with MOVED.
+
+use crate::common;
+
+use common::{cluster_node_args, cluster_ports, Conn, TempDir};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const SECRET: &str = "cluster-groups-secret-0123456789abcdef";
+
+struct Nodes {
+    ports: Vec<u16>,
+    children: Vec<Child>,
+    _dir: TempDir,
+}
+
+impl Drop for Nodes {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn start(name: &str, split: &str) -> Nodes {
+    let dir = TempDir::new(name);
+    let (ports, peers) = cluster_ports(3);
+    let mut children = Vec::new();
+    for (i, (port, _)) in ports.iter().enumerate() {
+        let id = i as u64 + 1;
+        let node_dir = dir.0.join(format!("n{id}"));
+        std::fs::create_dir_all(&node_dir).unwrap();
+        let mut args = cluster_node_args(*port, &node_dir, id, &peers, SECRET);
+        args.extend(["--cluster-enabled".into(), "yes".into()]);
+        let child = Command::new(common::deadbolt_bin())
+            .args(&args)
+            .env("DEADBOLT_CLUSTER_GROUPS", split)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("spawn deadbolt");
+        children.push(child);
+    }
+    let ports: Vec<u16> = ports.iter().map(|p| p.0).collect();
+    for &p in &ports {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", p)).is_err() {
+            assert!(Instant::now() < deadline, "node on {p} never listened");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    Nodes {
+        ports,
+        children,
+        _dir: dir,
+    }
+}
+
+/// What each node answers to `SET key value`, in node order.
+fn set_everywhere(nodes: &Nodes, key: &str, value: &str) -> Vec<String> {
+    nodes
+        .ports
+        .iter()
+        .map(|&p| {
+            let mut c = Conn::connect(p);
+            c.send(&["SET", key, value]);
+            let r = c.try_read_reply(Duration::from_secs(2)).unwrap_or_default();
+            String::from_utf8_lossy(&r).trim_end().to_string()
+        })
+        .collect()
+}
+
+/// The node that acknowledged the write, when exactly one did and every other one redirected
+/// it there (`-MOVED <slot> 127.0.0.1:<its port>`).
+fn acknowledged_by(nodes: &Nodes, slot: u16, replies: &[String]) -> Option<usize> {
+    let ok: Vec<usize> = (0..replies.len())
+        .filter(|&i| replies[i] == "+OK")
+        .collect();
+    let [leader] = ok[..] else {
+        return None;
+    };
+    let moved = format!("-MOVED {slot} 127.0.0.1:{}", nodes.ports[leader]);
+    (0..replies.len())
+        .filter(|&i| i != leader)
+        .all(|i| replies[i] == moved)
+        .then_some(leader)
+}
+
+#[test]
+fn each_groups_writes_are_acknowledged_by_its_own_leader_on_different_nodes() {
+    let nodes = start("cluster-two-groups", "1:8192-16383");
+    // "bar" is slot 5061 (the home group's), "foo" slot 12182 (group 1's).
+    let keys = [("bar", 5061u16), ("foo", 12182u16)];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut round = 0;
+    let leaders = loop {
+        round += 1;
+        let mut seen = Vec::new();
+        let mut leaders = Vec::new();
+        for (key, slot) in keys {
+            let replies = set_everywhere(&nodes, key, &format!("v{round}"));
+            leaders.push(acknowledged_by(&nodes, slot, &replies));
+            seen.push(replies);
+        }
+        if let [Some(a), Some(b)] = leaders[..] {
+            if a != b {
+                break (a, b);
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no two leaders on different nodes, each acknowledging its own slot: {seen:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // Each group's leader holds its key's last acknowledged value; the other group's key is
+    // redirected there too.
+    let value = format!("v{round}");
+    for ((key, slot), leader, other) in [
+        (keys[0], leaders.0, leaders.1),
+        (keys[1], leaders.1, leaders.0),
+    ] {
+        let mut c = Conn::connect(nodes.ports[leader]);
+        assert_eq!(
+            c.cmd(&["GET", key]),
+            format!("${}\r\n{value}\r\n", value.len()).as_bytes()
+        );
+        let mut o = Conn::connect(nodes.ports[other]);
+        let moved = format!("-MOVED {slot} 127.0.0.1:{}\r\n", nodes.ports[leader]);
+        assert_eq!(o.cmd(&["GET", key]), moved.as_bytes());
+    }
+    // Locking goes on in both groups: SET NX on each leader, refused while held.
+    for ((key, _), leader) in [(keys[0], leaders.0), (keys[1], leaders.1)] {
+        let lock = format!("{{{key}}}:lock");
+        let mut c = Conn::connect(nodes.ports[leader]);
+        assert_eq!(
+            c.cmd(&["SET", &lock, "me", "NX", "PX", "30000"]),
+            b"+OK\r\n"
+        );
+        assert_eq!(
+            c.cmd(&["SET", &lock, "you", "NX", "PX", "30000"]),
+            b"$-1\r\n"
+        );
+    }
+}
