@@ -298,6 +298,15 @@ impl Groups {
         &self.slots
     }
 
+    /// Each group owning slots, its view and its slot ranges, in group order.
+    pub fn shards(&self) -> Vec<(&ClusterView, Vec<(u16, u16)>)> {
+        self.list
+            .iter()
+            .map(|c| (&c.view, self.slots.ranges(c.group)))
+            .filter(|(_, r)| !r.is_empty())
+            .collect()
+    }
+
     /// The group whose unit ended last: its reply is held for that group's log.
     pub fn last_mut(&mut self) -> &mut ClusterIo {
         let last = self.last;

@@ -740,6 +740,13 @@ impl Host for Io {
             .is_some_and(|g| g.slots().groups().len() > 1)
     }
 
+    fn cluster_shards(&self) -> Vec<(&crate::replication::ClusterView, Vec<(u16, u16)>)> {
+        self.cluster
+            .as_ref()
+            .map(|g| g.shards())
+            .unwrap_or_default()
+    }
+
     fn cluster_idle_ms(&self, id: u64) -> Option<u64> {
         self.cluster
             .as_ref()

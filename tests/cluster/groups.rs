@@ -135,6 +135,17 @@ fn each_groups_writes_are_acknowledged_by_its_own_leader_on_different_nodes() {
         let moved = format!("-MOVED {slot} 127.0.0.1:{}\r\n", nodes.ports[leader]);
         assert_eq!(o.cmd(&["GET", key]), moved.as_bytes());
     }
+    // Every node describes both groups: CLUSTER SLOTS lists each range with its own leader.
+    for &p in &nodes.ports {
+        let mut c = Conn::connect(p);
+        let r = String::from_utf8_lossy(&c.cmd(&["CLUSTER", "SLOTS"])).into_owned();
+        for (first, last, leader) in [(0, 8191, leaders.0), (8192, 16383, leaders.1)] {
+            let port = nodes.ports[leader];
+            let range = format!(":{first}\r\n:{last}\r\n*4\r\n$9\r\n127.0.0.1\r\n:{port}\r\n");
+            assert!(r.contains(&range), "{range:?} not in {r:?}");
+        }
+        assert!(r.starts_with("*2\r\n"), "{r:?}");
+    }
     // Locking goes on in both groups: SET NX on each leader, refused while held.
     for ((key, _), leader) in [(keys[0], leaders.0), (keys[1], leaders.1)] {
         let lock = format!("{{{key}}}:lock");
