@@ -307,6 +307,11 @@ impl Groups {
             .collect()
     }
 
+    /// A group this node leads whose EXTEND is not applied yet (client batches wait there).
+    pub fn gate_shut_mut(&mut self) -> Option<&mut ClusterIo> {
+        self.list.iter_mut().find(|c| c.gate_shut())
+    }
+
     /// The group whose unit ended last: its reply is held for that group's log.
     pub fn last_mut(&mut self) -> &mut ClusterIo {
         let last = self.last;

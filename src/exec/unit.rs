@@ -33,15 +33,10 @@ impl Server {
             postponed: true,
             closed: false,
         };
-        // A batch's keys are not known before it runs: it waits on the home group (the only
-        // one so far) for the gate, the election and the read barrier.
-        if let Some(c) = self
-            .io
-            .cluster
-            .as_mut()
-            .map(|g| g.home_mut())
-            .filter(|c| c.gate_shut())
-        {
+        // A batch's keys are not known before it runs: it waits until every group this node
+        // leads has opened its gate, and on the home group for the election and the read
+        // barrier.
+        if let Some(c) = self.io.cluster.as_mut().and_then(|g| g.gate_shut_mut()) {
             // A new leader serves nobody before its EXTEND is applied (exec/cluster.rs).
             if let Some(client) = self.state.clients.get_mut(&id) {
                 client.pending.extend(cmds.drain(..));
