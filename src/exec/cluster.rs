@@ -328,10 +328,12 @@ impl Groups {
         }
     }
 
-    /// Active expiry (deletions the log carries) only where this node serves as leader of
-    /// every group it runs: the sweep does not sort the keys it deletes by group.
+    /// Active expiry (deletions the log carries) is the serving leader's, and only while the
+    /// node runs one group: a sweep deletes keys of any slot, and its record is not split by
+    /// group, so with several it would be refused (`propose_changes`). Lazy expiry, inside a
+    /// command on one slot, goes on.
     pub fn may_expire(&self) -> bool {
-        self.list.iter().all(|c| c.may_expire())
+        matches!(&self.list[..], [only] if only.may_expire())
     }
 
     /// Whether this node leads no group (its log lines then say `S`).
@@ -927,11 +929,14 @@ impl Server {
                 Ok(g) => g,
                 Err((a, b)) => {
                     // One entry cannot commit in two logs: the unit is undone, as a refused
-                    // proposal is (the state is rebuilt from the logs).
+                    // proposal is, in every group it may have touched (each one this node
+                    // leads is rebuilt from its log at the end of the round).
                     tracing::warn!("A unit changed keys of {a} and {b}: not logged, rebuilding");
-                    gs.home_mut().broken = true;
+                    for c in gs.list.iter_mut().filter(|c| c.core.is_leader()) {
+                        c.broken = true;
+                        c.last_unit_logged = false;
+                    }
                     gs.last = GroupId::HOME;
-                    gs.home_mut().last_unit_logged = false;
                     return;
                 }
             }
