@@ -606,7 +606,9 @@ pub fn script_call(
         script_denied(d)
     } else if read_only && spec.flags & (flags::WRITE | flags::MAY_REPLICATE) != 0 {
         "ERR Write commands are not allowed from read-only scripts."
-    } else if spec.has(flags::WRITE) && super::support::is_replica(ctx.host.cluster()) {
+    } else if spec.has(flags::WRITE)
+        && super::support::is_replica(role_of_keys(&*ctx.host, id, argv))
+    {
         // Redis's scriptVerifyWriteCommandAllow (after ACL, before OOM); the script's error
         // then carries its ` script: …` suffix. A script cannot have written before: a node's
         // role changes only between units of work.
