@@ -155,38 +155,54 @@ fn slot_node(m: &Member) -> Frame {
     ])
 }
 
-/// CLUSTER SLOTS: one range, 0-16383, the leader and its live replicas (Redis lists only
-/// replicas that are available); nothing while no leader is known.
+/// CLUSTER SLOTS: each Raft group's slot ranges (one group: 0-16383), with the group's leader
+/// and its live replicas (Redis lists only replicas that are available), ascending by slot; a
+/// group without a known leader is left out, so nothing while no leader is known.
 fn slots(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    let view = view_or_disabled(ctx)?;
-    let Some(master) = leader(view) else {
-        return Ok(Frame::Array(vec![]));
-    };
-    let mut range = vec![
-        Frame::Integer(0),
-        Frame::Integer(i64::from(SLOTS - 1)),
-        slot_node(master),
-    ];
-    range.extend(
-        ordered(view)
-            .into_iter()
-            .filter(|m| m.id != view.leader && m.active)
-            .map(slot_node),
-    );
-    Ok(Frame::Array(vec![Frame::Array(range)]))
+    view_or_disabled(ctx)?;
+    let mut out = Vec::new();
+    for (view, ranges) in ctx.host.cluster_shards() {
+        let Some(master) = leader(view) else {
+            continue;
+        };
+        for (first, last) in ranges {
+            let mut range = vec![
+                Frame::Integer(i64::from(first)),
+                Frame::Integer(i64::from(last)),
+                slot_node(master),
+            ];
+            range.extend(
+                ordered(view)
+                    .into_iter()
+                    .filter(|m| m.id != view.leader && m.active)
+                    .map(slot_node),
+            );
+            out.push((first, Frame::Array(range)));
+        }
+    }
+    out.sort_by_key(|r| r.0);
+    Ok(Frame::Array(out.into_iter().map(|r| r.1).collect()))
 }
 
 fn text(s: &'static str) -> Frame {
     Frame::bulk_static(s)
 }
 
-/// CLUSTER SHARDS: one shard holding every slot, its nodes as Redis's
-/// addNodeDetailsToShardReply describes them.
+/// CLUSTER SHARDS: a shard per Raft group (one group: every slot) whose leader is known, its
+/// nodes as Redis's addNodeDetailsToShardReply describes them.
 fn shards(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    let view = view_or_disabled(ctx)?;
-    if view.leader == 0 {
-        return Ok(Frame::Array(vec![]));
-    }
+    view_or_disabled(ctx)?;
+    let shards = ctx
+        .host
+        .cluster_shards()
+        .into_iter()
+        .filter(|(view, _)| view.leader != 0)
+        .map(|(view, ranges)| shard(view, &ranges))
+        .collect();
+    Ok(Frame::Array(shards))
+}
+
+fn shard(view: &ClusterView, ranges: &[(u16, u16)]) -> Frame {
     let nodes = ordered(view)
         .into_iter()
         .map(|m| {
@@ -216,16 +232,14 @@ fn shards(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
             ])
         })
         .collect();
-    Ok(Frame::Array(vec![Frame::Map(vec![
-        (
-            text("slots"),
-            Frame::Array(vec![
-                Frame::Integer(0),
-                Frame::Integer(i64::from(SLOTS - 1)),
-            ]),
-        ),
+    let slots = ranges
+        .iter()
+        .flat_map(|&(a, b)| [Frame::Integer(i64::from(a)), Frame::Integer(i64::from(b))])
+        .collect();
+    Frame::Map(vec![
+        (text("slots"), Frame::Array(slots)),
         (text("nodes"), Frame::Array(nodes)),
-    ])]))
+    ])
 }
 
 /// CLUSTER NODES: Redis's clusterGenNodesDescription, one line per member.
@@ -233,6 +247,15 @@ fn nodes(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     let view = view_or_disabled(ctx)?;
     let now = crate::clock::unix_ms();
     let master = (view.leader != 0).then(|| super::support::run_id(view.leader));
+    // The slots each member leads, over every group (one group: its leader's, 0-16383).
+    let mut led: Vec<(u64, u16, u16)> = ctx
+        .host
+        .cluster_shards()
+        .into_iter()
+        .filter(|(v, _)| v.leader != 0)
+        .flat_map(|(v, ranges)| ranges.into_iter().map(move |(a, b)| (v.leader, a, b)))
+        .collect();
+    led.sort_unstable_by_key(|r| r.1);
     let mut out = String::new();
     for m in ordered(view) {
         let (host, port, cport) = addr(m);
@@ -241,17 +264,14 @@ fn nodes(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         if myself {
             flags.push_str("myself,");
         }
-        flags.push_str(if m.id == view.leader {
-            "master,"
-        } else {
-            "slave,"
-        });
+        let leads = m.id == view.leader || led.iter().any(|r| r.0 == m.id);
+        flags.push_str(if leads { "master," } else { "slave," });
         if !m.active {
             flags.push_str("fail?,");
         }
         flags.pop();
         let of = match &master {
-            Some(id) if m.id != view.leader => id.as_str(),
+            Some(id) if !leads => id.as_str(),
             _ => "-",
         };
         let pong = if myself {
@@ -272,8 +292,12 @@ fn nodes(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
             node_id(m),
             view.term
         );
-        if m.id == view.leader {
-            let _ = write!(out, " 0-{}", SLOTS - 1);
+        for &(_, a, b) in led.iter().filter(|r| r.0 == m.id) {
+            if a == b {
+                let _ = write!(out, " {a}");
+            } else {
+                let _ = write!(out, " {a}-{b}");
+            }
         }
         out.push('\n');
     }

@@ -274,7 +274,7 @@ fn process_frame(
     // A replica refuses writes (and EXEC of writes, and scripts that declare they write)
     // before it looks further, as Redis's processCommand after MISCONF and NOREPLICAS.
     // A lone server pays one None check.
-    if super::support::is_replica(host.cluster())
+    if super::support::is_replica(role_of_keys(host, id, argv))
         && (effective_flags(srv, spec, argv) | tx_flags) & flags::WRITE != 0
     {
         let e = CmdError::err(super::support::READONLY);
@@ -606,7 +606,9 @@ pub fn script_call(
         script_denied(d)
     } else if read_only && spec.flags & (flags::WRITE | flags::MAY_REPLICATE) != 0 {
         "ERR Write commands are not allowed from read-only scripts."
-    } else if spec.has(flags::WRITE) && super::support::is_replica(ctx.host.cluster()) {
+    } else if spec.has(flags::WRITE)
+        && super::support::is_replica(role_of_keys(&*ctx.host, id, argv))
+    {
         // Redis's scriptVerifyWriteCommandAllow (after ACL, before OOM); the script's error
         // then carries its ` script: …` suffix. A script cannot have written before: a node's
         // role changes only between units of work.
@@ -820,9 +822,10 @@ fn check_restricted(
 
 // ---- Redis Cluster redirection ----
 
-/// Redis's getNodeByQuery and clusterRedirectClient for a one-group cluster: the refusal a
-/// command gets instead of running here (CROSSSLOT, CLUSTERDOWN, MOVED), None when it runs.
-/// EXEC is judged by every queued command's keys, as in Redis.
+/// Redis's getNodeByQuery and clusterRedirectClient: the refusal a command gets instead of
+/// running here (CROSSSLOT, CLUSTERDOWN, MOVED to the leader of the group owning the slot,
+/// `Host::role_for`), None when it runs. EXEC is judged by every queued command's keys, as in
+/// Redis.
 pub fn cluster_redirect(
     srv: &State,
     host: &dyn Host,
@@ -830,7 +833,7 @@ pub fn cluster_redirect(
     id: CmdId,
     argv: &[Bytes],
 ) -> Option<CmdError> {
-    let view = host.cluster()?;
+    host.cluster()?;
     let table = crate::cmd::registry::table();
     let entry = &table.entries[id];
     if matches!(entry.spec.name, "ssubscribe" | "sunsubscribe" | "spublish") {
@@ -870,6 +873,7 @@ pub fn cluster_redirect(
         return Some(e);
     }
     let slot = slot?;
+    let view = host.role_for(slot)?;
     if view.role == crate::replication::StateRole::Leader {
         return None;
     }
@@ -891,6 +895,28 @@ pub fn cluster_redirect(
     }
     let (host, port, _) = super::slots::addr(leader);
     Some(CmdError::err(format!("MOVED {slot} {host}:{port}")))
+}
+
+/// The role a write is refused by on a follower: that of the group owning its first key's
+/// slot (a command reaching this point in cluster mode has keys of one slot), else the home
+/// group's. Only a node with several groups looks at the keys.
+fn role_of_keys<'h>(
+    host: &'h dyn Host,
+    id: CmdId,
+    argv: &[Bytes],
+) -> Option<&'h crate::replication::ClusterView> {
+    let home = host.cluster()?;
+    if !host.cluster_groups_split() {
+        return Some(home);
+    }
+    let entry = &crate::cmd::registry::table().entries[id];
+    let key = super::keyspec::key_refs(entry, argv)
+        .iter()
+        .find_map(|k| argv.get(k.pos));
+    match key {
+        Some(k) => host.role_for(super::slots::key_hash_slot(k)),
+        None => Some(home),
+    }
 }
 
 /// Sharded pub/sub: the channels (Redis's legacy key range; their key specs say `not_key`)

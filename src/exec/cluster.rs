@@ -32,6 +32,7 @@ use crate::clock::unix_ms;
 use crate::config::Config;
 use crate::persist::emit;
 use crate::persist::load::{LoadError, Loader, Step};
+use crate::replication::group::{self, GroupId, SlotMap};
 use crate::replication::{Addrs, Applied, Cluster, ClusterView};
 use crate::store::waiters::REPLICAS_KEY;
 use bytes::Bytes;
@@ -107,11 +108,45 @@ const HASTEN_RETRIES: u32 = 3;
 /// dead node may be.
 const HASTEN_DEFER: Duration = Duration::from_millis(250);
 
+/// A node's Raft groups and the transport they share: every group this node runs, keyed by
+/// its id, and the slot→group table that says which group a key's slot belongs to (every node
+/// holds the same). One group, `GroupId::HOME`, owning every slot, is the only configuration
+/// for now; each group owns its raft node and log, its proposals and held replies (the hold
+/// queue's watermarks name their group), its EXTEND gate, read barriers and snapshots.
+pub struct Groups {
+    /// Ascending by id; the home group first.
+    list: Vec<ClusterIo>,
+    slots: SlotMap,
+    peers: Peers,
+    /// The group of the unit that ended last (its reply waits for that group's log).
+    last: GroupId,
+}
+
+/// One Raft group on this node.
+/// A group's parked batches that may run after its round, by client id.
+#[derive(Default)]
+struct Parked {
+    /// Arrived while the gate was shut, now open (or this node no longer leads).
+    waiting: Vec<u64>,
+    /// A follower's read whose barrier gave up: answered MASTERDOWN.
+    reads_given_up: Vec<u64>,
+    /// Where-is-the-master asked during an election, now over (or waited long enough).
+    discovery_ready: Vec<u64>,
+    /// A follower's read whose barrier is confirmed and applied.
+    reads_ready: Vec<u64>,
+}
+
 pub struct ClusterIo {
+    pub group: GroupId,
+    /// The voter this group's leadership moves to once elected elsewhere (0: none), so that
+    /// several groups' leaders spread over the nodes: group n's is the n-th voter (modulo their
+    /// number) in id order. A lone group has none.
+    preferred: u64,
+    /// The term in which this leader last handed leadership to `preferred`.
+    spread_term: u64,
     core: Cluster,
     /// What SENTINEL, ROLE, INFO and WAIT render (refreshed after each round that changed it).
     pub view: ClusterView,
-    peers: Peers,
     /// Peer addresses the transport knows (to follow membership changes).
     dialed: Addrs,
     pub next_tick: Instant,
@@ -175,15 +210,212 @@ pub struct ClusterIo {
     buf: Vec<u8>,
 }
 
-impl ClusterIo {
-    /// Opens the node's log in `<dir>/cluster` and starts its peer transport.
-    pub fn open(config: &Config, inbox: Inbox) -> std::io::Result<ClusterIo> {
+impl Groups {
+    /// Opens the home group (its log in `<dir>/cluster`) and starts the peer transport.
+    pub fn open(config: &Config, inbox: Inbox) -> std::io::Result<Groups> {
         let me = config.cluster_node_id;
         let Some(own) = config.cluster_peers.iter().find(|p| p.id == me) else {
             return Err(std::io::Error::other(format!(
                 "cluster-node-id {me} is not one of cluster-peers"
             )));
         };
+        let mut home = ClusterIo::open(config, GroupId::HOME)?;
+        let targets: Vec<(u64, String)> = home
+            .dialed
+            .iter()
+            .filter_map(|(&id, a)| peer_target(a).map(|t| (id, t)))
+            .collect();
+        let mut peers = Peers::from_config(me, config, own, &targets, inbox)?;
+        home.core.set_waker(peers.loop_waker());
+        // The slot→group table: the home group owns every slot. `DEADBOLT_CLUSTER_GROUPS`
+        // (`<group>:<first>-<last>,…`, the same on every node) splits them, for tests of
+        // several groups only: resharding, and with it any configured split, is not built.
+        let slots = match std::env::var("DEADBOLT_CLUSTER_GROUPS") {
+            Ok(spec) => SlotMap::parse(&spec).map_err(std::io::Error::other)?,
+            Err(_) => SlotMap::default(),
+        };
+        let mut list = vec![home];
+        for &g in slots.groups().iter().filter(|&&g| g != GroupId::HOME) {
+            let mut c = ClusterIo::open(config, g)?;
+            c.core.set_waker(peers.loop_waker());
+            list.push(c);
+        }
+        if list.len() > 1 {
+            for c in &mut list {
+                let mut voters: Vec<u64> = c
+                    .view
+                    .members
+                    .iter()
+                    .filter(|m| m.voter)
+                    .map(|m| m.id)
+                    .collect();
+                voters.sort_unstable();
+                if !voters.is_empty() {
+                    c.preferred = voters[c.group.0 as usize % voters.len()];
+                }
+            }
+        }
+        let groups: Vec<GroupId> = list.iter().map(|c| c.group).collect();
+        peers.set_groups(&groups);
+        tracing::info!(
+            "Cluster node {me}: peers on {}, {} members, log in {}",
+            peers.listening(),
+            list[0].view.members.len(),
+            std::path::Path::new(&config.dir).join("cluster").display()
+        );
+        Ok(Groups {
+            list,
+            slots,
+            peers,
+            last: GroupId::HOME,
+        })
+    }
+
+    /// The group of what no slot names: the one the Sentinel protocol describes, whose log
+    /// carries the function libraries.
+    pub fn home(&self) -> &ClusterIo {
+        &self.list[0]
+    }
+
+    pub fn home_mut(&mut self) -> &mut ClusterIo {
+        &mut self.list[0]
+    }
+
+    /// The group owning `slot` (`role_for(slot)`: who leads it, its term and commit index).
+    pub fn by_slot(&self, slot: u16) -> &ClusterIo {
+        self.get(self.slots.group_of(slot)).unwrap_or(&self.list[0])
+    }
+
+    pub fn get(&self, group: GroupId) -> Option<&ClusterIo> {
+        self.list.iter().find(|c| c.group == group)
+    }
+
+    pub fn get_mut(&mut self, group: GroupId) -> Option<&mut ClusterIo> {
+        self.list.iter_mut().find(|c| c.group == group)
+    }
+
+    pub fn slots(&self) -> &SlotMap {
+        &self.slots
+    }
+
+    /// Each group owning slots, its view and its slot ranges, in group order.
+    pub fn shards(&self) -> Vec<(&ClusterView, Vec<(u16, u16)>)> {
+        self.list
+            .iter()
+            .map(|c| (&c.view, self.slots.ranges(c.group)))
+            .filter(|(_, r)| !r.is_empty())
+            .collect()
+    }
+
+    /// A group this node leads whose EXTEND is not applied yet (client batches wait there).
+    pub fn gate_shut_mut(&mut self) -> Option<&mut ClusterIo> {
+        self.list.iter_mut().find(|c| c.gate_shut())
+    }
+
+    /// The group whose unit ended last: its reply is held for that group's log.
+    pub fn last_mut(&mut self) -> &mut ClusterIo {
+        let last = self.last;
+        let i = self.list.iter().position(|c| c.group == last).unwrap_or(0);
+        &mut self.list[i]
+    }
+
+    /// Whether a reply held for `group`'s log may leave (`ClusterIo::verdict`); a group this
+    /// node no longer runs never confirms it.
+    pub fn verdict(&self, group: GroupId, index: u64, read: u64, term: u64) -> Verdict {
+        match self.get(group) {
+            Some(c) => c.verdict(index, read, term),
+            None => Verdict::Drop,
+        }
+    }
+
+    /// Active expiry (deletions the log carries) is the serving leader's, and only while the
+    /// node runs one group: a sweep deletes keys of any slot, and its record is not split by
+    /// group, so with several it would be refused (`propose_changes`). Lazy expiry, inside a
+    /// command on one slot, goes on.
+    pub fn may_expire(&self) -> bool {
+        matches!(&self.list[..], [only] if only.may_expire())
+    }
+
+    /// Whether this node leads no group (its log lines then say `S`).
+    fn replica_everywhere(&self) -> bool {
+        !self.list.iter().any(|c| c.core.is_leader())
+    }
+
+    /// Shutting down: true while some group's leadership is being handed over.
+    pub fn hand_over(&mut self, now: Instant) -> bool {
+        let mut any = false;
+        for c in &mut self.list {
+            any |= c.hand_over(now);
+        }
+        any
+    }
+
+    /// The descriptor the loop's epoll watches for peer messages (`receive`).
+    pub fn peer_fd(&self) -> std::os::fd::RawFd {
+        self.peers.poll_fd()
+    }
+
+    /// Steps every message the peers sent since the last call into its group's node: read
+    /// here, on the loop's own thread, so an append or an ack costs no thread wake-up between
+    /// the socket and raft. True if there was any.
+    fn receive(&mut self) -> bool {
+        let Groups { peers, list, .. } = self;
+        let mut now = None;
+        peers.receive(&mut |g, m| {
+            let t = *now.get_or_insert_with(Instant::now);
+            // The transport delivers only the groups it was told of (`Peers::set_groups`).
+            let Some(c) = list.iter_mut().find(|c| c.group == g) else {
+                return;
+            };
+            match c.heard.iter_mut().find(|(id, _)| *id == m.from) {
+                Some(h) => h.1 = t,
+                None => c.heard.push((m.from, t)),
+            }
+            if let Err(e) = c.core.step(m) {
+                tracing::debug!("Dropped a peer message for {g}: {e}");
+            }
+        });
+        now.is_some()
+    }
+
+    /// Before the round: steps what the peers sent, so the replies their acks committed can
+    /// be released (`Server::release_held`) and written before the round's fsync of newer
+    /// entries (`cluster_round`), which would only add its own latency to theirs (committed
+    /// is on a majority's disk already).
+    pub fn take_acks(&mut self) {
+        self.receive();
+        // This node's own log writes (a leader's, made beside the loop) count as an ack too.
+        for c in &mut self.list {
+            if let Err(e) = c.core.take_durable() {
+                fatal(&format!("The cluster log of {} failed: {e}", c.group));
+            }
+        }
+    }
+
+    /// A peer's link is down: every group's raft stops sending it appends until it answers.
+    pub fn report_unreachable(&mut self, id: u64) {
+        for c in &mut self.list {
+            c.core.report_unreachable(id);
+        }
+    }
+
+    /// When raft's clock next ticks (every group ticks together).
+    pub fn next_tick(&self) -> Instant {
+        self.list[0].next_tick
+    }
+
+    pub fn tick_until(&mut self, now: Instant) {
+        for c in &mut self.list {
+            c.tick_until(now);
+        }
+    }
+}
+
+impl ClusterIo {
+    /// Opens `group`'s log: the home group's in `<dir>/cluster`, any other's in
+    /// `<dir>/cluster/group-<id>`.
+    fn open(config: &Config, group: GroupId) -> std::io::Result<ClusterIo> {
+        let me = config.cluster_node_id;
         // A joining node starts with no membership and learns it from the leader's snapshot.
         let bootstrap: Addrs = if config.cluster_join {
             Addrs::new()
@@ -194,7 +426,10 @@ impl ClusterIo {
                 .map(|p| (p.id, p.addr()))
                 .collect()
         };
-        let dir = std::path::Path::new(&config.dir).join("cluster");
+        let mut dir = std::path::Path::new(&config.dir).join("cluster");
+        if group != GroupId::HOME {
+            dir.push(format!("group-{}", group.0));
+        }
         std::fs::create_dir_all(&dir)?;
         let core = Cluster::open(&dir, me, &bootstrap)?;
         // A node starts as a follower: its log lines say `S` until it leads.
@@ -214,27 +449,16 @@ impl ClusterIo {
                 .filter(|m| m.id != me && !m.addr.is_empty())
                 .map(|m| (m.id, m.addr.clone())),
         );
-        let targets: Vec<(u64, String)> = dialed
-            .iter()
-            .filter_map(|(&id, a)| peer_target(a).map(|t| (id, t)))
-            .collect();
-        let peers = Peers::from_config(me, config, own, &targets, inbox)?;
         let mut probes = super::probe::Probes::new();
         for (&id, a) in &dialed {
             probes.set(id, probe_target(a));
         }
-        let mut core = core;
-        core.set_waker(peers.loop_waker());
-        tracing::info!(
-            "Cluster node {me}: peers on {}, {} members, log in {}",
-            peers.listening(),
-            view.members.len(),
-            dir.display()
-        );
         Ok(ClusterIo {
+            group,
+            preferred: 0,
+            spread_term: 0,
             core,
             view,
-            peers,
             dialed,
             next_tick: Instant::now() + TICK,
             gate_open: false,
@@ -487,48 +711,6 @@ impl ClusterIo {
         Ok(())
     }
 
-    /// The descriptor the loop's epoll watches for peer messages (`receive`).
-    pub fn peer_fd(&self) -> std::os::fd::RawFd {
-        self.peers.poll_fd()
-    }
-
-    /// Steps every message the peers sent since the last call: read here, on the loop's own
-    /// thread, so an append or an ack costs no thread wake-up between the socket and raft.
-    /// True if there was any.
-    fn receive(&mut self) -> bool {
-        let ClusterIo {
-            peers, core, heard, ..
-        } = self;
-        let mut now = None;
-        peers.receive(&mut |m| {
-            let t = *now.get_or_insert_with(Instant::now);
-            match heard.iter_mut().find(|(id, _)| *id == m.from) {
-                Some(h) => h.1 = t,
-                None => heard.push((m.from, t)),
-            }
-            if let Err(e) = core.step(m) {
-                tracing::debug!("Dropped a peer message: {e}");
-            }
-        });
-        now.is_some()
-    }
-
-    /// Before the round: steps what the peers sent, so the replies their acks committed can
-    /// be released (`Server::release_held`) and written before the round's fsync of newer
-    /// entries (`cluster_round`), which would only add its own latency to theirs (committed
-    /// is on a majority's disk already).
-    pub fn take_acks(&mut self) {
-        self.receive();
-        // This node's own log writes (a leader's, made beside the loop) count as an ack too.
-        if let Err(e) = self.core.take_durable() {
-            fatal(&format!("The cluster log failed: {e}"));
-        }
-    }
-
-    pub fn report_unreachable(&mut self, id: u64) {
-        self.core.report_unreachable(id);
-    }
-
     /// Ticks raft for the periods elapsed by `now`, at most `MAX_CATCH_UP` of them. After a
     /// stall of the loop (a slow fsync, a starved CPU) replaying every missed tick at once would
     /// let raft see a whole election timeout pass without stepping a single message that queued
@@ -537,7 +719,7 @@ impl ClusterIo {
     /// raft's only clock, and losing some only lengthens its timeouts for a moment, which is
     /// safe (reads use ReadIndex, never a lease). Seen under load in bench/run's cluster
     /// section: a leader dropped every client after its loop stalled.
-    pub fn tick_until(&mut self, now: Instant) {
+    fn tick_until(&mut self, now: Instant) {
         let mut ticked = 0;
         while now >= self.next_tick {
             if ticked < MAX_CATCH_UP {
@@ -554,6 +736,7 @@ impl ClusterIo {
         let term = self.core.term();
         if self.last_unit_transfer && !self.last_unit_logged && !self.broken {
             return Watermark::Committed {
+                group: self.group,
                 index: 0,
                 read: 0,
                 term,
@@ -569,7 +752,12 @@ impl ClusterIo {
         } else {
             self.core.proposed()
         };
-        Watermark::Committed { index, read, term }
+        Watermark::Committed {
+            group: self.group,
+            index,
+            read,
+            term,
+        }
     }
 
     /// Whether a reply held for `Watermark::Committed { index, read, term }` may leave (any
@@ -590,6 +778,70 @@ impl ClusterIo {
             Verdict::Release
         } else {
             Verdict::Wait
+        }
+    }
+
+    /// After the round: the parked batches that may go on (their barrier confirmed or given
+    /// up, an election over, the gate open), taken out of their lists.
+    fn take_parked(&mut self, now: Instant) -> Parked {
+        let mut p = Parked::default();
+        if !self.read_parked.is_empty() {
+            let core = &self.core;
+            self.read_parked.retain(|&(seq, id, since)| {
+                if core.read_done(seq) {
+                    p.reads_ready.push(id);
+                    false
+                } else if now.duration_since(since) >= READ_GIVE_UP {
+                    p.reads_given_up.push(id);
+                    false
+                } else {
+                    true
+                }
+            });
+            if !self.read_parked.is_empty() && now >= self.read_reask_at {
+                self.core.reask_reads();
+                self.read_reask_at = now + READ_REASK;
+            }
+        }
+        if !self.core.is_leader() {
+            self.hasten_election(now);
+        } else {
+            self.spread_leadership();
+        }
+        if !self.discovery_parked.is_empty() {
+            let ready = self.discovery_ready(now);
+            self.discovery_parked.retain(|&(id, since, _)| {
+                if ready || now.duration_since(since) >= DISCOVERY_HOLD {
+                    p.discovery_ready.push(id);
+                    false
+                } else {
+                    true
+                }
+            });
+        }
+        let open_now = self.gate_open && !self.gate_waiting.is_empty();
+        if open_now || !self.core.is_leader() {
+            p.waiting = std::mem::take(&mut self.gate_waiting);
+        }
+        p
+    }
+
+    /// A serving leader of a group with a preferred leader elsewhere hands leadership to it,
+    /// once per term, when it is a live voter (raft catches it up first).
+    fn spread_leadership(&mut self) {
+        let (to, term) = (self.preferred, self.core.term());
+        if to == 0 || to == self.core.id() || !self.gate_open || self.spread_term == term {
+            return;
+        }
+        if self
+            .view
+            .members
+            .iter()
+            .any(|m| m.id == to && m.voter && m.active)
+        {
+            self.spread_term = term;
+            tracing::info!("Cluster {}: handing leadership to node {to}", self.group);
+            self.core.transfer_leader(to);
         }
     }
 
@@ -655,19 +907,46 @@ impl Server {
     /// After a client's unit: remember its last logged write for WAIT.
     #[inline]
     pub fn note_write(&mut self, client: &mut crate::machine::client::Client) {
-        if let Some(i) = self.io.cluster.as_ref().and_then(|c| c.logged_index()) {
+        if let Some(i) = self
+            .io
+            .cluster
+            .as_mut()
+            .and_then(|g| g.last_mut().logged_index())
+        {
             client.repl_index = i;
         }
     }
 
-    /// End of a unit in cluster mode: its effects become a log entry (a leader records; a
-    /// follower's apply records nothing).
+    /// End of a unit in cluster mode: its effects become a log entry of the group owning the
+    /// slot of the keys it changed (a leader records; a follower's apply records nothing).
     pub(super) fn propose_changes(&mut self) {
-        let Some(c) = self.io.cluster.as_mut() else {
+        let Some(gs) = self.io.cluster.as_mut() else {
             return;
         };
+        let changed = self.state.dbs.take_changes(&mut self.changes);
+        let group = if changed {
+            match group::group_of_record(&self.changes, &gs.slots) {
+                Ok(g) => g,
+                Err((a, b)) => {
+                    // One entry cannot commit in two logs: the unit is undone, as a refused
+                    // proposal is, in every group it may have touched (each one this node
+                    // leads is rebuilt from its log at the end of the round).
+                    tracing::warn!("A unit changed keys of {a} and {b}: not logged, rebuilding");
+                    for c in gs.list.iter_mut().filter(|c| c.core.is_leader()) {
+                        c.broken = true;
+                        c.last_unit_logged = false;
+                    }
+                    gs.last = GroupId::HOME;
+                    return;
+                }
+            }
+        } else {
+            GroupId::HOME
+        };
+        gs.last = group;
+        let c = gs.last_mut();
         c.last_unit_transfer = std::mem::take(&mut c.transfer_asked);
-        if !self.state.dbs.take_changes(&mut self.changes) {
+        if !changed {
             c.last_unit_logged = false;
             return;
         }
@@ -690,21 +969,103 @@ impl Server {
         }
     }
 
-    /// One consensus round, after the round's commands: persist and send raft's output, apply
-    /// what committed, react to leadership changes, release the replies the log now covers.
+    /// One consensus round, after the round's commands, for every group: persist and send
+    /// raft's output, apply what committed, react to leadership changes, release the replies
+    /// the log now covers, then run the batches that were parked and may go on.
     pub(super) fn cluster_round(&mut self) {
-        let Some(mut c) = self.io.cluster.take() else {
+        let Some(mut gs) = self.io.cluster.take() else {
             return;
         };
         // Usually done by the loop already (`take_acks`, then the replies are written).
-        c.receive();
-        self.release_held_by(&c);
+        gs.receive();
+        let mut role_changed = false;
+        for i in 0..gs.list.len() {
+            let others_lead = gs
+                .list
+                .iter()
+                .enumerate()
+                .any(|(j, c)| j != i && c.core.is_leader());
+            let Groups {
+                list, slots, peers, ..
+            } = &mut gs;
+            role_changed |= self.group_round(&mut list[i], peers, slots, others_lead);
+        }
+        if role_changed {
+            crate::logging::set_replica(gs.replica_everywhere());
+        }
+        // What arrived during the round's fsync (a leader's acks, a follower's next appends)
+        // is stepped now rather than after the next poll and the client batches it brings:
+        // acks commit replies that leave at the end of this turn. The turn after comes at
+        // once, as the loop must not sleep on messages stepped but not yet processed (the
+        // socket they came from is drained, so epoll would not wake it).
+        if gs.receive() || gs.list.iter().any(|c| c.core.has_ready()) {
+            gs.peers.wake_loop();
+        }
+        let now = Instant::now();
+        let mut parked = Vec::with_capacity(gs.list.len());
+        for i in 0..gs.list.len() {
+            let Groups { list, slots, .. } = &mut gs;
+            let c = &mut list[i];
+            self.release_held_by(c);
+            self.maybe_compact(c, slots);
+            parked.push((c.group, c.take_parked(now)));
+        }
+        self.io.cluster = Some(gs);
+        if self.state.waiters.has_ready() {
+            super::blocking::serve_ready(self);
+        }
+        for (group, p) in parked {
+            self.run_parked(group, p);
+        }
+    }
+
+    /// Runs the batches a group's round let go on (see `Parked`).
+    fn run_parked(&mut self, group: GroupId, p: Parked) {
+        let mark = |srv: &mut Server, f: &dyn Fn(&mut ClusterIo)| {
+            if let Some(c) = srv.io.cluster.as_mut().and_then(|g| g.get_mut(group)) {
+                f(c);
+            }
+        };
+        for id in p.waiting {
+            self.run_batch(id, &mut Vec::new());
+        }
+        for id in p.reads_given_up {
+            // Redis's replica with its master link down (replica-serve-stale-data no): the
+            // batch runs, and what would read answers MASTERDOWN.
+            tracing::debug!("A replica read found no leader to confirm it: MASTERDOWN");
+            mark(self, &|c| c.masterdown = id);
+            self.run_batch(id, &mut Vec::new());
+            mark(self, &|c| c.masterdown = 0);
+        }
+        for id in p.discovery_ready {
+            mark(self, &|c| c.discovery_cleared = id);
+            self.run_batch(id, &mut Vec::new());
+            mark(self, &|c| c.discovery_cleared = 0);
+        }
+        for id in p.reads_ready {
+            mark(self, &|c| c.read_cleared = id);
+            self.run_batch(id, &mut Vec::new());
+            mark(self, &|c| c.read_cleared = 0);
+        }
+    }
+
+    /// One group's part of the round, up to the release of the replies it committed. True if
+    /// this node's role in the group changed.
+    fn group_round(
+        &mut self,
+        c: &mut ClusterIo,
+        peers: &mut Peers,
+        slots: &SlotMap,
+        others_lead: bool,
+    ) -> bool {
+        self.release_held_by(c);
         let mut extend_applied = 0u64;
         let commit_before = c.view.commit;
         let mut conf_changed = false;
+        let group = c.group;
         let outcome = {
-            let peers = &c.peers;
-            let mut send = |m| peers.send(m);
+            let peers = &*peers;
+            let mut send = |m| peers.send(group, m);
             let mut sent = || peers.flush();
             let mut apply = |index: u64, a: Applied| match a {
                 Applied::Extend(ms) => {
@@ -716,19 +1077,16 @@ impl Server {
                 other => {
                     // A snapshot carries the membership too.
                     conf_changed |= matches!(other, Applied::Snapshot(_));
-                    self.apply_entry(index, other)
+                    self.apply_entry(group, slots, index, other)
                 }
             };
             match c.core.on_round(&mut send, &mut sent, &mut apply) {
                 Ok(o) => o,
-                Err(e) => fatal(&format!("The cluster log failed: {e}")),
+                Err(e) => fatal(&format!("The cluster log of {group} failed: {e}")),
             }
         };
-        if outcome.became_leader || outcome.stepped_down {
-            crate::logging::set_replica(!c.core.is_leader());
-        }
         if outcome.became_leader {
-            tracing::info!("Cluster node {}: elected leader", c.core.id());
+            tracing::info!("Cluster node {}: elected leader of {group}", c.core.id());
             c.gate_open = false;
             self.state.dbs.record_changes(true);
             self.state.dbs.record_publishes(true);
@@ -740,7 +1098,7 @@ impl Server {
         if extend_applied != 0 && c.core.is_leader() && extend_applied >= c.extend_index {
             c.gate_open = true;
             tracing::info!(
-                "Cluster node {}: serving as leader (deadlines extended by {} ms)",
+                "Cluster node {}: serving as leader of {group} (deadlines extended by {} ms)",
                 c.core.id(),
                 c.drift
             );
@@ -754,7 +1112,7 @@ impl Server {
             c.building = None;
         }
         if outcome.stepped_down || c.broken {
-            self.step_down(&mut c);
+            self.step_down(c, slots, others_lead);
         }
         let now = Instant::now();
         if outcome.became_leader
@@ -768,7 +1126,7 @@ impl Server {
             c.refresh_view(now);
         }
         if conf_changed {
-            self.follow_membership(&mut c);
+            self.follow_membership(c, peers);
         }
         let commit_moved = c.view.commit != commit_before;
         if commit_moved && c.core.is_leader() {
@@ -778,115 +1136,25 @@ impl Server {
             }
         }
         if c.view.leader != 0 && c.view.leader != c.announced_leader {
-            self.announce_leader(&mut c);
+            self.announce_leader(c);
         }
-        // What arrived during the round's fsync (a leader's acks, a follower's next appends)
-        // is stepped now rather than after the next poll and the client batches it brings:
-        // acks commit replies that leave at the end of this turn. The turn after comes at
-        // once, as the loop must not sleep on messages stepped but not yet processed (the
-        // socket they came from is drained, so epoll would not wake it).
-        if c.receive() || c.core.has_ready() {
-            c.peers.wake_loop();
-        }
-        self.release_held_by(&c);
-        self.maybe_compact(&mut c);
-        let mut reads_ready = Vec::new();
-        let mut reads_given_up = Vec::new();
-        if !c.read_parked.is_empty() {
-            let core = &c.core;
-            c.read_parked.retain(|&(seq, id, since)| {
-                if core.read_done(seq) {
-                    reads_ready.push(id);
-                    false
-                } else if now.duration_since(since) >= READ_GIVE_UP {
-                    reads_given_up.push(id);
-                    false
-                } else {
-                    true
-                }
-            });
-            if !c.read_parked.is_empty() && now >= c.read_reask_at {
-                c.core.reask_reads();
-                c.read_reask_at = now + READ_REASK;
-            }
-        }
-        if !c.core.is_leader() {
-            c.hasten_election(now);
-        }
-        let mut discovery_ready = Vec::new();
-        if !c.discovery_parked.is_empty() {
-            let ready = c.discovery_ready(now);
-            c.discovery_parked.retain(|&(id, since, _)| {
-                if ready || now.duration_since(since) >= DISCOVERY_HOLD {
-                    discovery_ready.push(id);
-                    false
-                } else {
-                    true
-                }
-            });
-        }
-        let open_now = c.gate_open && !c.gate_waiting.is_empty();
-        let waiting = if open_now || !c.core.is_leader() {
-            std::mem::take(&mut c.gate_waiting)
-        } else {
-            Vec::new()
-        };
-        self.io.cluster = Some(c);
-        if self.state.waiters.has_ready() {
-            super::blocking::serve_ready(self);
-        }
-        for id in waiting {
-            self.run_batch(id, &mut Vec::new());
-        }
-        for id in reads_given_up {
-            // Redis's replica with its master link down (replica-serve-stale-data no): the
-            // batch runs, and what would read answers MASTERDOWN.
-            tracing::debug!("A replica read found no leader to confirm it: MASTERDOWN");
-            if let Some(c) = self.io.cluster.as_mut() {
-                c.masterdown = id;
-            }
-            self.run_batch(id, &mut Vec::new());
-            if let Some(c) = self.io.cluster.as_mut() {
-                c.masterdown = 0;
-            }
-        }
-        for id in discovery_ready {
-            if let Some(c) = self.io.cluster.as_mut() {
-                c.discovery_cleared = id;
-            }
-            self.run_batch(id, &mut Vec::new());
-            if let Some(c) = self.io.cluster.as_mut() {
-                c.discovery_cleared = 0;
-            }
-        }
-        for id in reads_ready {
-            if let Some(c) = self.io.cluster.as_mut() {
-                c.read_cleared = id;
-            }
-            self.run_batch(id, &mut Vec::new());
-            if let Some(c) = self.io.cluster.as_mut() {
-                c.read_cleared = 0;
-            }
-        }
+        outcome.became_leader || outcome.stepped_down
     }
 
-    /// A committed entry on the state machine: a snapshot replaces the data, a unit runs as
-    /// the loader's commands at time 0 (nothing expires by this node's clock).
-    fn apply_entry(&mut self, index: u64, a: Applied) {
+    /// A committed entry of `group` on the state machine: a snapshot replaces that group's
+    /// data (the keys of its slots; the home group's, the function libraries too), a unit runs
+    /// as the loader's commands at time 0 (nothing expires by this node's clock).
+    fn apply_entry(&mut self, group: GroupId, slots: &SlotMap, index: u64, a: Applied) {
         let data = match a {
             Applied::Unit { own: true, .. } => return,
             Applied::Unit { data, .. } => data,
             Applied::Snapshot(data) => {
-                // A snapshot holds the leader's libraries too (exec::snapshot).
-                let clear = vec![
-                    vec![Bytes::from_static(b"FLUSHALL")],
-                    vec![
-                        Bytes::from_static(b"FUNCTION"),
-                        Bytes::from_static(b"FLUSH"),
-                    ],
-                ];
+                // A home group's snapshot holds the leader's libraries too (build_snapshot).
+                let clear = group::clear_commands(&self.state.dbs, slots, group);
                 if let Err(e) = self.apply_commands(clear, 0) {
-                    fatal(&format!("Cannot install the snapshot at {index}: {e}"));
+                    fatal(&format!(
+                        "Cannot install the snapshot of {group} at {index}: {e}"
+                    ));
                 }
                 data
             }
@@ -914,17 +1182,22 @@ impl Server {
     /// No longer leader (or a proposal failed): what was held will never be confirmed, so the
     /// connections waiting on it close (the client learns nothing, as if the node died); every
     /// other plain client is closed too so it rediscovers the leader (Sentinel's CLIENT KILL of
-    /// a demoted master). Units that ran but never committed are undone by replaying the log.
-    fn step_down(&mut self, c: &mut ClusterIo) {
+    /// a demoted master). Units that ran but never committed are undone by replaying the
+    /// group's log over the keys of its slots (`apply_entry`'s snapshot install). A node that
+    /// still leads another group (`others_lead`) keeps recording changes.
+    fn step_down(&mut self, c: &mut ClusterIo, slots: &SlotMap, others_lead: bool) {
+        let group = c.group;
         if !c.core.is_leader() {
-            tracing::info!("Cluster node {}: no longer leader", c.core.id());
-            self.state.dbs.record_changes(false);
-            self.state.dbs.record_publishes(false);
+            tracing::info!("Cluster node {}: no longer leader of {group}", c.core.id());
+            if !others_lead {
+                self.state.dbs.record_changes(false);
+                self.state.dbs.record_publishes(false);
+            }
             c.gate_open = false;
         }
-        self.holds.settle(|wm| match wm {
-            Watermark::Committed { .. } => Verdict::Drop,
-            Watermark::Fsynced => Verdict::Wait,
+        self.holds.settle(|wm| match *wm {
+            Watermark::Committed { group: g, .. } if g == group => Verdict::Drop,
+            Watermark::Committed { .. } | Watermark::Fsynced => Verdict::Wait,
         });
         if !c.core.is_leader() {
             for client in self.state.clients.values() {
@@ -940,16 +1213,19 @@ impl Server {
                 Applied::Extend(ms) => {
                     self.state.dbs.shift_deadlines(ms);
                 }
-                other => self.apply_entry(index, other),
+                other => self.apply_entry(group, slots, index, other),
             };
             if let Err(e) = c.core.replay(&mut apply) {
                 fatal(&format!(
-                    "Cannot rebuild the state from the cluster log: {e}"
+                    "Cannot rebuild the state of {group} from its cluster log: {e}"
                 ));
             }
             self.state.dbs.record_changes(recording);
             self.state.dbs.record_publishes(recording);
-            tracing::warn!("Cluster node {}: state rebuilt from the log", c.core.id());
+            tracing::warn!(
+                "Cluster node {}: state of {group} rebuilt from its log",
+                c.core.id()
+            );
         }
         c.broken = false;
         c.last_unit_logged = false;
@@ -957,7 +1233,7 @@ impl Server {
     }
 
     /// The transport follows the membership: new members are dialled, removed ones forgotten.
-    fn follow_membership(&mut self, c: &mut ClusterIo) {
+    fn follow_membership(&mut self, c: &mut ClusterIo, peers: &mut Peers) {
         let me = c.core.id();
         let now: Addrs = c
             .view
@@ -968,13 +1244,13 @@ impl Server {
             .collect();
         for (id, addr) in &now {
             if c.dialed.get(id) != Some(addr) {
-                c.peers.set_peer(*id, peer_target(addr));
+                peers.set_peer(*id, peer_target(addr));
                 c.probes.set(*id, probe_target(addr));
             }
         }
         for id in c.dialed.keys() {
             if !now.contains_key(id) {
-                c.peers.set_peer(*id, None);
+                peers.set_peer(*id, None);
                 c.probes.set(*id, None);
             }
         }
@@ -1015,9 +1291,9 @@ impl Server {
     /// The snapshot is encoded `SLICE_KEYS` keys per round (`Building`), so the loop never
     /// stops for the whole dataset: 1 M keys took 0.5-1.5 s in one go, on every node at about
     /// the same time, and the followers elected a new leader.
-    fn maybe_compact(&mut self, c: &mut ClusterIo) {
+    fn maybe_compact(&mut self, c: &mut ClusterIo, slots: &SlotMap) {
         if c.building.is_some() {
-            self.build_snapshot(c);
+            self.build_snapshot(c, slots);
             return;
         }
         let applied = c.core.applied();
@@ -1040,10 +1316,12 @@ impl Server {
             return;
         }
         let mut data = c.core.wire_prefix();
-        // The function libraries first, as exec::snapshot (a change to them while the keys
-        // are encoded makes the snapshot start over: see `replayable_units`).
-        for code in crate::script::functions::library_codes(&self.state) {
-            emit::command(&mut data, &[b"FUNCTION", b"LOAD", &code]);
+        // The home group's: the function libraries first, as exec::snapshot (a change to them
+        // while the keys are encoded makes the snapshot start over: see `replayable_units`).
+        if c.group == GroupId::HOME {
+            for code in crate::script::functions::library_codes(&self.state) {
+                emit::command(&mut data, &[b"FUNCTION", b"LOAD", &code]);
+            }
         }
         c.building = Some(Building {
             from: c.state_index(),
@@ -1053,12 +1331,12 @@ impl Server {
             to: None,
             began: Instant::now(),
         });
-        self.build_snapshot(c);
+        self.build_snapshot(c, slots);
     }
 
     /// One round's share of the snapshot being built, and once the dump is complete and the
     /// entries it may be behind are applied, the compaction itself.
-    fn build_snapshot(&mut self, c: &mut ClusterIo) {
+    fn build_snapshot(&mut self, c: &mut ClusterIo, slots: &SlotMap) {
         let state_index = c.state_index();
         let Some(b) = c.building.as_mut() else {
             return;
@@ -1091,7 +1369,13 @@ impl Server {
             } else {
                 cursor.min(db.len() as u64)
             };
-            let next = db.scan(cursor, budget, 0, |k, e| emit::key_state(out, k, Some(e)));
+            // The group's keys alone (`group_of_key` asks no slot while one group owns all).
+            let group = c.group;
+            let next = db.scan(cursor, budget, 0, |k, e| {
+                if slots.group_of_key(k) == group {
+                    emit::key_state(out, k, Some(e))
+                }
+            });
             budget -= budget.min(start.saturating_sub(next).max(1) as usize);
             if next == 0 {
                 b.db += 1;

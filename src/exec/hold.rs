@@ -1,10 +1,12 @@
 //! The one hold queue: output that may not leave before the log says so. Under `appendfsync
 //! always` a batch that wrote waits for the fsync of the round; in a cluster a leader's batch
 //! waits for its entries to commit on a majority, or, when it logged nothing, for a read
-//! barrier. The output itself is already in the connection's `OutBuf`, behind its gate; an
+//! barrier, in the Raft group its units went to (with several groups, one connection's
+//! replies may wait on different logs and still leave in order). The output itself is already in the connection's `OutBuf`, behind its gate; an
 //! entry here says when the gate may move (`Server::release_held`).
 
 use crate::machine::output::ConnOut;
+use crate::replication::group::GroupId;
 use std::collections::VecDeque;
 use std::rc::Rc;
 
@@ -13,9 +15,15 @@ use std::rc::Rc;
 pub enum Watermark {
     /// The fsync of the append-only file that follows the round.
     Fsynced,
-    /// The cluster log has committed `index` and the read barrier `read` is confirmed, while
-    /// this node still leads in `term`. `index` and `read` 0: nothing (RAFT TRANSFER's OK).
-    Committed { index: u64, read: u64, term: u64 },
+    /// `group`'s log has committed `index` and its read barrier `read` is confirmed, while
+    /// this node still leads that group in `term`. `index` and `read` 0: nothing (RAFT
+    /// TRANSFER's OK).
+    Committed {
+        group: GroupId,
+        index: u64,
+        read: u64,
+        term: u64,
+    },
 }
 
 /// What the log says of a watermark now.
@@ -125,6 +133,7 @@ mod tests {
 
     fn at(index: u64) -> Watermark {
         Watermark::Committed {
+            group: GroupId::HOME,
             index,
             read: 0,
             term: 1,
@@ -155,6 +164,42 @@ mod tests {
             (b"+a1\r\n>push\r\n+a2\r\n".to_vec(), true, false)
         );
         assert!(holds.is_empty());
+    }
+
+    #[test]
+    fn each_groups_verdict_releases_its_own_and_a_connection_keeps_its_order() {
+        let mut holds = Holds::default();
+        let (a, mut ra) = conn(1);
+        let (b, mut rb) = conn(2);
+        let in_group = |g, index| Watermark::Committed {
+            group: GroupId(g),
+            index,
+            read: 0,
+            term: 1,
+        };
+        holds.hold(&a, in_group(1, 9), false, false, |o| o.extend(b"+a1\r\n"));
+        holds.hold(&a, in_group(0, 2), true, false, |o| o.extend(b"+a2\r\n"));
+        holds.hold(&b, in_group(0, 3), true, false, |o| o.extend(b"+b\r\n"));
+        // Group 0 committed 3, group 1 nothing yet: b's leaves, a's second waits behind its
+        // first.
+        let group0 = |wm: &Watermark| match *wm {
+            Watermark::Committed { group, index, .. } if group == GroupId(0) && index <= 3 => {
+                Verdict::Release
+            }
+            _ => Verdict::Wait,
+        };
+        holds.settle(group0);
+        assert_eq!(received(&mut rb), (b"+b\r\n".to_vec(), true, false));
+        assert_eq!(received(&mut ra).0, b"");
+        // Group 1 deposed: what waits on it is dropped and its connection closes; nothing of
+        // the connection after it leaves.
+        holds.settle(|wm| match *wm {
+            Watermark::Committed {
+                group: GroupId(1), ..
+            } => Verdict::Drop,
+            _ => Verdict::Wait,
+        });
+        assert_eq!(received(&mut ra), (Vec::new(), true, true));
     }
 
     #[test]

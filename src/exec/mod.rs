@@ -78,8 +78,9 @@ pub struct Io {
     /// The event loop while it has lent itself for running commands: a busy script's hook
     /// serves the other connections through it (`net::Lent`, `Host::while_busy`).
     pub busy_loop: net::Lent,
-    /// Cluster mode (`cluster-node-id`): the consensus core, its transport and held replies.
-    pub cluster: Option<cluster::ClusterIo>,
+    /// Cluster mode (`cluster-node-id`): the node's Raft groups (each a consensus core with its
+    /// held replies), the slot→group table and the peer transport.
+    pub cluster: Option<cluster::Groups>,
     /// RDB snapshots: the background save in progress and the last one's outcome.
     pub rdb: crate::persist::rdb_file::RdbState,
     /// The change count the background save in progress covers (subtracted when it succeeds).
@@ -202,28 +203,45 @@ impl Server {
     /// was just made durable. True if anything was released or dropped.
     pub(crate) fn release_held(&mut self, fsynced: bool) -> bool {
         let cluster = self.io.cluster.as_ref();
-        settle_holds(&mut self.holds, cluster, fsynced)
+        settle_holds(
+            &mut self.holds,
+            fsynced,
+            |g, index, read, term| match cluster {
+                Some(gs) => gs.verdict(g, index, read, term),
+                None => hold::Verdict::Drop,
+            },
+        )
     }
 
-    /// `release_held` while the cluster is taken out of `io` (`cluster_round`).
-    pub(crate) fn release_held_by(&mut self, cluster: &cluster::ClusterIo) -> bool {
-        settle_holds(&mut self.holds, Some(cluster), false)
+    /// `release_held` for one group's replies while the groups are taken out of `io`
+    /// (`cluster_round`); the others' wait.
+    pub(crate) fn release_held_by(&mut self, c: &cluster::ClusterIo) -> bool {
+        settle_holds(&mut self.holds, false, |g, index, read, term| {
+            if g == c.group {
+                c.verdict(index, read, term)
+            } else {
+                hold::Verdict::Wait
+            }
+        })
     }
 }
 
-/// The one place held output is released (`Server::release_held`).
+/// The one place held output is released (`Server::release_held`); `committed` judges a
+/// cluster watermark (group, index, read barrier, term).
 fn settle_holds(
     holds: &mut hold::Holds,
-    cluster: Option<&cluster::ClusterIo>,
     fsynced: bool,
+    committed: impl Fn(crate::replication::group::GroupId, u64, u64, u64) -> hold::Verdict,
 ) -> bool {
     holds.settle(|wm| match *wm {
         hold::Watermark::Fsynced if fsynced => hold::Verdict::Release,
         hold::Watermark::Fsynced => hold::Verdict::Wait,
-        hold::Watermark::Committed { index, read, term } => match cluster {
-            Some(c) => c.verdict(index, read, term),
-            None => hold::Verdict::Drop,
-        },
+        hold::Watermark::Committed {
+            group,
+            index,
+            read,
+            term,
+        } => committed(group, index, read, term),
     })
 }
 
@@ -470,7 +488,7 @@ impl Server {
             let delimiters = self.state.config.lock_prefix_delimiters.as_bytes();
             self.state.locks.set_delimiters(delimiters);
             let (leading, view) =
-                crate::cmd::lockinsight::view_of(self.io.cluster.as_ref().map(|c| &c.view));
+                crate::cmd::lockinsight::view_of(self.io.cluster.as_ref().map(|g| &g.home().view));
             self.state.locks.set_view(leading, view);
             if self.state.config.metrics_port != 0 {
                 let mut text = String::with_capacity(4096);
@@ -709,27 +727,48 @@ impl Host for Io {
     }
 
     fn cluster(&self) -> Option<&crate::replication::ClusterView> {
-        self.cluster.as_ref().map(|c| &c.view)
+        self.cluster.as_ref().map(|g| &g.home().view)
+    }
+
+    fn role_for(&self, slot: u16) -> Option<&crate::replication::ClusterView> {
+        self.cluster.as_ref().map(|g| &g.by_slot(slot).view)
+    }
+
+    fn cluster_groups_split(&self) -> bool {
+        self.cluster
+            .as_ref()
+            .is_some_and(|g| g.slots().groups().len() > 1)
+    }
+
+    fn cluster_shards(&self) -> Vec<(&crate::replication::ClusterView, Vec<(u16, u16)>)> {
+        self.cluster
+            .as_ref()
+            .map(|g| g.shards())
+            .unwrap_or_default()
     }
 
     fn cluster_idle_ms(&self, id: u64) -> Option<u64> {
-        self.cluster.as_ref().map(|c| c.idle_ms(id, Instant::now()))
+        self.cluster
+            .as_ref()
+            .map(|g| g.home().idle_ms(id, Instant::now()))
     }
 
     fn cluster_first_masters_ask(&mut self, client: u64) -> bool {
         self.cluster
             .as_mut()
-            .is_some_and(|c| c.first_masters_ask(client, Instant::now()))
+            .is_some_and(|g| g.home_mut().first_masters_ask(client, Instant::now()))
     }
 
     fn cluster_masterdown(&self) -> bool {
         // Set only while that one client's batch runs (exec/cluster.rs).
-        self.cluster.as_ref().is_some_and(|c| c.masterdown != 0)
+        self.cluster
+            .as_ref()
+            .is_some_and(|g| g.home().masterdown != 0)
     }
 
     fn cluster_admin(&mut self, op: &crate::replication::Admin) -> Result<(), String> {
         match self.cluster.as_mut() {
-            Some(c) => c.admin(op),
+            Some(g) => g.home_mut().admin(op),
             None => Err("This instance has cluster support disabled".into()),
         }
     }
@@ -901,7 +940,7 @@ fn run_executor(
         config.appendonly = false;
     }
     let cluster = (config.cluster_node_id != 0).then(|| {
-        cluster::ClusterIo::open(&config, inbox.clone())
+        cluster::Groups::open(&config, inbox.clone())
             .unwrap_or_else(|e| fatal(&format!("Cannot start the cluster node: {e}")))
     });
     let mut server = Server::new(config, shared);
@@ -998,7 +1037,7 @@ fn sleep_for(server: &Server) -> Duration {
     // are in whole ms; 1 ms past one makes `now > deadline`.
     let mut wake = server.io.next_cron;
     if let Some(c) = server.io.cluster.as_ref() {
-        wake = wake.min(c.next_tick);
+        wake = wake.min(c.next_tick());
     }
     if let Some(d) = server.waiters.next_deadline() {
         let due =

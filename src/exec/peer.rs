@@ -18,10 +18,15 @@
 //! - 4 WELCOME (acceptor → dialer, empty): the HELLO was accepted. Without it a dialer with the
 //!   wrong secret could not tell a rejection from a peer that went away, and would believe (and
 //!   log) itself connected on every retry while its messages vanish.
-//! - 2 RAFT (dialer → acceptor): an `eraftpb::Message` in protobuf.
-//! - 5 SNAPSHOT (dialer → acceptor): a `MsgSnapshot` as `u32 BE head length | head | data`,
-//!   the head being the message in protobuf with its snapshot's data left out and `data` that
-//!   data, raw. The leader's snapshot is already in memory (the store hands raft a shared
+//! - 6 RAFT (dialer → acceptor): `u32 BE group id | eraftpb::Message in protobuf`.
+//! - 7 SNAPSHOT (dialer → acceptor): `u32 BE group id | u32 BE head length | head | data`, a
+//!   `MsgSnapshot`, the head being the message in protobuf with its snapshot's data left out
+//!   and `data` that data, raw.
+//! - 2 and 5: RAFT and SNAPSHOT without the group id, as a node of the wire's first version
+//!   sends them; read as group 0's (the only group that version knows). Every message names
+//!   its Raft group (replication/group.rs): one connection per pair of nodes carries all the
+//!   groups they share, and a message for a group this node does not run is dropped and
+//!   logged, never stepped into another group's node. The leader's snapshot is already in memory (the store hands raft a shared
 //!   buffer): the sender thread writes it from there, so neither the loop nor memory pays for
 //!   encoding hundreds of MB into a second buffer; the receiver hands raft the data as a slice
 //!   of the frame it read (no copy either).
@@ -30,7 +35,8 @@
 //! with `Msg::PeerUnreachable`, and raft retransmits (it probes the peer again).
 //!
 //! Trust: a RAFT message is delivered only from a connection whose HELLO proved the secret, and
-//! only when its `from` is the node id that HELLO named and its `to` is this node; anything else
+//! only when its `from` is the node id that HELLO named, its `to` is this node and its group is
+//! one this node runs (`Peers::set_groups`); anything else
 //! is dropped (and logged, at most once per `DROP_LOG_EVERY` per connection). A connection that
 //! has not proved the secret holds one of a few handshake slots (`MAX_PENDING_PER_SOURCE` per
 //! source address, `MAX_PENDING` in all) for at most `ACCEPT_HANDSHAKE_DEADLINE`; a new
@@ -46,6 +52,7 @@
 
 use super::{Inbox, Msg};
 use crate::config::{ClusterPeer, Config};
+use crate::replication::group::GroupId;
 use crate::replication::Message;
 use bytes::Bytes;
 use protobuf::Message as _;
@@ -63,10 +70,15 @@ use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 const HELLO: u8 = 1;
-const RAFT: u8 = 2;
+/// The first version's RAFT and SNAPSHOT frames: no group id, group 0's.
+const RAFT_V1: u8 = 2;
 const NONCE: u8 = 3;
 const WELCOME: u8 = 4;
-const SNAPSHOT: u8 = 5;
+const SNAPSHOT_V1: u8 = 5;
+const RAFT: u8 = 6;
+const SNAPSHOT: u8 = 7;
+/// The group id heading a RAFT or SNAPSHOT frame's body.
+const GROUP_LEN: usize = 4;
 
 const NONCE_LEN: usize = 32;
 const HELLO_LEN: usize = 8 + 32;
@@ -111,6 +123,8 @@ pub fn addr_of(host: &str, port: u16) -> String {
 /// The transport: owned by the executor. Dropping it stops every thread it started.
 pub struct Peers {
     me: u64,
+    /// The Raft groups this node runs: messages for any other are dropped.
+    groups: Vec<GroupId>,
     /// Every address the peer port listens on (the port filled in where it was 0).
     local: Vec<SocketAddr>,
     key: Arc<[u8]>,
@@ -466,6 +480,7 @@ impl Peers {
         };
         let mut p = Peers {
             me,
+            groups: vec![GroupId::HOME],
             local,
             key,
             inbox,
@@ -507,7 +522,7 @@ impl Peers {
     /// complete message addressed to this node to `deliver`, in each connection's order. A
     /// connection that ends, breaks the framing or sends an undecodable message is closed (its
     /// peer redials); the others go on.
-    pub fn receive(&mut self, deliver: &mut dyn FnMut(Message)) {
+    pub fn receive(&mut self, deliver: &mut dyn FnMut(GroupId, Message)) {
         let inb = &mut self.inbound;
         if let Err(e) = inb.poll.poll(&mut inb.events, Some(Duration::ZERO)) {
             if e.kind() != io::ErrorKind::Interrupted {
@@ -581,7 +596,11 @@ impl Peers {
             let Some(c) = inb.conns.get_mut(&token) else {
                 continue;
             };
-            let end = read_frames(self.me, c, &mut inb.scratch, deliver);
+            let to = Recipient {
+                me: self.me,
+                groups: &self.groups,
+            };
+            let end = read_frames(to, c, &mut inb.scratch, deliver);
             match end {
                 Ok(true) => {}
                 // Over the budget: the rest is read on the next turn, which the waker makes
@@ -620,6 +639,12 @@ impl Peers {
         })
     }
 
+    /// The Raft groups this node runs (group 0 alone until told otherwise): a message for
+    /// any other is dropped and logged.
+    pub fn set_groups(&mut self, groups: &[GroupId]) {
+        self.groups = groups.to_vec();
+    }
+
     /// Bytes queued per peer before messages are dropped (`DEFAULT_QUEUE_CAP`).
     pub fn set_queue_cap(&mut self, bytes: usize) {
         self.cap = bytes;
@@ -628,14 +653,14 @@ impl Peers {
     /// Queues a message for `m.to`; never blocks (beyond a short lock shared with that peer's
     /// sender). Over the per-peer cap, while the peer is unreachable, or for a peer it has no
     /// address for, it drops the message and reports `Msg::PeerUnreachable(to)`.
-    pub fn send(&self, m: Message) {
+    pub fn send(&self, group: GroupId, m: Message) {
         let to = m.to;
         let Some((link, _)) = self.links.get(&to) else {
             tracing::debug!("cluster: no address for peer {to}, message dropped");
             report(&self.inbox, to);
             return;
         };
-        let frame = match encode(m) {
+        let frame = match encode(group, m) {
             Ok(f) if f.len() <= MAX_FRAME => f,
             Ok(f) => {
                 tracing::warn!(
@@ -674,7 +699,7 @@ impl Peers {
     /// `send` then `flush`: one message on the wire at once (the transport's own tests).
     #[cfg(test)]
     fn send_now(&self, m: Message) {
-        self.send(m);
+        self.send(GroupId::HOME, m);
         self.flush();
     }
 
@@ -914,13 +939,18 @@ fn random_nonce() -> io::Result<[u8; NONCE_LEN]> {
 
 /// A message as the frame that carries it: a snapshot with data as a SNAPSHOT frame (the data
 /// shared, not copied), anything else as a RAFT frame.
-fn encode(mut m: Message) -> protobuf::ProtobufResult<Frame> {
+fn encode(group: GroupId, mut m: Message) -> protobuf::ProtobufResult<Frame> {
+    let group = group.0.to_be_bytes();
     if m.get_msg_type() != MessageType::MsgSnapshot || m.get_snapshot().data.is_empty() {
-        return m.write_to_bytes().map(Frame::raft);
+        let mut body = Vec::with_capacity(64);
+        body.extend_from_slice(&group);
+        m.write_to_vec(&mut body)?;
+        return Ok(Frame::raft(body));
     }
     let data = m.mut_snapshot().take_data();
     let head_len = m.compute_size() as usize;
-    let mut body = Vec::with_capacity(4 + head_len);
+    let mut body = Vec::with_capacity(GROUP_LEN + 4 + head_len);
+    body.extend_from_slice(&group);
     body.extend_from_slice(&(head_len as u32).to_be_bytes());
     m.write_to_vec(&mut body)?;
     Ok(Frame {
@@ -1569,13 +1599,13 @@ fn handshake_inner(rw: &mut (impl Read + Write), key: &[u8]) -> Result<u64, Serv
 /// Reads `c` until the socket has nothing more (Ok(true)) or `RECV_BUDGET` bytes were read
 /// (Ok(false): call again), delivering each complete frame. Err: the connection is over.
 fn read_frames(
-    me: u64,
+    to: Recipient,
     c: &mut InConn,
     scratch: &mut [u8],
-    deliver: &mut dyn FnMut(Message),
+    deliver: &mut dyn FnMut(GroupId, Message),
 ) -> Result<bool, ServeEnd> {
     if let Some(mut session) = c.tls.take() {
-        let r = read_frames_tls(me, c, &mut session, scratch, deliver);
+        let r = read_frames_tls(to, c, &mut session, scratch, deliver);
         c.tls = Some(session);
         return r;
     }
@@ -1592,7 +1622,7 @@ fn read_frames(
                 // Frames are taken as soon as they are whole, so the buffer holds at most one
                 // frame and a read (a frame is grown only as its bytes arrive: a length the
                 // peer never sends costs nothing).
-                take_frames(me, c, deliver)?;
+                take_frames(to, c, deliver)?;
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break true,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -1618,11 +1648,11 @@ fn ended(c: &InConn) -> ServeEnd {
 /// `read_frames` through a TLS session: decrypted bytes the session holds first (the handshake
 /// may have read past it), then records from the socket until it has none.
 fn read_frames_tls(
-    me: u64,
+    to: Recipient,
     c: &mut InConn,
     session: &mut ServerConnection,
     scratch: &mut [u8],
-    deliver: &mut dyn FnMut(Message),
+    deliver: &mut dyn FnMut(GroupId, Message),
 ) -> Result<bool, ServeEnd> {
     let mut read = 0;
     loop {
@@ -1633,7 +1663,7 @@ fn read_frames_tls(
                 Ok(n) => {
                     read += n;
                     c.buf.extend_from_slice(&scratch[..n]);
-                    take_frames(me, c, deliver)?;
+                    take_frames(to, c, deliver)?;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) => return Err(ServeEnd::Failed(e.to_string())),
@@ -1670,8 +1700,26 @@ fn read_frames_tls(
     Ok(true)
 }
 
+/// Who a connection's messages must be for: this node, in one of its groups.
+#[derive(Clone, Copy)]
+struct Recipient<'a> {
+    me: u64,
+    groups: &'a [GroupId],
+}
+
+/// The group id heading a body of a version 2 frame.
+fn group_of(body: &[u8]) -> Option<GroupId> {
+    let g = body.get(..GROUP_LEN)?;
+    Some(GroupId(u32::from_be_bytes([g[0], g[1], g[2], g[3]])))
+}
+
 /// Delivers the whole frames at the front of `c.buf` and keeps the incomplete rest.
-fn take_frames(me: u64, c: &mut InConn, deliver: &mut dyn FnMut(Message)) -> Result<(), ServeEnd> {
+fn take_frames(
+    to: Recipient,
+    c: &mut InConn,
+    deliver: &mut dyn FnMut(GroupId, Message),
+) -> Result<(), ServeEnd> {
+    let me = to.me;
     let mut at = 0;
     let result = loop {
         let rest = &c.buf[at..];
@@ -1685,8 +1733,18 @@ fn take_frames(me: u64, c: &mut InConn, deliver: &mut dyn FnMut(Message)) -> Res
                 "a {len} byte frame is over the {MAX_FRAME} byte cap"
             )));
         }
-        if ty != RAFT && ty != SNAPSHOT {
+        if ![RAFT, SNAPSHOT, RAFT_V1, SNAPSHOT_V1].contains(&ty) {
             break Err(ServeEnd::Failed(format!("unexpected frame type {ty}")));
+        }
+        let head = if ty == RAFT || ty == SNAPSHOT {
+            GROUP_LEN
+        } else {
+            0
+        };
+        if len < head {
+            break Err(ServeEnd::Failed(format!(
+                "a {len} byte frame of type {ty} has no group id"
+            )));
         }
         if rest.len() < 5 + len {
             // The rest of a big frame lands in one allocation sized by its header, at most
@@ -1699,8 +1757,9 @@ fn take_frames(me: u64, c: &mut InConn, deliver: &mut dyn FnMut(Message)) -> Res
             }
             break Ok(());
         }
-        let m = if ty == RAFT {
-            let m = Message::parse_from_bytes(&rest[5..5 + len]);
+        let group = group_of(&rest[5..5 + head]).unwrap_or(GroupId::HOME);
+        let m = if ty == RAFT || ty == RAFT_V1 {
+            let m = Message::parse_from_bytes(&rest[5 + head..5 + len]);
             at += 5 + len;
             match m {
                 Ok(m) => m,
@@ -1713,7 +1772,7 @@ fn take_frames(me: u64, c: &mut InConn, deliver: &mut dyn FnMut(Message)) -> Res
             at = 0;
             let next = c.buf.split_off(5 + len);
             let frame = Bytes::from(std::mem::replace(&mut c.buf, next));
-            match snapshot_message(frame.slice(5..)) {
+            match snapshot_message(frame.slice(5 + head..)) {
                 Ok(m) => m,
                 Err(why) => break Err(ServeEnd::Failed(format!("bad SNAPSHOT frame: {why}"))),
             }
@@ -1731,7 +1790,19 @@ fn take_frames(me: u64, c: &mut InConn, deliver: &mut dyn FnMut(Message)) -> Res
             });
             continue;
         }
-        deliver(m);
+        // A group this node does not run (not yet created here, or already removed): raft
+        // retransmits, so dropping is safe, and stepping it into another group's node is not.
+        if !to.groups.contains(&group) {
+            let (peer, addr, ty) = (c.peer, c.from, m.get_msg_type());
+            c.drops.note(1, |n| {
+                tracing::warn!(
+                    "cluster: dropped a {ty:?} from peer {peer} ({addr}) for {group}, which this \
+                     node does not run; {n} such dropped since the last report"
+                )
+            });
+            continue;
+        }
+        deliver(group, m);
     };
     c.buf.drain(..at);
     result
@@ -1786,7 +1857,7 @@ mod tests {
         /// Takes what `p` (this node's transport) received and was told.
         fn pump(&mut self, p: &mut Peers) {
             let raft = &mut self.raft;
-            p.receive(&mut |m| raft.push((m.from, m.commit)));
+            p.receive(&mut |_, m| raft.push((m.from, m.commit)));
             while let Ok(m) = self.rx.try_recv() {
                 if let Msg::PeerUnreachable(id) = m {
                     self.unreachable.push(id);
@@ -1919,7 +1990,7 @@ mod tests {
         let mut turns = 0;
         while got.len() < 2 {
             assert!(Instant::now() < deadline, "got {got:?}");
-            b.receive(&mut |m| got.push((m.commit, m.context.len())));
+            b.receive(&mut |_, m| got.push((m.commit, m.context.len())));
             turns += 1;
             thread::sleep(Duration::from_millis(1));
         }
@@ -1958,7 +2029,7 @@ mod tests {
         while got.last().map(|m| m.commit) != Some(4) {
             assert!(Instant::now() < deadline, "got {} messages", got.len());
             let t = Instant::now();
-            b.receive(&mut |m| got.push(m));
+            b.receive(&mut |_, m| got.push(m));
             longest = longest.max(t.elapsed());
             turns += 1;
             thread::sleep(Duration::from_millis(1));
@@ -2008,18 +2079,19 @@ mod tests {
     #[test]
     fn a_snapshot_frame_is_framed_and_read_as_sent() {
         let data = Bytes::from_static(b"state bytes");
-        let f = encode(snapshot_msg(1, 2, 9, &data)).unwrap();
+        let f = encode(GroupId(5), snapshot_msg(1, 2, 9, &data)).unwrap();
         assert_eq!(f.ty, SNAPSHOT);
         assert_eq!(f.data, data);
         let mut wire = Vec::new();
         write_batch(&mut wire, &VecDeque::from([f]), &mut Vec::new()).unwrap();
         let len = u32::from_be_bytes([wire[0], wire[1], wire[2], wire[3]]) as usize;
         assert_eq!((len + 5, wire[4]), (wire.len(), SNAPSHOT));
-        let m = snapshot_message(Bytes::from(wire[5..].to_vec())).unwrap();
+        assert_eq!(group_of(&wire[5..]), Some(GroupId(5)));
+        let m = snapshot_message(Bytes::from(wire[5 + GROUP_LEN..].to_vec())).unwrap();
         assert_eq!((m.commit, m.get_snapshot().data.clone()), (9, data));
         // A message without a snapshot's data stays a RAFT frame; a SNAPSHOT frame whose head
         // is not a snapshot, or is longer than the body, is refused.
-        assert_eq!(encode(msg(1, 2, 1)).unwrap().ty, RAFT);
+        assert_eq!(encode(GroupId::HOME, msg(1, 2, 1)).unwrap().ty, RAFT);
         let mut body = vec![0, 0, 0, 2];
         body.extend_from_slice(&msg(1, 2, 1).write_to_bytes().unwrap());
         body[3] = (body.len() - 4) as u8;
@@ -2209,7 +2281,8 @@ mod tests {
         let baddr = b.local_addr();
         a.set_peer(2, at(&b));
         let raft = |m: &Message| {
-            let body = m.write_to_bytes().unwrap();
+            let mut body = GroupId::HOME.0.to_be_bytes().to_vec();
+            body.extend(m.write_to_bytes().unwrap());
             let mut f = header(body.len(), RAFT).to_vec();
             f.extend_from_slice(&body);
             f
@@ -2263,6 +2336,64 @@ mod tests {
         assert!(gb.until(&mut b, 5, |g| g.from(1).len() == 100));
         assert_eq!(gb.from(9), vec![2]);
         assert_eq!(gb.from(1), (0..100).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn each_message_names_its_group_and_one_for_a_group_not_run_here_is_dropped() {
+        let (a, _ga) = node(1, None);
+        let (mut b, _gb) = node(2, None);
+        b.set_groups(&[GroupId(0), GroupId(3)]);
+        let mut got = Vec::new();
+        let wait_for = |b: &mut Peers, n: usize, got: &mut Vec<(GroupId, u64)>| {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while got.len() < n && Instant::now() < deadline {
+                b.receive(&mut |g, m| got.push((g, m.commit)));
+                thread::sleep(Duration::from_millis(2));
+            }
+        };
+        let framed = |ty: u8, group: Option<u32>, m: &Message| {
+            let mut body = group.map(|g| g.to_be_bytes().to_vec()).unwrap_or_default();
+            body.extend(m.write_to_bytes().unwrap());
+            let mut f = header(body.len(), ty).to_vec();
+            f.extend(body);
+            f
+        };
+        let mut s = raw_peer(b.local_addr(), 9, KEY);
+        // Group 7 is not run here: dropped (and logged), the connection goes on. A first
+        // version's frame, without a group id, is group 0's.
+        let mut f = framed(RAFT, Some(7), &msg(9, 2, 1));
+        f.extend(framed(RAFT, Some(3), &msg(9, 2, 2)));
+        f.extend(framed(RAFT_V1, None, &msg(9, 2, 3)));
+        f.extend(framed(RAFT, Some(0), &msg(9, 2, 4)));
+        // A snapshot for a group not run here is dropped whole; the frame after it arrives.
+        let data = Bytes::from(vec![7u8; 1000]);
+        let snap = encode(GroupId(7), snapshot_msg(9, 2, 5, &data)).unwrap();
+        assert_eq!(snap.ty, SNAPSHOT);
+        f.extend(header(snap.len(), snap.ty));
+        f.extend(&snap.body);
+        f.extend(&snap.data);
+        f.extend(framed(RAFT, Some(3), &msg(9, 2, 6)));
+        s.write_all(&f).unwrap();
+        wait_for(&mut b, 4, &mut got);
+        let expected = [(3, 2), (0, 3), (0, 4), (3, 6)].map(|(g, i)| (GroupId(g), i));
+        assert_eq!(got, expected);
+        // A frame too short to hold its group id breaks the framing: that connection closes.
+        write_frame(&mut s, RAFT, &[0, 0]).unwrap();
+        let mut g = Got {
+            rx: unbounded_channel().1,
+            raft: Vec::new(),
+            unreachable: Vec::new(),
+        };
+        assert_closed(s, &mut b, &mut g);
+        // The transport tags what it sends with the group it is given.
+        let mut a = a;
+        a.set_peer(2, at(&b));
+        got.clear();
+        a.send(GroupId(7), msg(1, 2, 7));
+        a.send(GroupId(3), msg(1, 2, 8));
+        a.flush();
+        wait_for(&mut b, 1, &mut got);
+        assert_eq!(got, vec![(GroupId(3), 8)]);
     }
 
     #[test]
@@ -2379,7 +2510,8 @@ mod tests {
         let (mut b, mut gb) = node(2, None);
         let baddr = b.local_addr();
         let frame = |seq| {
-            let body = msg(9, 2, seq).write_to_bytes().unwrap();
+            let mut body = GroupId::HOME.0.to_be_bytes().to_vec();
+            body.extend(msg(9, 2, seq).write_to_bytes().unwrap());
             let mut f = header(body.len(), RAFT).to_vec();
             f.extend_from_slice(&body);
             f

@@ -33,7 +33,10 @@ impl Server {
             postponed: true,
             closed: false,
         };
-        if let Some(c) = self.io.cluster.as_mut().filter(|c| c.gate_shut()) {
+        // A batch's keys are not known before it runs: it waits until every group this node
+        // leads has opened its gate, and on the home group for the election and the read
+        // barrier.
+        if let Some(c) = self.io.cluster.as_mut().and_then(|g| g.gate_shut_mut()) {
             // A new leader serves nobody before its EXTEND is applied (exec/cluster.rs).
             if let Some(client) = self.state.clients.get_mut(&id) {
                 client.pending.extend(cmds.drain(..));
@@ -44,7 +47,13 @@ impl Server {
             cmds.clear();
             return PARKED;
         }
-        if let Some(c) = self.io.cluster.as_mut().filter(|c| !c.is_leader()) {
+        if let Some(c) = self
+            .io
+            .cluster
+            .as_mut()
+            .map(|g| g.home_mut())
+            .filter(|c| !c.is_leader())
+        {
             // Where-is-the-master asked while no live leader is known waits for the election
             // (exec/cluster.rs `park_discovery`).
             if c.discovery_cleared != id
@@ -161,7 +170,9 @@ impl Server {
         }
         // Before the connection can see the batch end and decode or answer the next request.
         client.publish_state();
-        let watermark = match self.io.cluster.as_mut().filter(|c| c.holds_replies()) {
+        // The group the batch's last unit went to (exec/cluster.rs `propose_changes`).
+        let last = self.io.cluster.as_mut().map(|g| g.last_mut());
+        let watermark = match last.filter(|c| c.holds_replies()) {
             Some(c) => Some(c.watermark()),
             None => self
                 .output_waits_for_fsync()

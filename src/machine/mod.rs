@@ -86,6 +86,21 @@ pub trait Host {
     /// READONLY refusal); None for a lone server, which answers as a Redis master without
     /// replicas.
     fn cluster(&self) -> Option<&crate::replication::ClusterView>;
+    /// The view of the Raft group owning hash slot `slot` (who leads it, its term and commit
+    /// index): Redis Cluster's redirection asks it. The home group's where there is one group.
+    fn role_for(&self, _slot: u16) -> Option<&crate::replication::ClusterView> {
+        self.cluster()
+    }
+    /// Whether this cluster node runs several Raft groups (its role depends on the slot).
+    fn cluster_groups_split(&self) -> bool {
+        false
+    }
+    /// Each Raft group owning slots: its view and its slot ranges (CLUSTER SLOTS, SHARDS,
+    /// NODES). One group: the view and every slot.
+    fn cluster_shards(&self) -> Vec<(&crate::replication::ClusterView, Vec<(u16, u16)>)> {
+        let all = vec![(0, crate::replication::group::SLOTS - 1)];
+        self.cluster().map(|v| vec![(v, all)]).unwrap_or_default()
+    }
     /// RAFT ADDLEARNER/PROMOTE/REMOVE/TRANSFER on the consensus core; Err: the error reply.
     fn cluster_admin(&mut self, op: &crate::replication::Admin) -> Result<(), String>;
     /// A cluster follower gave up confirming this batch's reads with a leader: commands that

@@ -4,6 +4,7 @@
 //! (`need_read`); once per round `on_round` persists, sends and applies. What a unit means is not
 //! known here: entries are opaque bytes (the AOF form of a change record).
 
+pub mod group;
 pub mod log;
 mod store;
 

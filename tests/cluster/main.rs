@@ -7,6 +7,7 @@ mod common;
 
 mod clock_offset;
 mod cluster;
+mod groups;
 mod peer_attacks;
 mod protocol;
 mod replication_surface;
