@@ -1,7 +1,7 @@
 'use strict';
 // Servers for the Node client suites: each test file runs its tests once per target,
 // `redis` (a real redis-server 7.0, the reference) and `deadbolt` ($DEADBOLT_BIN).
-const { spawn } = require('node:child_process');
+const { spawn, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const net = require('node:net');
 const os = require('node:os');
@@ -95,9 +95,12 @@ function rawCmd(port, args, timeout = 2000) {
 // A cluster of deadbolt nodes on free ports, each also a Sentinel for master `mymaster`.
 // FAILOVER_SABOTAGE=single (one node) or =nokill (kill() leaves the leader running) shows that
 // the failover tests fail without a real failover.
+// With `{ clusterEnabled: true }` every node also speaks the Redis Cluster protocol
+// (`cluster-enabled yes`): the leader masters all 16,384 slots, followers answer MOVED.
 class Cluster {
-  constructor(n) {
+  constructor(n, { clusterEnabled = false } = {}) {
     this.n = process.env.FAILOVER_SABOTAGE === 'single' ? 1 : n;
+    this.extra = clusterEnabled ? ['--cluster-enabled', 'yes'] : [];
     this.dir = fs.mkdtempSync(path.join(os.tmpdir(), 'clients-cluster-'));
   }
 
@@ -109,17 +112,18 @@ class Cluster {
     const peers = this.ports.map(([p, pp], i) => `${i + 1}@127.0.0.1:${p}:${pp}`).join(' ');
     // Cluster mode refuses to start without the peer port's shared secret.
     const secret = require('crypto').randomBytes(32).toString('hex');
-    this.procs = this.ports.map(([port], i) => {
+    this.spawnNode = (i) => {
       const dir = path.join(this.dir, `n${i + 1}`);
-      fs.mkdirSync(dir);
-      const log = fs.openSync(path.join(dir, 'server.log'), 'w');
-      const proc = spawn(exe, ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir,
-        '--cluster-node-id', String(i + 1), '--cluster-peers', peers, '--cluster-secret', secret],
+      fs.mkdirSync(dir, { recursive: true });
+      const log = fs.openSync(path.join(dir, 'server.log'), 'a');
+      const proc = spawn(exe, ['--port', String(this.ports[i][0]), '--bind', '127.0.0.1', '--dir', dir,
+        '--cluster-node-id', String(i + 1), '--cluster-peers', peers, '--cluster-secret', secret, ...this.extra],
         { cwd: dir, stdio: ['ignore', log, log] });
       proc.exited = false;
       proc.on('exit', () => { proc.exited = true; });
       return proc;
-    });
+    };
+    this.procs = this.ports.map((_, i) => this.spawnNode(i));
     const deadline = Date.now() + 20000;
     for (const [port] of this.ports) {
       while (!(await ping(port))) {
@@ -128,6 +132,17 @@ class Cluster {
       }
     }
     return this;
+  }
+
+  // Starts a killed node i again on its data directory (it rejoins as a follower).
+  async restart(i) {
+    if (!this.procs[i].exited) throw new Error(`node ${i + 1} is still running`);
+    this.procs[i] = this.spawnNode(i);
+    const deadline = Date.now() + 20000;
+    while (!(await ping(this.ports[i][0]))) {
+      if (Date.now() > deadline) throw new Error(`node ${i + 1} never answered PING after a restart\n${this.logs()}`);
+      await sleep(20);
+    }
   }
 
   clientPorts() { return this.ports.map(([p]) => p); }
@@ -182,9 +197,65 @@ class Cluster {
   }
 }
 
-async function startCluster(n = 3) { return new Cluster(n).start(); }
+async function startCluster(n = 3, opts = {}) { return new Cluster(n, opts).start(); }
+
+// A real Redis Cluster 7.0: n masters (`redis-server --cluster-enabled yes`, no replicas), slots
+// spread by `redis-cli --cluster create`, once every node reports cluster_state:ok. The reference
+// for the cluster-mode client tests.
+class RedisCluster {
+  constructor(n) { this.n = n; this.dir = fs.mkdtempSync(path.join(os.tmpdir(), 'clients-rcluster-')); }
+
+  async start() {
+    this.ports = [];
+    for (let i = 0; i < this.n; i++) this.ports.push([await freePort(), await freePort()]);
+    this.procs = this.ports.map(([port, bus], i) => {
+      const dir = path.join(this.dir, `n${i + 1}`);
+      fs.mkdirSync(dir);
+      const log = fs.openSync(path.join(dir, 'server.log'), 'w');
+      const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--cluster-enabled', 'yes',
+        '--cluster-port', String(bus), '--cluster-config-file', path.join(dir, 'nodes.conf'), '--save', '',
+        '--appendonly', 'no', '--dir', dir], { cwd: dir, stdio: ['ignore', log, log] });
+      proc.exited = false;
+      proc.on('exit', () => { proc.exited = true; });
+      return proc;
+    });
+    const deadline = Date.now() + 20000;
+    for (const [port] of this.ports) {
+      while (!(await ping(port))) {
+        if (Date.now() > deadline) throw new Error(`redis-server on ${port} never answered PING`);
+        await sleep(20);
+      }
+    }
+    const create = spawnSync('redis-cli', ['--cluster', 'create', ...this.ports.map(([p]) => `127.0.0.1:${p}`),
+      '--cluster-replicas', '0', '--cluster-yes'], { encoding: 'utf8', timeout: 30000 });
+    if (create.status !== 0) throw new Error(`redis-cli --cluster create failed: ${create.stdout}${create.stderr}`);
+    for (const [port] of this.ports) {
+      while (!(await rawCmd(port, ['CLUSTER', 'INFO'])).includes('cluster_state:ok')) {
+        if (Date.now() > deadline) throw new Error(`redis-server on ${port} never reached cluster_state:ok`);
+        await sleep(50);
+      }
+    }
+    return this;
+  }
+
+  clientPorts() { return this.ports.map(([p]) => p); }
+
+  async stop() {
+    await Promise.all(this.procs.map((p) => (p.exited ? null
+      : new Promise((resolve) => { p.once('exit', resolve); p.kill('SIGKILL'); }))));
+    fs.rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+// A cluster of the target kind for cluster-mode clients: a real Redis Cluster (3 masters) or a
+// three-node deadbolt cluster with `cluster-enabled yes`. `nodes()` are the startup nodes.
+async function startClusterTarget(kind) {
+  const c = kind === 'redis' ? await new RedisCluster(3).start() : await startCluster(3, { clusterEnabled: true });
+  c.nodes = () => c.clientPorts().map((port) => ({ host: '127.0.0.1', port }));
+  return c;
+}
 
 let seq = 0;
 function uniq(prefix = 't') { return `${prefix}:${process.pid}:${Date.now().toString(36)}:${seq++}`; }
 
-module.exports = { TARGETS, startServer, startCluster, sleep, uniq };
+module.exports = { TARGETS, startServer, startCluster, startClusterTarget, rawCmd, sleep, uniq };

@@ -1,0 +1,168 @@
+'use strict';
+// Cluster-mode clients, unchanged, against a three-node deadbolt cluster started with
+// `cluster-enabled yes` and against a real Redis Cluster 7.0 (3 masters, `redis-cli --cluster
+// create`), the reference: ioredis 6 `Cluster` under redis-semaphore's Mutex and
+// @sesamecare-oss/redlock, node-redis 6 `createCluster` with a SET NX PX + compare-and-delete lock
+// (`defineScript`). Each client discovers the topology with CLUSTER SLOTS, sends a lock's commands
+// to its slot's master and follows MOVED. On deadbolt only, the leader is SIGKILLed while a Mutex
+// is held (three kills, the killed node restarted each time): the next acquire through the same
+// ioredis Cluster must succeed within a bounded time; the median kill -> next lock is printed.
+// A Redis Cluster without replicas has nothing to fail over to, so it is not the reference there.
+const { describe, it, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const Redis = require('ioredis');
+const { createCluster, defineScript } = require('redis');
+const { Mutex } = require('redis-semaphore');
+const { Redlock, ExecutionError } = require('@sesamecare-oss/redlock');
+const { TARGETS, startClusterTarget, sleep, uniq } = require('../servers');
+const { version: ioredisVersion } = require('ioredis/package.json');
+
+// Failure detection is 0.5-1 s of silence plus an election; the rest is client back-off.
+const FAILOVER_BUDGET = 10000;
+const KILLS = 3;
+
+const RELEASE = 'if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end';
+const EXTEND = 'if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("pexpire", KEYS[1], ARGV[2]) else return 0 end';
+
+for (const target of TARGETS) {
+  describe(`cluster-mode clients on a ${target} cluster`, () => {
+    let cluster;
+    const open = [];
+    before(async () => { cluster = await startClusterTarget(target); });
+    after(async () => {
+      for (const c of open) { try { c.disconnect(); } catch { /* already closed */ } }
+      if (cluster) await cluster.stop();
+    });
+
+    function ioCluster() {
+      // Documented options only: quick retries while a slot has no reachable master.
+      const c = new Redis.Cluster(cluster.nodes(), {
+        clusterRetryStrategy: (times) => Math.min(20 * times, 200),
+        retryDelayOnFailover: 50,
+        retryDelayOnClusterDown: 50,
+        slotsRefreshTimeout: 1000,
+        redisOptions: { connectTimeout: 1000 },
+      });
+      c.on('error', () => {});
+      open.push(c);
+      return c;
+    }
+
+    it('ioredis Cluster + redis-semaphore Mutex: acquire, value and TTL, release; two clients never overlap', { timeout: 60000 }, async () => {
+      const [a, b] = [ioCluster(), ioCluster()];
+      const k = uniq('cm-mutex');
+      const m = new Mutex(a, k, { lockTimeout: 5000, refreshInterval: 0, acquireTimeout: 1, retryInterval: 10 });
+      assert.equal(await m.tryAcquire(), true);
+      assert.equal(await b.get(`mutex:${k}`), m.identifier);
+      const pttl = await b.pttl(`mutex:${k}`);
+      assert.ok(pttl > 0 && pttl <= 5000 + 500, String(pttl));
+      const rival = new Mutex(b, k, { lockTimeout: 5000, refreshInterval: 0, acquireTimeout: 1, retryInterval: 10 });
+      assert.equal(await rival.tryAcquire(), false);
+      await m.release();
+      assert.equal(await a.exists(`mutex:${k}`), 0);
+      assert.equal(await rival.tryAcquire(), true);
+      await rival.release();
+
+      // Two clients, two workers each, on one Mutex: no two holders at once.
+      const state = { inside: null, overlaps: [], grants: 0 };
+      const worker = async (c, id) => {
+        while (state.grants < 40) {
+          const w = new Mutex(c, `${k}:contended`, { lockTimeout: 5000, refreshInterval: 0, acquireTimeout: 2000, retryInterval: 5 });
+          if (!(await w.tryAcquire())) continue;
+          if (state.inside !== null) state.overlaps.push([state.inside, id]);
+          state.inside = id;
+          state.grants++;
+          await sleep(1);
+          state.inside = null;
+          await w.release();
+        }
+      };
+      await Promise.all([worker(a, 'a1'), worker(a, 'a2'), worker(b, 'b1'), worker(b, 'b2')]);
+      assert.deepEqual(state.overlaps, [], 'two holders at once');
+      assert.equal(await a.exists(`mutex:${k}:contended`), 0);
+    });
+
+    it('@sesamecare-oss/redlock on an ioredis Cluster: lock, extend, release', { timeout: 30000 }, async () => {
+      const c = ioCluster();
+      const redlock = new Redlock([c], { retryCount: 0 });
+      const k = uniq('cm-redlock');
+      const lock = await redlock.acquire([k], 3000);
+      assert.equal(await c.get(k), lock.value);
+      await assert.rejects(redlock.acquire([k], 3000), ExecutionError);
+      const extended = await lock.extend(8000);
+      const pttl = await c.pttl(k);
+      assert.ok(pttl > 6000 && pttl <= 8000 + 500, String(pttl));
+      assert.equal(await c.get(k), extended.value);
+      await extended.release();
+      assert.equal(await c.exists(k), 0);
+      const again = await redlock.acquire([k], 1000);
+      await again.release();
+    });
+
+    it('node-redis createCluster: SET NX PX, extend and compare-and-delete scripts', { timeout: 30000 }, async () => {
+      const c = createCluster({
+        rootNodes: cluster.nodes().map(({ host, port }) => ({ url: `redis://${host}:${port}` })),
+        scripts: {
+          release: defineScript({ NUMBER_OF_KEYS: 1, SCRIPT: RELEASE,
+            parseCommand(parser, key, token) { parser.pushKey(key); parser.push(token); } }),
+          extend: defineScript({ NUMBER_OF_KEYS: 1, SCRIPT: EXTEND,
+            parseCommand(parser, key, token, ms) { parser.pushKey(key); parser.push(token); parser.push(String(ms)); } }),
+        },
+      });
+      c.on('error', () => {});
+      await c.connect();
+      try {
+        const k = uniq('cm-node-redis');
+        assert.equal(await c.set(k, 'mine', { NX: true, PX: 3000 }), 'OK');
+        assert.equal(await c.set(k, 'theirs', { NX: true, PX: 3000 }), null);
+        assert.equal(await c.extend(k, 'theirs', 9000), 0);
+        assert.equal(await c.extend(k, 'mine', 9000), 1);
+        const pttl = await c.pTTL(k);
+        assert.ok(pttl > 7000 && pttl <= 9000 + 500, String(pttl));
+        assert.equal(await c.release(k, 'theirs'), 0);
+        assert.equal(await c.get(k), 'mine');
+        assert.equal(await c.release(k, 'mine'), 1);
+        assert.equal(await c.exists(k), 0);
+        assert.equal(await c.set(k, 'theirs', { NX: true, PX: 3000 }), 'OK');
+      } finally {
+        await c.close();
+      }
+    });
+
+    it('ioredis Cluster + Mutex across leader SIGKILLs: the held Mutex stays, the next acquire succeeds',
+      { timeout: 120000, skip: target !== 'deadbolt' && 'a Redis Cluster without replicas cannot fail over' }, async () => {
+        const c = ioCluster();
+        const times = [];
+        for (let kill = 0; kill < KILLS; kill++) {
+          const old = await cluster.leader();
+          const k = uniq('cm-kill');
+          const held = new Mutex(c, `${k}:held`, { lockTimeout: 30000, refreshInterval: 0, acquireTimeout: 5000, retryInterval: 20 });
+          await held.acquire();
+          const killedAt = await cluster.kill(old);
+          let first = null;
+          for (let n = 0; first === null; n++) {
+            const left = FAILOVER_BUDGET - (performance.now() - killedAt);
+            assert.ok(left > 0, `no acquire acknowledged ${FAILOVER_BUDGET} ms after kill ${kill + 1}\n${cluster.logs()}`);
+            const attempt = new Mutex(c, `${k}:after:${n}`, { lockTimeout: 30000, refreshInterval: 0, acquireTimeout: 1, retryInterval: 10 }).tryAcquire();
+            try {
+              // The budget is enforced around the call: ioredis may queue it while no master is known.
+              if (await Promise.race([attempt, sleep(left).then(() => false)])) first = performance.now() - killedAt;
+            } catch { await sleep(10); }
+          }
+          times.push(first);
+          const now = await cluster.leader(15000, old);
+          assert.notEqual(now, old);
+          // The acquire acknowledged before the kill survived it, and is still exclusive.
+          assert.equal(await c.get(`mutex:${k}:held`), held.identifier);
+          const rival = new Mutex(c, `${k}:held`, { lockTimeout: 1000, refreshInterval: 0, acquireTimeout: 1, retryInterval: 10 });
+          assert.equal(await rival.tryAcquire(), false);
+          await held.release();
+          assert.equal(await c.exists(`mutex:${k}:held`), 0);
+          await cluster.restart(old);
+        }
+        const sorted = [...times].sort((x, y) => x - y);
+        console.log(`failover: ioredis ${ioredisVersion} Cluster + redis-semaphore Mutex on deadbolt cluster-enabled: kill -> next lock `
+          + `median ${sorted[Math.floor(sorted.length / 2)].toFixed(0)} ms over ${KILLS} kills (${times.map((t) => t.toFixed(0)).join(', ')} ms)`);
+      });
+  });
+}
