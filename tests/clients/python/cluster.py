@@ -155,3 +155,48 @@ class Cluster:
                 p.kill()
                 p.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class RedisClusterRef:
+    """A real Redis Cluster 7.0: n masters (`redis-server --cluster-enabled yes`, no replicas),
+    slots spread by `redis-cli --cluster create`, once every node reports cluster_state:ok. The
+    reference for the cluster-mode client tests. Same `client_ports()`/`stop()` as `Cluster`."""
+
+    def __init__(self, n=3):
+        exe = shutil.which("redis-server")
+        assert exe, "redis-server is not installed (tests/clients/run-all installs it)"
+        self.dir = tempfile.mkdtemp(prefix="clients-rcluster-")
+        self.ports = [(_free_port(), _free_port()) for _ in range(n)]
+        self.procs = []
+        for i, (port, bus) in enumerate(self.ports):
+            d = os.path.join(self.dir, f"n{i + 1}")
+            os.makedirs(d)
+            argv = [exe, "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+                    "--cluster-port", str(bus), "--cluster-config-file", os.path.join(d, "nodes.conf"),
+                    "--save", "", "--appendonly", "no", "--dir", d]
+            log = open(os.path.join(d, "server.log"), "wb")
+            self.procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                               stdin=subprocess.DEVNULL, cwd=d))
+        deadline = time.monotonic() + 20
+        for port in self.client_ports():
+            while not _cmd(port, "PING", timeout=0.3).startswith(b"+PONG"):
+                assert time.monotonic() < deadline, f"redis-server on {port} never answered PING"
+                time.sleep(0.02)
+        create = subprocess.run(
+            ["redis-cli", "--cluster", "create", *(f"127.0.0.1:{p}" for p in self.client_ports()),
+             "--cluster-replicas", "0", "--cluster-yes"], capture_output=True, timeout=30)
+        assert create.returncode == 0, create.stdout + create.stderr
+        for port in self.client_ports():
+            while b"cluster_state:ok" not in _cmd(port, "CLUSTER", "INFO"):
+                assert time.monotonic() < deadline, f"redis-server on {port} never reached cluster_state:ok"
+                time.sleep(0.05)
+
+    def client_ports(self):
+        return [p for p, _ in self.ports]
+
+    def stop(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,0 +1,150 @@
+"""Cluster-mode clients against a three-node deadbolt cluster with `cluster-enabled yes` and a
+real Redis Cluster 7.0 (3 masters, `redis-cli --cluster create`), the reference.
+
+* redis-py 8.1 `RedisCluster` with its `Lock` (SET NX PX, the extend and release scripts).
+* Redisson's lock protocol as `useClusterServers()` drives it: the topology from CLUSTER NODES
+  (each master's address and slot ranges), every lock script (byte-exact, lua/redisson/,
+  SHA1-checked) sent to the master of the lock's slot, the waiter subscribed to
+  `redisson_lock__channel:{name}` on that master and woken by the unlock script's PUBLISH. The
+  scripts and the RLock client side are test_redisson_protocol.py's, carried by `RedisCluster`
+  (which routes EVALSHA by its first key and SUBSCRIBE by the channel's slot, as Redisson does).
+"""
+
+import threading
+import time
+
+import pytest
+from redis.cluster import ClusterNode, RedisCluster
+
+from cluster import Cluster, RedisClusterRef, _cmd
+from conftest import TARGETS
+from test_redisson_protocol import RLock, _await
+
+
+@pytest.fixture(scope="module", params=TARGETS)
+def cluster_target(request):
+    if request.param == "redis":
+        c = RedisClusterRef(3)
+    else:
+        c = Cluster(3, extra=("--cluster-enabled", "yes"))
+        c.leader()
+    yield c
+    c.stop()
+
+
+@pytest.fixture(params=[pytest.param(2, id="resp2"), pytest.param(3, id="resp3")])
+def new_rc(cluster_target, request):
+    made = []
+
+    def new():
+        rc = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", p) for p in cluster_target.client_ports()],
+                          protocol=request.param)
+        made.append(rc)
+        return rc
+
+    yield new
+    for rc in made:
+        rc.close()
+
+
+def _masters_from_cluster_nodes(port):
+    """What Redisson's ClusterConnectionManager reads: CLUSTER NODES on one node (its own RESP2
+    connection), as {slot range: master address} for every connected master."""
+    raw = _cmd(port, "CLUSTER", "NODES")
+    assert raw.startswith(b"$"), raw
+    text = raw.split(b"\r\n", 1)[1].decode()
+    ranges = {}
+    for line in text.strip().splitlines():
+        f = line.split(" ")
+        flags = f[2].split(",")
+        if "master" not in flags or "fail" in flags or f[7] != "connected":
+            continue
+        addr = f[1].split("@")[0]
+        for s in f[8:]:
+            lo, _, hi = s.partition("-")
+            ranges[(int(lo), int(hi or lo))] = addr
+    return ranges
+
+
+def _numsub(rc, channel):
+    node = rc.get_node_from_key(channel)
+    return dict(rc.pubsub_numsub(channel, target_nodes=node)).get(channel.encode(), 0)
+
+
+def test_cluster_redis_py_lock(new_rc, name):
+    rc = new_rc()
+    lock = rc.lock(name, timeout=5)
+    assert lock.acquire(blocking=False)
+    assert rc.get(name) == lock.local.token
+    assert 0 < rc.pttl(name) <= 5000
+    assert not new_rc().lock(name, timeout=5).acquire(blocking=False)
+    assert lock.extend(10)
+    assert 5000 < rc.pttl(name) <= 15000
+    lock.release()
+    assert rc.exists(name) == 0
+    again = new_rc().lock(name, timeout=5)
+    assert again.acquire(blocking=False)
+    again.release()
+
+
+def test_cluster_redisson_topology_names_the_slot_master(new_rc, name):
+    rc = new_rc()
+    slot = rc.keyslot(name)
+    channel = f"redisson_lock__channel:{{{name}}}"
+    assert rc.keyslot(channel) == slot  # Redisson's hash tag keeps lock, channel and latch together
+    routed = rc.get_node_from_key(name)
+    for node in rc.get_nodes():
+        ranges = _masters_from_cluster_nodes(node.port)
+        assert sum(hi - lo + 1 for lo, hi in ranges) == 16384, ranges
+        owner = [a for (lo, hi), a in ranges.items() if lo <= slot <= hi]
+        assert owner == [f"{routed.host}:{routed.port}"], (node.name, ranges)
+
+
+def test_cluster_redisson_rlock_reentry_and_unlock_message(new_rc, name):
+    rc = new_rc()
+    lock = RLock(rc, name)
+    monitor = new_rc().pubsub()
+    monitor.subscribe(lock.channel)
+    _await(monitor, "subscribe", lock.channel)
+    assert lock.try_lock(0, lease_ms=10000)
+    assert lock.try_lock(0, lease_ms=10000)  # reentrant: same owner
+    assert rc.hget(name, lock.owner) == b"2"
+    assert not RLock(new_rc(), name).try_lock(0, lease_ms=10000)
+    assert lock.unlock() == 0
+    assert 0 < rc.pttl(name) <= 30000
+    assert lock.unlock() == 1
+    assert rc.exists(name) == 0
+    assert _await(monitor, "message", lock.channel)["data"] == b"0"
+    with pytest.raises(RuntimeError, match="IllegalMonitorState"):
+        lock.unlock()
+    monitor.close()
+
+
+def test_cluster_redisson_waiter_woken_by_unlock_message(new_rc, name):
+    holder = RLock(new_rc(), name)
+    assert holder.try_lock(0, lease_ms=30000)
+    waiter = RLock(new_rc(), name)
+    got = {}
+
+    def wait():
+        t0 = time.monotonic()
+        got["ok"] = waiter.try_lock(10, lease_ms=30000)
+        got["elapsed"] = time.monotonic() - t0
+
+    t = threading.Thread(target=wait)
+    t.start()
+    probe = new_rc()
+    end = time.monotonic() + 5
+    while _numsub(probe, holder.channel) < 1:
+        assert time.monotonic() < end, "the waiter never subscribed on the slot's master"
+        time.sleep(0.005)
+    # Let the waiter finish its post-SUBSCRIBE tryAcquire so the wake-up normally comes from the
+    # message (either order must succeed).
+    time.sleep(0.05)
+    assert holder.unlock() == 1
+    t.join(15)
+    # Only the PUBLISH from the unlock script can wake it this early: the TTL was 30 s.
+    assert got.get("ok") is True and got["elapsed"] < 3, got
+    assert probe.hget(name, waiter.owner) == b"1"
+    assert waiter.unlock() == 1
+    assert probe.exists(name) == 0
