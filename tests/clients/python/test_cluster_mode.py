@@ -8,6 +8,11 @@ real Redis Cluster 7.0 (3 masters, `redis-cli --cluster create`), the reference.
   `redisson_lock__channel:{name}` on that master and woken by the unlock script's PUBLISH. The
   scripts and the RLock client side are test_redisson_protocol.py's, carried by `RedisCluster`
   (which routes EVALSHA by its first key and SUBSCRIBE by the channel's slot, as Redisson does).
+
+On deadbolt only (a Redis Cluster without replicas has nothing to fail over to), the leader is
+SIGKILLed while an RLock is held: the next RLock through the same RedisCluster must be acquired
+within a bounded time, the held one is still its owner's and exclusive, and a second client's
+waiter, subscribed on the new master, is woken by the holder's unlock message.
 """
 
 import threading
@@ -18,6 +23,10 @@ from redis.cluster import ClusterNode, RedisCluster
 
 from cluster import Cluster, RedisClusterRef, _cmd
 from conftest import TARGETS
+
+# Kill-to-first-acquire times (printed by conftest's "failover figures" section).
+FIGURES = []
+FAILOVER_BUDGET = 10.0
 from test_redisson_protocol import RLock, _await
 
 
@@ -148,3 +157,69 @@ def test_cluster_redisson_waiter_woken_by_unlock_message(new_rc, name):
     assert probe.hget(name, waiter.owner) == b"1"
     assert waiter.unlock() == 1
     assert probe.exists(name) == 0
+
+
+@pytest.mark.skipif("deadbolt" not in TARGETS, reason="deadbolt target only (a Redis Cluster without replicas cannot fail over)")
+def test_cluster_redisson_rlock_across_leader_kill(name):
+    cl = Cluster(3, extra=("--cluster-enabled", "yes"))
+    made = []
+
+    def new_rc():
+        rc = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", p) for p in cl.client_ports()], protocol=2)
+        made.append(rc)
+        return rc
+
+    try:
+        old = cl.leader()
+        rc = new_rc()
+        holder = RLock(rc, name)
+        assert holder.try_lock(0, lease_ms=30000)
+        killed = cl.kill(old)
+        # Redisson retries a command that failed on a closed connection (retryAttempts); the
+        # application here retries the whole tryLock the same way, within the budget.
+        took, last, n = None, None, 0
+        while took is None:
+            assert time.monotonic() - killed < FAILOVER_BUDGET, f"no RLock acquired {FAILOVER_BUDGET} s after the kill: {last!r}\n{cl.logs()}"
+            try:
+                if RLock(rc, f"{name}:after:{n}").try_lock(0, lease_ms=30000):
+                    took = time.monotonic() - killed
+            except Exception as e:  # noqa: BLE001 - any client error is retried, as Redisson does
+                last = e
+                time.sleep(0.02)
+            n += 1
+        now = cl.leader(not_=old)
+        assert now != old
+        routed = rc.get_node_from_key(name)
+        assert routed.port == cl.client_ports()[now], "RedisCluster does not route to the new leader"
+        # The RLock acquired before the kill is still its owner's, and exclusive.
+        assert rc.hget(name, holder.owner) == b"1"
+        # A new leader counts a key's deadline plus `cluster-clock-drift` (500 ms by default),
+        # so an expiry can never come early across the change.
+        assert 0 < rc.pttl(name) <= 30000 + 500
+        assert not RLock(new_rc(), name).try_lock(0, lease_ms=30000)
+        waiter = RLock(new_rc(), name)
+        got = {}
+
+        def wait():
+            t0 = time.monotonic()
+            got["ok"] = waiter.try_lock(10, lease_ms=30000)
+            got["elapsed"] = time.monotonic() - t0
+
+        t = threading.Thread(target=wait)
+        t.start()
+        end = time.monotonic() + 5
+        while _numsub(rc, holder.channel) < 1:
+            assert time.monotonic() < end, "the waiter never subscribed on the new master"
+            time.sleep(0.005)
+        time.sleep(0.05)
+        assert holder.unlock() == 1
+        t.join(15)
+        assert got.get("ok") is True and got["elapsed"] < 3, got
+        assert waiter.unlock() == 1
+        assert rc.exists(name) == 0
+        FIGURES.append(f"failover: redis-py {__import__('redis').__version__} RedisCluster + Redisson RLock on deadbolt "
+                       f"cluster-enabled: kill -> next lock {took * 1000:.0f} ms ({n} tries)")
+    finally:
+        for rc in made:
+            rc.close()
+        cl.stop()
