@@ -9,6 +9,12 @@ real Redis Cluster 7.0 (3 masters, `redis-cli --cluster create`), the reference.
   scripts and the RLock client side are test_redisson_protocol.py's, carried by `RedisCluster`
   (which routes EVALSHA by its first key and SUBSCRIBE by the channel's slot, as Redisson does).
 
+`ClusterRLock` adds what Redisson's cluster mode does beyond the scripts: the start-up probes
+(`PUBSUB SHARDNUMSUB` answering means sharded pub/sub, so waiters `SSUBSCRIBE` and the unlock
+script is given `spublish`; `WAIT 0 0` + `WAITAOF 0 0 0`; `INFO ALL` for `connected_slaves`)
+and "synced" evals: each lock script pipelined on the slot master's connection with
+`WAIT <connected_slaves> 1000`, failing (NoSyncedSlavesException) when fewer replicas answer.
+
 On deadbolt only (a Redis Cluster without replicas has nothing to fail over to), the leader is
 SIGKILLed while an RLock is held: the next RLock through the same RedisCluster must be acquired
 within a bounded time, the held one is still its owner's and exclusive, and a second client's
@@ -27,7 +33,8 @@ from conftest import TARGETS
 # Kill-to-first-acquire times (printed by conftest's "failover figures" section).
 FIGURES = []
 FAILOVER_BUDGET = 10.0
-from test_redisson_protocol import RLock, _await
+import redis
+from test_redisson_protocol import SCRIPTS, RLock, _await
 
 
 @pytest.fixture(scope="module", params=TARGETS)
@@ -223,3 +230,147 @@ def test_cluster_redisson_rlock_across_leader_kill(name):
         for rc in made:
             rc.close()
         cl.stop()
+
+
+class ClusterRLock:
+    """RedissonLock as `useClusterServers()` drives it, over the slot master's own connection."""
+
+    def __init__(self, rc, name, publish):
+        self.rc = rc
+        self.name = name
+        self.publish = publish  # "spublish" once the SHARDNUMSUB probe answered, else "publish"
+        self.owner = f"{__import__('uuid').uuid4()}:{threading.get_ident()}"
+        self.channel = f"redisson_lock__channel:{{{name}}}"
+        self.sha = {k: __import__("hashlib").sha1(v).hexdigest() for k, v in SCRIPTS.items()}
+        self.node = rc.get_node_from_key(name)
+        self.waiting = threading.Event()  # set once a waiter waits for the message (test hook)
+        self.woken = False
+        self.conn = rc.get_redis_connection(self.node)
+        # The WAIT/WAITAOF probe, then the replica count from INFO ALL (cached, as Redisson does).
+        probe = self.conn.pipeline(transaction=False)
+        probe.execute_command("WAIT", 0, 0)
+        probe.execute_command("WAITAOF", 0, 0, 0)
+        waits = probe.execute(raise_on_error=False)
+        assert isinstance(waits[0], int), waits
+        info = self.conn.info("all")
+        assert info["role"] == "master", info["role"]
+        self.slaves = int(info["connected_slaves"])
+
+    def _synced_eval(self, script, keys, args):
+        for _ in range(2):  # NOSCRIPT: SCRIPT LOAD on the same node, then once more
+            p = self.conn.pipeline(transaction=False)
+            p.evalsha(self.sha[script], len(keys), *keys, *args)
+            if self.slaves > 0:
+                p.execute_command("WAIT", self.slaves, 1000)
+            out = p.execute(raise_on_error=False)
+            if isinstance(out[0], redis.exceptions.NoScriptError):
+                self.conn.script_load(SCRIPTS[script])
+                continue
+            if isinstance(out[0], Exception):
+                raise out[0]
+            if self.slaves > 0:
+                assert out[1] >= self.slaves, f"NoSyncedSlavesException: WAIT {self.slaves} 1000 -> {out[1]}"
+            return out[0]
+        raise AssertionError("NOSCRIPT after SCRIPT LOAD")
+
+    def _try_acquire(self, lease_ms):
+        return self._synced_eval("rlock_trylockinnerasync", [self.name], [lease_ms, self.owner])
+
+    def try_lock(self, wait_s, lease_ms):
+        deadline = time.monotonic() + wait_s
+        if self._try_acquire(lease_ms) is None:
+            return True
+        sharded = self.publish == "spublish"
+        ps = self.rc.pubsub()
+        if sharded:
+            ps.ssubscribe(self.channel)
+        else:
+            ps.subscribe(self.channel)
+
+        def next_message(timeout):
+            if sharded:
+                return ps.get_sharded_message(timeout=timeout, target_node=self.node)
+            return ps.get_message(timeout=timeout)
+
+        try:
+            while True:
+                ttl = self._try_acquire(lease_ms)
+                if ttl is None:
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                end = time.monotonic() + min(ttl / 1000, left)
+                self.waiting.set()
+                while time.monotonic() < end:
+                    m = next_message(max(0.0, end - time.monotonic()))
+                    if m and m["type"] in ("message", "smessage"):
+                        assert m["channel"] == self.channel.encode() and m["data"] == b"0", m
+                        self.woken = True
+                        break
+        finally:
+            if sharded:
+                ps.sunsubscribe(self.channel)
+            else:
+                ps.unsubscribe(self.channel)
+            ps.close()
+
+    def unlock(self):
+        latch = f"redisson_unlock_latch:{{{self.name}}}:{__import__('uuid').uuid4().hex}"
+        res = self._synced_eval("rlock_unlockinnerasync", [self.name, self.channel, latch],
+                                [0, 30000, self.owner, self.publish, 1000])
+        self.conn.delete(latch)
+        return res
+
+
+@pytest.mark.parametrize("publish", ["spublish", "publish"])
+def test_cluster_redisson_synced_lock_and_waiter(cluster_target, publish, name):
+    ports = cluster_target.client_ports()
+    made = []
+
+    def new_rc():
+        rc = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", p) for p in ports], protocol=2)
+        made.append(rc)
+        return rc
+
+    try:
+        rc = new_rc()
+        # Redisson's start-up probe: SHARDNUMSUB answering selects sharded pub/sub.
+        assert rc.pubsub_shardnumsub("redisson-probe", target_nodes=RedisCluster.RANDOM) == [(b"redisson-probe", 0)]
+        holder = ClusterRLock(rc, name, publish)
+        assert holder.try_lock(0, 30000)
+        assert rc.hget(name, holder.owner) == b"1"
+        waiter = ClusterRLock(new_rc(), name, publish)
+        got = {}
+
+        def wait():
+            t0 = time.monotonic()
+            got["ok"] = waiter.try_lock(10, 30000)
+            got["elapsed"] = time.monotonic() - t0
+
+        t = threading.Thread(target=wait)
+        t.start()
+        node = rc.get_node_from_key(holder.channel)
+        end = time.monotonic() + 5
+        while True:
+            if publish == "spublish":
+                n = rc.pubsub_shardnumsub(holder.channel, target_nodes=node)
+            else:
+                n = rc.pubsub_numsub(holder.channel, target_nodes=node)
+            if dict(n).get(holder.channel.encode(), 0) >= 1:
+                break
+            assert time.monotonic() < end, f"the waiter never subscribed on the slot's master: {n}"
+            time.sleep(0.005)
+        # Unlock only once the waiter is past its post-subscribe tryAcquire, so only the
+        # message can wake it before the holder's 30 s lease runs out.
+        assert waiter.waiting.wait(5)
+        assert holder.unlock() == 1
+        t.join(15)
+        assert got.get("ok") is True and got["elapsed"] < 3, got
+        assert waiter.woken, "the waiter got the lock without the unlock message"
+        assert rc.hget(name, waiter.owner) == b"1"
+        assert waiter.unlock() == 1
+        assert rc.exists(name) == 0
+    finally:
+        for rc in made:
+            rc.close()
