@@ -129,6 +129,37 @@ for (const target of TARGETS) {
       }
     });
 
+    it('ioredis Cluster scaleReads "slave" (READONLY on replicas) reads each lock value just written; pub/sub wake-up', { timeout: 30000 }, async () => {
+      const w = ioCluster();
+      const r = new Redis.Cluster(cluster.nodes(), { scaleReads: 'slave', redisOptions: { connectTimeout: 1000 } });
+      r.on('error', () => {});
+      open.push(r);
+      const sub = ioCluster();
+      const k = uniq('cm-reads');
+      // A replica read after READONLY stays linearizable on deadbolt (the read barrier); Redis
+      // Cluster here has no replicas, so its reads go to the master.
+      const getsOnReplicas = async () => {
+        let n = 0;
+        for (const node of r.nodes('slave')) n += Number((/cmdstat_get:calls=(\d+)/.exec(await node.info('commandstats')) || [0, 0])[1]);
+        return n;
+      };
+      const before = await getsOnReplicas();
+      for (let i = 0; i < 20; i++) {
+        assert.equal(await w.set(k, `v${i}`, 'PX', 5000), 'OK');
+        assert.equal(await r.get(k), `v${i}`);
+      }
+      if (target === 'deadbolt') {
+        assert.equal(r.nodes('slave').length, 2);
+        assert.ok((await getsOnReplicas()) - before >= 20, 'the reads did not go to the replicas');
+      }
+      const channel = `redisson_lock__channel:{${k}}`;
+      const got = new Promise((resolve) => sub.on('message', (ch, msg) => { if (ch === channel) resolve(msg); }));
+      await sub.subscribe(channel);
+      const release = `local v = redis.call("get", KEYS[1]) if v == ARGV[1] then redis.call("del", KEYS[1]) redis.call("publish", KEYS[2], "0") return 1 end return 0`;
+      assert.equal(await w.eval(release, 2, k, channel, 'v19'), 1);
+      assert.equal(await Promise.race([got, sleep(5000).then(() => 'timeout')]), '0');
+    });
+
     it('ioredis Cluster + Mutex across leader SIGKILLs: the held Mutex stays, the next acquire succeeds',
       { timeout: 120000, skip: target !== 'deadbolt' && 'a Redis Cluster without replicas cannot fail over' }, async () => {
         const c = ioCluster();
