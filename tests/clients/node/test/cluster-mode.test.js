@@ -8,7 +8,7 @@
 // is held (three kills, the killed node restarted each time): the next acquire through the same
 // ioredis Cluster must succeed within a bounded time; the median kill -> next lock is printed.
 // A Redis Cluster without replicas has nothing to fail over to, so it is not the reference there.
-const { describe, it, before, after } = require('node:test');
+const { describe, it, after } = require('node:test');
 const assert = require('node:assert/strict');
 const Redis = require('ioredis');
 const { createCluster, defineScript } = require('redis');
@@ -28,8 +28,10 @@ for (const target of TARGETS) {
   describe(`cluster-mode clients on a ${target} cluster`, () => {
     let cluster;
     const open = [];
-    before(async () => { cluster = await startClusterTarget(target); });
+    // Started by the first test that runs, so a run filtered to other tests starts none.
+    const up = async () => { if (!cluster) cluster = await startClusterTarget(target); };
     after(async () => {
+      await up();
       for (const c of open) { try { c.disconnect(); } catch { /* already closed */ } }
       if (cluster) await cluster.stop();
     });
@@ -49,6 +51,7 @@ for (const target of TARGETS) {
     }
 
     it('ioredis Cluster + redis-semaphore Mutex: acquire, value and TTL, release; two clients never overlap', { timeout: 60000 }, async () => {
+      await up();
       const [a, b] = [ioCluster(), ioCluster()];
       const k = uniq('cm-mutex');
       const m = new Mutex(a, k, { lockTimeout: 5000, refreshInterval: 0, acquireTimeout: 1, retryInterval: 10 });
@@ -83,6 +86,7 @@ for (const target of TARGETS) {
     });
 
     it('@sesamecare-oss/redlock on an ioredis Cluster: lock, extend, release', { timeout: 30000 }, async () => {
+      await up();
       const c = ioCluster();
       const redlock = new Redlock([c], { retryCount: 0 });
       const k = uniq('cm-redlock');
@@ -100,6 +104,7 @@ for (const target of TARGETS) {
     });
 
     it('node-redis createCluster: SET NX PX, extend and compare-and-delete scripts', { timeout: 30000 }, async () => {
+      await up();
       const c = createCluster({
         rootNodes: cluster.nodes().map(({ host, port }) => ({ url: `redis://${host}:${port}` })),
         scripts: {
@@ -130,6 +135,7 @@ for (const target of TARGETS) {
     });
 
     it('ioredis Cluster scaleReads "slave" (READONLY on replicas) reads each lock value just written; pub/sub wake-up', { timeout: 30000 }, async () => {
+      await up();
       const w = ioCluster();
       const r = new Redis.Cluster(cluster.nodes(), { scaleReads: 'slave', redisOptions: { connectTimeout: 1000 } });
       r.on('error', () => {});
@@ -139,6 +145,7 @@ for (const target of TARGETS) {
       // A replica read after READONLY stays linearizable on deadbolt (the read barrier); Redis
       // Cluster here has no replicas, so its reads go to the master.
       const getsOnReplicas = async () => {
+        await up();
         let n = 0;
         for (const node of r.nodes('slave')) n += Number((/cmdstat_get:calls=(\d+)/.exec(await node.info('commandstats')) || [0, 0])[1]);
         return n;
@@ -162,6 +169,7 @@ for (const target of TARGETS) {
 
     it('ioredis Cluster + Mutex across leader SIGKILLs: the held Mutex stays, the next acquire succeeds',
       { timeout: 120000, skip: target !== 'deadbolt' && 'a Redis Cluster without replicas cannot fail over' }, async () => {
+        await up();
         const c = ioCluster();
         const times = [];
         for (let kill = 0; kill < KILLS; kill++) {
