@@ -199,46 +199,121 @@ class Cluster {
 
 async function startCluster(n = 3, opts = {}) { return new Cluster(n, opts).start(); }
 
-// A real Redis Cluster 7.0: n masters (`redis-server --cluster-enabled yes`, no replicas), slots
-// spread by `redis-cli --cluster create`, once every node reports cluster_state:ok. The reference
-// for the cluster-mode client tests.
+// redis-cli against one node: its stdout ('' when it fails).
+function cli(port, ...args) {
+  const r = spawnSync('redis-cli', ['-p', String(port), ...args], { encoding: 'utf8', timeout: 3000 });
+  return r.status === 0 ? r.stdout : '';
+}
+
+// The master of `slot` in a node's CLUSTER NODES ("host:port"), or null.
+function masterOfSlot(port, slot) {
+  for (const line of cli(port, 'CLUSTER', 'NODES').split('\n')) {
+    const f = line.trim().split(' ');
+    if (f.length < 9 || !f[2].split(',').includes('master') || f[2].includes('fail')) continue;
+    for (const r of f.slice(8)) {
+      const [lo, hi = lo] = r.split('-').map(Number);
+      if (slot >= lo && slot <= hi) return f[1].split('@')[0];
+    }
+  }
+  return null;
+}
+
+// A real Redis Cluster 7.0: `masters` masters (`redis-server --cluster-enabled yes`), each with
+// `replicas` replicas, slots spread by `redis-cli --cluster create`, once every node reports
+// cluster_state:ok. The reference for the cluster-mode client tests. With replicas, a
+// `cluster-node-timeout` of 1 s so a killed master fails over in seconds.
 class RedisCluster {
-  constructor(n) { this.n = n; this.dir = fs.mkdtempSync(path.join(os.tmpdir(), 'clients-rcluster-')); }
+  constructor(masters, replicas = 0) {
+    this.masters = masters;
+    this.replicas = replicas;
+    this.n = masters * (1 + replicas);
+    this.dir = fs.mkdtempSync(path.join(os.tmpdir(), 'clients-rcluster-'));
+  }
+
+  spawnNode(i) {
+    const [port, bus] = this.ports[i];
+    const dir = path.join(this.dir, `n${i + 1}`);
+    fs.mkdirSync(dir, { recursive: true });
+    const log = fs.openSync(path.join(dir, 'server.log'), 'a');
+    const timeout = this.replicas > 0 ? ['--cluster-node-timeout', '1000'] : [];
+    const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--cluster-enabled', 'yes',
+      '--cluster-port', String(bus), '--cluster-config-file', path.join(dir, 'nodes.conf'), ...timeout, '--save', '',
+      '--appendonly', 'no', '--dir', dir], { cwd: dir, stdio: ['ignore', log, log] });
+    proc.exited = false;
+    proc.on('exit', () => { proc.exited = true; });
+    return proc;
+  }
+
+  async waitPing(i, deadline) {
+    while (!(await ping(this.ports[i][0]))) {
+      if (Date.now() > deadline) throw new Error(`redis-server on ${this.ports[i][0]} never answered PING`);
+      await sleep(20);
+    }
+  }
 
   async start() {
     this.ports = [];
     for (let i = 0; i < this.n; i++) this.ports.push([await freePort(), await freePort()]);
-    this.procs = this.ports.map(([port, bus], i) => {
-      const dir = path.join(this.dir, `n${i + 1}`);
-      fs.mkdirSync(dir);
-      const log = fs.openSync(path.join(dir, 'server.log'), 'w');
-      const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--cluster-enabled', 'yes',
-        '--cluster-port', String(bus), '--cluster-config-file', path.join(dir, 'nodes.conf'), '--save', '',
-        '--appendonly', 'no', '--dir', dir], { cwd: dir, stdio: ['ignore', log, log] });
-      proc.exited = false;
-      proc.on('exit', () => { proc.exited = true; });
-      return proc;
-    });
-    const deadline = Date.now() + 20000;
-    for (const [port] of this.ports) {
-      while (!(await ping(port))) {
-        if (Date.now() > deadline) throw new Error(`redis-server on ${port} never answered PING`);
-        await sleep(20);
-      }
-    }
+    this.procs = this.ports.map((_, i) => this.spawnNode(i));
+    const deadline = Date.now() + 30000;
+    for (let i = 0; i < this.n; i++) await this.waitPing(i, deadline);
     const create = spawnSync('redis-cli', ['--cluster', 'create', ...this.ports.map(([p]) => `127.0.0.1:${p}`),
-      '--cluster-replicas', '0', '--cluster-yes'], { encoding: 'utf8', timeout: 30000 });
+      '--cluster-replicas', String(this.replicas), '--cluster-yes'], { encoding: 'utf8', timeout: 30000 });
     if (create.status !== 0) throw new Error(`redis-cli --cluster create failed: ${create.stdout}${create.stderr}`);
-    for (const [port] of this.ports) {
-      while (!(await rawCmd(port, ['CLUSTER', 'INFO'])).includes('cluster_state:ok')) {
-        if (Date.now() > deadline) throw new Error(`redis-server on ${port} never reached cluster_state:ok`);
-        await sleep(50);
-      }
-    }
+    await this.settled(deadline);
     return this;
   }
 
+  // Every live node reports cluster_state:ok, and every live replica's link to its master is up.
+  async settled(deadline) {
+    for (let i = 0; i < this.n; i++) {
+      if (this.procs[i].exited) continue;
+      const port = this.ports[i][0];
+      for (;;) {
+        const info = cli(port, 'CLUSTER', 'INFO');
+        const repl = cli(port, 'INFO', 'replication');
+        if (info.includes('cluster_state:ok') && (repl.includes('role:master') || repl.includes('master_link_status:up'))) break;
+        if (Date.now() > deadline) throw new Error(`redis-server on ${port} never settled: ${info.split('\n')[0]} ${repl}`);
+        await sleep(50);
+      }
+    }
+  }
+
   clientPorts() { return this.ports.map(([p]) => p); }
+
+  // Index of the node every live node names as master of `key`'s slot (not `not`).
+  async masterOf(key, timeout = 15000, not = -1) {
+    const live = () => this.procs.map((p, i) => i).filter((i) => !this.procs[i].exited);
+    const slot = Number(cli(this.ports[live()[0]][0], 'CLUSTER', 'KEYSLOT', key));
+    const deadline = Date.now() + timeout;
+    let seen = [];
+    for (;;) {
+      seen = live().map((i) => masterOfSlot(this.ports[i][0], slot));
+      if (seen[0] && seen.every((m) => m === seen[0])) {
+        const i = this.clientPorts().indexOf(Number(seen[0].split(':')[1]));
+        if (i >= 0 && i !== not && !this.procs[i].exited) return i;
+      }
+      if (Date.now() > deadline) throw new Error(`no agreed master of slot ${slot} within ${timeout} ms: ${seen}`);
+      await sleep(20);
+    }
+  }
+
+  kill(i) {
+    const t = performance.now();
+    const p = this.procs[i];
+    if (p.exited) return Promise.resolve(t);
+    return new Promise((resolve) => { p.once('exit', () => resolve(t)); p.kill('SIGKILL'); });
+  }
+
+  // Starts a killed node again on its nodes.conf (a killed master rejoins as a replica).
+  async restart(i) {
+    this.procs[i] = this.spawnNode(i);
+    const deadline = Date.now() + 20000;
+    await this.waitPing(i, deadline);
+    await this.settled(deadline);
+  }
+
+  logs() { return ''; }
 
   async stop() {
     await Promise.all(this.procs.map((p) => (p.exited ? null
@@ -247,11 +322,15 @@ class RedisCluster {
   }
 }
 
-// A cluster of the target kind for cluster-mode clients: a real Redis Cluster (3 masters) or a
-// three-node deadbolt cluster with `cluster-enabled yes`. `nodes()` are the startup nodes.
-async function startClusterTarget(kind) {
-  const c = kind === 'redis' ? await new RedisCluster(3).start() : await startCluster(3, { clusterEnabled: true });
+// A cluster of the target kind for cluster-mode clients: a real Redis Cluster (3 masters, and
+// `replicas` replicas each) or a three-node deadbolt cluster with `cluster-enabled yes`, whose
+// leader masters every slot. `nodes()` are the startup nodes; `masterOf(key, timeout, not)` the
+// index of the node that masters the key's slot, once every live node agrees (deadbolt: the
+// leader, once it accepts writes).
+async function startClusterTarget(kind, { replicas = 0 } = {}) {
+  const c = kind === 'redis' ? await new RedisCluster(3, replicas).start() : await startCluster(3, { clusterEnabled: true });
   c.nodes = () => c.clientPorts().map((port) => ({ host: '127.0.0.1', port }));
+  if (kind !== 'redis') c.masterOf = (key, timeout = 15000, not = -1) => c.leader(timeout, not);
   return c;
 }
 
