@@ -15,10 +15,10 @@ script is given `spublish`; `WAIT 0 0` + `WAITAOF 0 0 0`; `INFO ALL` for `connec
 and "synced" evals: each lock script pipelined on the slot master's connection with
 `WAIT <connected_slaves> 1000`, failing (NoSyncedSlavesException) when fewer replicas answer.
 
-On deadbolt only (a Redis Cluster without replicas has nothing to fail over to), the leader is
-SIGKILLed while an RLock is held: the next RLock through the same RedisCluster must be acquired
-within a bounded time, the held one is still its owner's and exclusive, and a second client's
-waiter, subscribed on the new master, is woken by the holder's unlock message.
+Failover: the master of a held RLock's slot (deadbolt's leader; on Redis, a cluster with a replica
+per master) is SIGKILLed: the next RLock in that slot through the same RedisCluster must be
+acquired within a bounded time, the held one is still its owner's and exclusive, and a second
+client's waiter, subscribed on the new master, is woken by the holder's unlock message.
 """
 
 import threading
@@ -166,9 +166,16 @@ def test_cluster_redisson_waiter_woken_by_unlock_message(new_rc, name):
     assert probe.exists(name) == 0
 
 
-@pytest.mark.skipif("deadbolt" not in TARGETS, reason="deadbolt target only (a Redis Cluster without replicas cannot fail over)")
-def test_cluster_redisson_rlock_across_leader_kill(name):
-    cl = Cluster(3, extra=("--cluster-enabled", "yes"))
+@pytest.mark.parametrize("target", TARGETS)
+def test_cluster_redisson_rlock_across_leader_kill(target, name):
+    """deadbolt: the leader is killed. Redis, the reference: 3 masters + 3 replicas, the master
+    of the lock's slot is killed (after WAIT 1 1000: Redis replicates asynchronously)."""
+    if target == "redis":
+        cl = RedisClusterRef(3, replicas=1)
+        master_of = cl.master_of
+    else:
+        cl = Cluster(3, extra=("--cluster-enabled", "yes"))
+        master_of = lambda _key, not_=None: cl.leader(not_=not_)  # noqa: E731 - every slot's master
     made = []
 
     def new_rc():
@@ -177,10 +184,12 @@ def test_cluster_redisson_rlock_across_leader_kill(name):
         return rc
 
     try:
-        old = cl.leader()
+        old = master_of(name)
         rc = new_rc()
         holder = RLock(rc, name)
         assert holder.try_lock(0, lease_ms=30000)
+        if target == "redis":
+            assert rc.get_redis_connection(rc.get_node_from_key(name)).execute_command("WAIT", 1, 1000) == 1
         killed = cl.kill(old)
         # Redisson retries a command that failed on a closed connection (retryAttempts); the
         # application here retries the whole tryLock the same way, within the budget.
@@ -188,13 +197,14 @@ def test_cluster_redisson_rlock_across_leader_kill(name):
         while took is None:
             assert time.monotonic() - killed < FAILOVER_BUDGET, f"no RLock acquired {FAILOVER_BUDGET} s after the kill: {last!r}\n{cl.logs()}"
             try:
-                if RLock(rc, f"{name}:after:{n}").try_lock(0, lease_ms=30000):
+                # Same slot as the held lock: its master is the one killed.
+                if RLock(rc, f"{{{name}}}:after:{n}").try_lock(0, lease_ms=30000):
                     took = time.monotonic() - killed
             except Exception as e:  # noqa: BLE001 - any client error is retried, as Redisson does
                 last = e
                 time.sleep(0.02)
             n += 1
-        now = cl.leader(not_=old)
+        now = master_of(name, not_=old)
         assert now != old
         routed = rc.get_node_from_key(name)
         assert routed.port == cl.client_ports()[now], "RedisCluster does not route to the new leader"
@@ -224,8 +234,10 @@ def test_cluster_redisson_rlock_across_leader_kill(name):
         assert got.get("ok") is True and got["elapsed"] < 3, got
         assert waiter.unlock() == 1
         assert rc.exists(name) == 0
-        FIGURES.append(f"failover: redis-py {__import__('redis').__version__} RedisCluster + Redisson RLock on deadbolt "
-                       f"cluster-enabled: kill -> next lock {took * 1000:.0f} ms ({n} tries)")
+        what = "Redis Cluster 7.0 (3 masters + 3 replicas, cluster-node-timeout 1000)" if target == "redis" \
+            else "deadbolt cluster-enabled"
+        FIGURES.append(f"failover: redis-py {redis.__version__} RedisCluster + Redisson RLock on {what}: "
+                       f"kill -> next lock {took * 1000:.0f} ms ({n} tries)")
     finally:
         for rc in made:
             rc.close()
