@@ -1,16 +1,18 @@
 //! redis-rs 1.8's async cluster client (the `cluster-async` feature), unchanged, against a real
 //! Redis Cluster 7.0 (3 masters) and a three-node deadbolt cluster with `cluster-enabled yes`:
-//! a SET NX PX + compare-and-delete lock (`Script::invoke` routed by its key). On deadbolt only,
-//! the leader is SIGKILLed while a lock is held: the next lock through the same connection must
-//! be acknowledged within a bounded time, the held lock must still be its owner's.
+//! a SET NX PX + compare-and-delete lock (`Script::invoke` routed by its key). Failover: the
+//! master of a held lock's slot (deadbolt's leader; on Redis, a cluster with a replica per
+//! master) is SIGKILLed: the next lock through the same connection must be acknowledged within a
+//! bounded time, the held lock must still be its owner's.
 
 use std::time::Duration;
 
 use redis::cluster::ClusterClient;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{AsyncCommands, Script};
 
 use crate::both_targets;
-use crate::support::{ClusterTarget, Kind};
+use crate::support::{self, ClusterTarget, Kind};
 use crate::CAD;
 
 const FAILOVER_BUDGET: Duration = Duration::from_secs(10);
@@ -68,53 +70,47 @@ both_targets! {
             assert_eq!(n, 1);
         }
     }
-}
 
-/// deadbolt only: a Redis Cluster without replicas has nothing to fail over to.
-mod leader_kill {
-    mod on_deadbolt {
-        use super::super::*;
-
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn cluster_lock_across_leader_kill() {
-            let mut cl = ClusterTarget::start(Kind::Deadbolt);
-            let mut c = cluster_conn(&cl).await;
-            let release = Script::new(CAD);
-            let old = cl.leader(Duration::from_secs(15));
-            assert!(try_lock(&mut c, "held", "tok-held", 30000).await.unwrap());
-            let killed = cl.kill(old);
-            let mut n = 0;
-            let took = loop {
-                let left = FAILOVER_BUDGET.saturating_sub(killed.elapsed());
-                assert!(
-                    !left.is_zero(),
-                    "no lock acknowledged {FAILOVER_BUDGET:?} after the kill"
-                );
-                let key = format!("after:{n}");
-                n += 1;
-                match tokio::time::timeout(left, try_lock(&mut c, &key, "tok", 30000)).await {
-                    Ok(Ok(true)) => break killed.elapsed(),
-                    Ok(Ok(false)) => panic!("{key} was already held"),
-                    Ok(Err(_)) | Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
-                }
-            };
-            let now = cl.leader(Duration::from_secs(15));
-            assert_ne!(now, old);
-            let v: String = c.get("held").await.unwrap();
-            assert_eq!(
-                v, "tok-held",
-                "the lock acknowledged before the kill was lost"
-            );
-            assert!(!try_lock(&mut c, "held", "rival", 30000).await.unwrap());
-            let r: i64 = release
-                .key("held")
-                .arg("tok-held")
-                .invoke_async(&mut c)
-                .await
-                .unwrap();
-            assert_eq!(r, 1);
-            eprintln!("failover: redis-rs 1.8.1 cluster-async on deadbolt cluster-enabled: kill -> next lock {} ms ({n} attempts)",
-            took.as_millis());
+    // deadbolt: the leader is killed. Redis, the reference: 3 masters + 3 replicas, the master
+    // of the lock's slot is killed (after WAIT 1 1000 on its connection: Redis replicates
+    // asynchronously). The next locks share the slot ({hash tag}).
+    async fn cluster_lock_across_master_kill(kind: Kind) {
+        let mut cl = ClusterTarget::start_with_replicas(kind, 1);
+        let mut c = cluster_conn(&cl).await;
+        let release = Script::new(CAD);
+        let held = "{kill}:held";
+        let old = cl.master_of(held, Duration::from_secs(15), None);
+        assert!(try_lock(&mut c, held, "tok-held", 30000).await.unwrap());
+        if let Kind::Redis = kind {
+            let slot: u16 = support::raw_cmd(cl.ports[old], &["CLUSTER", "KEYSLOT", held])
+                .trim().trim_start_matches(':').parse().unwrap();
+            let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master)));
+            let mut wait = redis::cmd("WAIT");
+            wait.arg(1).arg(1000);
+            let acked = c.route_command(wait, route).await.unwrap();
+            assert_eq!(acked, redis::Value::Int(1));
         }
+        let killed = cl.kill(old);
+        let mut n = 0;
+        let took = loop {
+            let left = FAILOVER_BUDGET.saturating_sub(killed.elapsed());
+            assert!(!left.is_zero(), "no lock acknowledged {FAILOVER_BUDGET:?} after the kill");
+            let key = format!("{{kill}}:after:{n}");
+            n += 1;
+            match tokio::time::timeout(left, try_lock(&mut c, &key, "tok", 30000)).await {
+                Ok(Ok(true)) => break killed.elapsed(),
+                Ok(Ok(false)) => panic!("{key} was already held"),
+                Ok(Err(_)) | Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            }
+        };
+        let now = cl.master_of(held, Duration::from_secs(15), Some(old));
+        assert_ne!(now, old);
+        let v: String = c.get(held).await.unwrap();
+        assert_eq!(v, "tok-held", "the lock acknowledged before the kill was lost");
+        assert!(!try_lock(&mut c, held, "rival", 30000).await.unwrap());
+        let r: i64 = release.key(held).arg("tok-held").invoke_async(&mut c).await.unwrap();
+        assert_eq!(r, 1);
+        eprintln!("failover: redis-rs 1.8.1 cluster-async on {kind:?}: kill -> next lock {} ms ({n} attempts)",
+            took.as_millis());
     }
 }

@@ -179,7 +179,8 @@ pub fn raw_cmd(port: u16, args: &[&str]) -> String {
 }
 
 /// A cluster for cluster-mode clients: a real Redis Cluster 7.0 (3 masters, `redis-cli --cluster
-/// create`, no replicas) or three deadbolt nodes with `cluster-enabled yes` (the Raft leader
+/// create`, with `replicas` replicas each: then `cluster-node-timeout 1000`, so a killed master
+/// fails over in seconds) or three deadbolt nodes with `cluster-enabled yes` (the Raft leader
 /// masters every slot, followers answer MOVED).
 pub struct ClusterTarget {
     kind: Kind,
@@ -190,13 +191,21 @@ pub struct ClusterTarget {
 
 impl ClusterTarget {
     pub fn start(kind: Kind) -> ClusterTarget {
+        Self::start_with_replicas(kind, 0)
+    }
+
+    pub fn start_with_replicas(kind: Kind, replicas: usize) -> ClusterTarget {
         let dir = std::env::temp_dir().join(format!(
             "clients-rs-cluster-{kind:?}-{}-{}",
             std::process::id(),
             free_port()
         ));
         std::fs::create_dir_all(&dir).expect("temp dir");
-        let pairs: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
+        let n = match kind {
+            Kind::Redis => 3 * (1 + replicas),
+            Kind::Deadbolt => 3,
+        };
+        let pairs: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
         let peers = pairs
             .iter()
             .enumerate()
@@ -223,6 +232,9 @@ impl ClusterTarget {
                     ])
                     .args(["--cluster-port", &b, "--cluster-config-file", &conf])
                     .args(["--save", "", "--appendonly", "no", "--dir", &ds]);
+                    if replicas > 0 {
+                        c.args(["--cluster-node-timeout", "1000"]);
+                    }
                     c
                 }
                 Kind::Deadbolt => {
@@ -266,12 +278,16 @@ impl ClusterTarget {
                 create.arg(format!("127.0.0.1:{p}"));
             }
             let out = create
-                .args(["--cluster-replicas", "0", "--cluster-yes"])
+                .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
                 .output()
                 .expect("redis-cli");
             assert!(out.status.success(), "{out:?}");
             for &p in &c.ports {
-                while !raw_cmd(p, &["CLUSTER", "INFO"]).contains("cluster_state:ok") {
+                // Settled: cluster_state:ok, and a replica's link to its master is up.
+                while !raw_cmd(p, &["CLUSTER", "INFO"]).contains("cluster_state:ok")
+                    || !(raw_cmd(p, &["INFO", "replication"]).contains("role:master")
+                        || raw_cmd(p, &["INFO", "replication"]).contains("master_link_status:up"))
+                {
                     assert!(
                         Instant::now() < deadline,
                         "{p} never reached cluster_state:ok"
@@ -312,6 +328,55 @@ impl ClusterTarget {
         }
     }
 
+    /// The index of the node every live node names as master of `key`'s slot (not `not`):
+    /// deadbolt's leader, or the master in Redis's CLUSTER NODES.
+    pub fn master_of(&self, key: &str, timeout: Duration, not: Option<usize>) -> usize {
+        let deadline = Instant::now() + timeout;
+        let live: Vec<usize> = (0..self.ports.len())
+            .filter(|&i| self.procs[i].is_some())
+            .collect();
+        if let Kind::Deadbolt = self.kind {
+            loop {
+                let l = self.leader(deadline.saturating_duration_since(Instant::now()));
+                if Some(l) != not {
+                    return l;
+                }
+                assert!(Instant::now() < deadline, "the leader is still node {l}");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        let slot: u16 = raw_cmd(self.ports[live[0]], &["CLUSTER", "KEYSLOT", key])
+            .trim()
+            .trim_start_matches(':')
+            .parse()
+            .expect("CLUSTER KEYSLOT");
+        loop {
+            let seen: Vec<Option<String>> = live
+                .iter()
+                .map(|&i| master_of_slot(self.ports[i], slot))
+                .collect();
+            if let Some(Some(m)) = seen.first() {
+                if seen.iter().all(|s| s.as_deref() == Some(m.as_str())) {
+                    let port: u16 = m
+                        .rsplit(':')
+                        .next()
+                        .and_then(|p| p.parse().ok())
+                        .unwrap_or(0);
+                    if let Some(i) = self.ports.iter().position(|&p| p == port) {
+                        if Some(i) != not && self.procs[i].is_some() {
+                            return i;
+                        }
+                    }
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no agreed master of slot {slot}: {seen:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// SIGKILL node i, as a crash would; returns the time of the kill.
     pub fn kill(&mut self, i: usize) -> Instant {
         let t = Instant::now();
@@ -330,4 +395,25 @@ impl Drop for ClusterTarget {
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// The master of `slot` in the CLUSTER NODES of the node on `port` ("host:port").
+fn master_of_slot(port: u16, slot: u16) -> Option<String> {
+    let raw = raw_cmd(port, &["CLUSTER", "NODES"]);
+    let body = raw.strip_prefix('$')?.split_once("\r\n")?.1;
+    for line in body.lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        if f.len() < 9 || !f[2].split(',').any(|x| x == "master") || f[2].contains("fail") {
+            continue;
+        }
+        for r in &f[8..] {
+            let (lo, hi) = r.split_once('-').unwrap_or((r, r));
+            if let (Ok(lo), Ok(hi)) = (lo.parse::<u16>(), hi.parse::<u16>()) {
+                if (lo..=hi).contains(&slot) {
+                    return Some(f[1].split('@').next()?.to_string());
+                }
+            }
+        }
+    }
+    None
 }
