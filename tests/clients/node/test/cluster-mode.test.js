@@ -34,7 +34,6 @@ for (const target of TARGETS) {
     // Started by the first test that runs, so a run filtered to other tests starts none.
     const up = async () => { if (!cluster) cluster = await startClusterTarget(target); };
     after(async () => {
-      await up();
       for (const c of open) { try { c.disconnect(); } catch { /* already closed */ } }
       if (cluster) await cluster.stop();
     });
