@@ -1,7 +1,7 @@
 'use strict';
 // Servers for the Node client suites: each test file runs its tests once per target,
 // `redis` (a real redis-server 7.0, the reference) and `deadbolt` ($DEADBOLT_BIN).
-const { spawn } = require('node:child_process');
+const { spawn, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const net = require('node:net');
 const os = require('node:os');
@@ -95,9 +95,12 @@ function rawCmd(port, args, timeout = 2000) {
 // A cluster of deadbolt nodes on free ports, each also a Sentinel for master `mymaster`.
 // FAILOVER_SABOTAGE=single (one node) or =nokill (kill() leaves the leader running) shows that
 // the failover tests fail without a real failover.
+// With `{ clusterEnabled: true }` every node also speaks the Redis Cluster protocol
+// (`cluster-enabled yes`): the leader masters all 16,384 slots, followers answer MOVED.
 class Cluster {
-  constructor(n) {
+  constructor(n, { clusterEnabled = false } = {}) {
     this.n = process.env.FAILOVER_SABOTAGE === 'single' ? 1 : n;
+    this.extra = clusterEnabled ? ['--cluster-enabled', 'yes'] : [];
     this.dir = fs.mkdtempSync(path.join(os.tmpdir(), 'clients-cluster-'));
   }
 
@@ -109,17 +112,18 @@ class Cluster {
     const peers = this.ports.map(([p, pp], i) => `${i + 1}@127.0.0.1:${p}:${pp}`).join(' ');
     // Cluster mode refuses to start without the peer port's shared secret.
     const secret = require('crypto').randomBytes(32).toString('hex');
-    this.procs = this.ports.map(([port], i) => {
+    this.spawnNode = (i) => {
       const dir = path.join(this.dir, `n${i + 1}`);
-      fs.mkdirSync(dir);
-      const log = fs.openSync(path.join(dir, 'server.log'), 'w');
-      const proc = spawn(exe, ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir,
-        '--cluster-node-id', String(i + 1), '--cluster-peers', peers, '--cluster-secret', secret],
+      fs.mkdirSync(dir, { recursive: true });
+      const log = fs.openSync(path.join(dir, 'server.log'), 'a');
+      const proc = spawn(exe, ['--port', String(this.ports[i][0]), '--bind', '127.0.0.1', '--dir', dir,
+        '--cluster-node-id', String(i + 1), '--cluster-peers', peers, '--cluster-secret', secret, ...this.extra],
         { cwd: dir, stdio: ['ignore', log, log] });
       proc.exited = false;
       proc.on('exit', () => { proc.exited = true; });
       return proc;
-    });
+    };
+    this.procs = this.ports.map((_, i) => this.spawnNode(i));
     const deadline = Date.now() + 20000;
     for (const [port] of this.ports) {
       while (!(await ping(port))) {
@@ -128,6 +132,17 @@ class Cluster {
       }
     }
     return this;
+  }
+
+  // Starts a killed node i again on its data directory (it rejoins as a follower).
+  async restart(i) {
+    if (!this.procs[i].exited) throw new Error(`node ${i + 1} is still running`);
+    this.procs[i] = this.spawnNode(i);
+    const deadline = Date.now() + 20000;
+    while (!(await ping(this.ports[i][0]))) {
+      if (Date.now() > deadline) throw new Error(`node ${i + 1} never answered PING after a restart\n${this.logs()}`);
+      await sleep(20);
+    }
   }
 
   clientPorts() { return this.ports.map(([p]) => p); }
@@ -182,9 +197,144 @@ class Cluster {
   }
 }
 
-async function startCluster(n = 3) { return new Cluster(n).start(); }
+async function startCluster(n = 3, opts = {}) { return new Cluster(n, opts).start(); }
+
+// redis-cli against one node: its stdout ('' when it fails).
+function cli(port, ...args) {
+  const r = spawnSync('redis-cli', ['-p', String(port), ...args], { encoding: 'utf8', timeout: 3000 });
+  return r.status === 0 ? r.stdout : '';
+}
+
+// The master of `slot` in a node's CLUSTER NODES ("host:port"), or null.
+function masterOfSlot(port, slot) {
+  for (const line of cli(port, 'CLUSTER', 'NODES').split('\n')) {
+    const f = line.trim().split(' ');
+    if (f.length < 9 || !f[2].split(',').includes('master') || f[2].includes('fail')) continue;
+    for (const r of f.slice(8)) {
+      const [lo, hi = lo] = r.split('-').map(Number);
+      if (slot >= lo && slot <= hi) return f[1].split('@')[0];
+    }
+  }
+  return null;
+}
+
+// A real Redis Cluster 7.0: `masters` masters (`redis-server --cluster-enabled yes`), each with
+// `replicas` replicas, slots spread by `redis-cli --cluster create`, once every node reports
+// cluster_state:ok. The reference for the cluster-mode client tests. With replicas, a
+// `cluster-node-timeout` of 1 s so a killed master fails over in seconds.
+class RedisCluster {
+  constructor(masters, replicas = 0) {
+    this.masters = masters;
+    this.replicas = replicas;
+    this.n = masters * (1 + replicas);
+    this.dir = fs.mkdtempSync(path.join(os.tmpdir(), 'clients-rcluster-'));
+  }
+
+  spawnNode(i) {
+    const [port, bus] = this.ports[i];
+    const dir = path.join(this.dir, `n${i + 1}`);
+    fs.mkdirSync(dir, { recursive: true });
+    const log = fs.openSync(path.join(dir, 'server.log'), 'a');
+    const timeout = this.replicas > 0 ? ['--cluster-node-timeout', '1000'] : [];
+    const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--cluster-enabled', 'yes',
+      '--cluster-port', String(bus), '--cluster-config-file', path.join(dir, 'nodes.conf'), ...timeout, '--save', '',
+      '--appendonly', 'no', '--dir', dir], { cwd: dir, stdio: ['ignore', log, log] });
+    proc.exited = false;
+    proc.on('exit', () => { proc.exited = true; });
+    return proc;
+  }
+
+  async waitPing(i, deadline) {
+    while (!(await ping(this.ports[i][0]))) {
+      if (Date.now() > deadline) throw new Error(`redis-server on ${this.ports[i][0]} never answered PING`);
+      await sleep(20);
+    }
+  }
+
+  async start() {
+    this.ports = [];
+    for (let i = 0; i < this.n; i++) this.ports.push([await freePort(), await freePort()]);
+    this.procs = this.ports.map((_, i) => this.spawnNode(i));
+    const deadline = Date.now() + 30000;
+    for (let i = 0; i < this.n; i++) await this.waitPing(i, deadline);
+    const create = spawnSync('redis-cli', ['--cluster', 'create', ...this.ports.map(([p]) => `127.0.0.1:${p}`),
+      '--cluster-replicas', String(this.replicas), '--cluster-yes'], { encoding: 'utf8', timeout: 30000 });
+    if (create.status !== 0) throw new Error(`redis-cli --cluster create failed: ${create.stdout}${create.stderr}`);
+    await this.settled(deadline);
+    return this;
+  }
+
+  // Every live node reports cluster_state:ok, and every live replica's link to its master is up.
+  async settled(deadline) {
+    for (let i = 0; i < this.n; i++) {
+      if (this.procs[i].exited) continue;
+      const port = this.ports[i][0];
+      for (;;) {
+        const info = cli(port, 'CLUSTER', 'INFO');
+        const repl = cli(port, 'INFO', 'replication');
+        if (info.includes('cluster_state:ok') && (repl.includes('role:master') || repl.includes('master_link_status:up'))) break;
+        if (Date.now() > deadline) throw new Error(`redis-server on ${port} never settled: ${info.split('\n')[0]} ${repl}`);
+        await sleep(50);
+      }
+    }
+  }
+
+  clientPorts() { return this.ports.map(([p]) => p); }
+
+  // Index of the node every live node names as master of `key`'s slot (not `not`).
+  async masterOf(key, timeout = 15000, not = -1) {
+    const live = () => this.procs.map((p, i) => i).filter((i) => !this.procs[i].exited);
+    const slot = Number(cli(this.ports[live()[0]][0], 'CLUSTER', 'KEYSLOT', key));
+    const deadline = Date.now() + timeout;
+    let seen = [];
+    for (;;) {
+      seen = live().map((i) => masterOfSlot(this.ports[i][0], slot));
+      if (seen[0] && seen.every((m) => m === seen[0])) {
+        const i = this.clientPorts().indexOf(Number(seen[0].split(':')[1]));
+        if (i >= 0 && i !== not && !this.procs[i].exited) return i;
+      }
+      if (Date.now() > deadline) throw new Error(`no agreed master of slot ${slot} within ${timeout} ms: ${seen}`);
+      await sleep(20);
+    }
+  }
+
+  kill(i) {
+    const t = performance.now();
+    const p = this.procs[i];
+    if (p.exited) return Promise.resolve(t);
+    return new Promise((resolve) => { p.once('exit', () => resolve(t)); p.kill('SIGKILL'); });
+  }
+
+  // Starts a killed node again on its nodes.conf (a killed master rejoins as a replica).
+  async restart(i) {
+    this.procs[i] = this.spawnNode(i);
+    const deadline = Date.now() + 20000;
+    await this.waitPing(i, deadline);
+    await this.settled(deadline);
+  }
+
+  logs() { return ''; }
+
+  async stop() {
+    await Promise.all(this.procs.map((p) => (p.exited ? null
+      : new Promise((resolve) => { p.once('exit', resolve); p.kill('SIGKILL'); }))));
+    fs.rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+// A cluster of the target kind for cluster-mode clients: a real Redis Cluster (3 masters, and
+// `replicas` replicas each) or a three-node deadbolt cluster with `cluster-enabled yes`, whose
+// leader masters every slot. `nodes()` are the startup nodes; `masterOf(key, timeout, not)` the
+// index of the node that masters the key's slot, once every live node agrees (deadbolt: the
+// leader, once it accepts writes).
+async function startClusterTarget(kind, { replicas = 0 } = {}) {
+  const c = kind === 'redis' ? await new RedisCluster(3, replicas).start() : await startCluster(3, { clusterEnabled: true });
+  c.nodes = () => c.clientPorts().map((port) => ({ host: '127.0.0.1', port }));
+  if (kind !== 'redis') c.masterOf = (key, timeout = 15000, not = -1) => c.leader(timeout, not);
+  return c;
+}
 
 let seq = 0;
 function uniq(prefix = 't') { return `${prefix}:${process.pid}:${Date.now().toString(36)}:${seq++}`; }
 
-module.exports = { TARGETS, startServer, startCluster, sleep, uniq };
+module.exports = { TARGETS, startServer, startCluster, startClusterTarget, rawCmd, sleep, uniq };

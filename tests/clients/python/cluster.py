@@ -155,3 +155,99 @@ class Cluster:
                 p.kill()
                 p.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class RedisClusterRef:
+    """A real Redis Cluster 7.0: `masters` masters (`redis-server --cluster-enabled yes`) with
+    `replicas` replicas each, slots spread by `redis-cli --cluster create`, once every node
+    reports cluster_state:ok (and every replica's master link is up). The reference for the
+    cluster-mode client tests. With replicas, `cluster-node-timeout 1000`, so a killed master
+    fails over in seconds. Same `client_ports()`/`kill()`/`logs()`/`stop()` as `Cluster`;
+    `master_of(key)` plays the part of `Cluster.leader()`."""
+
+    def __init__(self, masters=3, replicas=0):
+        exe = shutil.which("redis-server")
+        assert exe, "redis-server is not installed (tests/clients/run-all installs it)"
+        self.dir = tempfile.mkdtemp(prefix="clients-rcluster-")
+        self.ports = [(_free_port(), _free_port()) for _ in range(masters * (1 + replicas))]
+        self.procs = []
+        for i, (port, bus) in enumerate(self.ports):
+            d = os.path.join(self.dir, f"n{i + 1}")
+            os.makedirs(d)
+            argv = [exe, "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+                    "--cluster-port", str(bus), "--cluster-config-file", os.path.join(d, "nodes.conf"),
+                    *(["--cluster-node-timeout", "1000"] if replicas else []),
+                    "--save", "", "--appendonly", "no", "--dir", d]
+            log = open(os.path.join(d, "server.log"), "wb")
+            self.procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                               stdin=subprocess.DEVNULL, cwd=d))
+        deadline = time.monotonic() + 30
+        for port in self.client_ports():
+            while not _cmd(port, "PING", timeout=0.3).startswith(b"+PONG"):
+                assert time.monotonic() < deadline, f"redis-server on {port} never answered PING"
+                time.sleep(0.02)
+        create = subprocess.run(
+            ["redis-cli", "--cluster", "create", *(f"127.0.0.1:{p}" for p in self.client_ports()),
+             "--cluster-replicas", str(replicas), "--cluster-yes"], capture_output=True, timeout=30)
+        assert create.returncode == 0, create.stdout + create.stderr
+        for port in self.client_ports():
+            while True:
+                repl = _cmd(port, "INFO", "replication")
+                if b"cluster_state:ok" in _cmd(port, "CLUSTER", "INFO") and \
+                        (b"role:master" in repl or b"master_link_status:up" in repl):
+                    break
+                assert time.monotonic() < deadline, f"redis-server on {port} never settled"
+                time.sleep(0.05)
+
+    def client_ports(self):
+        return [p for p, _ in self.ports]
+
+    def alive(self, i):
+        return self.procs[i].poll() is None
+
+    def master_of(self, key, timeout=15.0, not_=None):
+        """Index of the node every live node's CLUSTER NODES names as master of `key`'s slot."""
+        live = [i for i in range(len(self.procs)) if self.alive(i)]
+        raw = _cmd(self.client_ports()[live[0]], "CLUSTER", "KEYSLOT", key)
+        slot = int(raw[1:].strip())
+        deadline = time.monotonic() + timeout
+        seen = None
+        while time.monotonic() < deadline:
+            seen = [self._master_of_slot(self.client_ports()[i], slot) for i in live]
+            if seen[0] and all(m == seen[0] for m in seen):
+                i = self.client_ports().index(int(seen[0].split(":")[1]))
+                if i != not_ and self.alive(i):
+                    return i
+            time.sleep(0.02)
+        raise AssertionError(f"no agreed master of slot {slot} within {timeout}s: {seen}")
+
+    @staticmethod
+    def _master_of_slot(port, slot):
+        raw = _cmd(port, "CLUSTER", "NODES")
+        if not raw.startswith(b"$"):
+            return None
+        for line in raw.split(b"\r\n", 1)[1].decode().strip().splitlines():
+            f = line.split(" ")
+            if len(f) < 9 or "master" not in f[2].split(",") or "fail" in f[2]:
+                continue
+            for r in f[8:]:
+                lo, _, hi = r.partition("-")
+                if lo.isdigit() and int(lo) <= slot <= int(hi or lo):
+                    return f[1].split("@")[0]
+        return None
+
+    def kill(self, i):
+        self.procs[i].kill()
+        t = time.monotonic()
+        self.procs[i].wait()
+        return t
+
+    def logs(self):
+        return ""
+
+    def stop(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,5 +1,6 @@
 //! redis-rs 1.8 (crate `redis`) and rslock 0.10, unchanged, against redis-server and deadbolt.
 
+mod cluster_mode;
 mod support;
 
 use std::time::Duration;

@@ -157,3 +157,263 @@ macro_rules! both_targets {
         $(async fn $name($kind: Kind) $body)*
     };
 }
+
+/// One command on a fresh RESP2 connection; the raw reply ("" on error or timeout).
+pub fn raw_cmd(port: u16, args: &[&str]) -> String {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return String::new();
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_millis(2000)));
+    let mut req = format!("*{}\r\n", args.len());
+    for a in args {
+        req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    if s.write_all(req.as_bytes()).is_err() {
+        return String::new();
+    }
+    let mut buf = [0u8; 4096];
+    match s.read(&mut buf) {
+        Ok(n) => String::from_utf8_lossy(&buf[..n]).into_owned(),
+        Err(_) => String::new(),
+    }
+}
+
+/// A cluster for cluster-mode clients: a real Redis Cluster 7.0 (3 masters, `redis-cli --cluster
+/// create`, with `replicas` replicas each: then `cluster-node-timeout 1000`, so a killed master
+/// fails over in seconds) or three deadbolt nodes with `cluster-enabled yes` (the Raft leader
+/// masters every slot, followers answer MOVED).
+pub struct ClusterTarget {
+    kind: Kind,
+    procs: Vec<Option<Child>>,
+    pub ports: Vec<u16>,
+    dir: PathBuf,
+}
+
+impl ClusterTarget {
+    pub fn start(kind: Kind) -> ClusterTarget {
+        Self::start_with_replicas(kind, 0)
+    }
+
+    pub fn start_with_replicas(kind: Kind, replicas: usize) -> ClusterTarget {
+        let dir = std::env::temp_dir().join(format!(
+            "clients-rs-cluster-{kind:?}-{}-{}",
+            std::process::id(),
+            free_port()
+        ));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let n = match kind {
+            Kind::Redis => 3 * (1 + replicas),
+            Kind::Deadbolt => 3,
+        };
+        let pairs: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
+        let peers = pairs
+            .iter()
+            .enumerate()
+            .map(|(i, (p, pp))| format!("{}@127.0.0.1:{p}:{pp}", i + 1))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let mut procs = Vec::new();
+        for (i, (port, bus)) in pairs.iter().enumerate() {
+            let d = dir.join(format!("n{}", i + 1));
+            std::fs::create_dir_all(&d).expect("node dir");
+            let ds = d.to_string_lossy().into_owned();
+            let (p, b) = (port.to_string(), bus.to_string());
+            let mut cmd = match kind {
+                Kind::Redis => {
+                    let mut c = Command::new("redis-server");
+                    let conf = d.join("nodes.conf").to_string_lossy().into_owned();
+                    c.args([
+                        "--port",
+                        &p,
+                        "--bind",
+                        "127.0.0.1",
+                        "--cluster-enabled",
+                        "yes",
+                    ])
+                    .args(["--cluster-port", &b, "--cluster-config-file", &conf])
+                    .args(["--save", "", "--appendonly", "no", "--dir", &ds]);
+                    if replicas > 0 {
+                        c.args(["--cluster-node-timeout", "1000"]);
+                    }
+                    c
+                }
+                Kind::Deadbolt => {
+                    let mut c = Command::new(deadbolt_bin());
+                    let id = (i + 1).to_string();
+                    c.args(["--port", &p, "--bind", "127.0.0.1", "--dir", &ds])
+                        .args(["--cluster-node-id", &id, "--cluster-peers", &peers])
+                        .args(["--cluster-secret", "clients-rs-cluster-secret-0123456789"])
+                        .args(["--cluster-enabled", "yes"]);
+                    c
+                }
+            };
+            let log = std::fs::File::create(d.join("server.log")).expect("log file");
+            let child = cmd
+                .current_dir(&d)
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().expect("log"))
+                .stderr(log)
+                .spawn()
+                .expect("spawn server (redis-server installed? deadbolt built?)");
+            procs.push(Some(child));
+        }
+        let ports: Vec<u16> = pairs.iter().map(|(p, _)| *p).collect();
+        let c = ClusterTarget {
+            kind,
+            procs,
+            ports,
+            dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        for &p in &c.ports {
+            while !ping(p) {
+                assert!(Instant::now() < deadline, "node on {p} never answered PING");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        if let Kind::Redis = kind {
+            let mut create = Command::new("redis-cli");
+            create.args(["--cluster", "create"]);
+            for p in &c.ports {
+                create.arg(format!("127.0.0.1:{p}"));
+            }
+            let out = create
+                .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
+                .output()
+                .expect("redis-cli");
+            assert!(out.status.success(), "{out:?}");
+            for &p in &c.ports {
+                // Settled: cluster_state:ok, and a replica's link to its master is up.
+                while !raw_cmd(p, &["CLUSTER", "INFO"]).contains("cluster_state:ok")
+                    || !(raw_cmd(p, &["INFO", "replication"]).contains("role:master")
+                        || raw_cmd(p, &["INFO", "replication"]).contains("master_link_status:up"))
+                {
+                    assert!(
+                        Instant::now() < deadline,
+                        "{p} never reached cluster_state:ok"
+                    );
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+        } else {
+            c.leader(Duration::from_secs(15));
+        }
+        c
+    }
+
+    pub fn urls(&self) -> Vec<String> {
+        self.ports
+            .iter()
+            .map(|p| format!("redis://127.0.0.1:{p}/"))
+            .collect()
+    }
+
+    /// deadbolt: the index of the one live node that accepts a write (the others answer MOVED).
+    pub fn leader(&self, timeout: Duration) -> usize {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let ok: Vec<usize> = (0..self.ports.len())
+                .filter(|&i| self.procs[i].is_some())
+                .filter(|&i| raw_cmd(self.ports[i], &["SET", "__probe", "1"]) == "+OK\r\n")
+                .collect();
+            if ok.len() == 1 {
+                return ok[0];
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{:?}: no single leader within {timeout:?}: {ok:?}",
+                self.kind
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The index of the node every live node names as master of `key`'s slot (not `not`):
+    /// deadbolt's leader, or the master in Redis's CLUSTER NODES.
+    pub fn master_of(&self, key: &str, timeout: Duration, not: Option<usize>) -> usize {
+        let deadline = Instant::now() + timeout;
+        let live: Vec<usize> = (0..self.ports.len())
+            .filter(|&i| self.procs[i].is_some())
+            .collect();
+        if let Kind::Deadbolt = self.kind {
+            loop {
+                let l = self.leader(deadline.saturating_duration_since(Instant::now()));
+                if Some(l) != not {
+                    return l;
+                }
+                assert!(Instant::now() < deadline, "the leader is still node {l}");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        let slot: u16 = raw_cmd(self.ports[live[0]], &["CLUSTER", "KEYSLOT", key])
+            .trim()
+            .trim_start_matches(':')
+            .parse()
+            .expect("CLUSTER KEYSLOT");
+        loop {
+            let seen: Vec<Option<String>> = live
+                .iter()
+                .map(|&i| master_of_slot(self.ports[i], slot))
+                .collect();
+            if let Some(Some(m)) = seen.first() {
+                if seen.iter().all(|s| s.as_deref() == Some(m.as_str())) {
+                    let port: u16 = m
+                        .rsplit(':')
+                        .next()
+                        .and_then(|p| p.parse().ok())
+                        .unwrap_or(0);
+                    if let Some(i) = self.ports.iter().position(|&p| p == port) {
+                        if Some(i) != not && self.procs[i].is_some() {
+                            return i;
+                        }
+                    }
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no agreed master of slot {slot}: {seen:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILL node i, as a crash would; returns the time of the kill.
+    pub fn kill(&mut self, i: usize) -> Instant {
+        let t = Instant::now();
+        if let Some(mut c) = self.procs[i].take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        t
+    }
+}
+
+impl Drop for ClusterTarget {
+    fn drop(&mut self) {
+        for i in 0..self.procs.len() {
+            self.kill(i);
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The master of `slot` in the CLUSTER NODES of the node on `port` ("host:port").
+fn master_of_slot(port: u16, slot: u16) -> Option<String> {
+    let raw = raw_cmd(port, &["CLUSTER", "NODES"]);
+    let body = raw.strip_prefix('$')?.split_once("\r\n")?.1;
+    for line in body.lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        if f.len() < 9 || !f[2].split(',').any(|x| x == "master") || f[2].contains("fail") {
+            continue;
+        }
+        for r in &f[8..] {
+            let (lo, hi) = r.split_once('-').unwrap_or((r, r));
+            if let (Ok(lo), Ok(hi)) = (lo.parse::<u16>(), hi.parse::<u16>()) {
+                if (lo..=hi).contains(&slot) {
+                    return Some(f[1].split('@').next()?.to_string());
+                }
+            }
+        }
+    }
+    None
+}
