@@ -284,7 +284,7 @@ compat_table! {
     "replica-priority" ["slave-priority"] Live "100" Kind::Int, REPL;
     "replica-read-only" ["slave-read-only"] Live "yes" Kind::Bool, REPL;
     "replica-serve-stale-data" ["slave-serve-stale-data"] Live "yes" Kind::Bool, REPL;
-    "replicaof" ["slaveof"] Immutable "" Kind::Str, Why::Refuse("deadbolt does not replicate from a Redis master (it would serve an empty keyspace as a master instead); use its Raft cluster mode (README \"Cluster\")");
+    "replicaof" ["slaveof"] Immutable "" Kind::Str, Why::Works;
     "sanitize-dump-payload" [] Live "no" Kind::Enum(&["no", "yes", "clients"]), BEHAVIOUR;
     "server_cpulist" [] Immutable "" Kind::Str, INTERNALS;
     "set-max-intset-entries" [] Live "512" Kind::Int, Why::Works;
