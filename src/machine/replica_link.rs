@@ -61,6 +61,9 @@ pub struct LinkShared {
     pub sync_read: AtomicU64,
     /// Set by the executor: the link ends (REPLICAOF NO ONE, another master, shutdown).
     pub stop: AtomicBool,
+    /// Set by the executor once it loaded a full synchronisation's dataset (the link sends
+    /// its first REPLCONF ACK then, as Redis after loading).
+    pub loaded: AtomicBool,
     /// Set by the executor: the received dataset could not be loaded; the link reconnects
     /// and asks for a full resynchronisation.
     pub resync: AtomicBool,

@@ -267,6 +267,7 @@ fn full_sync(server: &mut Server, link: &LinkShared, replid: String, offset: u64
                 m.synced_at = Some(offset);
             }
             link.applied.store(offset, Ordering::Release);
+            link.loaded.store(true, Ordering::Release);
             tracing::info!(
                 "MASTER <-> REPLICA sync: Finished with success ({} keys, {:.3} seconds)",
                 l.keys,
@@ -568,12 +569,25 @@ impl Link {
                 rdb.len()
             );
             self.history = Some((replid.clone(), offset));
+            self.shared.loaded.store(false, Ordering::Release);
             self.send(Event::FullSync {
                 gen: self.gen,
                 replid,
                 offset,
                 rdb,
             })?;
+            // The first ACK (which puts this replica online on a diskless master) goes once
+            // the dataset is loaded, as Redis sends it after loading.
+            let until = Instant::now() + self.cfg.timeout;
+            while !self.shared.loaded.load(Ordering::Acquire) {
+                if self.stopped() {
+                    return Err(End::Stop);
+                }
+                if self.shared.resync.load(Ordering::Acquire) || Instant::now() > until {
+                    return retry("The MASTER's dataset could not be loaded");
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
         } else if let Some(rest) = text.strip_prefix("+CONTINUE") {
             let Some((old, off)) = self.history.clone() else {
                 return retry("Unexpected +CONTINUE without a cached master");
