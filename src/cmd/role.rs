@@ -89,6 +89,14 @@ fn role(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
             Frame::Integer(offset),
         ]));
     }
+    if ctx.host.cluster().is_none() && ctx.srv.replica.replid2.is_some() {
+        // A promoted replica goes on from the offset it reached.
+        return Ok(Frame::Array(vec![
+            Frame::bulk_static("master"),
+            Frame::Integer(ctx.srv.replica.offset as i64),
+            Frame::Array(vec![]),
+        ]));
+    }
     Ok(role_frame(ctx.host.cluster()))
 }
 

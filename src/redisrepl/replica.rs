@@ -347,6 +347,8 @@ fn run(cfg: LinkConfig, gen: u64, shared: Arc<LinkShared>, inbox: Inbox) {
                     return;
                 }
                 tracing::warn!("{why}");
+                // ROLE says `connect` until the next attempt (Redis's REPL_STATE_CONNECT).
+                link.shared.set_state(LinkState::Connect);
                 if ever_up && link.shared.down_since_ms.load(Ordering::Relaxed) == 0 {
                     link.shared
                         .down_since_ms
