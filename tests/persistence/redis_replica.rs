@@ -331,6 +331,53 @@ fn disk_based_sync_and_transactions_in_the_stream() {
     // WAIT on the master counts the replica once it acknowledged.
     m.cmd(&["SET", "acked", "1"]);
     assert_eq!(int(&m.cmd(&["WAIT", "1", "5000"])), 1);
+
+    // INFO replication and ROLE have the shape of a redis-server replica of the same master.
+    let mport = master.port.to_string();
+    let theirs = redis_server(&[
+        "--replicaof",
+        "127.0.0.1",
+        &mport,
+        "--dir",
+        dir.to_str().unwrap(),
+        "--dbfilename",
+        "replica.rdb",
+    ]);
+    let mut r = theirs.conn();
+    wait_until(30, "redis-server's synchronisation", || {
+        info_field(&mut r, "replication", "master_link_status") == "up"
+            && caught_up(&mut m, &mut r)
+            && caught_up(&mut m, &mut d)
+    });
+    let fields = |c: &mut Conn| -> Vec<(String, String)> {
+        c.cmd_str(&["INFO", "replication"])
+            .lines()
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let (ours, real) = (fields(&mut d), fields(&mut r));
+    let names = |f: &[(String, String)]| f.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&ours), names(&real));
+    for (name, value) in &real {
+        // The backlog's start differs (each replica synchronised at its own offset), and the
+        // seconds since the last byte may differ by one.
+        if matches!(
+            name.as_str(),
+            "repl_backlog_first_byte_offset"
+                | "repl_backlog_histlen"
+                | "master_last_io_seconds_ago"
+        ) {
+            continue;
+        }
+        let ours = &ours.iter().find(|(k, _)| k == name).unwrap().1;
+        assert_eq!(ours, value, "{name}");
+    }
+    let role = |c: &mut Conn| c.cmd_str(&["ROLE"]);
+    assert_eq!(role(&mut d), role(&mut r));
+    let hello_role = "$4\r\nrole\r\n$7\r\nreplica\r\n";
+    assert!(r.cmd_str(&["HELLO", "2"]).contains(hello_role));
+    assert!(d.cmd_str(&["HELLO", "2"]).contains(hello_role));
     drop(master);
     let _ = std::fs::remove_dir_all(&dir);
 }
