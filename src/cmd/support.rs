@@ -918,7 +918,6 @@ pub fn info_redis_replica(srv: &State, out: &mut String) -> bool {
     let r = &srv.replica;
     let zeros = "0000000000000000000000000000000000000000";
     let unix_s = crate::clock::unix_ms() / 1000;
-    let backlog = r.master.as_ref().and_then(|m| m.synced_at);
     match r.master.as_ref() {
         Some(m) => {
             let state = m.link.state();
@@ -979,7 +978,7 @@ pub fn info_redis_replica(srv: &State, out: &mut String) -> bool {
     };
     // The backlog a replica keeps from its first synchronisation (Redis's, 1 MB by default);
     // a promoted replica keeps it.
-    let (active, first, hist) = match backlog.or_else(|| r.replid2.as_ref().map(|_| 0)) {
+    let (active, first, hist) = match r.backlog_from {
         Some(start) => {
             let hist = r.offset.saturating_sub(start).min(1 << 20);
             (1, r.offset + 1 - hist, hist)

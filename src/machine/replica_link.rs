@@ -100,6 +100,9 @@ pub struct ReplicaHistory {
     pub master: Option<MasterOf>,
     /// The stream offset applied (the master's offset, kept through promotion).
     pub offset: u64,
+    /// Where the replica's backlog starts (the offset of its first synchronisation, or of the
+    /// first partial one); a promoted replica keeps it (INFO repl_backlog_*).
+    pub backlog_from: Option<u64>,
     /// After a promotion: the previous replication id and the first offset it no longer
     /// covers (Redis's shiftReplicationId).
     pub replid2: Option<(String, u64)>,

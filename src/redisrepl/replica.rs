@@ -192,9 +192,11 @@ pub fn handle(server: &mut Server, ev: Event) {
                 let old = std::mem::replace(&mut server.state.repl_id, replid);
                 server.state.replica.replid2 = Some((old, server.state.replica.offset + 1));
             }
+            let offset = server.state.replica.offset;
             if let Some(m) = server.state.replica.master.as_mut() {
-                m.synced_at.get_or_insert(server.state.replica.offset);
+                m.synced_at.get_or_insert(offset);
             }
+            server.state.replica.backlog_from.get_or_insert(offset);
             link.applied
                 .store(server.state.replica.offset, Ordering::Release);
         }
@@ -263,6 +265,7 @@ fn full_sync(server: &mut Server, link: &LinkShared, replid: String, offset: u64
             server.state.repl_id = replid;
             server.state.replica.offset = offset;
             server.state.replica.replid2 = None;
+            server.state.replica.backlog_from = Some(offset);
             if let Some(m) = server.state.replica.master.as_mut() {
                 m.synced_at = Some(offset);
             }

@@ -375,9 +375,29 @@ fn disk_based_sync_and_transactions_in_the_stream() {
     }
     let role = |c: &mut Conn| c.cmd_str(&["ROLE"]);
     assert_eq!(role(&mut d), role(&mut r));
+    // Promoted, both keep the master's id as replid2 up to the same offset.
+    m.cmd(&["CLIENT", "PAUSE", "10000", "WRITE"]);
+    wait_until(10, "both replicas to catch up", || {
+        caught_up(&mut m, &mut d) && caught_up(&mut m, &mut r)
+    });
     let hello_role = "$4\r\nrole\r\n$7\r\nreplica\r\n";
     assert!(r.cmd_str(&["HELLO", "2"]).contains(hello_role));
     assert!(d.cmd_str(&["HELLO", "2"]).contains(hello_role));
+    assert_eq!(d.cmd_str(&["REPLICAOF", "NO", "ONE"]), "+OK\r\n");
+    assert_eq!(r.cmd_str(&["REPLICAOF", "NO", "ONE"]), "+OK\r\n");
+    let (ours, real) = (fields(&mut d), fields(&mut r));
+    assert_eq!(names(&ours), names(&real));
+    for name in [
+        "role",
+        "master_replid2",
+        "master_repl_offset",
+        "second_repl_offset",
+    ] {
+        let get = |f: &[(String, String)]| f.iter().find(|(k, _)| k == name).unwrap().1.clone();
+        assert_eq!(get(&ours), get(&real), "{name}");
+    }
+    assert_eq!(role(&mut d), role(&mut r));
+    assert_eq!(d.cmd_str(&["SET", "mine", "1"]), "+OK\r\n");
     drop(master);
     let _ = std::fs::remove_dir_all(&dir);
 }
