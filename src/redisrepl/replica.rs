@@ -688,78 +688,36 @@ impl Link {
     /// The command stream: decoded into units handed to the executor; REPLCONF ACK once a
     /// second and on GETACK. `offset`: the stream offset of the last whole unit read.
     fn stream(&mut self, c: &mut Conn, offset: &mut u64) -> LinkResult<()> {
-        let mut dec = Decoder::new();
-        let limits = DecodeLimits::default();
+        let mut split = Splitter::new(*offset);
         let mut units: Vec<Unit> = Vec::new();
-        // A MULTI block being read: its commands and the bytes it has taken so far.
-        let mut multi: Option<(Vec<Vec<Bytes>>, u64)> = None;
         let mut last_ack = Instant::now() - Duration::from_secs(2);
         let mut last_io = Instant::now();
         loop {
             loop {
-                let had = c.buf.len();
-                let argv = match dec.decode(&mut c.buf, &limits) {
-                    Ok(Some(argv)) => argv,
+                match split.next(&mut c.buf) {
                     Ok(None) => break,
+                    Ok(Some(Item::Unit(u))) => units.push(u),
+                    Ok(Some(Item::GetAck(upto))) => {
+                        // The ACK covers everything before the GETACK (Redis acks the offset
+                        // processed before the command that asks).
+                        self.flush(&mut units)?;
+                        self.await_applied(upto);
+                        self.ack(c, upto)?;
+                        last_ack = Instant::now();
+                    }
                     Err(e) => {
                         return retry(format!(
                             "Protocol error from MASTER: {}",
                             String::from_utf8_lossy(&e.reply())
                         ))
                     }
-                };
-                let used = (had - c.buf.len()) as u64;
-                let Some(name) = argv.first() else { continue };
-                if let Some((cmds, bytes)) = multi.as_mut() {
-                    *bytes += used;
-                    if name.eq_ignore_ascii_case(b"exec") {
-                        *offset += *bytes;
-                        units.push(Unit {
-                            cmds: std::mem::take(cmds),
-                            end: *offset,
-                        });
-                        multi = None;
-                    } else {
-                        cmds.push(argv);
-                    }
-                    continue;
                 }
-                if name.eq_ignore_ascii_case(b"multi") {
-                    multi = Some((Vec::new(), used));
-                    continue;
-                }
-                if name.eq_ignore_ascii_case(b"replconf") {
-                    if argv
-                        .get(1)
-                        .is_some_and(|a| a.eq_ignore_ascii_case(b"getack"))
-                    {
-                        // The ACK covers everything before the GETACK (Redis acks the
-                        // offset processed before the command that asks).
-                        let upto = *offset;
-                        self.flush(&mut units)?;
-                        self.await_applied(upto);
-                        self.ack(c, upto)?;
-                        last_ack = Instant::now();
-                    }
-                    *offset += used;
-                    units.push(Unit {
-                        cmds: Vec::new(),
-                        end: *offset,
-                    });
-                    continue;
-                }
-                *offset += used;
-                let cmds = if name.eq_ignore_ascii_case(b"ping") {
-                    Vec::new()
-                } else {
-                    vec![argv]
-                };
-                units.push(Unit { cmds, end: *offset });
             }
-            let pending = multi.as_ref().map_or(0, |m| m.1);
-            self.shared
-                .read_offset
-                .store(*offset + pending + c.buf.len() as u64, Ordering::Relaxed);
+            *offset = split.offset;
+            self.shared.read_offset.store(
+                split.offset + split.pending() + c.buf.len() as u64,
+                Ordering::Relaxed,
+            );
             self.flush(&mut units)?;
             if let Some(h) = self.history.as_mut() {
                 h.1 = *offset;
@@ -812,6 +770,116 @@ impl Link {
     }
 }
 
+/// What the stream splits into.
+#[derive(Debug)]
+enum Item {
+    Unit(Unit),
+    /// REPLCONF GETACK: the master wants an ACK of the offset before it (the GETACK itself
+    /// then follows as an empty unit).
+    GetAck(u64),
+}
+
+/// Splits the command stream into units and counts its offset as Redis does: every byte of a
+/// command once the command is whole, a MULTI…EXEC block's bytes when its EXEC arrives (a link
+/// that drops inside a block resumes before its MULTI).
+struct Splitter {
+    dec: Decoder,
+    limits: DecodeLimits,
+    /// The offset after the last whole unit.
+    offset: u64,
+    /// A MULTI block being read: its commands and the bytes it has taken so far.
+    multi: Option<(Vec<Vec<Bytes>>, u64)>,
+    /// Bytes consumed that belong to no command yet (blank keepalive lines).
+    carry: u64,
+    /// A GETACK whose empty unit is still to be returned.
+    after_getack: Option<u64>,
+}
+
+impl Splitter {
+    fn new(offset: u64) -> Splitter {
+        Splitter {
+            dec: Decoder::new(),
+            limits: DecodeLimits::default(),
+            offset,
+            multi: None,
+            carry: 0,
+            after_getack: None,
+        }
+    }
+
+    /// Bytes read but not yet counted in `offset`.
+    fn pending(&self) -> u64 {
+        self.multi.as_ref().map_or(0, |m| m.1) + self.carry
+    }
+
+    /// The next item from `buf`; None when it holds no whole one.
+    fn next(
+        &mut self,
+        buf: &mut BytesMut,
+    ) -> Result<Option<Item>, crate::protocol::decode::ProtocolError> {
+        if let Some(end) = self.after_getack.take() {
+            self.offset = end;
+            return Ok(Some(Item::Unit(Unit {
+                cmds: Vec::new(),
+                end,
+            })));
+        }
+        loop {
+            let had = buf.len();
+            let decoded = self.dec.decode(buf, &self.limits);
+            self.carry += (had - buf.len()) as u64;
+            let Some(argv) = decoded? else {
+                return Ok(None);
+            };
+            let used = std::mem::take(&mut self.carry);
+            let Some(name) = argv.first() else { continue };
+            if let Some((cmds, bytes)) = self.multi.as_mut() {
+                *bytes += used;
+                if !name.eq_ignore_ascii_case(b"exec") {
+                    cmds.push(argv);
+                    continue;
+                }
+                self.offset += *bytes;
+                let cmds = std::mem::take(cmds);
+                self.multi = None;
+                return Ok(Some(Item::Unit(Unit {
+                    cmds,
+                    end: self.offset,
+                })));
+            }
+            if name.eq_ignore_ascii_case(b"multi") {
+                self.multi = Some((Vec::new(), used));
+                continue;
+            }
+            if name.eq_ignore_ascii_case(b"replconf") {
+                if argv
+                    .get(1)
+                    .is_some_and(|a| a.eq_ignore_ascii_case(b"getack"))
+                {
+                    self.after_getack = Some(self.offset + used);
+                    return Ok(Some(Item::GetAck(self.offset)));
+                }
+                self.offset += used;
+                return Ok(Some(Item::Unit(Unit {
+                    cmds: Vec::new(),
+                    end: self.offset,
+                })));
+            }
+            self.offset += used;
+            // PING only keeps the link alive.
+            let cmds = if name.eq_ignore_ascii_case(b"ping") {
+                Vec::new()
+            } else {
+                vec![argv]
+            };
+            return Ok(Some(Item::Unit(Unit {
+                cmds,
+                end: self.offset,
+            })));
+        }
+    }
+}
+
 /// The `replicaof host port` directive (config file or command line): the master to follow
 /// from the start, as Redis's loadServerConfig sets masterhost.
 pub fn configured(config: &crate::config::Config) -> Option<(String, u16)> {
@@ -823,4 +891,95 @@ pub fn configured(config: &crate::config::Config) -> Option<(String, u16)> {
     let host = parts.next()?.to_owned();
     let port = parts.next()?.parse::<u16>().ok()?;
     Some((host, port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cmd(args: &[&str]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let argv: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        crate::persist::emit::command(&mut out, &argv);
+        out
+    }
+
+    #[test]
+    fn the_stream_splits_into_units_with_redis_offsets() {
+        let parts = [
+            cmd(&["SELECT", "0"]),
+            cmd(&["SET", "k", "v", "PXAT", "1700000000000"]),
+            cmd(&["MULTI"]),
+            cmd(&["INCR", "n"]),
+            cmd(&["DEL", "k"]),
+            cmd(&["EXEC"]),
+            cmd(&["PING"]),
+            cmd(&["REPLCONF", "GETACK", "*"]),
+            cmd(&["PEXPIREAT", "n", "1700000000000"]),
+        ];
+        let all: Vec<u8> = parts.concat();
+        let ends: Vec<u64> = parts
+            .iter()
+            .scan(100u64, |at, p| {
+                *at += p.len() as u64;
+                Some(*at)
+            })
+            .collect();
+        // Fed a byte at a time, as a slow link might deliver it.
+        let mut split = Splitter::new(100);
+        let mut buf = BytesMut::new();
+        let mut items = Vec::new();
+        for (fed, &b) in all.iter().enumerate() {
+            buf.extend_from_slice(&[b]);
+            while let Some(item) = split.next(&mut buf).unwrap() {
+                items.push(item);
+            }
+            // What was read is counted once: whole units, or pending, or still in the buffer.
+            assert_eq!(
+                split.offset + split.pending() + buf.len() as u64,
+                100 + fed as u64 + 1
+            );
+        }
+        let shape: Vec<(String, u64)> = items
+            .iter()
+            .map(|i| match i {
+                Item::Unit(u) => (
+                    u.cmds
+                        .iter()
+                        .map(|c| String::from_utf8_lossy(&c[0]).into_owned())
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    u.end,
+                ),
+                Item::GetAck(at) => ("GETACK".to_string(), *at),
+            })
+            .collect();
+        let want: Vec<(String, u64)> = vec![
+            ("SELECT".into(), ends[0]),
+            ("SET".into(), ends[1]),
+            ("INCR,DEL".into(), ends[5]),
+            ("".into(), ends[6]),
+            ("GETACK".into(), ends[6]),
+            ("".into(), ends[7]),
+            ("PEXPIREAT".into(), ends[8]),
+        ];
+        assert_eq!(shape, want);
+        assert_eq!(split.offset, 100 + all.len() as u64);
+    }
+
+    #[test]
+    fn a_block_cut_short_is_not_counted() {
+        let mut split = Splitter::new(0);
+        let set = cmd(&["SET", "a", "1"]);
+        let mut buf =
+            BytesMut::from(&[set.clone(), cmd(&["MULTI"]), cmd(&["INCR", "n"])].concat()[..]);
+        let Some(Item::Unit(u)) = split.next(&mut buf).unwrap() else {
+            panic!("no unit");
+        };
+        assert_eq!(u.end, set.len() as u64);
+        assert!(split.next(&mut buf).unwrap().is_none());
+        // The offset a PSYNC resumes from stays before the MULTI.
+        assert_eq!(split.offset, set.len() as u64);
+        assert!(split.pending() > 0);
+    }
 }
