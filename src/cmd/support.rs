@@ -929,6 +929,7 @@ pub fn info_redis_replica(srv: &State, out: &mut String) -> bool {
                 -1
             };
             let syncing = state == crate::machine::replica_link::LinkState::Sync;
+            let fresh = m.uncached && m.synced_at.is_none();
             let _ = write!(
                 out,
                 "# Replication\r\nrole:slave\r\nmaster_host:{}\r\nmaster_port:{}\r\nmaster_link_status:{}\r\nmaster_last_io_seconds_ago:{last_io}\r\nmaster_sync_in_progress:{}\r\nslave_read_repl_offset:{}\r\nslave_repl_offset:{}\r\n",
@@ -936,8 +937,8 @@ pub fn info_redis_replica(srv: &State, out: &mut String) -> bool {
                 m.port,
                 if up { "up" } else { "down" },
                 syncing as u8,
-                m.link.read_offset.load(Ordering::Relaxed).max(r.offset),
-                r.offset,
+                if fresh { 1 } else { m.link.read_offset.load(Ordering::Relaxed).max(r.offset) },
+                if fresh { 1 } else { r.offset },
             );
             if syncing {
                 let total = m.link.sync_total.load(Ordering::Relaxed) as i64;

@@ -740,7 +740,7 @@ impl Host for Io {
         state: &mut State,
         master: Option<(String, u16)>,
     ) -> Result<(), String> {
-        crate::redisrepl::replica::replicaof(state, self.inbox.as_ref(), master)
+        crate::redisrepl::replica::replicaof(state, self.inbox.as_ref(), master, false)
     }
 
     fn cluster_admin(&mut self, op: &crate::replication::Admin) -> Result<(), String> {
@@ -941,8 +941,11 @@ fn run_executor(
     }
     crate::supervise::ready(&server.config);
     if let Some(master) = crate::redisrepl::replica::configured(&server.config) {
-        let io = &mut server.io;
-        if let Err(e) = io.replicaof(&mut server.state, Some(master)) {
+        let inbox = server.io.inbox.clone();
+        let state = &mut server.state;
+        if let Err(e) =
+            crate::redisrepl::replica::replicaof(state, inbox.as_ref(), Some(master), true)
+        {
             fatal(&e);
         }
     }

@@ -90,6 +90,9 @@ pub struct MasterOf {
     /// The stream offset at the last full synchronisation (the replica's backlog starts after
     /// it, as INFO's repl_backlog_first_byte_offset).
     pub synced_at: Option<u64>,
+    /// Following since start-up without a history to continue (Redis then has no cached
+    /// master, and INFO's replica offsets read 1 until the first synchronisation).
+    pub uncached: bool,
 }
 
 /// The replica side's replication history (INFO master_replid2, second_repl_offset,

@@ -79,6 +79,7 @@ pub fn replicaof(
     state: &mut State,
     inbox: Option<&Inbox>,
     target: Option<(String, u16)>,
+    at_start: bool,
 ) -> Result<(), String> {
     let previous = state.replica.master.take();
     // CONFIG GET replicaof answers the master followed now, as Redis's getter reads masterhost.
@@ -110,7 +111,8 @@ pub fn replicaof(
     // caches its master); a master's own history is asked for as well (Redis's
     // replicationCacheMasterUsingMyself), which a master of another history refuses with
     // +FULLRESYNC.
-    let resume = Some((state.repl_id.clone(), state.replica.offset));
+    // At start-up there is no such history (Redis has no cached master then): `PSYNC ? -1`.
+    let resume = (!at_start).then(|| (state.repl_id.clone(), state.replica.offset));
     let gen = GENERATION.fetch_add(1, Ordering::Relaxed) + 1;
     let link = Arc::new(LinkShared::default());
     link.applied.store(state.replica.offset, Ordering::Release);
@@ -141,6 +143,7 @@ pub fn replicaof(
         gen,
         link,
         synced_at: None,
+        uncached: at_start,
     });
     set_expiry(state, Expiry::Hide);
     Ok(())

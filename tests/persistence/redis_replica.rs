@@ -415,3 +415,29 @@ fn scratch(name: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// `replicaof` in the configuration (here on the command line): before the master answers,
+/// INFO replication reads as a redis-server's started the same way (no cached master: offsets
+/// 1, the link down since never), and writes are refused.
+#[test]
+fn replicaof_directive_before_the_master_answers() {
+    let nobody = free_port().to_string();
+    let ours = deadbolt(&["--replicaof", "127.0.0.1", &nobody]);
+    let real = redis_server(&["--replicaof", "127.0.0.1", &nobody]);
+    let (mut d, mut r) = (ours.conn(), real.conn());
+    let lines = |c: &mut Conn| -> Vec<String> {
+        c.cmd_str(&["INFO", "replication"])
+            .lines()
+            .filter(|l| !l.starts_with("master_replid:"))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(lines(&mut d), lines(&mut r));
+    let ro = "-READONLY You can't write against a read only replica.\r\n";
+    assert_eq!(d.cmd_str(&["SET", "k", "v"]), ro);
+    assert_eq!(r.cmd_str(&["SET", "k", "v"]), ro);
+    assert_eq!(
+        d.cmd_str(&["CONFIG", "GET", "replicaof"]),
+        r.cmd_str(&["CONFIG", "GET", "replicaof"])
+    );
+}
