@@ -336,6 +336,8 @@ fn disk_based_sync_and_transactions_in_the_stream() {
     assert_eq!(d.cmd_str(&["GET", "n"]), "$-1\r\n");
     // WAIT on the master counts the replica once it acknowledged.
     m.cmd(&["SET", "acked", "1"]);
+    m.cmd(&["SELECT", "0"]);
+    m.cmd(&["SET", "lk", "tok"]);
     assert_eq!(int(&m.cmd(&["WAIT", "1", "5000"])), 1);
 
     // INFO replication and ROLE have the shape of a redis-server replica of the same master.
@@ -381,6 +383,25 @@ fn disk_based_sync_and_transactions_in_the_stream() {
     }
     let role = |c: &mut Conn| c.cmd_str(&["ROLE"]);
     assert_eq!(role(&mut d), role(&mut r));
+    // Scripts on the replica: writes refused with the script's suffix (redis-py's release
+    // script too, which deadbolt otherwise runs natively), reads served.
+    let release = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/lua/redis-py/lua_release_script.lua"
+    ))
+    .unwrap();
+    for args in [
+        &["EVAL", "return redis.call('set','x','1')", "0"][..],
+        &["EVAL", &release, "1", "lk", "tok"],
+        &["EVAL", &release, "1", "lk", "other"],
+        &["EVAL_RO", "return redis.call('get',KEYS[1])", "1", "lk"],
+        &["SET", "x", "1"],
+    ] {
+        assert_eq!(d.cmd_str(args), r.cmd_str(args), "{}", args[0]);
+    }
+    assert!(d
+        .cmd_str(&["EVAL", &release, "1", "lk", "tok"])
+        .starts_with("-READONLY You can't write against a read only replica. script: "));
     // Promoted, both keep the master's id as replid2 up to the same offset.
     m.cmd(&["CLIENT", "PAUSE", "10000", "WRITE"]);
     wait_until(10, "both replicas to catch up", || {
