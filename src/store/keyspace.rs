@@ -527,6 +527,27 @@ mod tests {
     }
 
     #[test]
+    fn a_replica_hides_dead_keys_and_its_master_still_finds_them() {
+        let mut db = Db::default();
+        db.set(b"lock", s("t"), 100);
+        db.expiry = Expiry::Hide;
+        assert!(
+            db.get(b"lock", 101).is_none(),
+            "a client reads it as absent"
+        );
+        assert_eq!((db.len(), db.expired_total), (1, 0), "but it stays");
+        db.expiry = Expiry::Keep;
+        assert!(
+            db.get(b"lock", 101).is_some(),
+            "the master's commands find it"
+        );
+        assert!(!db.put(b"lock", || s("u"), 500, 101, true), "NX sees it");
+        db.expiry = Expiry::Remove;
+        assert!(db.get(b"lock", 101).is_none());
+        assert_eq!((db.len(), db.expired_total), (0, 1), "a master removes it");
+    }
+
+    #[test]
     fn scan_returns_every_stable_key_despite_removals() {
         let mut db = Db::default();
         for i in 0..1000 {
