@@ -27,13 +27,13 @@ const LAYERS: &[&[&str]] = &[
     &["logging", "supervise"],
     &["machine"],
     &["cmd", "script"],
-    &["exec", "server"],
+    &["exec", "server", "redisrepl"],
     &["lib", "main"],
 ];
 
 /// Modules of one layer that call each other: scripts run commands through dispatch and the
 /// scripting commands run scripts; the accept side and the event loop are one network layer.
-const PEERS: &[(&str, &str)] = &[("cmd", "script"), ("exec", "server")];
+const PEERS: &[(&str, &str)] = &[("cmd", "script"), ("exec", "server"), ("exec", "redisrepl")];
 
 fn layer_of(module: &str) -> usize {
     LAYERS

@@ -283,7 +283,11 @@ fn hello(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         (Frame::bulk_static("mode"), Frame::bulk_static("standalone")),
         (
             Frame::bulk_static("role"),
-            Frame::bulk_static(super::support::hello_role(ctx.host.cluster())),
+            Frame::bulk_static(if ctx.srv.replica.following() {
+                "replica"
+            } else {
+                super::support::hello_role(ctx.host.cluster())
+            }),
         ),
         (Frame::bulk_static("modules"), Frame::Array(vec![])),
     ]))

@@ -274,7 +274,7 @@ fn process_frame(
     // A replica refuses writes (and EXEC of writes, and scripts that declare they write)
     // before it looks further, as Redis's processCommand after MISCONF and NOREPLICAS.
     // A lone server pays one None check.
-    if super::support::is_replica(role_of_keys(host, id, argv))
+    if super::support::refuses_writes(srv, role_of_keys(host, id, argv))
         && (effective_flags(srv, spec, argv) | tx_flags) & flags::WRITE != 0
     {
         let e = CmdError::err(super::support::READONLY);
@@ -288,7 +288,9 @@ fn process_frame(
     }
     // Redis's processCommand: a replica whose master link is down refuses what is not STALE
     // (EXEC: when a queued command is not).
-    if host.cluster_masterdown() && (!spec.has(flags::STALE) || tx_inv_flags & flags::STALE != 0) {
+    if (host.cluster_masterdown() || super::support::stale_refused(srv))
+        && (!spec.has(flags::STALE) || tx_inv_flags & flags::STALE != 0)
+    {
         let e = CmdError::err(super::support::MASTERDOWN);
         return Some(Ok(reject(srv, client, id, e)));
     }
@@ -607,7 +609,7 @@ pub fn script_call(
     } else if read_only && spec.flags & (flags::WRITE | flags::MAY_REPLICATE) != 0 {
         "ERR Write commands are not allowed from read-only scripts."
     } else if spec.has(flags::WRITE)
-        && super::support::is_replica(role_of_keys(&*ctx.host, id, argv))
+        && super::support::refuses_writes(ctx.srv, role_of_keys(&*ctx.host, id, argv))
     {
         // Redis's scriptVerifyWriteCommandAllow (after ACL, before OOM); the script's error
         // then carries its ` script: …` suffix. A script cannot have written before: a node's

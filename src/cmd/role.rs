@@ -10,6 +10,7 @@ use super::spec::{flags::*, CommandSpec};
 use super::support::{addr, connected, is_replica, leader};
 use super::support::{spec_acl as spec, ADMIN_CATS};
 use crate::error::{CmdError, CmdResult};
+use crate::machine::replica_link::LinkState;
 use crate::machine::Host;
 use crate::protocol::Frame;
 use crate::replication::{ClusterView, StateRole};
@@ -71,6 +72,31 @@ pub fn replica_read_needs_leader(argv: &[Bytes], in_multi: bool) -> bool {
 }
 
 fn role(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    if let Some(m) = ctx.srv.replica.master.as_ref() {
+        // Redis's roleCommand for a replica: the offset is the master client's (-1 while the
+        // link is not up).
+        let state = m.link.state();
+        let offset = if state == LinkState::Connected {
+            ctx.srv.replica.offset as i64
+        } else {
+            -1
+        };
+        return Ok(Frame::Array(vec![
+            Frame::bulk_static("slave"),
+            Frame::bulk_from(m.host.as_str()),
+            Frame::Integer(m.port as i64),
+            Frame::bulk_static(state.name()),
+            Frame::Integer(offset),
+        ]));
+    }
+    if ctx.host.cluster().is_none() && ctx.srv.replica.replid2.is_some() {
+        // A promoted replica goes on from the offset it reached.
+        return Ok(Frame::Array(vec![
+            Frame::bulk_static("master"),
+            Frame::Integer(ctx.srv.replica.offset as i64),
+            Frame::Array(vec![]),
+        ]));
+    }
     Ok(role_frame(ctx.host.cluster()))
 }
 
@@ -132,7 +158,7 @@ pub(super) fn acked(view: Option<&ClusterView>, index: u64) -> i64 {
 /// acknowledged (a lone server: when numreplicas <= 0) or inside MULTI; otherwise the client
 /// blocks until the timeout (0: forever) and then answers the count, as Redis does.
 fn wait(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    if is_replica(ctx.host.cluster()) {
+    if is_replica(ctx.host.cluster()) || ctx.srv.replica.following() {
         return Err(CmdError::err("ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated."));
     }
     let n = int_arg(&argv[1])?;
@@ -169,10 +195,11 @@ pub fn timed_out_reply(argv: &[Bytes], host: &dyn Host, repl_index: u64) -> Fram
     Frame::NullArray
 }
 
-/// REPLICAOF / SLAVEOF. `NO ONE` on a lone server is what Redis answers on a master: OK, nothing
-/// changes. Following a Redis master is not something deadbolt does (it speaks no PSYNC); its
-/// replicas are cluster members, so that is refused with the reason instead of an OK that
-/// would leave the operator believing a replica exists.
+/// REPLICAOF / SLAVEOF (Redis's replicaofCommand). `host port`: follow that Redis master
+/// (redisrepl/replica.rs), switching from the one followed; the same master again is
+/// `+OK Already connected to specified master`. `NO ONE`: stop following and become a master
+/// with the data kept; on a master it changes nothing. A cluster elects its own leader, so
+/// there it is refused.
 fn replicaof(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let no_one = argv[1].eq_ignore_ascii_case(b"no") && argv[2].eq_ignore_ascii_case(b"one");
     if ctx.host.cluster().is_some() {
@@ -181,16 +208,34 @@ fn replicaof(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         ));
     }
     if no_one {
-        tracing::info!(
-            "MASTER MODE enabled (user request from 'id={}')",
-            ctx.client.id
-        );
+        if ctx.srv.replica.following() {
+            ctx.host.replicaof(ctx.srv, None).map_err(CmdError::erf)?;
+            tracing::info!(
+                "MASTER MODE enabled (user request from 'id={}')",
+                ctx.client.id
+            );
+        }
         return Ok(Frame::ok());
     }
-    if !matches!(int_arg(&argv[2]), Ok(0..=65535)) {
-        return Err(CmdError::err("ERR Invalid master port"));
+    let port = match int_arg(&argv[2]) {
+        Ok(p @ 0..=65535) => p as u16,
+        _ => return Err(CmdError::err("ERR Invalid master port")),
+    };
+    let host = String::from_utf8_lossy(&argv[1]).into_owned();
+    if let Some(m) = ctx.srv.replica.master.as_ref() {
+        if m.host.eq_ignore_ascii_case(&host) && m.port == port {
+            tracing::info!("REPLICAOF would result into synchronization with the master we are already connected with. No operation performed.");
+            return Ok(Frame::Simple(Bytes::from_static(
+                b"OK Already connected to specified master",
+            )));
+        }
     }
-    Err(CmdError::err(
-        "ERR deadbolt does not replicate from a Redis master (no PSYNC); its replicas are deadbolt cluster members (see cluster-peers)",
-    ))
+    ctx.host
+        .replicaof(ctx.srv, Some((host.clone(), port)))
+        .map_err(CmdError::erf)?;
+    tracing::info!(
+        "REPLICAOF {host}:{port} enabled (user request from 'id={}')",
+        ctx.client.id
+    );
+    Ok(Frame::ok())
 }

@@ -927,6 +927,7 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
                 st.total_error_replies,
             );
         }
+        "replication" if super::support::info_redis_replica(srv, out) => {}
         "replication" => {
             super::support::info_section(host.cluster(), &srv.repl_id, out);
         }

@@ -17,6 +17,7 @@ use crate::store::zset::ZSet;
 use crate::store::Value;
 use bytes::Bytes;
 use std::fmt::Write;
+use std::sync::atomic::Ordering;
 
 // ---- Strings --------------------------------------------------------------------------
 
@@ -804,6 +805,21 @@ pub fn is_replica(view: Option<&ClusterView>) -> bool {
     view.is_some_and(|v| v.role != StateRole::Leader)
 }
 
+/// Writes from clients are refused (READONLY): a cluster follower, or a replica of a Redis
+/// master with `replica-read-only yes` (Redis's default).
+pub fn refuses_writes(srv: &State, view: Option<&ClusterView>) -> bool {
+    is_replica(view)
+        || (srv.replica.following() && srv.config.compat_value("replica-read-only") != "no")
+}
+
+/// A replica of a Redis master whose link is not up, with `replica-serve-stale-data no`:
+/// what is not flagged `stale` answers MASTERDOWN (Redis's processCommand).
+pub fn stale_refused(srv: &State) -> bool {
+    srv.replica.following()
+        && !srv.replica.link_up()
+        && srv.config.compat_value("replica-serve-stale-data") == "no"
+}
+
 /// "host port peerport" → (host, client port).
 pub fn addr(m: &Member) -> (&str, &str) {
     let (host, port, _) = m.endpoint();
@@ -894,4 +910,87 @@ pub fn info_section(view: Option<&ClusterView>, repl_id: &str, out: &mut String)
         out,
         "master_failover_state:no-failover\r\nmaster_replid:{repl_id}\r\nmaster_replid2:{zeros}\r\nmaster_repl_offset:{offset}\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:1\r\nrepl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:1\r\nrepl_backlog_histlen:{offset}\r\n"
     );
+}
+
+/// INFO's `# Replication` for a replica of a Redis master, or a master that was one (its
+/// replid2 and offset), as Redis 7.0 prints them; false when neither (`info_section` then).
+pub fn info_redis_replica(srv: &State, out: &mut String) -> bool {
+    let r = &srv.replica;
+    let zeros = "0000000000000000000000000000000000000000";
+    let unix_s = crate::clock::unix_ms() / 1000;
+    match r.master.as_ref() {
+        Some(m) => {
+            let state = m.link.state();
+            let up = state == crate::machine::replica_link::LinkState::Connected;
+            let secs = |ms: u64| unix_s.saturating_sub(ms / 1000) as i64;
+            let last_io = if up {
+                secs(m.link.last_io_ms.load(Ordering::Relaxed))
+            } else {
+                -1
+            };
+            let syncing = state == crate::machine::replica_link::LinkState::Sync;
+            let fresh = m.uncached && m.synced_at.is_none();
+            let _ = write!(
+                out,
+                "# Replication\r\nrole:slave\r\nmaster_host:{}\r\nmaster_port:{}\r\nmaster_link_status:{}\r\nmaster_last_io_seconds_ago:{last_io}\r\nmaster_sync_in_progress:{}\r\nslave_read_repl_offset:{}\r\nslave_repl_offset:{}\r\n",
+                m.host,
+                m.port,
+                if up { "up" } else { "down" },
+                syncing as u8,
+                if fresh { 1 } else { m.link.read_offset.load(Ordering::Relaxed).max(r.offset) },
+                if fresh { 1 } else { r.offset },
+            );
+            if syncing {
+                let total = m.link.sync_total.load(Ordering::Relaxed) as i64;
+                let read = m.link.sync_read.load(Ordering::Relaxed) as i64;
+                let perc = if total > 0 {
+                    read as f64 * 100.0 / total as f64
+                } else {
+                    0.0
+                };
+                let _ = write!(
+                    out,
+                    "master_sync_total_bytes:{total}\r\nmaster_sync_read_bytes:{read}\r\nmaster_sync_left_bytes:{}\r\nmaster_sync_perc:{perc:.2}\r\nmaster_sync_last_io_seconds_ago:{}\r\n",
+                    total - read,
+                    secs(m.link.last_io_ms.load(Ordering::Relaxed)),
+                );
+            }
+            if !up {
+                let down = m.link.down_since_ms.load(Ordering::Relaxed);
+                let since = if down == 0 { -1 } else { secs(down) };
+                let _ = write!(out, "master_link_down_since_seconds:{since}\r\n");
+            }
+            let _ = write!(
+                out,
+                "slave_priority:{}\r\nslave_read_only:{}\r\nreplica_announced:{}\r\n",
+                srv.config.compat_value("replica-priority"),
+                (srv.config.compat_value("replica-read-only") != "no") as u8,
+                (srv.config.compat_value("replica-announced") != "no") as u8,
+            );
+        }
+        None if r.replid2.is_some() => {
+            out.push_str("# Replication\r\nrole:master\r\n");
+        }
+        None => return false,
+    }
+    let (id2, second) = match &r.replid2 {
+        Some((id, off)) => (id.as_str(), *off as i64),
+        None => (zeros, -1),
+    };
+    // The backlog a replica keeps from its first synchronisation (Redis's, 1 MB by default);
+    // a promoted replica keeps it.
+    let (active, first, hist) = match r.backlog_from {
+        Some(start) => {
+            let hist = r.offset.saturating_sub(start).min(1 << 20);
+            (1, r.offset + 1 - hist, hist)
+        }
+        None => (0, 0, 0),
+    };
+    let _ = write!(
+        out,
+        "connected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:{id2}\r\nmaster_repl_offset:{}\r\nsecond_repl_offset:{second}\r\nrepl_backlog_active:{active}\r\nrepl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:{first}\r\nrepl_backlog_histlen:{hist}\r\n",
+        srv.repl_id,
+        r.offset,
+    );
+    true
 }

@@ -5,8 +5,9 @@
 //!   timing): CONFIG GET answers Redis's value (or the one set), CONFIG SET takes it, and the
 //!   log says once why it has no effect;
 //! - **refused with the reason**, at start-up and by CONFIG SET, for any value but Redis's
-//!   default where ignoring it would lose data or weaken security (`replicaof`,
-//!   `unixsocket`, TLS restrictions; `cluster-enabled` outside a Raft cluster);
+//!   default where ignoring it would lose data or weaken security (`unixsocket`, TLS
+//!   restrictions; `cluster-enabled` outside a Raft cluster);
+//! - `replicaof`, which starts following a Redis master (redisrepl/replica.rs);
 //! - `min-replicas-to-write` / `min-replicas-max-lag` (cmd/support.rs: writes get
 //!   NOREPLICAS, as on a Redis master without enough good replicas);
 //! - `daemonize`, `supervised` (`supervise.rs`), `latency-tracking` and
@@ -284,7 +285,7 @@ compat_table! {
     "replica-priority" ["slave-priority"] Live "100" Kind::Int, REPL;
     "replica-read-only" ["slave-read-only"] Live "yes" Kind::Bool, REPL;
     "replica-serve-stale-data" ["slave-serve-stale-data"] Live "yes" Kind::Bool, REPL;
-    "replicaof" ["slaveof"] Immutable "" Kind::Str, Why::Refuse("deadbolt does not replicate from a Redis master (it would serve an empty keyspace as a master instead); use its Raft cluster mode (README \"Cluster\")");
+    "replicaof" ["slaveof"] Immutable "" Kind::Str, Why::Works;
     "sanitize-dump-payload" [] Live "no" Kind::Enum(&["no", "yes", "clients"]), BEHAVIOUR;
     "server_cpulist" [] Immutable "" Kind::Str, INTERNALS;
     "set-max-intset-entries" [] Live "512" Kind::Int, Why::Works;

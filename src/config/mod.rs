@@ -345,6 +345,12 @@ impl Config {
                  (docs/cluster.md, \"Cluster-mode clients\")",
             );
         }
+        if self.cluster_node_id != 0 && !self.compat_value("replicaof").trim().is_empty() {
+            return Some(
+                "replicaof: not allowed in cluster mode: the cluster replicates through Raft and \
+                 elects its leader (RAFT TRANSFER moves it)",
+            );
+        }
         (!self.cluster_peers.is_empty() && self.peer_secret().is_none()).then_some(
             "cluster mode needs a shared secret for the peer port: set cluster-secret (the same \
              on every node, e.g. the output of `openssl rand -hex 32`); see \

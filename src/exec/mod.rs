@@ -35,6 +35,8 @@ pub enum Msg {
     Shutdown,
     /// The transport could not deliver to this peer (`Cluster::report_unreachable`).
     PeerUnreachable(u64),
+    /// The link to a Redis master this server replicates (redisrepl/replica.rs).
+    Repl(crate::redisrepl::replica::Event),
 }
 
 pub type Inbox = mpsc::UnboundedSender<Msg>;
@@ -85,6 +87,8 @@ pub struct Io {
     pub rdb: crate::persist::rdb_file::RdbState,
     /// The change count the background save in progress covers (subtracted when it succeeds).
     rdb_covered: u64,
+    /// The executor's inbox, for threads started at run time (a Redis master link).
+    pub inbox: Option<Inbox>,
 }
 
 impl std::ops::Deref for Server {
@@ -128,6 +132,7 @@ impl Server {
                 cluster: None,
                 rdb: crate::persist::rdb_file::RdbState::new(unix_ms() / 1000),
                 rdb_covered: 0,
+                inbox: None,
             },
             loader_client: Some(loader_client),
             changes: ChangeRecord::default(),
@@ -398,6 +403,7 @@ impl Server {
                     c.report_unreachable(id);
                 }
             }
+            Msg::Repl(ev) => crate::redisrepl::replica::handle(self, ev),
         }
     }
 
@@ -463,8 +469,10 @@ impl Server {
         let budget = cron_period(self.config.hz) / 4;
         let now = unix_ms();
         // In a cluster only the serving leader expires keys (its deletions are logged).
+        // A Redis replica leaves expiry to its master (redisrepl/replica.rs).
         let expire = self.io.cluster.as_ref().is_none_or(|c| c.may_expire())
-            && self.state.debug.active_expire;
+            && self.state.debug.active_expire
+            && !self.state.replica.following();
         for db in self.dbs.iter_mut().filter(|_| expire) {
             // Redis's active expire cycle: 20 keys a step while over a quarter of them were dead.
             while db.active_expire_step(now, 20, 64) {
@@ -766,6 +774,14 @@ impl Host for Io {
             .is_some_and(|g| g.home().masterdown != 0)
     }
 
+    fn replicaof(
+        &mut self,
+        state: &mut State,
+        master: Option<(String, u16)>,
+    ) -> Result<(), String> {
+        crate::redisrepl::replica::replicaof(state, self.inbox.as_ref(), master, false)
+    }
+
     fn cluster_admin(&mut self, op: &crate::replication::Admin) -> Result<(), String> {
         match self.cluster.as_mut() {
             Some(g) => g.home_mut().admin(op),
@@ -945,6 +961,7 @@ fn run_executor(
     });
     let mut server = Server::new(config, shared);
     server.io.cluster = cluster;
+    server.io.inbox = Some(inbox.clone());
     // Peer messages wake the loop directly (exec/peer.rs reads them in cluster_round).
     if let Some(c) = server.io.cluster.as_ref() {
         if let Err(e) = net.watch(c.peer_fd()) {
@@ -962,6 +979,15 @@ fn run_executor(
         tracing::info!("Ready to accept connections tls");
     }
     crate::supervise::ready(&server.config);
+    if let Some(master) = crate::redisrepl::replica::configured(&server.config) {
+        let inbox = server.io.inbox.clone();
+        let state = &mut server.state;
+        if let Err(e) =
+            crate::redisrepl::replica::replicaof(state, inbox.as_ref(), Some(master), true)
+        {
+            fatal(&e);
+        }
+    }
     serve(&mut server, &mut net, &mut rx, waker);
     server.finish_shutdown();
 }

@@ -15,6 +15,7 @@ pub mod notify;
 pub mod ops;
 pub mod output;
 pub mod pubsub;
+pub mod replica_link;
 pub mod shared;
 pub mod stats;
 pub mod tracking;
@@ -120,6 +121,16 @@ pub trait Host {
     fn cluster_first_masters_ask(&mut self, _client: u64) -> bool {
         false
     }
+    /// REPLICAOF host port (`Some`) or NO ONE (`None`) on a lone server: starts following a
+    /// Redis master (switching from the one followed), or stops and becomes a master keeping
+    /// the data. Err: the error reply.
+    fn replicaof(
+        &mut self,
+        _state: &mut State,
+        _master: Option<(String, u16)>,
+    ) -> Result<(), String> {
+        Err("ERR REPLICAOF is not available here".into())
+    }
 }
 
 /// The state machine's data.
@@ -167,6 +178,9 @@ pub struct State {
     pub functions: Option<Box<dyn std::any::Any>>,
     /// What DEBUG switches (SET-ACTIVE-EXPIRE, PAUSE-CRON, SET-DISABLE-DENY-SCRIPTS...).
     pub debug: DebugSwitches,
+    /// deadbolt as a replica of a Redis master (REPLICAOF host port): the master followed and
+    /// the replication history it leaves (replica_link.rs).
+    pub replica: replica_link::ReplicaHistory,
 }
 
 /// Redis's debugging switches, set by DEBUG and read where Redis reads them.
@@ -236,6 +250,7 @@ impl State {
             changes_since_save: 0,
             functions: None,
             debug: DebugSwitches::default(),
+            replica: Default::default(),
         };
         state.sync_created_recording();
         state.stats.latency_tracking = latency_tracking;

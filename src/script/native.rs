@@ -157,7 +157,10 @@ pub fn run(
 ) -> Option<Frame> {
     // Read-only runs refuse the writes; a restricted user's calls are checked one by one; a
     // replica refuses writes: each would make a call fail, which Lua reports.
-    if ro || ctx.client.perms.is_some() || crate::cmd::support::is_replica(ctx.host.cluster()) {
+    if ro
+        || ctx.client.perms.is_some()
+        || crate::cmd::support::refuses_writes(ctx.srv, ctx.host.cluster())
+    {
         return None;
     }
     let (key, arg) = match (keys.first(), args.first()) {

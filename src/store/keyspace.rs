@@ -61,6 +61,22 @@ pub struct Db {
     /// INFO keyspace `avg_ttl` (ms): Redis's estimate, a moving average of the TTLs that active
     /// expiry samples; 0 while no key has a deadline.
     pub avg_ttl: u64,
+    /// What a lookup does with a key whose deadline has passed.
+    pub expiry: Expiry,
+}
+
+/// How lookups treat a key whose deadline has passed. A Redis replica leaves expiry to its
+/// master, whose DEL arrives in the stream: its clients read such a key as absent, and the
+/// master's own commands still find it (Redis's expireIfNeeded for a replica).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub enum Expiry {
+    /// A master: the key is removed (and announced) on lookup.
+    #[default]
+    Remove,
+    /// A replica's clients: the key reads as absent and stays.
+    Hide,
+    /// A replica applying its master's stream: the key is live until the master deletes it.
+    Keep,
 }
 
 /// Redis's LRU clock: seconds, 24 bits, wrapping (about every 194 days).
@@ -122,7 +138,11 @@ impl Db {
         self.lru_now = lru_clock(now);
         let idx = self.map.index_of(key)?;
         if self.map.value(idx).is_expired(now) {
-            self.expire_now(idx);
+            match self.expiry {
+                Expiry::Remove => self.expire_now(idx),
+                Expiry::Hide => return None,
+                Expiry::Keep => return Some(idx),
+            }
             return None;
         }
         Some(idx)
@@ -258,7 +278,7 @@ impl Db {
     ) -> bool {
         self.lru_now = lru_clock(now);
         let h = match self.map.lookup(key) {
-            Ok(idx) if !self.map.value(idx).is_expired(now) => {
+            Ok(idx) if !self.map.value(idx).is_expired(now) || self.expiry == Expiry::Keep => {
                 self.map.key_mut(idx).set_lru(self.lru_now);
                 if only_if_absent {
                     return false;
@@ -504,6 +524,27 @@ mod tests {
         assert_eq!(db.len(), 1);
         assert_eq!(db.expires_count(), 0);
         assert_eq!(db.expired_total, 2);
+    }
+
+    #[test]
+    fn a_replica_hides_dead_keys_and_its_master_still_finds_them() {
+        let mut db = Db::default();
+        db.set(b"lock", s("t"), 100);
+        db.expiry = Expiry::Hide;
+        assert!(
+            db.get(b"lock", 101).is_none(),
+            "a client reads it as absent"
+        );
+        assert_eq!((db.len(), db.expired_total), (1, 0), "but it stays");
+        db.expiry = Expiry::Keep;
+        assert!(
+            db.get(b"lock", 101).is_some(),
+            "the master's commands find it"
+        );
+        assert!(!db.put(b"lock", || s("u"), 500, 101, true), "NX sees it");
+        db.expiry = Expiry::Remove;
+        assert!(db.get(b"lock", 101).is_none());
+        assert_eq!((db.len(), db.expired_total), (0, 1), "a master removes it");
     }
 
     #[test]

@@ -13,7 +13,7 @@ pub mod waiters;
 pub mod zset;
 
 pub use change::{ChangeRecord, Dbs};
-pub use keyspace::{Db, Entry};
+pub use keyspace::{Db, Entry, Expiry};
 pub use value::Value;
 
 pub type FastMap<K, V> = std::collections::HashMap<K, V, ahash::RandomState>;

@@ -147,8 +147,6 @@ fn compatibility_directives_read_and_set_as_on_redis() {
 #[test]
 fn directives_that_cannot_be_ignored_stop_the_start() {
     for (name, value) in [
-        ("replicaof", "10.0.0.1 6379"),
-        ("slaveof", "10.0.0.1 6379"),
         ("unixsocket", "/run/redis/redis.sock"),
         ("cluster-enabled", "yes"),
         ("tls-protocols", "TLSv1.3"),
@@ -163,6 +161,15 @@ fn directives_that_cannot_be_ignored_stop_the_start() {
             err.contains(name) && err.contains("not supported by deadbolt: "),
             "{name}: {err}"
         );
+    }
+    // A lone server follows a Redis master named by `replicaof` (redisrepl); a cluster node
+    // replicates through Raft and refuses it.
+    for name in ["replicaof", "slaveof"] {
+        let out = std::process::Command::new(common::deadbolt_bin())
+            .args(["--test-config", &format!("--{name}"), "10.0.0.1 6379"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{name}: {out:?}");
     }
     // Their defaults are fine (a stock file may spell them out).
     let out = std::process::Command::new(common::deadbolt_bin())

@@ -44,17 +44,35 @@ fn replicaof_no_one_is_ok_and_bad_ports_are_refused() {
         .map(|a| c.cmd(a))
         .collect()
     });
-    // Following a Redis master is refused, not acknowledged.
+    // Following a master that cannot be reached: OK, ROLE says the link is being made, writes
+    // are refused, and NO ONE makes it a master again (as a redis-server does).
     let d = deadbolt(&[]);
-    let reply = d.conn().cmd_str(&["REPLICAOF", "127.0.0.1", "6379"]);
-    assert!(
-        reply.starts_with("-ERR deadbolt does not replicate"),
-        "{reply}"
+    let mut c = d.conn();
+    let port = common::free_port().to_string();
+    assert_eq!(c.cmd_str(&["REPLICAOF", "127.0.0.1", &port]), "+OK\r\n");
+    assert_eq!(
+        c.cmd_str(&["REPLICAOF", "127.0.0.1", &port]),
+        "+OK Already connected to specified master\r\n"
     );
-    assert!(d
-        .conn()
-        .cmd_str(&["ROLE"])
-        .starts_with("*3\r\n$6\r\nmaster"));
+    let role = c.cmd_str(&["ROLE"]);
+    assert!(
+        role.starts_with(&format!(
+            "*5\r\n$5\r\nslave\r\n$9\r\n127.0.0.1\r\n:{port}\r\n"
+        )) && role.ends_with(":-1\r\n"),
+        "{role}"
+    );
+    assert_eq!(
+        c.cmd_str(&["SET", "k", "v"]),
+        "-READONLY You can't write against a read only replica.\r\n"
+    );
+    let info = c.cmd_str(&["INFO", "replication"]);
+    assert!(
+        info.contains("role:slave\r\n") && info.contains("master_link_status:down\r\n"),
+        "{info}"
+    );
+    assert_eq!(c.cmd_str(&["REPLICAOF", "NO", "ONE"]), "+OK\r\n");
+    assert!(c.cmd_str(&["ROLE"]).starts_with("*3\r\n$6\r\nmaster"));
+    assert_eq!(c.cmd_str(&["SET", "k", "v"]), "+OK\r\n");
 }
 
 #[test]
