@@ -16,6 +16,7 @@ pub mod logging;
 pub mod machine;
 pub mod persist;
 pub mod protocol;
+pub mod redisrepl;
 pub mod replication;
 pub mod script;
 pub mod server;

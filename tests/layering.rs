@@ -25,15 +25,20 @@ const LAYERS: &[&[&str]] = &[
     &["persist"],
     &["replication"],
     &["logging", "supervise"],
-    &["machine"],
+    &["machine", "redisrepl"],
     &["cmd", "script"],
     &["exec", "server"],
     &["lib", "main"],
 ];
 
 /// Modules of one layer that call each other: scripts run commands through dispatch and the
-/// scripting commands run scripts; the accept side and the event loop are one network layer.
-const PEERS: &[(&str, &str)] = &[("cmd", "script"), ("exec", "server")];
+/// scripting commands run scripts; the accept side and the event loop are one network layer;
+/// the state holds Redis replication's master side, which writes to connections' output.
+const PEERS: &[(&str, &str)] = &[
+    ("cmd", "script"),
+    ("exec", "server"),
+    ("machine", "redisrepl"),
+];
 
 fn layer_of(module: &str) -> usize {
     LAYERS

@@ -927,9 +927,10 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
                 st.total_error_replies,
             );
         }
-        "replication" => {
-            super::support::info_section(host.cluster(), &srv.repl_id, out);
-        }
+        "replication" => match host.cluster() {
+            None => super::support::info_lone_master(srv, out),
+            view => super::support::info_section(view, &srv.repl_id, out),
+        },
         "cpu" => {
             let (sys, user) = cpu_times(libc::RUSAGE_SELF);
             // INFO runs on the executor thread, which is Redis's main thread here.

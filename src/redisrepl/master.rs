@@ -1,0 +1,521 @@
+//! deadbolt as the master of stock Redis replicas (Redis 7.0's replication.c, master side).
+//!
+//! The stream a replica receives is the change record of every unit of work (store/change.rs)
+//! written as commands by `persist::emit`, exactly as the append-only file gets it: each unit's
+//! final key states (`SET key value PXAT ms`, `DEL key`, a MULTI/EXEC block when a unit changed
+//! more than one thing), with a SELECT whenever the database changes, plus the unit's PUBLISH
+//! calls, PINGs every `repl-ping-replica-period` seconds and `REPLCONF GETACK *` when a WAIT
+//! asks. `offset` counts every byte of it (Redis's master_repl_offset); the backlog keeps the
+//! last `repl-backlog-size` bytes for partial resynchronisation (PSYNC → +CONTINUE).
+//!
+//! A full resynchronisation encodes the dataset as an RDB (persist/rdb_file.rs) at the moment
+//! SYNC/PSYNC runs: the executor is single-threaded, so the snapshot is exactly the state at
+//! `offset`, and everything fed after it follows it on the connection. The reply line
+//! (+FULLRESYNC / +CONTINUE) leaves as the command's reply; the RDB or the backlog's bytes and
+//! the stream fed meanwhile are queued on the replica and appended to its connection at the end
+//! of the pass (`flush`), after that reply. From then on the stream is appended as it is fed.
+
+use crate::machine::output::ConnOut;
+use crate::persist::emit;
+use crate::store::{ChangeRecord, Db};
+use bytes::Bytes;
+use std::fmt::Write as _;
+use std::rc::Rc;
+
+/// Redis's `REPLCONF GETACK *` as it appears in the stream.
+const GETACK: &[u8] = b"*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n";
+const PING: &[u8] = b"*1\r\n$4\r\nPING\r\n";
+
+/// A replica's output beyond this is dropped with the connection, as Redis's default
+/// `client-output-buffer-limit replica 256mb`: a replica that stops reading cannot make the
+/// master hold the stream forever; it reconnects and resynchronises.
+const OUTPUT_HARD_LIMIT: usize = 256 << 20;
+
+/// The circular replication backlog (Redis's repl_backlog).
+struct Backlog {
+    buf: Vec<u8>,
+    /// Where the next byte goes.
+    idx: usize,
+    /// Bytes of history held (at most `buf.len()`).
+    histlen: usize,
+    /// Replication offset of the first byte held (1-based, as Redis's `repl_backlog->offset`).
+    first: u64,
+}
+
+impl Backlog {
+    fn new(size: usize, first: u64) -> Backlog {
+        Backlog {
+            buf: vec![0; size.max(16 * 1024)],
+            idx: 0,
+            histlen: 0,
+            first,
+        }
+    }
+
+    fn feed(&mut self, mut data: &[u8]) {
+        let size = self.buf.len();
+        if data.len() > size {
+            // Only the last `size` bytes can be kept.
+            let skip = data.len() - size;
+            self.first += skip as u64;
+            self.first += self.histlen as u64;
+            self.histlen = 0;
+            data = &data[skip..];
+        }
+        let n = data.len();
+        let room = size - self.idx;
+        if n <= room {
+            self.buf[self.idx..self.idx + n].copy_from_slice(data);
+        } else {
+            self.buf[self.idx..].copy_from_slice(&data[..room]);
+            self.buf[..n - room].copy_from_slice(&data[room..]);
+        }
+        self.idx = (self.idx + n) % size;
+        let over = (self.histlen + n).saturating_sub(size);
+        self.histlen = (self.histlen + n).min(size);
+        self.first += over as u64;
+    }
+
+    /// The bytes from replication offset `from` (1-based) to the end; None if not held.
+    fn since(&self, from: u64) -> Option<Vec<u8>> {
+        let end = self.first + self.histlen as u64;
+        if from < self.first || from > end {
+            return None;
+        }
+        let skip = (from - self.first) as usize;
+        let len = self.histlen - skip;
+        let size = self.buf.len();
+        let start = (self.idx + size - self.histlen + skip) % size;
+        let mut out = Vec::with_capacity(len);
+        if start + len <= size {
+            out.extend_from_slice(&self.buf[start..start + len]);
+        } else {
+            out.extend_from_slice(&self.buf[start..]);
+            out.extend_from_slice(&self.buf[..len - (size - start)]);
+        }
+        Some(out)
+    }
+
+    /// `repl-backlog-size` changed: keep the most recent history that fits.
+    fn resize(&mut self, size: usize) {
+        let size = size.max(16 * 1024);
+        if size == self.buf.len() {
+            return;
+        }
+        let keep = self.histlen.min(size);
+        let first = self.first + (self.histlen - keep) as u64;
+        let data = self.since(first).unwrap_or_default();
+        *self = Backlog::new(size, first);
+        self.feed(&data);
+        self.first = first;
+    }
+}
+
+/// What REPLCONF told about a connection before (or after) it became a replica.
+#[derive(Debug, Default, Clone)]
+pub struct Conf {
+    pub listening_port: i64,
+    pub ip_address: Option<String>,
+    pub capa_eof: bool,
+    pub capa_psync2: bool,
+}
+
+/// One attached Redis replica (Redis's client with CLIENT_SLAVE).
+pub struct Replica {
+    pub id: u64,
+    out: Rc<ConnOut>,
+    /// The connection's peer address (ip only), used when REPLCONF ip-address was not sent.
+    peer_ip: String,
+    pub conf: Conf,
+    /// Highest offset it acknowledged (REPLCONF ACK).
+    pub ack_off: u64,
+    /// Unix ms of its last ACK (of its attach for SYNC replicas, which never ACK).
+    pub ack_ms: u64,
+    /// Attached with SYNC (Redis's CLIENT_PRE_PSYNC): no ACKs expected.
+    pub pre_psync: bool,
+    /// Not started yet: the RDB to send first (full sync), and the stream fed since.
+    start: Option<(Option<Bytes>, Vec<u8>)>,
+}
+
+impl Replica {
+    /// It has been given its RDB (or backlog) and gets the stream as it is fed.
+    pub fn online(&self) -> bool {
+        self.start.is_none()
+    }
+
+    pub fn ip(&self) -> &str {
+        self.conf.ip_address.as_deref().unwrap_or(&self.peer_ip)
+    }
+}
+
+/// How a SYNC/PSYNC is answered (`Master::sync`).
+pub enum Synced {
+    /// +FULLRESYNC <replid> <offset> (None: SYNC, which gets no line before the RDB).
+    Full(Option<String>),
+    /// +CONTINUE [<replid>].
+    Partial(String),
+}
+
+/// The master side of Redis replication (module comment).
+#[derive(Default)]
+pub struct Master {
+    /// Bytes of stream ever produced (Redis's master_repl_offset).
+    pub offset: u64,
+    backlog: Option<Backlog>,
+    pub replicas: Vec<Replica>,
+    /// REPLCONF settings of connections that are not replicas yet, by client id.
+    confs: Vec<(u64, Conf)>,
+    /// The database the stream last selected (None: the next unit starts with SELECT).
+    selected: Option<usize>,
+    /// One unit's bytes, reused.
+    buf: Vec<u8>,
+    /// A WAIT is parked: REPLCONF GETACK goes to the replicas at the end of the pass.
+    pub get_ack: bool,
+    /// Unix seconds since when no replica is attached (the backlog's time to live).
+    no_replicas_since: u64,
+    /// Seconds counted by the replication cron (PING every `repl-ping-replica-period`).
+    cron_loops: u64,
+    last_cron_s: u64,
+    pub sync_full: u64,
+    pub sync_partial_ok: u64,
+    pub sync_partial_err: u64,
+}
+
+impl Master {
+    /// The stream is being produced (a backlog exists): units must be fed.
+    #[inline]
+    pub fn active(&self) -> bool {
+        self.backlog.is_some()
+    }
+
+    pub fn is_replica(&self, id: u64) -> bool {
+        self.replicas.iter().any(|r| r.id == id)
+    }
+
+    /// One unit of work's effects, as the AOF writes them, plus its PUBLISH calls.
+    pub fn feed_unit(&mut self, dbs: &[Db], r: &ChangeRecord) {
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        emit::unit(&mut buf, &mut self.selected, dbs, r);
+        emit::publishes(&mut buf, r);
+        self.feed(&buf);
+        self.buf = buf;
+    }
+
+    /// Appends bytes to the stream: the backlog, and every replica's output (or its queue
+    /// while it has not started).
+    fn feed(&mut self, data: &[u8]) {
+        if data.is_empty() {
+            return;
+        }
+        let Some(b) = self.backlog.as_mut() else {
+            return;
+        };
+        b.feed(data);
+        self.offset += data.len() as u64;
+        for r in &mut self.replicas {
+            match r.start.as_mut() {
+                Some((_, queued)) => queued.extend_from_slice(data),
+                None => r.out.extend(data),
+            }
+        }
+    }
+
+    /// REPLCONF's settings of connection `id` (a replica's or one about to be).
+    pub fn conf_mut(&mut self, id: u64) -> &mut Conf {
+        if let Some(i) = self.replicas.iter().position(|r| r.id == id) {
+            return &mut self.replicas[i].conf;
+        }
+        match self.confs.iter().position(|c| c.0 == id) {
+            Some(i) => &mut self.confs[i].1,
+            None => {
+                self.confs.push((id, Conf::default()));
+                &mut self.confs.last_mut().expect("just pushed").1
+            }
+        }
+    }
+
+    /// REPLCONF ACK from replica `id`; false if `id` is not a replica (Redis ignores it then).
+    pub fn ack(&mut self, id: u64, offset: u64, now_ms: u64) -> bool {
+        match self.replicas.iter_mut().find(|r| r.id == id) {
+            Some(r) => {
+                r.ack_off = r.ack_off.max(offset);
+                r.ack_ms = now_ms;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// SYNC (`psync` None) or PSYNC replid offset from connection `id`. `repl_id` is the
+    /// server's replication id (replaced when the backlog is created, as Redis does);
+    /// `rdb` encodes the dataset when a full resync is needed.
+    #[allow(clippy::too_many_arguments)]
+    pub fn sync(
+        &mut self,
+        id: u64,
+        out: Rc<ConnOut>,
+        peer_ip: String,
+        psync: Option<(&[u8], i64)>,
+        repl_id: &mut String,
+        backlog_size: usize,
+        now_ms: u64,
+        rdb: impl FnOnce() -> Vec<u8>,
+    ) -> Synced {
+        let conf = match self.confs.iter().position(|c| c.0 == id) {
+            Some(i) => self.confs.swap_remove(i).1,
+            None => Conf::default(),
+        };
+        let name = replica_name(&conf, &peer_ip);
+        tracing::info!("Replica {name} asks for synchronization");
+        let mut replica = Replica {
+            id,
+            out,
+            peer_ip,
+            conf,
+            ack_off: 0,
+            ack_ms: now_ms,
+            pre_psync: psync.is_none(),
+            start: None,
+        };
+        if let Some((asked, from)) = psync {
+            match self.partial(asked, from, repl_id) {
+                Ok(bytes) => {
+                    tracing::info!("Partial resynchronization request from {name} accepted. Sending {} bytes of backlog starting from offset {from}.", bytes.len());
+                    self.sync_partial_ok += 1;
+                    let line = if replica.conf.capa_psync2 {
+                        format!("CONTINUE {repl_id}")
+                    } else {
+                        "CONTINUE".to_owned()
+                    };
+                    replica.start = Some((None, bytes));
+                    self.replicas.push(replica);
+                    return Synced::Partial(line);
+                }
+                Err(why) => {
+                    tracing::info!("{why}");
+                    if asked.first() != Some(&b'?') {
+                        self.sync_partial_err += 1;
+                    }
+                }
+            }
+        }
+        self.sync_full += 1;
+        if self.backlog.is_none() {
+            *repl_id = crate::machine::random_hex40();
+            self.backlog = Some(Backlog::new(backlog_size, self.offset + 1));
+            tracing::info!(
+                "Replication backlog created, my new replication IDs are '{repl_id}' and '0000000000000000000000000000000000000000'"
+            );
+        }
+        // The replica starts from the snapshot: the next unit selects its database again.
+        self.selected = None;
+        tracing::info!("Starting BGSAVE for SYNC with target: replicas sockets");
+        replica.start = Some((Some(Bytes::from(rdb())), Vec::new()));
+        let pre_psync = replica.pre_psync;
+        self.replicas.push(replica);
+        Synced::Full((!pre_psync).then(|| format!("FULLRESYNC {repl_id} {}", self.offset)))
+    }
+
+    /// Redis's masterTryPartialResynchronization: the backlog's bytes from `from` on, or why
+    /// a full resync is needed.
+    fn partial(&self, asked: &[u8], from: i64, repl_id: &str) -> Result<Vec<u8>, String> {
+        if !asked.eq_ignore_ascii_case(repl_id.as_bytes()) {
+            return Err(if asked.first() == Some(&b'?') {
+                "Full resync requested by replica".to_owned()
+            } else {
+                format!("Partial resynchronization not accepted: Replication ID mismatch (Replica asked for '{}', my replication IDs are '{repl_id}' and '0000000000000000000000000000000000000000')", String::from_utf8_lossy(asked))
+            });
+        }
+        let bytes = u64::try_from(from)
+            .ok()
+            .and_then(|f| self.backlog.as_ref().and_then(|b| b.since(f)));
+        bytes.ok_or_else(|| format!("Unable to partial resync with replica for lack of backlog (Replica request was: {from})."))
+    }
+
+    /// End of a pass (before the loop writes): replicas attached during it get their RDB or
+    /// backlog bytes and the stream since, after the reply that announced them; a WAIT's
+    /// GETACK goes out.
+    pub fn flush(&mut self) {
+        if self.get_ack {
+            self.get_ack = false;
+            if !self.replicas.is_empty() {
+                self.feed(GETACK);
+            }
+        }
+        for r in &mut self.replicas {
+            let Some((rdb, queued)) = r.start.take() else {
+                continue;
+            };
+            if let Some(rdb) = rdb {
+                r.out.extend(format!("${}\r\n", rdb.len()).as_bytes());
+                r.out.put(rdb);
+                tracing::info!(
+                    "Synchronization with replica {} succeeded",
+                    replica_name(&r.conf, &r.peer_ip)
+                );
+            }
+            if !queued.is_empty() {
+                r.out.put(Bytes::from(queued));
+            }
+        }
+    }
+
+    /// Connection `id` is gone: it is no replica any more.
+    pub fn forget(&mut self, id: u64) {
+        if self.confs.is_empty() && self.replicas.is_empty() {
+            return;
+        }
+        self.confs.retain(|c| c.0 != id);
+        let before = self.replicas.len();
+        self.replicas.retain(|r| r.id != id);
+        if self.replicas.len() != before {
+            tracing::info!("Connection with replica client id #{id} lost.");
+            if self.replicas.is_empty() {
+                self.no_replicas_since = crate::clock::unix_ms() / 1000;
+            }
+        }
+    }
+
+    /// Once a second (Redis's replicationCron): PING the replicas every `ping_period`
+    /// seconds; returns the replicas to disconnect (silent longer than `timeout_s`, or output
+    /// over the replica limit); frees the backlog after `backlog_ttl_s` without replicas
+    /// (true: the stream stopped, the replication id is replaced).
+    pub fn cron(
+        &mut self,
+        now_ms: u64,
+        ping_period: u64,
+        timeout_s: u64,
+        backlog_ttl_s: u64,
+        backlog_size: usize,
+        repl_id: &mut String,
+    ) -> (Vec<u64>, bool) {
+        let now_s = now_ms / 1000;
+        if now_s == self.last_cron_s || !self.active() {
+            return (Vec::new(), false);
+        }
+        self.last_cron_s = now_s;
+        self.cron_loops += 1;
+        if let Some(b) = self.backlog.as_mut() {
+            b.resize(backlog_size);
+        }
+        if !self.replicas.is_empty() && self.cron_loops % ping_period.max(1) == 0 {
+            self.feed(PING);
+        }
+        let mut drop = Vec::new();
+        for r in &self.replicas {
+            let silent = !r.pre_psync
+                && r.start.is_none()
+                && now_ms.saturating_sub(r.ack_ms) / 1000 > timeout_s.max(1);
+            if silent {
+                tracing::warn!(
+                    "Disconnecting timedout replica (streaming sync): {}",
+                    replica_name(&r.conf, &r.peer_ip)
+                );
+                drop.push(r.id);
+            } else if r.out.len() > OUTPUT_HARD_LIMIT {
+                tracing::warn!(
+                    "Client id={} closed for overcoming of output buffer limits.",
+                    r.id
+                );
+                drop.push(r.id);
+            }
+        }
+        let mut freed = false;
+        if self.replicas.is_empty()
+            && backlog_ttl_s != 0
+            && now_s.saturating_sub(self.no_replicas_since) > backlog_ttl_s
+        {
+            *repl_id = crate::machine::random_hex40();
+            self.backlog = None;
+            self.selected = None;
+            freed = true;
+            tracing::info!("Replication backlog freed after {backlog_ttl_s} seconds without connected replicas.");
+        }
+        (drop, freed)
+    }
+
+    /// Replicas that acknowledged `offset` (WAIT).
+    pub fn acked(&self, offset: u64) -> i64 {
+        self.replicas
+            .iter()
+            .filter(|r| r.start.is_none() && r.ack_off >= offset)
+            .count() as i64
+    }
+
+    /// Replicas heard from within `max_lag_s` seconds (min-replicas-to-write).
+    pub fn good(&self, now_ms: u64, max_lag_s: u64) -> u64 {
+        self.replicas
+            .iter()
+            .filter(|r| now_ms.saturating_sub(r.ack_ms) / 1000 <= max_lag_s)
+            .count() as u64
+    }
+
+    /// INFO replication's master lines from `connected_slaves` to `repl_backlog_histlen`.
+    pub fn info(&self, repl_id: &str, backlog_size: u64, now_ms: u64, out: &mut String) {
+        let _ = write!(out, "connected_slaves:{}\r\n", self.replicas.len());
+        for (i, r) in self.replicas.iter().enumerate() {
+            let state = if r.start.is_some() {
+                "wait_bgsave"
+            } else {
+                "online"
+            };
+            let lag = now_ms.saturating_sub(r.ack_ms) / 1000;
+            let _ = write!(
+                out,
+                "slave{i}:ip={},port={},state={state},offset={},lag={lag}\r\n",
+                r.ip(),
+                r.conf.listening_port,
+                r.ack_off
+            );
+        }
+        let (active, first, histlen) = match self.backlog.as_ref() {
+            Some(b) => (1, b.first, b.histlen),
+            None => (0, 0, 0),
+        };
+        let _ = write!(
+            out,
+            "master_failover_state:no-failover\r\nmaster_replid:{repl_id}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:{}\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:{active}\r\nrepl_backlog_size:{backlog_size}\r\nrepl_backlog_first_byte_offset:{first}\r\nrepl_backlog_histlen:{histlen}\r\n",
+            self.offset
+        );
+    }
+}
+
+/// Redis's replicationGetSlaveName: `ip:port` (the announced or peer ip, the listening port).
+fn replica_name(conf: &Conf, peer_ip: &str) -> String {
+    let ip = conf.ip_address.as_deref().unwrap_or(peer_ip);
+    if conf.listening_port != 0 {
+        format!("{ip}:{}", conf.listening_port)
+    } else {
+        format!("{ip}:<unknown-replica-port>")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backlog_keeps_the_last_bytes_and_serves_offsets() {
+        let mut b = Backlog::new(16 * 1024, 1);
+        let data: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8).collect();
+        b.feed(&data[..10_000]);
+        assert_eq!(b.since(1).unwrap(), &data[..10_000]);
+        assert_eq!(b.since(10_001).unwrap(), Vec::<u8>::new());
+        assert!(b.since(10_002).is_none());
+        b.feed(&data[10_000..]);
+        assert_eq!(b.histlen, 16 * 1024);
+        assert_eq!(b.first, 40_001 - 16 * 1024);
+        assert!(b.since(b.first - 1).is_none());
+        assert_eq!(b.since(30_001).unwrap(), &data[30_000..]);
+        b.resize(20_000);
+        assert_eq!(b.since(30_001).unwrap(), &data[30_000..]);
+        b.feed(&data[..5]);
+        assert_eq!(&b.since(40_001).unwrap()[..], &data[..5]);
+        // One feed larger than the backlog.
+        let mut c = Backlog::new(16 * 1024, 1);
+        c.feed(&data);
+        assert_eq!(c.first, 40_001 - 16 * 1024);
+        assert_eq!(c.since(c.first).unwrap(), &data[40_000 - 16 * 1024..]);
+    }
+}
