@@ -122,7 +122,7 @@ fn replconf(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             // Redis's NET_HOST_STR_LEN.
             if val.len() >= 256 {
                 return Err(CmdError::erf(format!(
-                    "ERR REPLCONF ip-address provided by replica instance is too long: {} bytes",
+                    "REPLCONF ip-address provided by replica instance is too long: {} bytes",
                     val.len()
                 )));
             }
@@ -157,20 +157,20 @@ fn replconf(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         } else if is("rdb-only") {
             if !(0..=1).contains(&int_arg(val)?) {
                 return Err(CmdError::erf(
-                    "ERR value is out of range, must be between 0 and 1".to_string(),
+                    "value is out of range, value must between 0 and 1".to_string(),
                 ));
             }
         } else if is("rdb-filter-only") {
             for f in String::from_utf8_lossy(val).split_whitespace() {
                 if !f.eq_ignore_ascii_case("functions") {
                     return Err(CmdError::erf(format!(
-                        "ERR Unsupported rdb-filter-only option: {f}"
+                        "Unsupported rdb-filter-only option: {f}"
                     )));
                 }
             }
         } else {
             return Err(CmdError::erf(format!(
-                "ERR Unrecognized REPLCONF option: {}",
+                "Unrecognized REPLCONF option: {}",
                 String::from_utf8_lossy(opt)
             )));
         }

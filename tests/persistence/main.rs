@@ -9,3 +9,4 @@ mod disk_faults;
 mod disk_faults_raft;
 mod persistence;
 mod rdb;
+mod redis_replica;
