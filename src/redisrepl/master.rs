@@ -17,7 +17,7 @@
 
 use crate::machine::output::ConnOut;
 use crate::persist::emit;
-use crate::store::{ChangeRecord, Db};
+use crate::store::{ChangeRecord, Db, Value};
 use bytes::Bytes;
 use std::fmt::Write as _;
 use std::rc::Rc;
@@ -196,7 +196,27 @@ impl Master {
     pub fn feed_unit(&mut self, dbs: &[Db], r: &ChangeRecord) {
         let mut buf = std::mem::take(&mut self.buf);
         buf.clear();
+        // `emit::unit` wraps a unit of several changes in MULTI/EXEC; a single key that is not
+        // a string is written as several commands too (DEL, then HSET/RPUSH/…, PEXPIREAT):
+        // a replica must apply those at once as well (a Redisson lock is a hash), or a read
+        // or a promotion between them would find the key missing.
+        let one_key = r.functions.len() + r.swaps.len() + r.flushed.len() + r.keys.len() == 1;
+        let several = one_key
+            && r.keys.first().is_some_and(|(db, key)| {
+                (dbs[*db].peek(key)).is_some_and(|e| !matches!(e.value, Value::Str(_)))
+            });
+        if several {
+            let db = r.keys[0].0;
+            if self.selected != Some(db) {
+                emit::command(&mut buf, &[b"SELECT", db.to_string().as_bytes()]);
+                self.selected = Some(db);
+            }
+            emit::command(&mut buf, &[b"MULTI"]);
+        }
         emit::unit(&mut buf, &mut self.selected, dbs, r);
+        if several {
+            emit::command(&mut buf, &[b"EXEC"]);
+        }
         emit::publishes(&mut buf, r);
         self.feed(&buf);
         self.buf = buf;
@@ -494,6 +514,52 @@ fn replica_name(conf: &Conf, peer_ip: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What the stream carries for one unit, through the backlog.
+    fn fed(dbs: &[Db], keys: &[&'static [u8]]) -> String {
+        let mut m = Master {
+            backlog: Some(Backlog::new(1 << 20, 1)),
+            ..Default::default()
+        };
+        let r = ChangeRecord {
+            keys: keys.iter().map(|k| (0, Bytes::from_static(k))).collect(),
+            ..Default::default()
+        };
+        m.feed_unit(dbs, &r);
+        String::from_utf8(m.backlog.as_ref().unwrap().since(1).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_unit_is_applied_at_once_by_the_replica() {
+        let mut dbs = vec![Db::default()];
+        let mut h = crate::store::hash::HashValue::default();
+        h.insert(b"client:1", b"1");
+        dbs[0].set(b"rlock", Value::Hash(h), 5_000);
+        dbs[0].set(b"lock", Value::Str(Bytes::from_static(b"t")), 7_000);
+        let cmd = |args: &[&[u8]]| {
+            let mut v = Vec::new();
+            emit::command(&mut v, args);
+            String::from_utf8(v).unwrap()
+        };
+        // A hash (a Redisson lock) is DEL + HSET + PEXPIREAT: one transaction.
+        let want = [
+            cmd(&[b"SELECT", b"0"]),
+            cmd(&[b"MULTI"]),
+            cmd(&[b"DEL", b"rlock"]),
+            cmd(&[b"HSET", b"rlock", b"client:1", b"1"]),
+            cmd(&[b"PEXPIREAT", b"rlock", b"5000"]),
+            cmd(&[b"EXEC"]),
+        ];
+        assert_eq!(fed(&dbs, &[b"rlock"]), want.concat());
+        // A string lock is one command; a released one is DEL.
+        let want = [
+            cmd(&[b"SELECT", b"0"]),
+            cmd(&[b"SET", b"lock", b"t", b"PXAT", b"7000"]),
+        ];
+        assert_eq!(fed(&dbs, &[b"lock"]), want.concat());
+        let want = [cmd(&[b"SELECT", b"0"]), cmd(&[b"DEL", b"gone"])];
+        assert_eq!(fed(&dbs, &[b"gone"]), want.concat());
+    }
 
     #[test]
     fn backlog_keeps_the_last_bytes_and_serves_offsets() {
