@@ -205,12 +205,21 @@ impl Master {
             && r.keys.first().is_some_and(|(db, key)| {
                 (dbs[*db].peek(key)).is_some_and(|e| !matches!(e.value, Value::Str(_)))
             });
-        if several {
-            let db = r.keys[0].0;
+        // A transaction starts in the database of its first command, selected before MULTI
+        // as Redis does.
+        let all_flushed = !r.flushed.is_empty() && r.flushed.len() == dbs.len();
+        let first_db = match (r.flushed.first(), r.keys.first()) {
+            (Some(&db), _) if !all_flushed => Some(db),
+            (None, Some((db, _))) => Some(*db),
+            _ => None,
+        };
+        if let Some(db) = first_db.filter(|_| r.functions.is_empty() && r.swaps.is_empty()) {
             if self.selected != Some(db) {
                 emit::command(&mut buf, &[b"SELECT", db.to_string().as_bytes()]);
                 self.selected = Some(db);
             }
+        }
+        if several {
             emit::command(&mut buf, &[b"MULTI"]);
         }
         emit::unit(&mut buf, &mut self.selected, dbs, r);
@@ -559,6 +568,15 @@ mod tests {
         assert_eq!(fed(&dbs, &[b"lock"]), want.concat());
         let want = [cmd(&[b"SELECT", b"0"]), cmd(&[b"DEL", b"gone"])];
         assert_eq!(fed(&dbs, &[b"gone"]), want.concat());
+        // Several keys: one transaction, its database selected before MULTI (as Redis).
+        let want = [
+            cmd(&[b"SELECT", b"0"]),
+            cmd(&[b"MULTI"]),
+            cmd(&[b"SET", b"lock", b"t", b"PXAT", b"7000"]),
+            cmd(&[b"DEL", b"gone"]),
+            cmd(&[b"EXEC"]),
+        ];
+        assert_eq!(fed(&dbs, &[b"lock", b"gone"]), want.concat());
     }
 
     #[test]
