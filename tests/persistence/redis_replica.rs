@@ -111,6 +111,8 @@ fn attach_replica(master_port: u16, dir: &std::path::Path) -> (Server, Conn) {
         &master_port.to_string(),
         "--dir",
         dir.to_str().unwrap(),
+        "--enable-debug-command",
+        "yes",
     ]);
     let mut r = replica.conn();
     wait_for("the replica's link", || {
@@ -122,7 +124,12 @@ fn attach_replica(master_port: u16, dir: &std::path::Path) -> (Server, Conn) {
 #[test]
 fn a_redis_replica_follows_deadbolt_and_is_promoted_with_every_lock() {
     let dir = TempDir::new("redis-replica");
-    let db = deadbolt(&["--dir", dir.0.to_str().unwrap()]);
+    let db = deadbolt(&[
+        "--dir",
+        dir.0.to_str().unwrap(),
+        "--enable-debug-command",
+        "yes",
+    ]);
     let mut m = db.conn();
     // 10,000 held locks with TTLs from 60 s to 160 s, and 200 that expire within a second.
     let mut acquire: Vec<Vec<String>> = (0..10_000)
@@ -183,7 +190,11 @@ fn a_redis_replica_follows_deadbolt_and_is_promoted_with_every_lock() {
             "1000",
         ]));
     }
+    // A Redisson-style lock is a hash with a deadline.
+    traffic.push(cmd(&["HINCRBY", "rlock", "client:1", "1"]));
+    traffic.push(cmd(&["PEXPIRE", "rlock", "100000"]));
     let replies = pipeline(&mut m, &traffic);
+    let replies = &replies[..replies.len() - 2];
     assert!(replies.chunks(4).all(|r| r[0] == b"+OK\r\n"
         && r[1] == b":1\r\n"
         && r[2] == b":1\r\n"
@@ -194,6 +205,8 @@ fn a_redis_replica_follows_deadbolt_and_is_promoted_with_every_lock() {
     });
     assert_eq!(m.cmd(&["WAIT", "1", "1000"]), b":1\r\n");
     assert_eq!(dump_locks(&mut r), dump_locks(&mut m));
+    // The whole dataset, as Redis digests it.
+    assert_eq!(r.cmd(&["DEBUG", "DIGEST"]), m.cmd(&["DEBUG", "DIGEST"]));
 
     // The master as Redis shows it, compared in shape with a redis-server master.
     let redis_master = redis_server(&["--dir", dir.0.to_str().unwrap()]);
@@ -233,8 +246,9 @@ fn a_redis_replica_follows_deadbolt_and_is_promoted_with_every_lock() {
     assert_eq!(r.cmd(&["REPLICAOF", "NO", "ONE"]), b"+OK\r\n");
     let promoted = dump_locks(&mut r);
     let source = dump_locks(&mut m);
-    assert_eq!(promoted.len(), 10_000 + 1000 - 1000 + 500);
+    assert_eq!(promoted.len(), 10_000 + 1000 - 1000 + 500 + 1);
     assert_eq!(promoted, source);
+    assert_eq!(r.cmd(&["DEBUG", "DIGEST"]), m.cmd(&["DEBUG", "DIGEST"]));
     // And the TTLs as clients read them, key by key, within 10 ms.
     for (k, _, _) in source.iter().step_by(97) {
         let a: i64 = text(&m.cmd(&["PTTL", k]))[1..].trim().parse().unwrap();
