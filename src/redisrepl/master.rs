@@ -179,6 +179,12 @@ pub struct Master {
     pub sync_full: u64,
     pub sync_partial_ok: u64,
     pub sync_partial_err: u64,
+    /// The unit's write commands as Redis propagates them (`note`), with their database.
+    unit_cmds: Vec<(usize, Vec<Bytes>)>,
+    /// The unit ran a write this file does not know how to propagate as a command.
+    unit_opaque: bool,
+    /// Keys expired so far in every database (a change means the unit expired some).
+    expired_seen: u64,
 }
 
 impl Master {
@@ -192,10 +198,39 @@ impl Master {
         self.replicas.iter().any(|r| r.id == id)
     }
 
-    /// One unit of work's effects, as the AOF writes them, plus its PUBLISH calls.
+    /// A write command changed the data (dispatch, after its handler ran in database `db`):
+    /// kept in the form Redis 7.0 propagates it, when it has one this file knows.
+    pub fn note(&mut self, name: &str, db: usize, argv: &[Bytes], dbs: &[Db]) {
+        if self.unit_opaque {
+            return;
+        }
+        match propagated(name, argv, &dbs[db]) {
+            Some(cmd) => self.unit_cmds.push((db, cmd)),
+            None => self.unit_opaque = true,
+        }
+    }
+
+    /// One unit of work: its commands as Redis propagates them when every change it made is
+    /// exactly theirs (`as_commands`), its keys' final states (as the AOF writes them)
+    /// otherwise, then its PUBLISH calls.
     pub fn feed_unit(&mut self, dbs: &[Db], r: &ChangeRecord) {
         let mut buf = std::mem::take(&mut self.buf);
         buf.clear();
+        let expired: u64 = dbs.iter().map(|d| d.expired_total).sum();
+        let expired_in_unit = expired != self.expired_seen;
+        self.expired_seen = expired;
+        let cmds = std::mem::take(&mut self.unit_cmds);
+        let opaque = std::mem::take(&mut self.unit_opaque);
+        if !opaque && self.as_commands(&mut buf, dbs, r, &cmds, expired_in_unit) {
+            emit::publishes(&mut buf, r);
+            self.feed(&buf);
+            self.buf = buf;
+            self.unit_cmds = cmds;
+            self.unit_cmds.clear();
+            return;
+        }
+        self.unit_cmds = cmds;
+        self.unit_cmds.clear();
         // `emit::unit` wraps a unit of several changes in MULTI/EXEC; a single key that is not
         // a string is written as several commands too (DEL, then HSET/RPUSH/…, PEXPIREAT):
         // a replica must apply those at once as well (a Redisson lock is a hash), or a read
@@ -229,6 +264,89 @@ impl Master {
         emit::publishes(&mut buf, r);
         self.feed(&buf);
         self.buf = buf;
+    }
+
+    /// Writes the unit as Redis 7.0 would propagate it, if that is exactly what it did: its
+    /// recorded commands (several in MULTI/EXEC) when they name every key and database it
+    /// changed and nothing else, no key expired under them and no library or SWAPDB is
+    /// involved; or a unit that only expired keys, as one DEL each (Redis's expiry). False:
+    /// the unit is written as its final states instead.
+    fn as_commands(
+        &mut self,
+        buf: &mut Vec<u8>,
+        dbs: &[Db],
+        r: &ChangeRecord,
+        cmds: &[(usize, Vec<Bytes>)],
+        expired_in_unit: bool,
+    ) -> bool {
+        if !r.functions.is_empty() || !r.swaps.is_empty() {
+            return false;
+        }
+        if cmds.is_empty() {
+            let only_expiry = expired_in_unit
+                && r.flushed.is_empty()
+                && r.keys.iter().all(|(db, k)| dbs[*db].peek(k).is_none());
+            if !only_expiry || r.keys.is_empty() {
+                return false;
+            }
+            for (db, key) in &r.keys {
+                self.select(buf, *db);
+                emit::command(buf, &[b"DEL", key]);
+            }
+            return true;
+        }
+        if expired_in_unit {
+            return false;
+        }
+        let flushall = cmds
+            .iter()
+            .any(|(_, c)| c[0].eq_ignore_ascii_case(b"flushall"));
+        let flushed_db = |db: usize| {
+            flushall
+                || cmds
+                    .iter()
+                    .any(|(d, c)| *d == db && c[0].eq_ignore_ascii_case(b"flushdb"))
+        };
+        if !r.flushed.iter().all(|db| flushed_db(*db)) {
+            return false;
+        }
+        let named = |db: usize, key: &[u8]| {
+            cmds.iter()
+                .any(|(d, c)| *d == db && keys_of(c).any(|k| &k[..] == key))
+        };
+        if !r
+            .keys
+            .iter()
+            .all(|(db, k)| named(*db, k) || flushed_db(*db))
+        {
+            return false;
+        }
+        // Every recorded command's keys were changed by this unit.
+        let changed = |db: usize, key: &[u8]| r.keys.iter().any(|(d, k)| *d == db && &k[..] == key);
+        if !cmds.iter().all(|(d, c)| keys_of(c).all(|k| changed(*d, k))) {
+            return false;
+        }
+        let wrapped = cmds.len() > 1;
+        if wrapped {
+            self.select(buf, cmds[0].0);
+            emit::command(buf, &[b"MULTI"]);
+        }
+        for (db, c) in cmds {
+            self.select(buf, *db);
+            let args: Vec<&[u8]> = c.iter().map(|a| &a[..]).collect();
+            emit::command(buf, &args);
+        }
+        if wrapped {
+            emit::command(buf, &[b"EXEC"]);
+        }
+        true
+    }
+
+    fn select(&mut self, buf: &mut Vec<u8>, db: usize) {
+        if self.selected != Some(db) {
+            emit::command(buf, &[b"SELECT", db.to_string().as_bytes()]);
+            self.selected = Some(db);
+        }
     }
 
     /// Appends bytes to the stream: the backlog, and every replica's output (or its queue
@@ -510,6 +628,95 @@ impl Master {
     }
 }
 
+/// Commands propagated as they were run: deterministic, their effect fixed by their
+/// arguments and the data (the replica holds the same data).
+const VERBATIM: &[&str] = &[
+    "setnx", "mset", "msetnx", "append", "incr", "decr", "incrby", "decrby", "del", "unlink",
+    "persist", "hset", "hsetnx", "hmset", "hdel", "hincrby", "sadd", "srem", "lpush", "rpush",
+    "lpushx", "rpushx", "lpop", "rpop", "zadd", "zrem", "zincrby", "setrange", "flushdb",
+    "flushall",
+];
+
+/// A write command as Redis 7.0 propagates it, read after it ran in `db` (the rewrites of
+/// t_string.c and expire.c: relative and absolute expiries as `PXAT`/`PEXPIREAT` of the
+/// deadline set, GETDEL as DEL, INCRBYFLOAT as SET … KEEPTTL). None: not one this file knows.
+fn propagated(name: &str, argv: &[Bytes], db: &Db) -> Option<Vec<Bytes>> {
+    let is = |a: &Bytes, s: &str| a.eq_ignore_ascii_case(s.as_bytes());
+    let key = argv.get(1)?;
+    let deadline = || db.peek(key).map(|e| e.expires_at);
+    let at = |ms: u64| Bytes::from(ms.to_string());
+    let word = Bytes::from_static;
+    match name {
+        "set" => {
+            let relative = argv[3..]
+                .iter()
+                .any(|a| is(a, "ex") || is(a, "px") || is(a, "exat"));
+            if !relative {
+                return Some(argv.to_vec());
+            }
+            let ms = deadline().filter(|&d| d != 0)?;
+            Some(vec![
+                word(b"SET"),
+                key.clone(),
+                argv[2].clone(),
+                word(b"PXAT"),
+                at(ms),
+            ])
+        }
+        "setex" | "psetex" => {
+            let ms = deadline().filter(|&d| d != 0)?;
+            let value = argv.get(3)?.clone();
+            Some(vec![
+                word(b"SET"),
+                key.clone(),
+                value,
+                word(b"PXAT"),
+                at(ms),
+            ])
+        }
+        "expire" | "pexpire" | "expireat" | "pexpireat" => match deadline() {
+            Some(0) => None,
+            Some(ms) => Some(vec![word(b"PEXPIREAT"), key.clone(), at(ms)]),
+            // A deadline in the past deletes the key.
+            None => Some(vec![word(b"DEL"), key.clone()]),
+        },
+        "getex" => {
+            if argv[2..].iter().any(|a| is(a, "persist")) {
+                return Some(vec![word(b"PERSIST"), key.clone()]);
+            }
+            match deadline() {
+                Some(0) => None,
+                Some(ms) => Some(vec![word(b"PEXPIREAT"), key.clone(), at(ms)]),
+                None => Some(vec![word(b"DEL"), key.clone()]),
+            }
+        }
+        "getdel" => Some(vec![word(b"DEL"), key.clone()]),
+        "incrbyfloat" => match db.peek(key).map(|e| &e.value) {
+            Some(Value::Str(v)) => {
+                Some(vec![word(b"SET"), key.clone(), v.clone(), word(b"KEEPTTL")])
+            }
+            _ => None,
+        },
+        _ if VERBATIM.contains(&name) => Some(argv.to_vec()),
+        _ => None,
+    }
+}
+
+/// The keys a propagated command names (`propagated`'s forms).
+fn keys_of(cmd: &[Bytes]) -> impl Iterator<Item = &Bytes> {
+    let is = |s: &str| cmd[0].eq_ignore_ascii_case(s.as_bytes());
+    let (step, take) = if is("mset") || is("msetnx") {
+        (2, usize::MAX)
+    } else if is("del") || is("unlink") {
+        (1, usize::MAX)
+    } else if is("flushall") || is("flushdb") {
+        (1, 0)
+    } else {
+        (1, 1)
+    };
+    cmd.iter().skip(1).step_by(step).take(take)
+}
+
 /// Redis's replicationGetSlaveName: `ip:port` (the announced or peer ip, the listening port).
 fn replica_name(conf: &Conf, peer_ip: &str) -> String {
     let ip = conf.ip_address.as_deref().unwrap_or(peer_ip);
@@ -577,6 +784,59 @@ mod tests {
             cmd(&[b"EXEC"]),
         ];
         assert_eq!(fed(&dbs, &[b"lock", b"gone"]), want.concat());
+    }
+
+    #[test]
+    fn writes_go_as_redis_propagates_them_when_they_are_the_whole_unit() {
+        let b = |s: &'static str| Bytes::from_static(s.as_bytes());
+        let mut dbs = vec![Db::default()];
+        dbs[0].set(b"lock", Value::Str(b("t")), 9_000);
+        dbs[0].set(b"n", Value::Str(b("2")), 0);
+        let mut m = Master {
+            backlog: Some(Backlog::new(1 << 20, 1)),
+            ..Default::default()
+        };
+        let unit = |keys: &[&'static str]| ChangeRecord {
+            keys: keys.iter().map(|k| (0, b(k))).collect(),
+            ..Default::default()
+        };
+        let text = |m: &Master, from: u64| {
+            String::from_utf8(m.backlog.as_ref().unwrap().since(from).unwrap()).unwrap()
+        };
+        // PEXPIRE as PEXPIREAT of the deadline it set; INCR as itself.
+        m.note("pexpire", 0, &[b("PEXPIRE"), b("lock"), b("5000")], &dbs);
+        m.note("incr", 0, &[b("INCR"), b("n")], &dbs);
+        m.feed_unit(&dbs, &unit(&["lock", "n"]));
+        assert_eq!(
+            text(&m, 1),
+            "*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*1\r\n$5\r\nMULTI\r\n*3\r\n$9\r\nPEXPIREAT\r\n$4\r\nlock\r\n$4\r\n9000\r\n*2\r\n$4\r\nINCR\r\n$1\r\nn\r\n*1\r\n$4\r\nEXEC\r\n"
+        );
+        // A change no recorded command names (a key a script's unknown command wrote): the
+        // unit's states.
+        let at = m.offset + 1;
+        m.note("incr", 0, &[b("INCR"), b("n")], &dbs);
+        m.feed_unit(&dbs, &unit(&["n", "lock"]));
+        assert!(text(&m, at).contains("PXAT"), "{}", text(&m, at));
+        // A write of an unknown form makes the whole unit states.
+        let at = m.offset + 1;
+        m.note("sinterstore", 0, &[b("SINTERSTORE"), b("n")], &dbs);
+        m.note("incr", 0, &[b("INCR"), b("n")], &dbs);
+        m.feed_unit(&dbs, &unit(&["n"]));
+        assert_eq!(text(&m, at), "*3\r\n$3\r\nSET\r\n$1\r\nn\r\n$1\r\n2\r\n");
+        // A key expired under the command: states (the replica has not deleted it yet).
+        let at = m.offset + 1;
+        dbs[0].expired_total += 1;
+        m.note("incr", 0, &[b("INCR"), b("n")], &dbs);
+        m.feed_unit(&dbs, &unit(&["n"]));
+        assert_eq!(text(&m, at), "*3\r\n$3\r\nSET\r\n$1\r\nn\r\n$1\r\n2\r\n");
+        // Keys that only expired: one DEL each, outside a transaction.
+        let at = m.offset + 1;
+        dbs[0].expired_total += 2;
+        m.feed_unit(&dbs, &unit(&["x", "y"]));
+        assert_eq!(
+            text(&m, at),
+            "*2\r\n$3\r\nDEL\r\n$1\r\nx\r\n*2\r\n$3\r\nDEL\r\n$1\r\ny\r\n"
+        );
     }
 
     #[test]
