@@ -513,7 +513,14 @@ fn client_list(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         {
             continue;
         }
+        let from = s.len();
         c.info_line(&mut s);
+        if replicas.contains(&c.id) {
+            // Redis's flag for a replica connection.
+            if let Some(at) = s[from..].find(" flags=N ") {
+                s.replace_range(from + at + 7..from + at + 8, "S");
+            }
+        }
     }
     Ok(Frame::Verbatim(Bytes::from(s)))
 }

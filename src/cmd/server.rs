@@ -794,7 +794,9 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
             let _ = write!(
                 out,
                 "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\nblocked_clients:{}\r\ntracking_clients:{}\r\nclients_in_timeout_table:{}\r\n",
-                shared.connected_clients.load(Ordering::Relaxed),
+                // Redis does not count its replicas here.
+                (shared.connected_clients.load(Ordering::Relaxed))
+                    .saturating_sub(srv.redis_master.replicas.len() as _),
                 srv.config.maxclients,
                 srv.waiters.len(),
                 srv.tracking.clients,

@@ -219,6 +219,12 @@ fn a_redis_replica_follows_deadbolt_and_is_promoted_with_every_lock() {
     });
     assert_eq!(replication_shape(&mut m), replication_shape(&mut rm));
     assert_eq!(role_shape(&mut m), role_shape(&mut rm));
+    for c in [&mut m, &mut rm] {
+        // Replicas are not counted as clients, and are listed as replicas (flag S).
+        assert_eq!(info_field(c, "clients", "connected_clients"), "1");
+        let listed = text(&c.cmd(&["CLIENT", "LIST", "TYPE", "replica"]));
+        assert!(listed.contains(" flags=S "), "{listed}");
+    }
     drop(_redis_replica);
 
     // The link dies; writes meanwhile come from the backlog: PSYNC gets +CONTINUE.
