@@ -461,7 +461,8 @@ fn execute_timed(
     {
         // Redis replicas get the write as Redis propagates it (redisrepl/master.rs).
         let (st, db) = (&mut *ctx.srv, ctx.client.db);
-        st.redis_master.note(spec.name, db, argv, &st.dbs);
+        st.redis_master
+            .note(spec.name, db, argv, &st.dbs, result.as_ref().ok());
     }
     if ctx.client.tracking.is_some() {
         super::tracking::remember(ctx, entry, argv);

@@ -17,6 +17,7 @@
 
 use crate::machine::output::ConnOut;
 use crate::persist::emit;
+use crate::protocol::Frame;
 use crate::store::{ChangeRecord, Db, Value};
 use bytes::Bytes;
 use std::fmt::Write as _;
@@ -200,11 +201,19 @@ impl Master {
 
     /// A write command changed the data (dispatch, after its handler ran in database `db`):
     /// kept in the form Redis 7.0 propagates it, when it has one this file knows.
-    pub fn note(&mut self, name: &str, db: usize, argv: &[Bytes], dbs: &[Db]) {
+    /// `reply`: what it answered (SPOP is propagated as the SREM of what it popped).
+    pub fn note(
+        &mut self,
+        name: &str,
+        db: usize,
+        argv: &[Bytes],
+        dbs: &[Db],
+        reply: Option<&Frame>,
+    ) {
         if self.unit_opaque {
             return;
         }
-        match propagated(name, argv, &dbs[db]) {
+        match propagated(name, argv, &dbs[db], reply) {
             Some(cmd) => self.unit_cmds.push((db, cmd)),
             None => self.unit_opaque = true,
         }
@@ -640,7 +649,7 @@ const VERBATIM: &[&str] = &[
 /// A write command as Redis 7.0 propagates it, read after it ran in `db` (the rewrites of
 /// t_string.c and expire.c: relative and absolute expiries as `PXAT`/`PEXPIREAT` of the
 /// deadline set, GETDEL as DEL, INCRBYFLOAT as SET … KEEPTTL). None: not one this file knows.
-fn propagated(name: &str, argv: &[Bytes], db: &Db) -> Option<Vec<Bytes>> {
+fn propagated(name: &str, argv: &[Bytes], db: &Db, reply: Option<&Frame>) -> Option<Vec<Bytes>> {
     let is = |a: &Bytes, s: &str| a.eq_ignore_ascii_case(s.as_bytes());
     let key = argv.get(1)?;
     let deadline = || db.peek(key).map(|e| e.expires_at);
@@ -648,10 +657,9 @@ fn propagated(name: &str, argv: &[Bytes], db: &Db) -> Option<Vec<Bytes>> {
     let word = Bytes::from_static;
     match name {
         "set" => {
-            let relative = argv[3..]
-                .iter()
-                .any(|a| is(a, "ex") || is(a, "px") || is(a, "exat"));
-            if !relative {
+            let expiring = (argv[3..].iter())
+                .any(|a| is(a, "ex") || is(a, "px") || is(a, "exat") || is(a, "pxat"));
+            if !expiring {
                 return Some(argv.to_vec());
             }
             let ms = deadline().filter(|&d| d != 0)?;
@@ -691,6 +699,45 @@ fn propagated(name: &str, argv: &[Bytes], db: &Db) -> Option<Vec<Bytes>> {
             }
         }
         "getdel" => Some(vec![word(b"DEL"), key.clone()]),
+        // The pops of one key: as LPOP/RPOP/ZPOPMIN/ZPOPMAX of the key and the count popped.
+        "lmpop" | "blmpop" | "zmpop" | "bzmpop" => {
+            let Frame::Array(parts) = reply? else {
+                return None;
+            };
+            let (Some(Frame::Bulk(popped)), Some(Frame::Array(items))) =
+                (parts.first(), parts.get(1))
+            else {
+                return None;
+            };
+            let skip = if name.starts_with('b') { 2 } else { 1 };
+            let numkeys =
+                usize::try_from(crate::protocol::number::parse_i64(argv.get(skip)?)?).ok()?;
+            let dir = argv.get(skip + 1 + numkeys)?;
+            let cmd: &'static [u8] =
+                match (name.ends_with("zmpop"), is(dir, "left") || is(dir, "min")) {
+                    (false, true) => b"LPOP",
+                    (false, false) => b"RPOP",
+                    (true, true) => b"ZPOPMIN",
+                    (true, false) => b"ZPOPMAX",
+                };
+            Some(vec![word(cmd), popped.clone(), at(items.len() as u64)])
+        }
+        // What it popped: one SREM, or DEL when the set is gone (Redis batches over 1024).
+        "spop" => match reply? {
+            Frame::Bulk(m) if argv.len() == 2 => Some(vec![word(b"SREM"), key.clone(), m.clone()]),
+            Frame::Array(items) if argv.len() == 3 && db.peek(key).is_none() => {
+                (!items.is_empty()).then(|| vec![word(b"DEL"), key.clone()])
+            }
+            Frame::Array(items) if argv.len() == 3 && items.len() <= 1024 => {
+                let mut cmd = vec![word(b"SREM"), key.clone()];
+                for it in items {
+                    let Frame::Bulk(m) = it else { return None };
+                    cmd.push(m.clone());
+                }
+                (cmd.len() > 2).then_some(cmd)
+            }
+            _ => None,
+        },
         "incrbyfloat" => match db.peek(key).map(|e| &e.value) {
             Some(Value::Str(v)) => {
                 Some(vec![word(b"SET"), key.clone(), v.clone(), word(b"KEEPTTL")])
@@ -804,8 +851,14 @@ mod tests {
             String::from_utf8(m.backlog.as_ref().unwrap().since(from).unwrap()).unwrap()
         };
         // PEXPIRE as PEXPIREAT of the deadline it set; INCR as itself.
-        m.note("pexpire", 0, &[b("PEXPIRE"), b("lock"), b("5000")], &dbs);
-        m.note("incr", 0, &[b("INCR"), b("n")], &dbs);
+        m.note(
+            "pexpire",
+            0,
+            &[b("PEXPIRE"), b("lock"), b("5000")],
+            &dbs,
+            None,
+        );
+        m.note("incr", 0, &[b("INCR"), b("n")], &dbs, None);
         m.feed_unit(&dbs, &unit(&["lock", "n"]));
         assert_eq!(
             text(&m, 1),
@@ -814,19 +867,19 @@ mod tests {
         // A change no recorded command names (a key a script's unknown command wrote): the
         // unit's states.
         let at = m.offset + 1;
-        m.note("incr", 0, &[b("INCR"), b("n")], &dbs);
+        m.note("incr", 0, &[b("INCR"), b("n")], &dbs, None);
         m.feed_unit(&dbs, &unit(&["n", "lock"]));
         assert!(text(&m, at).contains("PXAT"), "{}", text(&m, at));
         // A write of an unknown form makes the whole unit states.
         let at = m.offset + 1;
-        m.note("sinterstore", 0, &[b("SINTERSTORE"), b("n")], &dbs);
-        m.note("incr", 0, &[b("INCR"), b("n")], &dbs);
+        m.note("sinterstore", 0, &[b("SINTERSTORE"), b("n")], &dbs, None);
+        m.note("incr", 0, &[b("INCR"), b("n")], &dbs, None);
         m.feed_unit(&dbs, &unit(&["n"]));
         assert_eq!(text(&m, at), "*3\r\n$3\r\nSET\r\n$1\r\nn\r\n$1\r\n2\r\n");
         // A key expired under the command: states (the replica has not deleted it yet).
         let at = m.offset + 1;
         dbs[0].expired_total += 1;
-        m.note("incr", 0, &[b("INCR"), b("n")], &dbs);
+        m.note("incr", 0, &[b("INCR"), b("n")], &dbs, None);
         m.feed_unit(&dbs, &unit(&["n"]));
         assert_eq!(text(&m, at), "*3\r\n$3\r\nSET\r\n$1\r\nn\r\n$1\r\n2\r\n");
         // Keys that only expired: one DEL each, outside a transaction.
@@ -837,6 +890,73 @@ mod tests {
             text(&m, at),
             "*2\r\n$3\r\nDEL\r\n$1\r\nx\r\n*2\r\n$3\r\nDEL\r\n$1\r\ny\r\n"
         );
+    }
+
+    #[test]
+    fn pops_and_expiries_take_redis_forms() {
+        let b = |s: &'static str| Bytes::from_static(s.as_bytes());
+        let mut db = Db::default();
+        db.set(b"s", Value::Str(b("x")), 0);
+        db.set(b"k", Value::Str(b("v")), 8_000);
+        let show = |c: Option<Vec<Bytes>>| {
+            c.map(|c| {
+                c.iter()
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+        };
+        let got = |argv: &[&'static str], reply: Option<&Frame>| {
+            let argv: Vec<Bytes> = argv.iter().map(|a| b(a)).collect();
+            show(propagated(
+                &argv[0]
+                    .to_ascii_lowercase()
+                    .iter()
+                    .map(|&c| c as char)
+                    .collect::<String>(),
+                &argv,
+                &db,
+                reply,
+            ))
+        };
+        assert_eq!(
+            got(&["SPOP", "s"], Some(&Frame::Bulk(b("m")))).as_deref(),
+            Some("SREM s m")
+        );
+        let two = Frame::Array(vec![Frame::Bulk(b("m")), Frame::Bulk(b("n"))]);
+        assert_eq!(
+            got(&["SPOP", "s", "2"], Some(&two)).as_deref(),
+            Some("SREM s m n")
+        );
+        assert_eq!(
+            got(&["SPOP", "gone", "5"], Some(&two)).as_deref(),
+            Some("DEL gone")
+        );
+        let popped = Frame::Array(vec![Frame::Bulk(b("s")), two]);
+        let zmpop = got(
+            &["ZMPOP", "2", "a", "s", "MAX", "COUNT", "9"],
+            Some(&popped),
+        );
+        assert_eq!(zmpop.as_deref(), Some("ZPOPMAX s 2"));
+        let blmpop = got(&["BLMPOP", "0", "1", "s", "LEFT"], Some(&popped));
+        assert_eq!(blmpop.as_deref(), Some("LPOP s 2"));
+        assert_eq!(
+            got(&["SET", "k", "v", "px", "5"], None).as_deref(),
+            Some("SET k v PXAT 8000")
+        );
+        assert_eq!(
+            got(&["EXPIRE", "k", "5", "NX"], None).as_deref(),
+            Some("PEXPIREAT k 8000")
+        );
+        assert_eq!(
+            got(&["EXPIRE", "gone", "-1"], None).as_deref(),
+            Some("DEL gone")
+        );
+        assert_eq!(
+            got(&["GETEX", "k", "PERSIST"], None).as_deref(),
+            Some("PERSIST k")
+        );
+        assert_eq!(got(&["SINTERSTORE", "k", "a"], None), None);
     }
 
     #[test]
