@@ -95,7 +95,7 @@ fn sync(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         &mut st.repl_id,
         backlog_size,
         ctx.now,
-        snapshot,
+        (dbs.iter().map(|d| d.expired_total).sum(), snapshot),
     );
     match synced {
         Synced::Full(Some(line)) | Synced::Partial(line) => Ok(Frame::Simple(Bytes::from(line))),

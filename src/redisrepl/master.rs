@@ -416,8 +416,10 @@ impl Master {
         repl_id: &mut String,
         backlog_size: usize,
         now_ms: u64,
-        rdb: impl FnOnce() -> Vec<u8>,
+        (expired_total, rdb): (u64, impl FnOnce() -> Vec<u8>),
     ) -> Synced {
+        // Keys expired before now are no part of the next unit.
+        self.expired_seen = expired_total;
         let conf = match self.confs.iter().position(|c| c.0 == id) {
             Some(i) => self.confs.swap_remove(i).1,
             None => Conf::default(),
@@ -699,6 +701,18 @@ fn propagated(name: &str, argv: &[Bytes], db: &Db, reply: Option<&Frame>) -> Opt
             }
         }
         "getdel" => Some(vec![word(b"DEL"), key.clone()]),
+        // A relative TTL as the deadline it set, marked ABSTTL.
+        "restore" => {
+            let absolute = argv[4..].iter().any(|a| is(a, "absttl"));
+            if absolute || argv.get(2).is_some_and(|t| &t[..] == b"0") {
+                return Some(argv.to_vec());
+            }
+            let ms = deadline().filter(|&d| d != 0)?;
+            let mut cmd = argv.to_vec();
+            cmd[2] = at(ms);
+            cmd.push(word(b"ABSTTL"));
+            Some(cmd)
+        }
         // The pops of one key: as LPOP/RPOP/ZPOPMIN/ZPOPMAX of the key and the count popped.
         "lmpop" | "blmpop" | "zmpop" | "bzmpop" => {
             let Frame::Array(parts) = reply? else {
@@ -723,21 +737,30 @@ fn propagated(name: &str, argv: &[Bytes], db: &Db, reply: Option<&Frame>) -> Opt
             Some(vec![word(cmd), popped.clone(), at(items.len() as u64)])
         }
         // What it popped: one SREM, or DEL when the set is gone (Redis batches over 1024).
-        "spop" => match reply? {
-            Frame::Bulk(m) if argv.len() == 2 => Some(vec![word(b"SREM"), key.clone(), m.clone()]),
-            Frame::Array(items) if argv.len() == 3 && db.peek(key).is_none() => {
-                (!items.is_empty()).then(|| vec![word(b"DEL"), key.clone()])
-            }
-            Frame::Array(items) if argv.len() == 3 && items.len() <= 1024 => {
-                let mut cmd = vec![word(b"SREM"), key.clone()];
-                for it in items {
-                    let Frame::Bulk(m) = it else { return None };
-                    cmd.push(m.clone());
+        "spop" => {
+            let items = match reply? {
+                Frame::Bulk(m) if argv.len() == 2 => {
+                    return Some(vec![word(b"SREM"), key.clone(), m.clone()])
                 }
-                (cmd.len() > 2).then_some(cmd)
+                Frame::Array(items) | Frame::Set(items) if argv.len() == 3 => items,
+                _ => return None,
+            };
+            if items.is_empty() {
+                return None;
             }
-            _ => None,
-        },
+            if db.peek(key).is_none() {
+                return Some(vec![word(b"DEL"), key.clone()]);
+            }
+            if items.len() > 1024 {
+                return None;
+            }
+            let mut cmd = vec![word(b"SREM"), key.clone()];
+            for it in items {
+                let Frame::Bulk(m) = it else { return None };
+                cmd.push(m.clone());
+            }
+            Some(cmd)
+        }
         "incrbyfloat" => match db.peek(key).map(|e| &e.value) {
             Some(Value::Str(v)) => {
                 Some(vec![word(b"SET"), key.clone(), v.clone(), word(b"KEEPTTL")])
