@@ -231,7 +231,7 @@ impl Master {
         let cmds = std::mem::take(&mut self.unit_cmds);
         let opaque = std::mem::take(&mut self.unit_opaque);
         if !opaque && self.as_commands(&mut buf, dbs, r, &cmds, expired_in_unit) {
-            emit::publishes(&mut buf, r);
+            self.publishes(&mut buf, r);
             self.feed(&buf);
             self.buf = buf;
             self.unit_cmds = cmds;
@@ -270,7 +270,7 @@ impl Master {
         if several {
             emit::command(&mut buf, &[b"EXEC"]);
         }
-        emit::publishes(&mut buf, r);
+        self.publishes(&mut buf, r);
         self.feed(&buf);
         self.buf = buf;
     }
@@ -349,6 +349,15 @@ impl Master {
             emit::command(buf, &[b"EXEC"]);
         }
         true
+    }
+
+    /// The unit's PUBLISH calls; a stream that has selected no database yet selects one
+    /// first, as Redis propagates PUBLISH with the client's database.
+    fn publishes(&mut self, buf: &mut Vec<u8>, r: &ChangeRecord) {
+        if !r.published.is_empty() && self.selected.is_none() {
+            self.select(buf, 0);
+        }
+        emit::publishes(buf, r);
     }
 
     fn select(&mut self, buf: &mut Vec<u8>, db: usize) {
@@ -905,6 +914,20 @@ mod tests {
         m.note("incr", 0, &[b("INCR"), b("n")], &dbs, None);
         m.feed_unit(&dbs, &unit(&["n"]));
         assert_eq!(text(&m, at), "*3\r\n$3\r\nSET\r\n$1\r\nn\r\n$1\r\n2\r\n");
+        // A PUBLISH on a stream that has selected nothing yet selects first.
+        let mut fresh = Master {
+            backlog: Some(Backlog::new(1 << 20, 1)),
+            ..Default::default()
+        };
+        let publish = ChangeRecord {
+            published: vec![(false, b("ch"), b("hi"))],
+            ..Default::default()
+        };
+        fresh.feed_unit(&dbs, &publish);
+        assert_eq!(
+            text(&fresh, 1),
+            "*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*3\r\n$7\r\nPUBLISH\r\n$2\r\nch\r\n$2\r\nhi\r\n"
+        );
         // Keys that only expired: one DEL each, outside a transaction.
         let at = m.offset + 1;
         dbs[0].expired_total += 2;
