@@ -32,12 +32,15 @@ const PING: &[u8] = b"*1\r\n$4\r\nPING\r\n";
 /// master hold the stream forever; it reconnects and resynchronises.
 const OUTPUT_HARD_LIMIT: usize = 256 << 20;
 
-/// The circular replication backlog (Redis's repl_backlog).
+/// The circular replication backlog (Redis's repl_backlog). Its memory grows with the stream
+/// up to `size` (as Redis's, which allocates as it is fed), so a large `repl-backlog-size`
+/// costs nothing until the stream fills it.
 struct Backlog {
     buf: Vec<u8>,
-    /// Where the next byte goes.
+    size: usize,
+    /// Where the next byte goes once `buf` is full.
     idx: usize,
-    /// Bytes of history held (at most `buf.len()`).
+    /// Bytes of history held (at most `size`).
     histlen: usize,
     /// Replication offset of the first byte held (1-based, as Redis's `repl_backlog->offset`).
     first: u64,
@@ -46,7 +49,8 @@ struct Backlog {
 impl Backlog {
     fn new(size: usize, first: u64) -> Backlog {
         Backlog {
-            buf: vec![0; size.max(16 * 1024)],
+            buf: Vec::new(),
+            size: size.max(16 * 1024),
             idx: 0,
             histlen: 0,
             first,
@@ -54,12 +58,22 @@ impl Backlog {
     }
 
     fn feed(&mut self, mut data: &[u8]) {
-        let size = self.buf.len();
+        if self.buf.len() < self.size {
+            // Still growing: append what fits.
+            let n = (self.size - self.buf.len()).min(data.len());
+            self.buf.extend_from_slice(&data[..n]);
+            self.histlen += n;
+            self.idx = self.buf.len() % self.size;
+            data = &data[n..];
+            if data.is_empty() {
+                return;
+            }
+        }
+        let size = self.size;
         if data.len() > size {
             // Only the last `size` bytes can be kept.
             let skip = data.len() - size;
-            self.first += skip as u64;
-            self.first += self.histlen as u64;
+            self.first += (self.histlen + skip) as u64;
             self.histlen = 0;
             data = &data[skip..];
         }
@@ -85,30 +99,32 @@ impl Backlog {
         }
         let skip = (from - self.first) as usize;
         let len = self.histlen - skip;
-        let size = self.buf.len();
-        let start = (self.idx + size - self.histlen + skip) % size;
+        let ring = self.buf.len();
+        if len == 0 {
+            return Some(Vec::new());
+        }
+        let start = (self.idx + ring - self.histlen + skip) % ring;
         let mut out = Vec::with_capacity(len);
-        if start + len <= size {
+        if start + len <= ring {
             out.extend_from_slice(&self.buf[start..start + len]);
         } else {
             out.extend_from_slice(&self.buf[start..]);
-            out.extend_from_slice(&self.buf[..len - (size - start)]);
+            out.extend_from_slice(&self.buf[..len - (ring - start)]);
         }
         Some(out)
     }
 
     /// `repl-backlog-size` changed: keep the most recent history that fits.
     fn resize(&mut self, size: usize) {
-        let size = size.max(16 * 1024);
-        if size == self.buf.len() {
+        if size.max(16 * 1024) == self.size {
             return;
         }
-        let keep = self.histlen.min(size);
+        let mut fresh = Backlog::new(size, 0);
+        let keep = self.histlen.min(fresh.size);
         let first = self.first + (self.histlen - keep) as u64;
-        let data = self.since(first).unwrap_or_default();
-        *self = Backlog::new(size, first);
-        self.feed(&data);
-        self.first = first;
+        fresh.first = first;
+        fresh.feed(&self.since(first).unwrap_or_default());
+        *self = fresh;
     }
 }
 
@@ -1024,7 +1040,8 @@ mod tests {
         assert_eq!(&b.since(40_001).unwrap()[..], &data[..5]);
         // One feed larger than the backlog.
         let mut c = Backlog::new(16 * 1024, 1);
-        c.feed(&data);
+        c.feed(&data[..10]);
+        c.feed(&data[10..]);
         assert_eq!(c.first, 40_001 - 16 * 1024);
         assert_eq!(c.since(c.first).unwrap(), &data[40_000 - 16 * 1024..]);
     }
