@@ -334,3 +334,97 @@ fn sync_is_refused_in_cluster_mode_and_replconf_answers_as_redis() {
         "{err}"
     );
 }
+
+/// Writes of every form the stream takes (Redis's rewrites, verbatim commands, transactions,
+/// scripts, pops, expiries, and the units sent as key states), then the replica's dataset is
+/// deadbolt's, by Redis's own DEBUG DIGEST.
+#[test]
+fn a_redis_replica_stays_identical_through_every_kind_of_write() {
+    let dir = TempDir::new("redis-replica-mixed");
+    let db = deadbolt(&[
+        "--dir",
+        dir.0.to_str().unwrap(),
+        "--enable-debug-command",
+        "yes",
+    ]);
+    let mut m = db.conn();
+    m.cmd(&["SET", "before", "1", "PX", "1"]);
+    let (_replica, mut r) = attach_replica(db.port, &dir.0.join("replica"));
+    m.cmd(&["SET", "src", "payload"]);
+    let script = "redis.call('set', KEYS[1], 'x') redis.call('incr', KEYS[2]) return redis.call('spop', KEYS[3])";
+    for round in 0..20 {
+        let k = |p: &str| format!("{p}:{round}");
+        let cmds: Vec<Vec<String>> = vec![
+            cmd(&["SET", &k("s"), "v", "EX", "100"]),
+            cmd(&["SET", &k("short"), "v", "PX", "20"]),
+            cmd(&["SETEX", &k("sx"), "100", "v"]),
+            cmd(&["PSETEX", &k("psx"), "100000", "v"]),
+            cmd(&["GETEX", &k("s"), "PX", "5000"]),
+            cmd(&["GETEX", &k("sx"), "PERSIST"]),
+            cmd(&["GETDEL", &k("psx")]),
+            cmd(&["INCR", &k("n")]),
+            cmd(&["INCRBY", &k("n"), "5"]),
+            cmd(&["INCRBYFLOAT", &k("f"), "1.1"]),
+            cmd(&["HSET", &k("h"), "a", "1", "b", "2"]),
+            cmd(&["HINCRBYFLOAT", &k("h"), "a", "0.25"]),
+            cmd(&["SADD", &k("set"), "a", "b", "c", "d", "e"]),
+            cmd(&["SPOP", &k("set")]),
+            cmd(&["SPOP", &k("set"), "2"]),
+            cmd(&["SINTERSTORE", &k("inter"), &k("set"), &k("set")]),
+            cmd(&["RPUSH", &k("l"), "1", "2", "3", "4"]),
+            cmd(&["LMPOP", "1", &k("l"), "LEFT", "COUNT", "2"]),
+            cmd(&["ZADD", &k("z"), "1", "a", "2", "b", "3", "c"]),
+            cmd(&["ZMPOP", "1", &k("z"), "MAX", "COUNT", "2"]),
+            cmd(&["ZINCRBY", &k("z"), "2.5", "a"]),
+            cmd(&["EXPIRE", &k("n"), "100"]),
+            cmd(&["PEXPIREAT", &k("f"), "1"]),
+            cmd(&["APPEND", &k("s"), "tail"]),
+            cmd(&["SETRANGE", &k("s"), "1", "XY"]),
+            cmd(&["RENAME", &k("inter"), &k("renamed")]),
+            cmd(&["XADD", &k("x"), "*", "f", "v"]),
+            cmd(&["MULTI"]),
+            cmd(&["SET", &k("m1"), "1"]),
+            cmd(&["INCR", &k("m1")]),
+            cmd(&["SELECT", "1"]),
+            cmd(&["SET", &k("m2"), "2", "PX", "100000"]),
+            cmd(&["SELECT", "0"]),
+            cmd(&["EXEC"]),
+            cmd(&["SADD", &k("sp"), "1", "2", "3"]),
+            cmd(&["EVAL", script, "3", &k("e1"), &k("e2"), &k("sp")]),
+            cmd(&["PUBLISH", "ch", "msg"]),
+        ];
+        pipeline(&mut m, &cmds);
+        // RESTORE with a relative TTL, of DUMP's bytes as they came.
+        let mut restore = b"*4\r\n$7\r\nRESTORE\r\n".to_vec();
+        let key = k("r");
+        restore
+            .extend_from_slice(format!("${}\r\n{key}\r\n$6\r\n100000\r\n", key.len()).as_bytes());
+        let raw = m.cmd(&["DUMP", "src"]);
+        restore.extend_from_slice(&raw);
+        m.send_raw(&restore);
+        assert_eq!(m.read_reply(), b"+OK\r\n");
+        if round == 10 {
+            pipeline(
+                &mut m,
+                &[
+                    cmd(&["SELECT", "2"]),
+                    cmd(&["SET", "x", "1"]),
+                    cmd(&["FLUSHDB"]),
+                    cmd(&["SELECT", "0"]),
+                    cmd(&["SWAPDB", "0", "3"]),
+                    cmd(&["SWAPDB", "0", "3"]),
+                ],
+            );
+        }
+    }
+    wait_for("the short keys to expire", || {
+        (0..20).all(|i| text(&m.cmd(&["EXISTS", &format!("short:{i}")])) == ":0\r\n")
+    });
+    assert_eq!(m.cmd(&["WAIT", "1", "2000"]), b":1\r\n");
+    let digest = m.cmd(&["DEBUG", "DIGEST"]);
+    assert_ne!(
+        digest,
+        b"$40\r\n0000000000000000000000000000000000000000\r\n"
+    );
+    assert_eq!(r.cmd(&["DEBUG", "DIGEST"]), digest);
+}
