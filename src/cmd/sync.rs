@@ -78,13 +78,15 @@ fn sync(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let out = ctx.client.out.clone();
     let st = &mut *ctx.srv;
     let (dbs, config) = (&st.dbs, &st.config);
+    let functions = crate::script::functions::library_codes(st);
     let snapshot = || {
-        crate::persist::rdb_file::encode(
+        crate::persist::rdb_file::encode_with(
             dbs,
             crate::clock::unix_ms(),
             &config.encoding_limits(),
             config.compat_value("rdbchecksum") != "no",
             (crate::machine::REDIS_VERSION, crate::alloc::used_memory()),
+            &functions,
         )
     };
     let synced = st.redis_master.sync(
