@@ -470,8 +470,8 @@ fn client_info(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 
 fn client_list(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let mut ids: Option<Vec<u64>> = None;
-    // Some(true): only subscribed clients (TYPE pubsub); Some(false): only the others.
-    let mut pubsub_type: Option<bool> = None;
+    // TYPE: only clients of that type (`client_type`).
+    let mut pubsub_type: Option<&str> = None;
     let mut i = 2;
     while i < argv.len() {
         if is(&argv[i], "type") && i + 1 < argv.len() {
@@ -487,10 +487,7 @@ fn client_list(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                     String::from_utf8_lossy(t)
                 )));
             }
-            if !is(t, "normal") && !is(t, "pubsub") {
-                return Ok(Frame::Verbatim(Bytes::new()));
-            }
-            pubsub_type = Some(is(t, "pubsub"));
+            pubsub_type = Some(type_name(t));
             i += 2;
         } else if is(&argv[i], "id") && i + 1 < argv.len() {
             let mut v = Vec::new();
@@ -507,17 +504,27 @@ fn client_list(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             return Err(CmdError::Syntax);
         }
     }
+    let replicas: Vec<u64> = (ctx.srv.redis_master.replicas.iter())
+        .map(|r| r.id)
+        .collect();
     let mut clients: Vec<&Client> = ctx.srv.clients.values().map(|c| &**c).collect();
     clients.push(ctx.client);
     clients.sort_by_key(|c| c.id);
     let mut s = String::new();
     for c in clients {
         if ids.as_ref().is_some_and(|ids| !ids.contains(&c.id))
-            || pubsub_type.is_some_and(|p| p != c.pubsub.subscribed())
+            || pubsub_type.is_some_and(|t| t != client_type(&replicas, c))
         {
             continue;
         }
+        let from = s.len();
         c.info_line(&mut s);
+        if replicas.contains(&c.id) {
+            // Redis's flag for a replica connection.
+            if let Some(at) = s[from..].find(" flags=N ") {
+                s.replace_range(from + at + 7..from + at + 8, "S");
+            }
+        }
     }
     Ok(Frame::Verbatim(Bytes::from(s)))
 }
@@ -551,7 +558,7 @@ fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let mut maxage = None;
     // Some(Some(true)): subscribed clients; Some(Some(false)): the others; Some(None): none
     // (master/replica: there is no replication here).
-    let mut filter_type: Option<Option<bool>> = None;
+    let mut filter_type: Option<&str> = None;
     let mut skipme = true;
     let mut i = 2;
     while i < argv.len() {
@@ -589,11 +596,7 @@ fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                     String::from_utf8_lossy(val)
                 )));
             }
-            filter_type = Some(if is(val, "normal") || is(val, "pubsub") {
-                Some(is(val, "pubsub"))
-            } else {
-                None
-            });
+            filter_type = Some(type_name(val));
         } else if is(opt, "skipme") {
             if is(val, "yes") {
                 skipme = true;
@@ -609,6 +612,9 @@ fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         }
         i += 2;
     }
+    let replicas: Vec<u64> = (ctx.srv.redis_master.replicas.iter())
+        .map(|r| r.id)
+        .collect();
     let matches = |c: &Client| {
         filter_id.is_none_or(|id| c.id == id)
             && filter_addr
@@ -619,7 +625,7 @@ fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 .is_none_or(|a| c.laddr.to_string() == *a)
             && filter_user.as_ref().is_none_or(|u| c.user == *u)
             && maxage.is_none_or(|m| c.created.elapsed().as_secs() as i64 >= m)
-            && filter_type.is_none_or(|t| t == Some(c.pubsub.subscribed()))
+            && filter_type.is_none_or(|t| t == client_type(&replicas, c))
     };
     let victims: Vec<u64> = ctx
         .srv
@@ -640,6 +646,31 @@ fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         killed += 1;
     }
     Ok(Frame::Integer(killed))
+}
+
+/// A TYPE argument already checked as a client type, as `client_type` names it.
+fn type_name(t: &[u8]) -> &'static str {
+    if is(t, "slave") || is(t, "replica") {
+        "replica"
+    } else if is(t, "master") {
+        "master"
+    } else if is(t, "pubsub") {
+        "pubsub"
+    } else {
+        "normal"
+    }
+}
+
+/// Redis's getClientType: a Redis replica attached with SYNC/PSYNC, a subscriber, or normal.
+/// `replicas`: the client ids of the Redis replicas.
+fn client_type(replicas: &[u64], c: &Client) -> &'static str {
+    if replicas.contains(&c.id) {
+        "replica"
+    } else if c.pubsub.subscribed() {
+        "pubsub"
+    } else {
+        "normal"
+    }
 }
 
 fn client_no_evict(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {

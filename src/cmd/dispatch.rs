@@ -455,7 +455,17 @@ fn execute_timed(
     let spec = entry.spec;
     ctx.client.last_cmd = Some(entry.full_name.as_str());
     ctx.srv.stats.error_mark = ctx.srv.stats.total_error_replies;
+    let dirty = ctx.srv.changes_since_save;
     let result = (spec.handler)(ctx, argv);
+    if ctx.srv.changes_since_save != dirty
+        && ctx.srv.redis_master.active()
+        && spec.has(flags::WRITE)
+    {
+        // Redis replicas get the write as Redis propagates it (machine/redis_master.rs).
+        let (st, db) = (&mut *ctx.srv, ctx.client.db);
+        st.redis_master
+            .note(spec.name, db, argv, &st.dbs, result.as_ref().ok());
+    }
     if ctx.client.tracking.is_some() {
         super::tracking::remember(ctx, entry, argv);
     }

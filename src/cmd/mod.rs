@@ -39,6 +39,7 @@ pub mod stream;
 pub mod string;
 pub mod string_range;
 pub mod support;
+pub mod sync;
 pub mod table;
 pub mod tracking;
 pub mod tx;

@@ -84,6 +84,7 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         super::object::COMMANDS,
         super::dump::COMMANDS,
         super::lolwut::COMMANDS,
+        super::sync::COMMANDS,
     ]
 }
 

@@ -10,6 +10,7 @@ use super::spec::{flags::*, CommandSpec};
 use super::support::{addr, connected, is_replica, leader};
 use super::support::{spec_acl as spec, ADMIN_CATS};
 use crate::error::{CmdError, CmdResult};
+use crate::machine::redis_master::Master;
 use crate::machine::replica_link::LinkState;
 use crate::machine::Host;
 use crate::protocol::Frame;
@@ -89,15 +90,32 @@ fn role(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
             Frame::Integer(offset),
         ]));
     }
-    if ctx.host.cluster().is_none() && ctx.srv.replica.replid2.is_some() {
-        // A promoted replica goes on from the offset it reached.
-        return Ok(Frame::Array(vec![
-            Frame::bulk_static("master"),
-            Frame::Integer(ctx.srv.replica.offset as i64),
-            Frame::Array(vec![]),
-        ]));
+    match ctx.host.cluster() {
+        None => Ok(lone_master_role(&ctx.srv.redis_master)),
+        view => Ok(role_frame(view)),
     }
-    Ok(role_frame(ctx.host.cluster()))
+}
+
+/// ROLE outside cluster mode: `*3 master :<offset> [[ip port acked-offset]…]`, the Redis
+/// replicas that are online, as Redis's roleCommand lists them.
+fn lone_master_role(m: &Master) -> Frame {
+    let reps = m
+        .replicas
+        .iter()
+        .filter(|r| r.online())
+        .map(|r| {
+            Frame::Array(vec![
+                Frame::bulk_from(r.ip()),
+                Frame::bulk_from(r.conf.listening_port.to_string()),
+                Frame::bulk_from(r.ack_off.to_string()),
+            ])
+        })
+        .collect();
+    Frame::Array(vec![
+        Frame::bulk_static("master"),
+        Frame::Integer(m.offset as i64),
+        Frame::Array(reps),
+    ])
 }
 
 /// ROLE. A lone server: `*3 master :0 *0` (a Redis master without replicas keeps offset 0).
@@ -168,14 +186,30 @@ fn wait(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     // The followers holding this client's last write (Redis: the replicas that acknowledged
     // its offset).
     let view = ctx.host.cluster();
+    if view.is_none() {
+        // A lone server: its Redis replicas that acknowledged the stream up to this WAIT's
+        // start (the offset is kept while it is parked; re-run when an ACK arrives).
+        if ctx.client.block_deadline.is_none() {
+            ctx.client.repl_index = ctx.srv.redis_master.offset;
+        }
+        let have = ctx.srv.redis_master.acked(ctx.client.repl_index);
+        if have >= n || !super::blocking::may_block(ctx) {
+            return Ok(Frame::Integer(have));
+        }
+        let master = &mut ctx.srv.redis_master;
+        if master.replicas.is_empty() {
+            // Nothing can change the count, only the deadline (or the client leaving) ends
+            // it, and the loop answers `timed_out_reply` then.
+            return super::blocking::block(ctx, &[], t, WaitKind::List, argv);
+        }
+        // REPLCONF GETACK * at the end of the pass, as Redis's beforeSleep.
+        master.get_ack = true;
+        let key = [Bytes::from_static(REPLICAS_KEY)];
+        return super::blocking::block(ctx, &key, t, WaitKind::Replicas, argv);
+    }
     let have = acked(view, ctx.client.repl_index);
     if have >= n || !super::blocking::may_block(ctx) {
         return Ok(Frame::Integer(have));
-    }
-    if view.is_none() {
-        // A lone server: nothing can change the count, only the deadline (or the client
-        // leaving) ends it, and the loop answers `timed_out_reply` then.
-        return super::blocking::block(ctx, &[], t, WaitKind::List, argv);
     }
     // Woken each time the commit index moves (exec/cluster.rs), when it counts again.
     let key = [Bytes::from_static(REPLICAS_KEY)];
@@ -184,13 +218,15 @@ fn wait(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 /// What a parked command answers when its deadline passes: WAIT the replicas that acked
 /// (Redis's replyToBlockedClientTimedOut), the list and zset waits a null array.
-pub fn timed_out_reply(argv: &[Bytes], host: &dyn Host, repl_index: u64) -> Frame {
+pub fn timed_out_reply(argv: &[Bytes], host: &dyn Host, master: &Master, repl_index: u64) -> Frame {
     if argv
         .first()
         .is_some_and(|a| a.eq_ignore_ascii_case(b"wait"))
     {
-        let view = host.cluster();
-        return Frame::Integer(acked(view, repl_index));
+        return match host.cluster() {
+            None => Frame::Integer(master.acked(repl_index)),
+            view => Frame::Integer(acked(view, repl_index)),
+        };
     }
     Frame::NullArray
 }

@@ -761,8 +761,8 @@ pub const MASTERDOWN: &str =
 pub const NOREPLICAS: &str = "NOREPLICAS Not enough good replicas to write.";
 
 /// Redis's `checkGoodReplicasStatus`: false when this master has fewer good replicas than
-/// `min-replicas-to-write` (both it and `min-replicas-max-lag` nonzero). A lone server has
-/// none; a cluster leader counts the members it heard from within `min-replicas-max-lag`
+/// `min-replicas-to-write` (both it and `min-replicas-max-lag` nonzero). A lone server counts
+/// its Redis replicas whose last REPLCONF ACK is that recent; a cluster leader counts the members it heard from within `min-replicas-max-lag`
 /// seconds (Redis: replicas whose last REPLCONF ACK is that recent). A replica (follower)
 /// passes, as in Redis. Unset (the default): one map lookup.
 pub fn good_replicas_ok(srv: &State, host: &dyn crate::machine::Host) -> bool {
@@ -779,7 +779,9 @@ pub fn good_replicas_ok(srv: &State, host: &dyn crate::machine::Host) -> bool {
         return true;
     }
     let Some(view) = host.cluster() else {
-        return false;
+        // Redis replicas heard from within the lag (REPLCONF ACK every second).
+        let good = (srv.redis_master).good(crate::clock::unix_ms(), max_lag);
+        return good >= to_write;
     };
     if is_replica(Some(view)) {
         return true;
@@ -859,6 +861,18 @@ pub fn hello_role(view: Option<&ClusterView>) -> &'static str {
     } else {
         "master"
     }
+}
+
+/// The `# Replication` section of INFO on a server outside cluster mode that masters Redis
+/// replicas or none (machine/redis_master.rs), as Redis 7.0 prints it.
+pub fn info_lone_master(srv: &State, out: &mut String) {
+    out.push_str("# Replication\r\nrole:master\r\n");
+    let size = srv
+        .config
+        .compat_value("repl-backlog-size")
+        .parse()
+        .unwrap_or(1 << 20);
+    (srv.redis_master).info(&srv.repl_id, size, crate::clock::unix_ms(), out);
 }
 
 /// The `# Replication` section of INFO, as Redis 7.0 prints it for a lone master, a master
@@ -968,7 +982,9 @@ pub fn info_redis_replica(srv: &State, out: &mut String) -> bool {
                 (srv.config.compat_value("replica-announced") != "no") as u8,
             );
         }
-        None if r.replid2.is_some() => {
+        // A promoted replica that has no Redis replica of its own yet (the master side's
+        // backlog then starts a new history: machine/redis_master.rs).
+        None if r.replid2.is_some() && !srv.redis_master.active() => {
             out.push_str("# Replication\r\nrole:master\r\n");
         }
         None => return false,

@@ -61,7 +61,7 @@ const RDB: Why = Why::Notice(
     "no effect in deadbolt: its append-only file has no RDB preamble, there are no replication sync files, and an RDB snapshot is written by one thread and fsynced once",
 );
 const REPL: Why = Why::Notice(
-    "deadbolt has no Redis master-replica replication: replicas come from its Raft cluster mode (README \"Cluster\")",
+    "no effect in deadbolt: a Redis replica of deadbolt gets its RDB encoded from memory at SYNC, then the stream; deadbolt's own replicas come from its Raft cluster mode (README \"Cluster\")",
 );
 const RCLUSTER: Why = Why::Notice(
     "deadbolt does not speak Redis Cluster (its own cluster-node-id/cluster-peers directives are the Raft cluster)",
@@ -267,15 +267,15 @@ compat_table! {
     "rdb-save-incremental-fsync" [] Live "yes" Kind::Bool, RDB;
     "rdbchecksum" [] Immutable "yes" Kind::Bool, Why::Works;
     "rdbcompression" [] Live "yes" Kind::Bool, Why::Works;
-    "repl-backlog-size" [] Live "1048576" Kind::Mem, REPL;
-    "repl-backlog-ttl" [] Live "3600" Kind::Int, REPL;
+    "repl-backlog-size" [] Live "1048576" Kind::Mem, Why::Works;
+    "repl-backlog-ttl" [] Live "3600" Kind::Int, Why::Works;
     "repl-disable-tcp-nodelay" [] Live "no" Kind::Bool, REPL;
     "repl-diskless-load" [] Live "disabled" Kind::Enum(&["disabled", "on-empty-db", "swapdb"]), REPL;
     "repl-diskless-sync" [] Live "yes" Kind::Bool, REPL;
     "repl-diskless-sync-delay" [] Live "5" Kind::Int, REPL;
     "repl-diskless-sync-max-replicas" [] Live "0" Kind::Int, REPL;
-    "repl-ping-replica-period" ["repl-ping-slave-period"] Live "10" Kind::Int, REPL;
-    "repl-timeout" [] Live "60" Kind::Int, REPL;
+    "repl-ping-replica-period" ["repl-ping-slave-period"] Live "10" Kind::Int, Why::Works;
+    "repl-timeout" [] Live "60" Kind::Int, Why::Works;
     "replica-announce-ip" ["slave-announce-ip"] Live "" Kind::Str, REPL;
     "replica-announce-port" ["slave-announce-port"] Live "0" Kind::Int, REPL;
     "replica-announced" [] Live "yes" Kind::Bool, REPL;

@@ -78,7 +78,12 @@ fn resume(srv: &mut Server, id: u64, ready: Option<&bytes::Bytes>) {
                 b"UNBLOCKED client unblocked via CLIENT UNBLOCK",
             ))
         } else {
-            crate::cmd::role::timed_out_reply(&b.argv, &srv.io, client.repl_index)
+            crate::cmd::role::timed_out_reply(
+                &b.argv,
+                &srv.io,
+                &srv.state.redis_master,
+                client.repl_index,
+            )
         };
         if !(client.reply_off || client.reply_skip) {
             encode(&reply, client.resp3(), &mut out);

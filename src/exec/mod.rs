@@ -520,6 +520,7 @@ impl Server {
             self.resume_paused();
         }
         self.rdb_cron(now);
+        self.redis_master_cron(now);
         let (io, st) = (&mut self.io, &self.state);
         if let Some(aof) = io.aof.as_mut() {
             if !aof.cron() && aof.fsync == Fsync::Always {
@@ -551,10 +552,38 @@ impl Server {
     }
 }
 
+impl Server {
+    /// Redis replicas, once a second: PINGs, silent replicas dropped, the backlog's time to
+    /// live and size (machine/redis_master.rs).
+    fn redis_master_cron(&mut self, now: u64) {
+        if !self.state.redis_master.active() {
+            return;
+        }
+        let num = |s: &State, name: &str| s.config.compat_value(name).parse::<u64>().unwrap_or(0);
+        let st = &mut self.state;
+        let (ping, timeout) = (num(st, "repl-ping-replica-period"), num(st, "repl-timeout"));
+        let (ttl, size) = (num(st, "repl-backlog-ttl"), num(st, "repl-backlog-size"));
+        let (drop, freed) =
+            (st.redis_master).cron(now, ping, timeout, ttl, size as usize, &mut st.repl_id);
+        for id in drop {
+            if let Some(c) = self.state.clients.remove(&id) {
+                self.state.close_client(c);
+            }
+        }
+        if freed && self.io.aof.is_none() {
+            self.state.dbs.record_changes(false);
+            self.state.dbs.record_publishes(false);
+        }
+    }
+}
+
 impl Io {
     /// Opens or closes the log; the store records changes exactly while there is one to feed.
     fn set_aof(&mut self, state: &mut State, aof: Option<Aof>) {
-        state.dbs.record_changes(aof.is_some());
+        // Redis replicas' stream (machine/redis_master.rs) is fed from the same record.
+        state
+            .dbs
+            .record_changes(aof.is_some() || state.redis_master.active());
         self.aof = aof;
     }
 
@@ -1128,6 +1157,8 @@ fn before_sleep(server: &mut Server, net: &mut net::Net) {
     server.flush_deferred();
     // 4 and 5.
     server.flush_log();
+    // Redis replicas attached in this pass get their RDB after the reply that announced it.
+    server.state.redis_master.flush();
     net.flush(server);
 }
 

@@ -154,6 +154,10 @@ impl Server {
             );
             emit::settle(&mut self.state.dbs, &mut aof.streams);
         }
+        if self.state.redis_master.active() {
+            let st = &mut self.state;
+            st.redis_master.feed_unit(&st.dbs, &self.changes);
+        }
     }
 
     /// Appends a batch's output to the client's connection (the only way a reply leaves),

@@ -15,6 +15,7 @@ pub mod notify;
 pub mod ops;
 pub mod output;
 pub mod pubsub;
+pub mod redis_master;
 pub mod replica_link;
 pub mod shared;
 pub mod stats;
@@ -147,6 +148,8 @@ pub struct State {
     /// INFO replication's `master_replid` (Redis's replid: random, not the run id; DEBUG
     /// CHANGE-REPL-ID draws a new one).
     pub repl_id: String,
+    /// Redis replicas of this server and the stream they get (machine/redis_master.rs).
+    pub redis_master: crate::machine::redis_master::Master,
     /// Set by SHUTDOWN: the executor stops after the current batch.
     pub shutting_down: bool,
     /// `lock-restart-delay`: writes are refused until then.
@@ -236,6 +239,7 @@ impl State {
                 .map(|_| char::from(b"0123456789abcdef"[fastrand::usize(..16)]))
                 .collect(),
             repl_id: random_hex40(),
+            redis_master: Default::default(),
             shutting_down: false,
             writes_refused_until,
             watches: Watches::default(),

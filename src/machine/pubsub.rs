@@ -413,6 +413,7 @@ impl State {
         self.watches.unwatch_all(c.id);
         self.waiters.unblock(c.id);
         self.disable_tracking(c);
+        self.redis_master.forget(c.id);
     }
 
     /// Writes the pushes addressed to the running client into its batch output.

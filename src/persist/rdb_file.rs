@@ -33,7 +33,21 @@ pub fn encode(
     now: u64,
     lim: &Limits,
     checksum: bool,
+    version: (&str, usize),
+) -> Vec<u8> {
+    encode_with(dbs, now, lim, checksum, version, &[])
+}
+
+/// `encode` with the function libraries' code (`RDB_OPCODE_FUNCTION2`, as Redis's
+/// rdbSaveFunctions writes them before the databases): what a Redis replica gets at a full
+/// resync. (SAVE leaves them out: this loader does not restore them.)
+pub fn encode_with(
+    dbs: &Dbs,
+    now: u64,
+    lim: &Limits,
+    checksum: bool,
     (redis_ver, used_mem): (&str, usize),
+    functions: &[bytes::Bytes],
 ) -> Vec<u8> {
     let mut out = Vec::with_capacity(1 << 16);
     out.extend_from_slice(b"REDIS0010");
@@ -48,6 +62,10 @@ pub fn encode(
         out.push(OP_AUX);
         put_rdb_string(&mut out, k.as_bytes(), false);
         put_rdb_string(&mut out, v.as_bytes(), false);
+    }
+    for code in functions {
+        out.push(OP_FUNCTION2);
+        put_rdb_string(&mut out, code, false);
     }
     for (i, db) in dbs.iter().enumerate() {
         if db.is_empty() {

@@ -9,4 +9,5 @@ mod disk_faults;
 mod disk_faults_raft;
 mod persistence;
 mod rdb;
-mod redis_replica;
+mod redis_replicas_of_deadbolt;
+mod replica_of_redis;
