@@ -84,7 +84,7 @@ pub fn replicaof(
     if target.is_some() && !state.redis_master.replicas.is_empty() {
         // Redis would chain them (they follow this server's copy of the master's stream);
         // deadbolt's replicas get its own stream only, so it does not follow a master then.
-        return Err("ERR this server has Redis replicas attached and deadbolt does not chain replication: detach them (CLIENT KILL TYPE replica) or point them at the new master first".into());
+        return Err("this server has Redis replicas attached and deadbolt does not chain replication: detach them (CLIENT KILL TYPE replica) or point them at the new master first".into());
     }
     let previous = state.replica.master.take();
     // CONFIG GET replicaof answers the master followed now, as Redis's getter reads masterhost.
@@ -112,7 +112,7 @@ pub fn replicaof(
         return Ok(());
     };
     let Some(inbox) = inbox else {
-        return Err("ERR the master link cannot start here".into());
+        return Err("the master link cannot start here".into());
     };
     // Its own stream's history ends here: the next one it masters starts after a promotion.
     state.redis_master = Default::default();

@@ -455,3 +455,86 @@ fn a_redis_replica_stays_identical_through_every_kind_of_write() {
     let libs = text(&r.cmd(&["FUNCTION", "LIST"]));
     assert!(libs.contains("early") && libs.contains("late"), "{libs}");
 }
+
+/// The whole move and back: deadbolt follows a Redis master, is promoted, and a new Redis
+/// replica then follows deadbolt. While following, deadbolt refuses to chain a replica; once
+/// it has a replica it refuses to follow a master; the promoted deadbolt's first replica starts a
+/// new history (no replid2 left), and the locks' deadlines survive both switches.
+#[test]
+fn locks_move_from_redis_to_deadbolt_and_back_to_redis() {
+    let dir = TempDir::new("repl-round-trip");
+    let origin = redis_server(&["--dir", dir.0.to_str().unwrap()]);
+    let mut o = origin.conn();
+    let locks: Vec<Vec<String>> = (0..500)
+        .map(|i| {
+            cmd(&[
+                "SET",
+                &format!("lock:{i}"),
+                &format!("token-{i}"),
+                "NX",
+                "PX",
+                &(60_000 + i * 10).to_string(),
+            ])
+        })
+        .collect();
+    assert!(pipeline(&mut o, &locks).iter().all(|r| r == b"+OK\r\n"));
+
+    let db = deadbolt(&[]);
+    let mut d = db.conn();
+    assert_eq!(
+        d.cmd(&["REPLICAOF", "127.0.0.1", &origin.port.to_string()]),
+        b"+OK\r\n"
+    );
+    wait_for("deadbolt's link to the origin", || {
+        info_field(&mut d, "replication", "master_link_status") == "up"
+            && info_field(&mut d, "keyspace", "db0").starts_with("keys=500,")
+    });
+    // No chaining: a replica of deadbolt while it follows is refused with the reason.
+    let mut chained = db.conn();
+    let refused = text(&chained.cmd(&["SYNC"]));
+    assert!(
+        refused.starts_with("-ERR deadbolt does not chain replication"),
+        "{refused}"
+    );
+    assert_eq!(o.cmd(&["CLIENT", "PAUSE", "10000", "WRITE"]), b"+OK\r\n");
+    let origin_offset = info_field(&mut o, "replication", "master_repl_offset");
+    wait_for("deadbolt to catch up", || {
+        info_field(&mut d, "replication", "slave_repl_offset") == origin_offset
+    });
+    let on_origin = dump_locks(&mut o);
+    assert_eq!(d.cmd(&["REPLICAOF", "NO", "ONE"]), b"+OK\r\n");
+    assert_eq!(dump_locks(&mut d), on_origin);
+    assert_ne!(
+        info_field(&mut d, "replication", "master_replid2"),
+        "0000000000000000000000000000000000000000"
+    );
+    let promoted_offset: u64 = info_field(&mut d, "replication", "master_repl_offset")
+        .parse()
+        .unwrap();
+    assert_eq!(promoted_offset.to_string(), origin_offset);
+    drop(o);
+    drop(origin);
+
+    // Back to Redis: a stock replica attaches to the promoted deadbolt.
+    let (_replica, mut r) = attach_replica(db.port, &dir.0.join("back"));
+    assert_eq!(
+        info_field(&mut d, "replication", "master_replid2"),
+        "0000000000000000000000000000000000000000"
+    );
+    let refused = text(&d.cmd(&["REPLICAOF", "127.0.0.1", &r_port(&mut r)]));
+    assert!(
+        refused.starts_with("-ERR this server has Redis replicas attached"),
+        "{refused}"
+    );
+    assert_eq!(d.cmd(&["SET", "lock:new", "t", "PX", "60000"]), b"+OK\r\n");
+    assert_eq!(text(&d.cmd(&["WAIT", "1", "5000"])), ":1\r\n");
+    let mut expected = on_origin.clone();
+    expected.extend(dump_locks(&mut d).into_iter().filter(|l| l.0 == "lock:new"));
+    expected.sort();
+    assert_eq!(dump_locks(&mut r), expected);
+    assert_eq!(dump_locks(&mut d), expected);
+}
+
+fn r_port(r: &mut Conn) -> String {
+    info_field(r, "server", "tcp_port")
+}
