@@ -134,7 +134,8 @@ fn deadbolt_cmd(dir: &Path, fsync: &str) -> Command {
     cmd.args(["--port", "0", "--bind", "127.0.0.1", "--dir"])
         .arg(dir)
         .args(["--appendonly", "yes", "--appendfsync", fsync])
-        .args(["--aof-load-truncated", "yes", "--save", ""]);
+        .args(["--aof-load-truncated", "yes", "--save", ""])
+        .args(common::io_threads_args());
     cmd
 }
 
