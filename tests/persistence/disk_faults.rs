@@ -974,7 +974,7 @@ fn disk_full_during_a_rewrite_fails_the_rewrite_only() {
     }
 }
 
-fn shim() -> &'static Path {
+pub(crate) fn shim() -> &'static Path {
     static SHIM: OnceLock<PathBuf> = OnceLock::new();
     SHIM.get_or_init(|| {
         let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("fsync_shim.so");

@@ -7,5 +7,6 @@ mod common;
 
 mod disk_faults;
 mod disk_faults_raft;
+mod io_threads_hold;
 mod persistence;
 mod rdb;
