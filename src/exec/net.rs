@@ -755,10 +755,7 @@ impl Net {
         if !c.admitted {
             // A TLS handshake: what arrived with its end waits in the connection's buffer for
             // the client's first batch, once admitted.
-            self.put_back(id, buf, own_buf);
-            let Some(c) = self.conns.get_mut(&id) else {
-                return false;
-            };
+            put_back(c, &mut self.scratch, buf, own_buf);
             if c.handshake_deadline.is_some() && !c.io.handshaking() && !c.broken {
                 self.handshake_done(id);
                 if self.conns.contains_key(&id) {
@@ -797,36 +794,13 @@ impl Net {
                 }
             }
         }
-        self.put_back(id, buf, own_buf);
+        put_back(c, &mut self.scratch, buf, own_buf);
         if batch.is_empty() {
             self.settle(id, true);
             return false;
         }
-        if let Some(c) = self.conns.get_mut(&id) {
-            c.in_flight = true;
-        }
+        c.in_flight = true;
         true
-    }
-
-    /// Gives back the read buffer `next_batch` took: a partial request (or anything kept
-    /// while a batch is in flight) stays with the connection; the shared buffer is free for
-    /// the next connection.
-    fn put_back(&mut self, id: u64, mut buf: BytesMut, own_buf: bool) {
-        let Some(c) = self.conns.get_mut(&id) else {
-            return;
-        };
-        if own_buf {
-            if buf.is_empty() && buf.capacity() > 0 {
-                buf = BytesMut::new();
-            }
-            c.rbuf = buf;
-        } else {
-            if !buf.is_empty() {
-                c.rbuf.extend_from_slice(&buf);
-                buf.clear();
-            }
-            self.scratch = buf;
-        }
     }
 
     /// After anything happened to connection `id`: writes, and decides whether it closes or
@@ -1125,6 +1099,24 @@ impl Net {
             self.close(id);
         }
         self.sync_clients(server);
+    }
+}
+
+/// Gives back the read buffer `next_batch` took: a partial request (or anything kept while a
+/// batch is in flight) stays with the connection; the shared buffer is free for the next
+/// connection.
+fn put_back(c: &mut Conn, scratch: &mut BytesMut, mut buf: BytesMut, own_buf: bool) {
+    if own_buf {
+        if buf.is_empty() && buf.capacity() > 0 {
+            buf = BytesMut::new();
+        }
+        c.rbuf = buf;
+    } else {
+        if !buf.is_empty() {
+            c.rbuf.extend_from_slice(&buf);
+            buf.clear();
+        }
+        *scratch = buf;
     }
 }
 
