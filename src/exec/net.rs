@@ -713,27 +713,36 @@ impl Net {
             return false;
         }
         // Reads go to the connection's own buffer when it has a partial request (or an I/O
-        // thread just filled it), else to the loop's shared one, taken out meanwhile.
+        // thread just filled it), else to the loop's shared one.
         let own_buf = !c.rbuf.is_empty();
-        let mut buf = if own_buf {
-            std::mem::take(&mut c.rbuf)
-        } else {
-            self.scratch.clear();
-            std::mem::take(&mut self.scratch)
-        };
         let mut read = false;
-        if std::mem::take(&mut c.prefetched) {
+        if c.prefetched {
+            c.prefetched = false;
             read = true;
             if std::mem::take(&mut c.requeue) {
                 c.queue(&mut self.ready, id);
             }
         } else if c.readable && !c.eof && c.protocol_error.is_none() {
             read = true;
-            if read_in(c, &mut buf, &self.shared, self.now) {
+            let again = if own_buf {
+                let mut own = std::mem::take(&mut c.rbuf);
+                let again = read_in(c, &mut own, &self.shared, self.now);
+                c.rbuf = own;
+                again
+            } else {
+                self.scratch.clear();
+                read_in(c, &mut self.scratch, &self.shared, self.now)
+            };
+            if again {
                 // Others get their turn; this one is served again next pass.
                 c.queue(&mut self.ready, id);
             }
         }
+        let buf = if own_buf {
+            &mut c.rbuf
+        } else {
+            &mut self.scratch
+        };
         if read {
             let limit = self
                 .shared
@@ -745,9 +754,6 @@ impl Net {
                     buf.len()
                 );
                 buf.clear();
-                if !own_buf {
-                    self.scratch = buf;
-                }
                 self.close(id);
                 return false;
             }
@@ -755,7 +761,10 @@ impl Net {
         if !c.admitted {
             // A TLS handshake: what arrived with its end waits in the connection's buffer for
             // the client's first batch, once admitted.
-            put_back(c, &mut self.scratch, buf, own_buf);
+            if !own_buf && !self.scratch.is_empty() {
+                c.rbuf.extend_from_slice(&self.scratch);
+                self.scratch.clear();
+            }
             if c.handshake_deadline.is_some() && !c.io.handshaking() && !c.broken {
                 self.handshake_done(id);
                 if self.conns.contains_key(&id) {
@@ -775,7 +784,7 @@ impl Net {
             c.decoder.set_auth_required(auth_required);
             let unread = buf.len();
             loop {
-                match c.decoder.decode(&mut buf, &limits) {
+                match c.decoder.decode(buf, &limits) {
                     Ok(Some(args)) => {
                         let end = auth_may_change(auth_required, server_auth, &args);
                         batch.push(args);
@@ -794,7 +803,15 @@ impl Net {
                 }
             }
         }
-        put_back(c, &mut self.scratch, buf, own_buf);
+        // A partial request (or anything kept while a batch is in flight) moves to the
+        // connection's own buffer; the shared one is free for the next connection.
+        if !own_buf && !self.scratch.is_empty() {
+            c.rbuf.extend_from_slice(&self.scratch);
+            self.scratch.clear();
+        }
+        if own_buf && c.rbuf.is_empty() && c.rbuf.capacity() > 0 {
+            c.rbuf = BytesMut::new();
+        }
         if batch.is_empty() {
             self.settle(id, true);
             return false;
@@ -1019,7 +1036,9 @@ impl Net {
     /// Serves the connections with requests or bytes to read.
     fn serve_ready(&mut self, server: &mut Server) {
         std::mem::swap(&mut self.ready, &mut self.serving);
-        self.fan_out(true);
+        if self.io.is_some() {
+            self.fan_out(true);
+        }
         let mut batch = std::mem::take(&mut self.batch);
         let mut i = 0;
         while let Some(&id) = self.serving.get(i) {
@@ -1047,7 +1066,9 @@ impl Net {
     /// handleClientsWithPendingWrites), and learns which batches were answered.
     pub fn flush(&mut self, server: &mut Server) {
         std::mem::swap(&mut self.flushing, &mut *self.pending.borrow_mut());
-        self.fan_out(false);
+        if self.io.is_some() {
+            self.fan_out(false);
+        }
         let mut list = std::mem::take(&mut self.flushing);
         for id in list.drain(..) {
             if let Some(c) = self.conns.get(&id) {
@@ -1102,27 +1123,10 @@ impl Net {
     }
 }
 
-/// Gives back the read buffer `next_batch` took: a partial request (or anything kept while a
-/// batch is in flight) stays with the connection; the shared buffer is free for the next
-/// connection.
-fn put_back(c: &mut Conn, scratch: &mut BytesMut, mut buf: BytesMut, own_buf: bool) {
-    if own_buf {
-        if buf.is_empty() && buf.capacity() > 0 {
-            buf = BytesMut::new();
-        }
-        c.rbuf = buf;
-    } else {
-        if !buf.is_empty() {
-            c.rbuf.extend_from_slice(&buf);
-            buf.clear();
-        }
-        *scratch = buf;
-    }
-}
-
 /// Reads what connection `c` has for us into `buf` (its own buffer, taken out of it, or a
 /// shared one), within the read budget; true if the budget ran out with more to read (the
 /// connection is then served again next pass). Runs on the executor or on an I/O thread.
+#[inline]
 fn read_in(c: &mut Conn, buf: &mut BytesMut, shared: &Shared, now: Instant) -> bool {
     if !c.readable || c.eof || c.protocol_error.is_some() {
         return false;
@@ -1207,6 +1211,7 @@ fn read_in(c: &mut Conn, buf: &mut BytesMut, shared: &Shared, now: Instant) -> b
 /// Writes connection `c`'s output up to its gate (and TLS records made earlier), as far as
 /// the socket takes it; a failure marks it broken (the executor then closes it). Runs on the
 /// executor or on an I/O thread.
+#[inline]
 fn write_pending(c: &mut Conn, shared: &Shared, now: Instant) -> bool {
     let mut failed = false;
     let writable = c.out.writable();
