@@ -301,3 +301,76 @@ fn one_io_thread_is_the_executor_alone() {
         );
     }
 }
+
+#[test]
+fn timeouts_and_client_pause_with_threads() {
+    let s = common::deadbolt(&args(&["--timeout", "1"]));
+    let mut admin = s.conn();
+    let before = counters(&mut admin);
+    let mut crowd = crowd(&s, 40);
+    crowd_ping(&mut crowd);
+    // CLIENT PAUSE WRITE: the writes wait, the crowd's PINGs (through the threads) do not,
+    // and each writer's replies come in order once the pause ends.
+    assert_eq!(
+        admin.cmd(&["CLIENT", "PAUSE", "100000", "WRITE"]),
+        b"+OK\r\n"
+    );
+    let mut writers: Vec<Conn> = (0..20).map(|_| s.conn()).collect();
+    for (i, w) in writers.iter_mut().enumerate() {
+        let k = format!("p:{i}");
+        let mut req = resp_cmd(&["INCR", k.as_str()]);
+        req.extend_from_slice(&resp_cmd(&["INCR", k.as_str()]));
+        w.send_raw(&req);
+    }
+    crowd_ping(&mut crowd);
+    assert!(writers[0]
+        .try_read_reply(Duration::from_millis(200))
+        .is_none());
+    assert_eq!(admin.cmd(&["CLIENT", "UNPAUSE"]), b"+OK\r\n");
+    for w in writers.iter_mut() {
+        assert_eq!(w.read_reply(), b":1\r\n");
+        assert_eq!(w.read_reply(), b":2\r\n");
+    }
+    assert_threads_ran(&mut admin, before);
+    // `timeout 1`: the idle ones are closed, a client that keeps talking is not.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !crowd
+        .iter_mut()
+        .all(|c| c.is_closed(Duration::from_millis(10)))
+    {
+        assert!(Instant::now() < deadline, "idle clients were not closed");
+        admin.cmd(&["PING"]);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(admin.cmd(&["PING"]), b"+PONG\r\n");
+}
+
+#[test]
+fn a_busy_script_is_answered_with_threads() {
+    let s = common::deadbolt(&args(&["--busy-reply-threshold", "50"]));
+    let mut admin = s.conn();
+    let before = counters(&mut admin);
+    let mut crowd = crowd(&s, 40);
+    crowd_ping(&mut crowd);
+    let mut runner = s.conn();
+    runner.send(&["EVAL", "while true do end", "0"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = admin.cmd_str(&["PING"]);
+        if r.starts_with("-BUSY") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never busy: {r}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for c in crowd.iter_mut() {
+        c.send(&["PING"]);
+    }
+    for c in crowd.iter_mut() {
+        assert!(c.read_reply().starts_with(b"-BUSY"));
+    }
+    assert_eq!(admin.cmd(&["SCRIPT", "KILL"]), b"+OK\r\n");
+    assert!(runner.read_reply().starts_with(b"-ERR Script killed"));
+    crowd_ping(&mut crowd);
+    assert_threads_ran(&mut admin, before);
+}
