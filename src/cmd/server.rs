@@ -288,6 +288,11 @@ fn config_resetstat(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     ctx.srv.shared.net_output_bytes.store(0, Ordering::Relaxed);
     ctx.srv.shared.reads_processed.store(0, Ordering::Relaxed);
     ctx.srv.shared.writes_processed.store(0, Ordering::Relaxed);
+    ctx.srv.shared.io_threaded_reads.store(0, Ordering::Relaxed);
+    ctx.srv
+        .shared
+        .io_threaded_writes
+        .store(0, Ordering::Relaxed);
     for db in ctx.srv.dbs.iter_mut() {
         db.expired_total = 0;
     }
@@ -775,7 +780,7 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
             let port = srv.config.port;
             let _ = write!(
                 out,
-                "# Server\r\nredis_version:{REDIS_VERSION}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_build_id:0\r\nredis_mode:standalone\r\nos:{}\r\narch_bits:64\r\nmonotonic_clock:POSIX clock_gettime\r\nmultiplexing_api:epoll\r\natomicvar_api:c11-builtin\r\ngcc_version:0.0.0\r\nprocess_id:{}\r\nprocess_supervised:{}\r\nrun_id:{}\r\ntcp_port:{port}\r\nserver_time_usec:{}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nhz:{}\r\nconfigured_hz:{}\r\nlru_clock:{}\r\nexecutable:{}\r\nconfig_file:{}\r\nio_threads_active:0\r\ndeadbolt_version:{}\r\n",
+                "# Server\r\nredis_version:{REDIS_VERSION}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_build_id:0\r\nredis_mode:standalone\r\nos:{}\r\narch_bits:64\r\nmonotonic_clock:POSIX clock_gettime\r\nmultiplexing_api:epoll\r\natomicvar_api:c11-builtin\r\ngcc_version:0.0.0\r\nprocess_id:{}\r\nprocess_supervised:{}\r\nrun_id:{}\r\ntcp_port:{port}\r\nserver_time_usec:{}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nhz:{}\r\nconfigured_hz:{}\r\nlru_clock:{}\r\nexecutable:{}\r\nconfig_file:{}\r\nio_threads_active:{}\r\ndeadbolt_version:{}\r\n",
                 os_name(),
                 std::process::id(),
                 crate::supervise::info_name(&srv.config),
@@ -787,6 +792,7 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
                 (unix_us() / 1_000_000) & ((1 << 24) - 1),
                 std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
                 srv.config.config_file.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
+                u8::from(shared.io_threads_active.load(Ordering::Relaxed)),
                 env!("CARGO_PKG_VERSION"),
             );
         }
@@ -914,7 +920,7 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
                 (m.sync_full, m.sync_partial_ok, m.sync_partial_err);
             let _ = write!(
                 out,
-                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\ninstantaneous_input_kbps:{in_kbps:.2}\r\ninstantaneous_output_kbps:{out_kbps:.2}\r\nrejected_connections:{}\r\nsync_full:{sync_full}\r\nsync_partial_ok:{sync_ok}\r\nsync_partial_err:{sync_err}\r\nexpired_keys:{expired}\r\nexpired_stale_perc:0.00\r\nexpired_time_cap_reached_count:0\r\nexpire_cycle_cpu_milliseconds:0\r\nevicted_keys:0\r\nevicted_clients:0\r\ntotal_eviction_exceeded_time:0\r\ncurrent_eviction_exceeded_time:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nlatest_fork_usec:0\r\ntotal_forks:0\r\nmigrate_cached_sockets:0\r\nslave_expires_tracked_keys:0\r\nactive_defrag_hits:0\r\nactive_defrag_misses:0\r\nactive_defrag_key_hits:0\r\nactive_defrag_key_misses:0\r\ntotal_active_defrag_time:0\r\ncurrent_active_defrag_time:0\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\nunexpected_error_replies:0\r\ntotal_error_replies:{}\r\ndump_payload_sanitizations:0\r\ntotal_reads_processed:{reads}\r\ntotal_writes_processed:{writes}\r\nio_threaded_reads_processed:0\r\nio_threaded_writes_processed:0\r\nreply_buffer_shrinks:0\r\nreply_buffer_expands:0\r\n",
+                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\ninstantaneous_input_kbps:{in_kbps:.2}\r\ninstantaneous_output_kbps:{out_kbps:.2}\r\nrejected_connections:{}\r\nsync_full:{sync_full}\r\nsync_partial_ok:{sync_ok}\r\nsync_partial_err:{sync_err}\r\nexpired_keys:{expired}\r\nexpired_stale_perc:0.00\r\nexpired_time_cap_reached_count:0\r\nexpire_cycle_cpu_milliseconds:0\r\nevicted_keys:0\r\nevicted_clients:0\r\ntotal_eviction_exceeded_time:0\r\ncurrent_eviction_exceeded_time:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nlatest_fork_usec:0\r\ntotal_forks:0\r\nmigrate_cached_sockets:0\r\nslave_expires_tracked_keys:0\r\nactive_defrag_hits:0\r\nactive_defrag_misses:0\r\nactive_defrag_key_hits:0\r\nactive_defrag_key_misses:0\r\ntotal_active_defrag_time:0\r\ncurrent_active_defrag_time:0\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\nunexpected_error_replies:0\r\ntotal_error_replies:{}\r\ndump_payload_sanitizations:0\r\ntotal_reads_processed:{reads}\r\ntotal_writes_processed:{writes}\r\nio_threaded_reads_processed:{}\r\nio_threaded_writes_processed:{}\r\nreply_buffer_shrinks:0\r\nreply_buffer_expands:0\r\n",
                 shared.total_connections.load(Ordering::Relaxed),
                 st.total_commands,
                 st.instantaneous_ops(),
@@ -930,6 +936,8 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
                 srv.tracking.total_items(),
                 srv.tracking.total_prefixes(),
                 st.total_error_replies,
+                shared.io_threaded_reads.load(Ordering::Relaxed),
+                shared.io_threaded_writes.load(Ordering::Relaxed),
             );
         }
         "replication" if super::support::info_redis_replica(srv, out) => {}

@@ -1,7 +1,7 @@
 //! Redis 7.0's directives that deadbolt has no machinery for, so that a stock redis.conf starts.
 //! Each is one of three things, decided by what ignoring it would cost:
 //! - **accepted, with one logged notice**, where it only tunes Redis internals (encodings,
-//!   rehashing, defragmentation, lazy freeing, I/O threads, RDB files, Redis replication
+//!   rehashing, defragmentation, lazy freeing, RDB files, Redis replication
 //!   timing): CONFIG GET answers Redis's value (or the one set), CONFIG SET takes it, and the
 //!   log says once why it has no effect;
 //! - **refused with the reason**, at start-up and by CONFIG SET, for any value but Redis's
@@ -10,6 +10,7 @@
 //! - `replicaof`, which starts following a Redis master (redisrepl/replica.rs);
 //! - `min-replicas-to-write` / `min-replicas-max-lag` (cmd/support.rs: writes get
 //!   NOREPLICAS, as on a Redis master without enough good replicas);
+//! - `io-threads`, `io-threads-do-reads` (the executor's I/O threads, `exec/io_threads.rs`);
 //! - `daemonize`, `supervised` (`supervise.rs`), `latency-tracking` and
 //!   `latency-tracking-info-percentiles` (`machine/latency.rs`), which work; and the encoding
 //!   thresholds (`hash-max-listpack-entries` ..., `list-max-listpack-size`) and `rdbcompression`,
@@ -34,6 +35,8 @@ pub enum Kind {
     Int,
     /// An int Redis bounds to 0..INT_MAX (`min-replicas-to-write`, `min-replicas-max-lag`).
     NonNegInt,
+    /// An int Redis bounds to an interval (`io-threads`: 1..=128).
+    IntIn(i64, i64),
     Mem,
     Enum(&'static [&'static str]),
     Str,
@@ -55,7 +58,7 @@ pub enum Why {
 }
 
 const INTERNALS: Why = Why::Notice(
-    "they tune Redis internals that deadbolt does not have (encodings, rehashing, defragmentation, lazy freeing, I/O threads, allocator threads, CPU affinity, crash reports)",
+    "they tune Redis internals that deadbolt does not have (encodings, rehashing, defragmentation, lazy freeing, allocator threads, CPU affinity, crash reports)",
 );
 const RDB: Why = Why::Notice(
     "no effect in deadbolt: its append-only file has no RDB preamble, there are no replication sync files, and an RDB snapshot is written by one thread and fsynced once",
@@ -136,6 +139,13 @@ fn canonical(kind: &Kind, v: &str) -> Result<String, String> {
                 Ok(n.to_string())
             } else {
                 Err("argument must be between 0 and 2147483647 inclusive".to_string())
+            }
+        }),
+        Kind::IntIn(lo, hi) => int(v).and_then(|n| {
+            if (*lo..=*hi).contains(&n) {
+                Ok(n.to_string())
+            } else {
+                Err(format!("argument must be between {lo} and {hi} inclusive"))
             }
         }),
         Kind::Mem => parse_memory(v)
@@ -237,8 +247,8 @@ compat_table! {
     "hash-max-listpack-value" ["hash-max-ziplist-value"] Live "64" Kind::Int, Why::Works;
     "hll-sparse-max-bytes" [] Live "3000" Kind::Mem, INTERNALS;
     "ignore-warnings" [] Live "" Kind::Str, INTERNALS;
-    "io-threads" [] Immutable "1" Kind::Int, INTERNALS;
-    "io-threads-do-reads" [] Immutable "no" Kind::Bool, INTERNALS;
+    "io-threads" [] Immutable "1" Kind::IntIn(1, 128), Why::Works;
+    "io-threads-do-reads" [] Immutable "no" Kind::Bool, Why::Works;
     "jemalloc-bg-thread" [] Live "yes" Kind::Bool, INTERNALS;
     "latency-monitor-threshold" [] Live "0" Kind::Int, Why::Works;
     "latency-tracking" [] Live "yes" Kind::Bool, Why::Works;

@@ -423,6 +423,12 @@ impl Config {
         }
     }
 
+    /// `io-threads` (1: the executor alone) and `io-threads-do-reads`.
+    pub fn io_threads(&self) -> (usize, bool) {
+        let n = self.compat_value("io-threads").parse().unwrap_or(1);
+        (n, self.compat_value("io-threads-do-reads") == "yes")
+    }
+
     pub fn compat_value(&self, name: &str) -> &str {
         match self.compat.get(name) {
             Some(v) => v,

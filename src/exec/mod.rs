@@ -7,6 +7,7 @@
 pub mod blocking;
 pub mod cluster;
 pub mod hold;
+mod io_threads;
 pub mod net;
 pub mod peer;
 mod probe;
@@ -948,7 +949,12 @@ pub fn spawn(
         .stack_size(64 << 20)
         .spawn(move || {
             let has_tls = listeners.tls.is_some();
-            let (net, waker) = match net::Net::new(listeners, shared.clone()) {
+            let io_threads = config.io_threads();
+            let built = net::Net::new(listeners, shared.clone()).and_then(|(mut net, waker)| {
+                net.start_io_threads(io_threads.0, io_threads.1)?;
+                Ok((net, waker))
+            });
+            let (net, waker) = match built {
                 Ok(x) => {
                     let _ = built_tx.send(Ok(()));
                     x

@@ -20,6 +20,7 @@
 //! for the time it runs commands (`Net::lend`), reads the other connections and answers them
 //! (-BUSY, SCRIPT KILL, SHUTDOWN NOSAVE) as Redis's `processEventsWhileBlocked`.
 
+use super::io_threads::{Pool, Worker};
 use super::{Msg, Server};
 use crate::machine::client::{auth_may_change, Client, ClientShared};
 use crate::machine::output::{ConnOut, PendingList, MAX_IOV};
@@ -258,6 +259,62 @@ struct Conn {
     queued: bool,
     protocol_error: Option<ProtocolError>,
     last_activity: Instant,
+    /// An I/O thread read the socket this pass (`read_in`); `next_batch` decodes what it read.
+    prefetched: bool,
+    /// That read used up its budget: serve the connection again next pass.
+    requeue: bool,
+    /// In the fan-out being posted (a connection listed twice is posted once).
+    posted: bool,
+}
+
+/// The I/O threads and what the executor's own share of a fan-out uses.
+struct IoThreads {
+    pool: Pool<IoWorker>,
+    local: IoWorker,
+    /// `io-threads-do-reads`: reads are handed out too, not only writes.
+    reads: bool,
+    /// The connections of the fan-out being posted (kept to reuse its memory).
+    posts: Vec<*mut Conn>,
+}
+
+#[derive(Clone, Copy)]
+struct IoPhase {
+    read: bool,
+    now: Instant,
+}
+
+/// What one I/O thread (or the executor, for its share) does to a connection it is handed.
+struct IoWorker {
+    /// Read buffer: what a read took is split off into the connection's own buffer.
+    scratch: BytesMut,
+    shared: Arc<Shared>,
+}
+
+impl Worker for IoWorker {
+    type Item = Conn;
+    type Phase = IoPhase;
+
+    /// Touches only the connection's socket, transport, read buffer, flags and output chain
+    /// (never its `Rc`s themselves, nor the pending list), and `Shared`'s counters.
+    fn work(&mut self, c: &mut Conn, phase: IoPhase) {
+        c.posted = false;
+        if phase.read {
+            if c.rbuf.is_empty() {
+                // What arrives is split off the thread's buffer: no copy, and the buffer's
+                // memory is reused once the requests decoded from it are gone.
+                self.scratch.clear();
+                c.requeue = read_in(c, &mut self.scratch, &self.shared, phase.now);
+                c.rbuf = self.scratch.split();
+            } else {
+                let mut own = std::mem::take(&mut c.rbuf);
+                c.requeue = read_in(c, &mut own, &self.shared, phase.now);
+                c.rbuf = own;
+            }
+            c.prefetched = true;
+        } else {
+            write_pending(c, &self.shared, phase.now);
+        }
+    }
 }
 
 pub struct Net {
@@ -299,6 +356,8 @@ pub struct Net {
     /// When the last poll returned: connection activity is stamped with it (the idle
     /// `timeout` counts in seconds), one clock read per turn rather than per request.
     now: Instant,
+    /// `io-threads` above 1: the threads a pass's reads and writes are handed out to.
+    io: Option<IoThreads>,
 }
 
 struct Fired {
@@ -377,8 +436,93 @@ impl Net {
             accept_retry: false,
             shared,
             now: Instant::now(),
+            io: None,
         };
         Ok((net, waker))
+    }
+
+    /// Starts `io-threads` - 1 I/O threads (none for 1); `reads`: `io-threads-do-reads`.
+    pub fn start_io_threads(&mut self, threads: usize, reads: bool) -> io::Result<()> {
+        if threads <= 1 {
+            return Ok(());
+        }
+        let shared = self.shared.clone();
+        let worker = move || IoWorker {
+            scratch: BytesMut::new(),
+            shared: shared.clone(),
+        };
+        let pool = Pool::start(threads, worker.clone())?;
+        self.io = Some(IoThreads {
+            pool,
+            local: worker(),
+            reads,
+            posts: Vec::new(),
+        });
+        self.shared.io_threads_active.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Hands the socket work of `ids` to the I/O threads when there is enough of it (Redis
+    /// 7.0 starts its threads from twice their number of pending clients); `read`: reads,
+    /// else writes. Only connections that have such work are posted; the rest, and a pass
+    /// with too little, are served by the executor as without threads.
+    fn fan_out(&mut self, read: bool) {
+        let Some(io) = self.io.as_mut() else {
+            return;
+        };
+        if read && !io.reads {
+            return;
+        }
+        let ids = if read { &self.serving } else { &self.flushing };
+        let min = io.pool.threads() * 2;
+        if ids.len() < min {
+            return;
+        }
+        let mut posts = std::mem::take(&mut io.posts);
+        posts.clear();
+        for id in ids {
+            let Some(c) = self.conns.get_mut(id) else {
+                continue;
+            };
+            let wanted = if read {
+                c.admitted
+                    && c.readable
+                    && !c.eof
+                    && !c.closing
+                    && !c.broken
+                    && c.protocol_error.is_none()
+            } else {
+                !c.broken && (c.out.writable() > 0 || c.io.pending())
+            };
+            if wanted && !c.posted {
+                c.posted = true;
+                posts.push(c as *mut Conn);
+            }
+        }
+        if posts.len() >= min {
+            let phase = IoPhase {
+                read,
+                now: self.now,
+            };
+            // SAFETY: distinct connections (`posted`) of `conns`, which is neither changed nor
+            // read until `run` returns; the workers touch only what `IoWorker::work` says,
+            // never the `Rc`s themselves, and the executor thread runs no command meanwhile
+            // (it only does its own share of this fan-out).
+            unsafe { io.pool.run(&posts, phase, &mut io.local) };
+            let counter = if read {
+                &self.shared.io_threaded_reads
+            } else {
+                &self.shared.io_threaded_writes
+            };
+            counter.fetch_add(posts.len() as u64, Ordering::Relaxed);
+        } else {
+            for &p in &posts {
+                // SAFETY: pointers just taken from `conns`, unchanged since.
+                unsafe { (*p).posted = false };
+            }
+        }
+        posts.clear();
+        io.posts = posts;
     }
 
     /// Wakes the loop whenever `fd` turns readable; its owner reads it during the loop's turn
@@ -516,6 +660,9 @@ impl Net {
                 queued: false,
                 protocol_error: None,
                 last_activity: self.now,
+                prefetched: false,
+                requeue: false,
+                posted: false,
             },
         );
         if admitted {
@@ -565,91 +712,38 @@ impl Net {
         if c.closing || c.broken {
             return false;
         }
+        // Reads go to the connection's own buffer when it has a partial request (or an I/O
+        // thread just filled it), else to the loop's shared one.
         let own_buf = !c.rbuf.is_empty();
+        let mut read = false;
+        if c.prefetched {
+            c.prefetched = false;
+            read = true;
+            if std::mem::take(&mut c.requeue) {
+                c.queue(&mut self.ready, id);
+            }
+        } else if c.readable && !c.eof && c.protocol_error.is_none() {
+            read = true;
+            let again = if own_buf {
+                let mut own = std::mem::take(&mut c.rbuf);
+                let again = read_in(c, &mut own, &self.shared, self.now);
+                c.rbuf = own;
+                again
+            } else {
+                self.scratch.clear();
+                read_in(c, &mut self.scratch, &self.shared, self.now)
+            };
+            if again {
+                // Others get their turn; this one is served again next pass.
+                c.queue(&mut self.ready, id);
+            }
+        }
         let buf = if own_buf {
             &mut c.rbuf
         } else {
-            self.scratch.clear();
             &mut self.scratch
         };
-        if c.readable && !c.eof && c.protocol_error.is_none() {
-            let tcp = matches!(c.io, Transport::Tcp);
-            let mut total = 0;
-            // A large argument's payload arriving (a 1 MiB SET): the buffer is sized for it
-            // once and it is read whole in this turn, as Redis reads big arguments
-            // (PROTO_MBULK_BIG_ARG); grown block by block, each request was copied again
-            // at every growth.
-            let bulk_left = c.decoder.bulk_end().saturating_sub(buf.len());
-            let budget = if bulk_left > READ_BUDGET {
-                if buf.capacity() - buf.len() < bulk_left {
-                    let need = buf.len() + bulk_left;
-                    match crate::protocol::pool::take(need) {
-                        // A kept buffer (no page faults); the old one is kept in turn once
-                        // the request decoded from it is gone.
-                        Some(mut kept) => {
-                            kept.extend_from_slice(buf);
-                            let old = std::mem::replace(buf, kept);
-                            crate::protocol::pool::keep(old.freeze());
-                        }
-                        None => buf.reserve(bulk_left),
-                    }
-                }
-                bulk_left
-            } else {
-                READ_BUDGET
-            };
-            loop {
-                if buf.capacity() - buf.len() < READ_CHUNK / 2 {
-                    buf.reserve(READ_CHUNK * if own_buf { 1 } else { 4 });
-                }
-                // One read takes at most the budget: the scratch buffer may have grown far
-                // larger, and a bulk loader keeps its socket full.
-                let room = (buf.capacity() - buf.len()).min(budget - total);
-                match c.io.read(&c.sock, buf, room) {
-                    Ok(0) => {
-                        c.eof = true;
-                        c.readable = false;
-                        break;
-                    }
-                    Ok(n) => {
-                        total += n;
-                        // A short read drained the socket; a TLS read stops at a record's
-                        // plaintext, so TLS reads on until the socket would block.
-                        if tcp && n < room && !c.peer_closed {
-                            c.readable = false;
-                            break;
-                        }
-                        if total >= budget {
-                            // Others get their turn; this one is served again next pass
-                            // (`Conn::queue`, spelled out: `buf` may borrow `c.rbuf`).
-                            if !c.queued {
-                                c.queued = true;
-                                self.ready.push(id);
-                            }
-                            break;
-                        }
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        c.readable = false;
-                        break;
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(_) => {
-                        c.eof = true;
-                        c.readable = false;
-                        // A TLS session that failed cannot carry replies any more.
-                        c.broken |= !tcp;
-                        break;
-                    }
-                }
-            }
-            if total > 0 {
-                self.shared
-                    .net_input_bytes
-                    .fetch_add(total as u64, Ordering::Relaxed);
-                self.shared.reads_processed.fetch_add(1, Ordering::Relaxed);
-                c.last_activity = self.now;
-            }
+        if read {
             let limit = self
                 .shared
                 .client_query_buffer_limit
@@ -780,26 +874,11 @@ impl Net {
         let Some(c) = self.conns.get_mut(&id) else {
             return;
         };
-        let mut failed = false;
-        let writable = c.out.writable();
-        if writable > 0 {
-            match write_chain(&mut c.io, &c.sock, &c.out, writable) {
-                Ok(n) => {
-                    self.shared.count_output(n);
-                    if n > 0 {
-                        c.last_activity = self.now;
-                    }
-                }
-                Err(_) => failed = true,
-            }
-        } else if c.io.pending() {
-            failed = c.io.flush(&c.sock).is_err();
-        }
+        let failed = c.broken || write_pending(c, &self.shared, self.now);
         let killed = c.out.killed();
         // A killed client's rest is not waited for: it may never read it.
         let done = killed || (c.out.writable() == 0 && !c.io.pending());
         if failed || (c.closing && done) {
-            c.broken |= failed;
             self.close(id);
             return;
         }
@@ -957,6 +1036,9 @@ impl Net {
     /// Serves the connections with requests or bytes to read.
     fn serve_ready(&mut self, server: &mut Server) {
         std::mem::swap(&mut self.ready, &mut self.serving);
+        if self.io.is_some() {
+            self.fan_out(true);
+        }
         let mut batch = std::mem::take(&mut self.batch);
         let mut i = 0;
         while let Some(&id) = self.serving.get(i) {
@@ -984,6 +1066,9 @@ impl Net {
     /// handleClientsWithPendingWrites), and learns which batches were answered.
     pub fn flush(&mut self, server: &mut Server) {
         std::mem::swap(&mut self.flushing, &mut *self.pending.borrow_mut());
+        if self.io.is_some() {
+            self.fan_out(false);
+        }
         let mut list = std::mem::take(&mut self.flushing);
         for id in list.drain(..) {
             if let Some(c) = self.conns.get(&id) {
@@ -1036,6 +1121,115 @@ impl Net {
         }
         self.sync_clients(server);
     }
+}
+
+/// Reads what connection `c` has for us into `buf` (its own buffer, taken out of it, or a
+/// shared one), within the read budget; true if the budget ran out with more to read (the
+/// connection is then served again next pass). Runs on the executor or on an I/O thread.
+#[inline]
+fn read_in(c: &mut Conn, buf: &mut BytesMut, shared: &Shared, now: Instant) -> bool {
+    if !c.readable || c.eof || c.protocol_error.is_some() {
+        return false;
+    }
+    // The connection's own buffer holds a partial request; the shared one starts empty.
+    let own_buf = !buf.is_empty();
+    let tcp = matches!(c.io, Transport::Tcp);
+    let mut total = 0;
+    let mut again = false;
+    // A large argument's payload arriving (a 1 MiB SET): the buffer is sized for it once and
+    // it is read whole in this turn, as Redis reads big arguments (PROTO_MBULK_BIG_ARG);
+    // grown block by block, each request was copied again at every growth.
+    let bulk_left = c.decoder.bulk_end().saturating_sub(buf.len());
+    let budget = if bulk_left > READ_BUDGET {
+        if buf.capacity() - buf.len() < bulk_left {
+            let need = buf.len() + bulk_left;
+            match crate::protocol::pool::take(need) {
+                // A kept buffer (no page faults); the old one is kept in turn once the
+                // request decoded from it is gone.
+                Some(mut kept) => {
+                    kept.extend_from_slice(buf);
+                    let old = std::mem::replace(buf, kept);
+                    crate::protocol::pool::keep(old.freeze());
+                }
+                None => buf.reserve(bulk_left),
+            }
+        }
+        bulk_left
+    } else {
+        READ_BUDGET
+    };
+    loop {
+        if buf.capacity() - buf.len() < READ_CHUNK / 2 {
+            buf.reserve(READ_CHUNK * if own_buf { 1 } else { 4 });
+        }
+        // One read takes at most the budget: the shared buffer may have grown far larger,
+        // and a bulk loader keeps its socket full.
+        let room = (buf.capacity() - buf.len()).min(budget - total);
+        match c.io.read(&c.sock, buf, room) {
+            Ok(0) => {
+                c.eof = true;
+                c.readable = false;
+                break;
+            }
+            Ok(n) => {
+                total += n;
+                // A short read drained the socket; a TLS read stops at a record's plaintext,
+                // so TLS reads on until the socket would block.
+                if tcp && n < room && !c.peer_closed {
+                    c.readable = false;
+                    break;
+                }
+                if total >= budget {
+                    again = true;
+                    break;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                c.readable = false;
+                break;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => {
+                c.eof = true;
+                c.readable = false;
+                // A TLS session that failed cannot carry replies any more.
+                c.broken |= !tcp;
+                break;
+            }
+        }
+    }
+    if total > 0 {
+        shared
+            .net_input_bytes
+            .fetch_add(total as u64, Ordering::Relaxed);
+        shared.reads_processed.fetch_add(1, Ordering::Relaxed);
+        c.last_activity = now;
+    }
+    again
+}
+
+/// Writes connection `c`'s output up to its gate (and TLS records made earlier), as far as
+/// the socket takes it; a failure marks it broken (the executor then closes it). Runs on the
+/// executor or on an I/O thread.
+#[inline]
+fn write_pending(c: &mut Conn, shared: &Shared, now: Instant) -> bool {
+    let mut failed = false;
+    let writable = c.out.writable();
+    if writable > 0 {
+        match write_chain(&mut c.io, &c.sock, &c.out, writable) {
+            Ok(n) => {
+                shared.count_output(n);
+                if n > 0 {
+                    c.last_activity = now;
+                }
+            }
+            Err(_) => failed = true,
+        }
+    } else if c.io.pending() {
+        failed = c.io.flush(&c.sock).is_err();
+    }
+    c.broken |= failed;
+    failed
 }
 
 /// One `recv` into the spare capacity of `buf`.

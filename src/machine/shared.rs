@@ -42,6 +42,12 @@ pub struct Shared {
     /// handlers' calls).
     pub reads_processed: AtomicU64,
     pub writes_processed: AtomicU64,
+    /// `io-threads` above 1: the I/O threads run (INFO `io_threads_active`).
+    pub io_threads_active: AtomicBool,
+    /// Reads and writes the I/O threads did (INFO `io_threaded_reads_processed`,
+    /// `io_threaded_writes_processed`, counted per connection served, as Redis counts them).
+    pub io_threaded_reads: AtomicU64,
+    pub io_threaded_writes: AtomicU64,
     /// Set when a client asked for SHUTDOWN; the main thread watches `shutdown_notify`.
     pub shutdown_requested: AtomicBool,
     pub shutdown_notify: Notify,
@@ -71,6 +77,9 @@ impl Shared {
             net_output_bytes: AtomicU64::new(0),
             reads_processed: AtomicU64::new(0),
             writes_processed: AtomicU64::new(0),
+            io_threads_active: AtomicBool::new(false),
+            io_threaded_reads: AtomicU64::new(0),
+            io_threaded_writes: AtomicU64::new(0),
             shutdown_requested: AtomicBool::new(false),
             shutdown_notify: Notify::new(),
             script: Default::default(),

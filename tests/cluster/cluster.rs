@@ -26,6 +26,7 @@ impl Node {
     fn start(&mut self) {
         let mut child = Command::new(common::deadbolt_bin())
             .args(&self.args)
+            .args(common::io_threads_args())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .stdin(Stdio::null())

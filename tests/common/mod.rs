@@ -69,6 +69,21 @@ pub fn deadbolt_bin() -> &'static str {
     env!("CARGO_BIN_EXE_deadbolt")
 }
 
+/// `--io-threads N --io-threads-do-reads yes` when `DEADBOLT_TEST_IO_THREADS=N` is set, else
+/// nothing: scripts/test runs the integration tests a second time with I/O threads, and every
+/// helper that starts deadbolt (and every test that builds its own command line) adds these.
+pub fn io_threads_args() -> Vec<String> {
+    match std::env::var("DEADBOLT_TEST_IO_THREADS") {
+        Ok(n) if !n.is_empty() && n != "1" => vec![
+            "--io-threads".into(),
+            n,
+            "--io-threads-do-reads".into(),
+            "yes".into(),
+        ],
+        _ => Vec::new(),
+    }
+}
+
 /// Starts deadbolt on a free port with extra `--directive value` arguments.
 pub fn deadbolt(extra: &[&str]) -> Server {
     let mut cmd = Command::new(deadbolt_bin());
@@ -116,6 +131,10 @@ pub fn deadbolt_with_file(file: &std::path::Path, extra: &[&str]) -> Server {
 // The child is owned by the returned Server, whose Drop kills and reaps it.
 #[allow(clippy::zombie_processes)]
 fn start(mut cmd: Command, port_of: impl Fn(&str) -> Option<u16> + Send + 'static) -> Server {
+    // A test that chose its own `io-threads` keeps it.
+    if cmd.get_program() == deadbolt_bin() && !cmd.get_args().any(|a| a == "--io-threads") {
+        cmd.args(io_threads_args());
+    }
     cmd.stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .stdin(Stdio::null());

@@ -90,7 +90,9 @@ fn debians_stock_redis_conf_starts_a_daemon() {
 /// CONFIG SET of its own value is refused or taken as Redis does.
 #[test]
 fn compatibility_directives_read_and_set_as_on_redis() {
-    let ours = common::deadbolt(&[]);
+    // Redis's defaults are compared, so this server keeps its own (no I/O threads from
+    // DEADBOLT_TEST_IO_THREADS): `io-threads` named here turns the knob off.
+    let ours = common::deadbolt(&["--io-threads", "1"]);
     let redis = common::redis_server(&[]);
     let (mut a, mut b) = (ours.conn(), redis.conn());
     let mut compared = 0;

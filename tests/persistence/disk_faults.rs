@@ -134,7 +134,8 @@ fn deadbolt_cmd(dir: &Path, fsync: &str) -> Command {
     cmd.args(["--port", "0", "--bind", "127.0.0.1", "--dir"])
         .arg(dir)
         .args(["--appendonly", "yes", "--appendfsync", fsync])
-        .args(["--aof-load-truncated", "yes", "--save", ""]);
+        .args(["--aof-load-truncated", "yes", "--save", ""])
+        .args(common::io_threads_args());
     cmd
 }
 
@@ -973,7 +974,7 @@ fn disk_full_during_a_rewrite_fails_the_rewrite_only() {
     }
 }
 
-fn shim() -> &'static Path {
+pub(crate) fn shim() -> &'static Path {
     static SHIM: OnceLock<PathBuf> = OnceLock::new();
     SHIM.get_or_init(|| {
         let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("fsync_shim.so");

@@ -42,6 +42,7 @@ impl Node {
         self.log.lock().unwrap().clear();
         let mut child = Command::new(common::deadbolt_bin())
             .args(&self.args)
+            .args(common::io_threads_args())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .stdin(Stdio::null())

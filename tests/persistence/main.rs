@@ -7,6 +7,7 @@ mod common;
 
 mod disk_faults;
 mod disk_faults_raft;
+mod io_threads_hold;
 mod persistence;
 mod rdb;
 mod redis_replicas_of_deadbolt;
