@@ -536,6 +536,22 @@ pub fn shown_args(argv: &[Bytes]) -> Vec<Bytes> {
         for a in out.iter_mut().skip(2) {
             *a = REDACTED;
         }
+    } else if is(&argv[0], "migrate") {
+        // migrateCommand redacts AUTH's password and AUTH2's user and password.
+        let mut i = 6;
+        while i < out.len() && !is(&out[i], "keys") {
+            let n = if is(&out[i], "auth") {
+                1
+            } else if is(&out[i], "auth2") {
+                2
+            } else {
+                0
+            };
+            for a in out.iter_mut().skip(i + 1).take(n) {
+                *a = REDACTED;
+            }
+            i += 1 + n;
+        }
     } else if is(&argv[0], "hello") {
         let mut i = 2;
         while i < out.len() {

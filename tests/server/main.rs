@@ -11,6 +11,7 @@ mod connection_both;
 mod core_tests;
 mod debug_command;
 mod differential;
+mod migrate;
 mod module_replicaof;
 mod notify;
 mod output;

@@ -921,3 +921,34 @@ fn info_counts_reads_writes_and_network_rates() {
     assert_eq!(t[0], b"total_reads_processed +6");
     assert_eq!(t[2], b"rates seen: true");
 }
+
+/// The caller's own line in CLIENT INFO and CLIENT LIST: `qbuf` is its request's length and
+/// `argv-mem` its arguments' bytes, as Redis counts them; the other fields' shapes match.
+#[test]
+fn client_info_counts_the_callers_request() {
+    let t = both(|s| {
+        let mut c = s.conn();
+        let mut out = Vec::new();
+        for args in [
+            &["CLIENT", "INFO"][..],
+            &["CLIENT", "LIST"],
+            &["CLIENT", "LIST", "TYPE", "normal"],
+        ] {
+            let r = c.cmd(args);
+            let text = String::from_utf8_lossy(&r).into_owned();
+            let fields: Vec<String> = text
+                .split_whitespace()
+                .filter(|f| f.starts_with("qbuf=") || f.starts_with("argv-mem="))
+                .map(str::to_owned)
+                .collect();
+            out.push(fields.join(" ").into_bytes());
+            let shape: Vec<String> = text
+                .split_whitespace()
+                .filter_map(|f| f.split_once('=').map(|(k, _)| k.to_owned()))
+                .collect();
+            out.push(shape.join(" ").into_bytes());
+        }
+        out
+    });
+    assert_eq!(show(&t)[0], "qbuf=26 argv-mem=10");
+}
