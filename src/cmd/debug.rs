@@ -551,10 +551,12 @@ fn object(ctx: &mut Ctx, key: &[u8]) -> CmdResult {
         return Err(CmdError::NoSuchKey);
     };
     let v = &e.value;
-    let enc = encoding::name(v, &lim);
+    let str_enc = db.str_enc(key);
+    let enc = encoding::name_as(v, str_enc, &lim);
     let refcount: i64 = match v {
         Value::Str(s)
-            if encoding::str_encoding(s) == "int"
+            if str_enc == crate::store::keyspace::StrEnc::ByContent
+                && encoding::str_encoding(s) == "int"
                 && crate::protocol::number::parse_i64(s)
                     .is_some_and(|n| (0..10000).contains(&n)) =>
         {

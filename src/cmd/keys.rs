@@ -329,6 +329,7 @@ fn rename_generic(ctx: &mut Ctx, argv: &[Bytes], nx: bool) -> CmdResult {
     if nx && db.contains(&argv[2], now) {
         return Ok(Frame::Integer(0));
     }
+    let enc = db.str_enc(&argv[1]);
     let Some(entry) = db.remove(&argv[1], now) else {
         return Err(CmdError::NoSuchKey);
     };
@@ -336,6 +337,8 @@ fn rename_generic(ctx: &mut Ctx, argv: &[Bytes], nx: bool) -> CmdResult {
     // even when the destination existed.
     db.remove(&argv[2], now);
     db.set(&argv[2], entry.value, entry.expires_at);
+    // The same object under its new name, encoding included.
+    db.set_str_enc(&argv[2], enc);
     ctx.changed(event::GENERIC, "rename_from", &argv[1]);
     ctx.changed(event::GENERIC, "rename_to", &argv[2]);
     Ok(if nx { Frame::Integer(1) } else { Frame::ok() })
@@ -460,6 +463,7 @@ fn copy(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Ok(Frame::Integer(0));
     };
     let (value, expires_at) = (e.value.clone(), e.expires_at);
+    let enc = ctx.srv.dbs[src].str_enc(key);
     let target = &mut ctx.srv.dbs[dst];
     if target.contains(newkey, now) {
         if !replace {
@@ -469,6 +473,8 @@ fn copy(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         target.remove(newkey, now);
     }
     target.set(newkey, value, expires_at);
+    // dupStringObject keeps the encoding.
+    target.set_str_enc(newkey, enc);
     ctx.srv.signal_modified_key(dst, newkey);
     ctx.srv
         .notify_keyspace_event(event::GENERIC, "copy_to", newkey, dst);
@@ -488,10 +494,12 @@ fn move_cmd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if !ctx.srv.dbs[src].contains(key, now) || ctx.srv.dbs[dst].contains(key, now) {
         return Ok(Frame::Integer(0));
     }
+    let enc = ctx.srv.dbs[src].str_enc(key);
     let Some(e) = ctx.srv.dbs[src].remove(key, now) else {
         return Ok(Frame::Integer(0));
     };
     ctx.srv.dbs[dst].set(key, e.value, e.expires_at);
+    ctx.srv.dbs[dst].set_str_enc(key, enc);
     ctx.srv.signal_modified_key(src, key);
     ctx.srv.signal_modified_key(dst, key);
     ctx.srv

@@ -76,7 +76,7 @@ pub fn edit_str<R>(
     };
     check_growth(ctx, min_len.saturating_sub(current.unwrap_or(0)))?;
     let db = ctx.db();
-    match db.get_mut(key, now).map(|e| &mut e.value) {
+    let r = match db.get_mut(key, now).map(|e| &mut e.value) {
         Some(Value::Str(s)) => {
             let old_len = s.len();
             // Zero-copy when this is the only reference to the buffer.
@@ -88,16 +88,19 @@ pub fn edit_str<R>(
             let grew = v.len() != old_len;
             let r = edit(&mut v, grew);
             *s = Bytes::from(v);
-            Ok(r)
+            r
         }
         _ => {
             let mut v = Vec::new();
             grow_zeroed(&mut v, min_len)?;
             let r = edit(&mut v, true);
             db.set(key, Value::Str(Bytes::from(v)), 0);
-            Ok(r)
+            r
         }
-    }
+    };
+    // Written in place: Redis's `raw` encoding whatever the content (dbUnshareStringValue).
+    db.set_str_enc(key, crate::store::keyspace::StrEnc::Raw);
+    Ok(r)
 }
 
 pub fn alloc_failed() -> CmdError {

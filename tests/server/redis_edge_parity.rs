@@ -952,3 +952,69 @@ fn client_info_counts_the_callers_request() {
     });
     assert_eq!(show(&t)[0], "qbuf=26 argv-mem=10");
 }
+
+/// OBJECT ENCODING of strings written in place (APPEND, SETRANGE, SETBIT, BITFIELD, BITOP:
+/// `raw` whatever the content), INCRBYFLOAT's `embstr`, and the encoding kept through RENAME,
+/// COPY and MOVE and dropped by the next whole write.
+#[test]
+fn string_encodings_follow_how_the_value_was_written() {
+    let script: &[&[&str]] = &[
+        &["SET", "k", "1234"],
+        &["SETRANGE", "k", "0", "2"],
+        &["OBJECT", "ENCODING", "k"],
+        &["OBJECT", "REFCOUNT", "k"],
+        &["SET", "k", "1234"],
+        &["SETRANGE", "k", "0", ""],
+        &["OBJECT", "ENCODING", "k"],
+        &["APPEND", "k", "5"],
+        &["OBJECT", "ENCODING", "k"],
+        &["INCR", "k"],
+        &["OBJECT", "ENCODING", "k"],
+        &["DEL", "k"],
+        &["APPEND", "k", "77"],
+        &["OBJECT", "ENCODING", "k"],
+        &["SET", "k", "12"],
+        &["SETBIT", "k", "100", "0"],
+        &["OBJECT", "ENCODING", "k"],
+        &["SET", "b", "1"],
+        &["BITOP", "OR", "d", "b", "b"],
+        &["OBJECT", "ENCODING", "d"],
+        &["SET", "k", "5"],
+        &["BITFIELD", "k", "GET", "u8", "0"],
+        &["OBJECT", "ENCODING", "k"],
+        &["BITFIELD", "k", "SET", "u8", "0", "51"],
+        &["OBJECT", "ENCODING", "k"],
+        &["SET", "k", "5"],
+        &["INCRBYFLOAT", "k", "1"],
+        &["OBJECT", "ENCODING", "k"],
+        &["SET", "k", "5"],
+        &["APPEND", "k", "1"],
+        &["EXPIRE", "k", "100"],
+        &["OBJECT", "ENCODING", "k"],
+        &["RENAME", "k", "k2"],
+        &["OBJECT", "ENCODING", "k2"],
+        &["COPY", "k2", "k3"],
+        &["OBJECT", "ENCODING", "k3"],
+        &["MOVE", "k3", "3"],
+        &["SELECT", "3"],
+        &["OBJECT", "ENCODING", "k3"],
+        &["SELECT", "0"],
+        &["GETSET", "k2", "7"],
+        &["OBJECT", "ENCODING", "k2"],
+        &["SETRANGE", "new", "0", "12"],
+        &["OBJECT", "ENCODING", "new"],
+        &["SET", "long", "1"],
+        &[
+            "APPEND",
+            "long",
+            "000000000000000000000000000000000000000000000000000",
+        ],
+        &["OBJECT", "ENCODING", "long"],
+    ];
+    let t = both(|s| {
+        let mut c = s.conn();
+        script.iter().map(|a| c.cmd(a)).collect()
+    });
+    assert_eq!(t[2], b"$3\r\nraw\r\n");
+    assert_eq!(t[6], b"$3\r\nint\r\n");
+}
