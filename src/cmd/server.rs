@@ -159,7 +159,29 @@ fn config_get(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let mut pairs: Vec<(Frame, Frame)> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for pattern in &argv[2..] {
+        // configGetCommand: a name without glob characters is looked up, hidden or not.
+        let glob = pattern.iter().any(|c| matches!(c, b'*' | b'?' | b'['));
+        if !glob {
+            // Answered under the name as given (Redis adds the argument itself).
+            let name = String::from_utf8_lossy(pattern);
+            if let Some(d) = Config::find(&name) {
+                let canonical = std::iter::once(d.name)
+                    .chain(d.aliases.iter().copied())
+                    .find(|n| n.eq_ignore_ascii_case(&name))
+                    .unwrap_or(d.name);
+                if seen.insert(canonical) {
+                    pairs.push((
+                        Frame::Bulk(pattern.clone()),
+                        Frame::bulk_from((d.get)(&ctx.srv.config)),
+                    ));
+                }
+            }
+            continue;
+        }
         for d in all_directives() {
+            if glob && crate::config::compat::HIDDEN.contains(&d.name) {
+                continue;
+            }
             let names = std::iter::once(d.name).chain(d.aliases.iter().copied());
             for name in names {
                 if glob_match(pattern, name.as_bytes(), true) && seen.insert(name) {

@@ -34,6 +34,8 @@ pub enum Kind {
     /// An int Redis bounds to 0..INT_MAX (`min-replicas-to-write`, `min-replicas-max-lag`).
     NonNegInt,
     Mem,
+    /// A memory value or a percentage up to 100 (`maxmemory-clients`).
+    MemOrPercent,
     Enum(&'static [&'static str]),
     Str,
     /// `latency-tracking-info-percentiles`: numbers between 0 and 100.
@@ -153,6 +155,17 @@ fn canonical(kind: &Kind, v: &str) -> Result<String, String> {
                     )
                 })
         }
+        // numericParseString: memory first, then `N%`; the bound is checked after parsing.
+        Kind::MemOrPercent => match parse_memory(v) {
+            Some(n) => Ok(n.to_string()),
+            None => match v.strip_suffix('%').map(str::parse::<i64>) {
+                Some(Ok(p)) if (0..=100).contains(&p) => Ok(format!("{p}%")),
+                Some(Ok(p)) if p > 100 => {
+                    Err("percentage argument must be less or equal to 100".into())
+                }
+                _ => Err("argument must be a memory or percent value".into()),
+            },
+        },
         Kind::Str => Ok(v.to_string()),
         Kind::Percentiles => {
             let mut out = Vec::new();
@@ -239,6 +252,7 @@ compat_table! {
     "io-threads" [] Immutable "1" Kind::Int, INTERNALS;
     "io-threads-do-reads" [] Immutable "no" Kind::Bool, INTERNALS;
     "jemalloc-bg-thread" [] Live "yes" Kind::Bool, INTERNALS;
+    "key-load-delay" [] Live "0" Kind::Int, INTERNALS;
     "latency-monitor-threshold" [] Live "0" Kind::Int, Why::Works;
     "latency-tracking" [] Live "yes" Kind::Bool, Why::Works;
     "latency-tracking-info-percentiles" [] Live "50 99 99.9" Kind::Percentiles, Why::Works;
@@ -251,8 +265,9 @@ compat_table! {
     "lfu-log-factor" [] Live "10" Kind::Int, EVICT;
     "list-compress-depth" [] Live "0" Kind::Int, INTERNALS;
     "list-max-listpack-size" ["list-max-ziplist-size"] Live "-2" Kind::Int, Why::Works;
+    "loading-process-events-interval-bytes" [] Live "2097152" Kind::Int, INTERNALS;
     "masteruser" [] Live "" Kind::Str, REPL;
-    "maxmemory-clients" [] Live "0" Kind::Str, EVICT;
+    "maxmemory-clients" [] Live "0" Kind::MemOrPercent, EVICT;
     "maxmemory-eviction-tenacity" [] Live "10" Kind::Int, EVICT;
     "maxmemory-samples" [] Live "5" Kind::Int, EVICT;
     "min-replicas-max-lag" ["min-slaves-max-lag"] Live "10" Kind::NonNegInt, Why::Works;
@@ -263,6 +278,7 @@ compat_table! {
     "proc-title-template" [] Live "{title} {listen-addr} {server-mode}" Kind::Str, OBSERVE;
     "propagation-error-behavior" [] Live "ignore" Kind::Enum(&["ignore", "panic", "panic-on-replicas"]), REPL;
     "rdb-del-sync-files" [] Live "no" Kind::Bool, RDB;
+    "rdb-key-save-delay" [] Live "0" Kind::Int, INTERNALS;
     "rdb-save-incremental-fsync" [] Live "yes" Kind::Bool, RDB;
     "rdbchecksum" [] Immutable "yes" Kind::Bool, Why::Works;
     "rdbcompression" [] Live "yes" Kind::Bool, Why::Works;
@@ -318,9 +334,21 @@ compat_table! {
     "tracking-table-max-keys" [] Live "1000000" Kind::Int, INTERNALS;
     "unixsocket" [] Immutable "" Kind::Str, Why::Refuse("unix sockets are not supported: clients configured for this socket could not connect; use a TCP port on 127.0.0.1");
     "unixsocketperm" [] Immutable "0" Kind::Str, INTERNALS;
+    "use-exit-on-panic" [] Live "no" Kind::Bool, INTERNALS;
+    "watchdog-period" [] Live "0" Kind::NonNegInt, INTERNALS;
     "zset-max-listpack-entries" ["zset-max-ziplist-entries"] Live "128" Kind::Int, Why::Works;
     "zset-max-listpack-value" ["zset-max-ziplist-value"] Live "64" Kind::Int, Why::Works;
 }
+
+/// Redis's HIDDEN_CONFIG directives (test and debugging knobs): CONFIG GET answers them when
+/// asked by name, never for a pattern.
+pub const HIDDEN: &[&str] = &[
+    "key-load-delay",
+    "loading-process-events-interval-bytes",
+    "rdb-key-save-delay",
+    "use-exit-on-panic",
+    "watchdog-period",
+];
 
 /// The notices a change of these directives asks for (start-up: every one the configuration
 /// sets; CONFIG SET: every one it changes), one line per reason, naming the directives.

@@ -7,6 +7,7 @@
 pub mod blocking;
 pub mod cluster;
 pub mod hold;
+pub mod listen;
 pub mod net;
 pub mod peer;
 mod probe;
@@ -84,6 +85,8 @@ pub struct Io {
     pub rdb: crate::persist::rdb_file::RdbState,
     /// The change count the background save in progress covers (subtracted when it succeeds).
     rdb_covered: u64,
+    /// The loop's listening sockets, replaced by CONFIG SET of `bind` / `port` (`Apply::Listen`).
+    pub listen: Option<std::rc::Rc<std::cell::RefCell<listen::ListenSet>>>,
 }
 
 impl std::ops::Deref for Server {
@@ -127,6 +130,7 @@ impl Server {
                 cluster: None,
                 rdb: crate::persist::rdb_file::RdbState::new(unix_ms() / 1000),
                 rdb_covered: 0,
+                listen: None,
             },
             loader_client: Some(loader_client),
             changes: ChangeRecord::default(),
@@ -603,6 +607,19 @@ impl Host for Io {
                 }
             }
             Apply::Network => state.shared.apply(&state.config),
+            Apply::Listen => {
+                let Some(listen) = &self.listen else {
+                    return Ok(());
+                };
+                let c = &state.config;
+                listen.borrow_mut().rebind(
+                    &c.bind,
+                    c.port,
+                    c.tls_port,
+                    c.tcp_backlog,
+                    c.bind != old.bind,
+                )?;
+            }
             Apply::MaxClients => {
                 if state.config.maxclients > old.maxclients {
                     fd_room_for(state.config.maxclients).map_err(|can| {
@@ -906,6 +923,7 @@ fn run_executor(
     });
     let mut server = Server::new(config, shared);
     server.io.cluster = cluster;
+    server.io.listen = Some(net.listen_set());
     // Peer messages wake the loop directly (exec/peer.rs reads them in cluster_round).
     if let Some(c) = server.io.cluster.as_ref() {
         if let Err(e) = net.watch(c.peer_fd()) {

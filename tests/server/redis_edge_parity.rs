@@ -1018,3 +1018,48 @@ fn string_encodings_follow_how_the_value_was_written() {
     assert_eq!(t[2], b"$3\r\nraw\r\n");
     assert_eq!(t[6], b"$3\r\nint\r\n");
 }
+
+/// CONFIG SET reports the first refused value in argument order and keeps every value;
+/// `maxmemory-clients` takes memory values and percentages up to 100; hidden directives
+/// answer by name, never for a pattern.
+#[test]
+fn config_set_errors_and_hidden_directives_as_redis() {
+    let t = both(|s| {
+        let mut c = s.conn();
+        let mut out = Vec::new();
+        for args in [
+            &["CONFIG", "SET", "maxmemory", "10000002"][..],
+            &[
+                "CONFIG",
+                "SET",
+                "maxmemory",
+                "10000001",
+                "maxmemory-clients",
+                "200%",
+                "client-query-buffer-limit",
+                "invalid",
+            ],
+            &["CONFIG", "GET", "maxmemory"],
+            &["CONFIG", "SET", "maxmemory-clients", "10%"],
+            &["CONFIG", "GET", "maxmemory-clients"],
+            &["CONFIG", "SET", "maxmemory-clients", "1mb"],
+            &["CONFIG", "GET", "maxmemory-clients"],
+            &["CONFIG", "SET", "maxmemory-clients", "x%"],
+            &["CONFIG", "SET", "maxmemory-clients", "0", "maxmemory", "0"],
+            &["CONFIG", "GET", "key-load-delay"],
+            &["CONFIG", "GET", "KEY-LOAD-DELAY"],
+            &["CONFIG", "GET", "key-load-del*"],
+            &["CONFIG", "GET", "rdb-key-save-delay"],
+            &["CONFIG", "GET", "Maxmemory"],
+            &["CONFIG", "GET", "maxmemory", "maxmemory"],
+        ] {
+            out.push(c.cmd(args));
+        }
+        out
+    });
+    assert!(
+        show(&t)[1].contains("'maxmemory-clients'"),
+        "{}",
+        show(&t)[1]
+    );
+}
