@@ -1063,3 +1063,16 @@ fn config_set_errors_and_hidden_directives_as_redis() {
         show(&t)[1]
     );
 }
+
+/// PFSELFTEST runs Redis's self test of the HyperLogLog registers and estimator (seconds).
+#[test]
+fn pfselftest_passes_as_on_redis() {
+    let t = both(|s| {
+        let mut c = s.conn();
+        vec![
+            answer_within(&mut c, &["PFSELFTEST"], Duration::from_secs(120)),
+            c.cmd(&["PFSELFTEST", "extra"]),
+        ]
+    });
+    assert_eq!(t[0], b"+OK\r\n");
+}
