@@ -1076,3 +1076,48 @@ fn pfselftest_passes_as_on_redis() {
     });
     assert_eq!(t[0], b"+OK\r\n");
 }
+
+/// redis.acl_check_cmd answers for the script's user: the command, its subcommand and its
+/// keys, and refuses unknown commands and bad arguments with Redis's errors.
+#[test]
+fn lua_acl_check_cmd_follows_the_users_rules() {
+    let t = both(|s| {
+        let mut admin = s.conn();
+        let mut out = vec![admin.cmd(&[
+            "ACL",
+            "SETUSER",
+            "bob",
+            "on",
+            ">123",
+            "+@scripting",
+            "+set",
+            "~x*",
+            "+client|info",
+        ])];
+        let mut c = s.conn();
+        out.push(c.cmd(&["AUTH", "bob", "123"]));
+        for (script, keys) in [
+            ("return redis.acl_check_cmd('set','xx',1)", &["1", "xx"][..]),
+            (
+                "return redis.acl_check_cmd('hset','xx','f',1)",
+                &["1", "xx"],
+            ),
+            ("return redis.acl_check_cmd('set','yy',1)", &["0"]),
+            ("return redis.acl_check_cmd('invalid-cmd','arg')", &["0"]),
+            ("return redis.acl_check_cmd('config','nosuch')", &["0"]),
+            ("return redis.acl_check_cmd('config')", &["0"]),
+            ("return redis.acl_check_cmd('client','info')", &["0"]),
+            ("return redis.acl_check_cmd('client','list')", &["0"]),
+            ("return redis.acl_check_cmd('set',{})", &["0"]),
+            ("return redis.acl_check_cmd()", &["0"]),
+            ("return redis.acl_check_cmd('set', 1.5, 2)", &["0"]),
+        ] {
+            let mut args = vec!["EVAL", script];
+            args.extend_from_slice(keys);
+            out.push(c.cmd(&args));
+        }
+        out
+    });
+    assert_eq!(t[2], b":1\r\n");
+    assert_eq!(t[3], b"$-1\r\n");
+}
