@@ -41,7 +41,7 @@ use super::spec::TWO_KEYS;
 
 pub static COMMANDS: &[CommandSpec] = &[
     spec("del", -2, WRITE, ALL_KEYS, del),
-    spec("unlink", -2, WRITE | FAST, ALL_KEYS, del),
+    spec("unlink", -2, WRITE | FAST, ALL_KEYS, unlink),
     spec("exists", -2, READONLY | FAST, ALL_KEYS, exists),
     spec("touch", -2, READONLY | FAST, ALL_KEYS, touch),
     spec("expire", -3, WRITE | FAST, KEY1, expire),
@@ -86,6 +86,21 @@ fn del(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let mut n = 0;
     for k in &argv[1..] {
         if ctx.db().remove(k, now).is_some() {
+            ctx.changed(event::GENERIC, "del", k);
+            n += 1;
+        }
+    }
+    Ok(Frame::Integer(n))
+}
+
+/// DEL whose large values are freed on another thread (Redis's dbAsyncDelete).
+fn unlink(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let now = ctx.now;
+    let lim = super::support::limits(ctx);
+    let mut n = 0;
+    for k in &argv[1..] {
+        if let Some(e) = ctx.db().remove(k, now) {
+            crate::store::lazyfree::free_value(e.value, &lim);
             ctx.changed(event::GENERIC, "del", k);
             n += 1;
         }
@@ -370,21 +385,41 @@ fn flush_mode_ok(argv: &[Bytes]) -> CmdResult<()> {
     }
 }
 
+/// FLUSHDB/FLUSHALL ASYNC (or `lazyfree-lazy-user-flush yes` without SYNC): the emptied
+/// databases' entries are freed on another thread (Redis's emptyDbAsync).
+fn flush_async(ctx: &Ctx, argv: &[Bytes]) -> bool {
+    match argv.get(1) {
+        Some(a) => is(a, "async"),
+        None => ctx.srv.config.compat_value("lazyfree-lazy-user-flush") == "yes",
+    }
+}
+
 fn flushdb(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     flush_mode_ok(argv)?;
     let db = ctx.client.db;
     ctx.srv.signal_flushed_db(Some(db));
     ctx.srv.changes_since_save += ctx.db().len() as u64;
-    ctx.db().clear();
+    if flush_async(ctx, argv) {
+        let (old, keys) = ctx.db().clear_taking();
+        crate::store::lazyfree::free_all(old, keys);
+    } else {
+        ctx.db().clear();
+    }
     Ok(Frame::ok())
 }
 
 fn flushall(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     flush_mode_ok(argv)?;
     ctx.srv.signal_flushed_db(None);
+    let lazy = flush_async(ctx, argv);
     for db in ctx.srv.dbs.iter_mut() {
         ctx.srv.changes_since_save += db.len() as u64;
-        db.clear();
+        if lazy {
+            let (old, keys) = db.clear_taking();
+            crate::store::lazyfree::free_all(old, keys);
+        } else {
+            db.clear();
+        }
     }
     // As Redis's flushallCommand: with save points, the emptied dataset is saved at once, so a
     // restart cannot bring the keys back from an older snapshot.

@@ -13,7 +13,8 @@
 //!   `latency-tracking-info-percentiles` (`machine/latency.rs`), which work; and the encoding
 //!   thresholds (`hash-max-listpack-entries` ..., `list-max-listpack-size`) and `rdbcompression`,
 //!   which decide what OBJECT ENCODING, MEMORY USAGE and DUMP answer (`store/encoding.rs`);
-//!   `dbfilename`, `rdbchecksum` and `stop-writes-on-bgsave-error`, which RDB snapshots
+//!   `lazyfree-lazy-user-flush` (FLUSHDB/FLUSHALL without SYNC free on another thread,
+//!   store/lazyfree.rs); `dbfilename`, `rdbchecksum` and `stop-writes-on-bgsave-error`, which RDB snapshots
 //!   follow (`persist/rdb_file.rs`); `tls-replication` / `tls-cluster` (either puts the
 //!   cluster peer connections under TLS, read when the node starts) and
 //!   `tls-client-cert-file` / `tls-client-key-file` (the certificate a node presents when it
@@ -260,7 +261,7 @@ compat_table! {
     "lazyfree-lazy-expire" [] Live "no" Kind::Bool, INTERNALS;
     "lazyfree-lazy-server-del" [] Live "no" Kind::Bool, INTERNALS;
     "lazyfree-lazy-user-del" [] Live "no" Kind::Bool, INTERNALS;
-    "lazyfree-lazy-user-flush" [] Live "no" Kind::Bool, INTERNALS;
+    "lazyfree-lazy-user-flush" [] Live "no" Kind::Bool, Why::Works;
     "lfu-decay-time" [] Live "1" Kind::Int, EVICT;
     "lfu-log-factor" [] Live "10" Kind::Int, EVICT;
     "list-compress-depth" [] Live "0" Kind::Int, INTERNALS;

@@ -346,6 +346,15 @@ impl Db {
         Some(e)
     }
 
+    /// `clear`, handing back the old entries and their count (FLUSHDB ASYNC frees them on
+    /// another thread, store/lazyfree.rs).
+    pub fn clear_taking(&mut self) -> (Box<dyn Send>, u64) {
+        let n = self.map.len() as u64;
+        let old = std::mem::take(&mut self.map);
+        self.clear();
+        (Box::new(old), n)
+    }
+
     pub fn clear(&mut self) {
         if self.changes.on {
             self.changes.flushed = true;

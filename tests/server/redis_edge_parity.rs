@@ -1121,3 +1121,59 @@ fn lua_acl_check_cmd_follows_the_users_rules() {
     assert_eq!(t[2], b":1\r\n");
     assert_eq!(t[3], b"$-1\r\n");
 }
+
+/// UNLINK frees a large value on another thread and FLUSHALL/FLUSHDB ASYNC every key:
+/// INFO's `lazyfreed_objects` counts them as Redis does (a small value is freed at once).
+#[test]
+fn lazy_freeing_is_counted_as_redis() {
+    let lazyfreed = |c: &mut Conn| -> Vec<u8> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let info = String::from_utf8_lossy(&c.cmd(&["INFO", "memory"])).into_owned();
+            let field = |name: &str| {
+                info.lines()
+                    .find_map(|l| l.strip_prefix(name))
+                    .unwrap_or("?")
+                    .to_owned()
+            };
+            if field("lazyfree_pending_objects:") == "0" || Instant::now() > deadline {
+                return field("lazyfreed_objects:").into_bytes();
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    let t = both_with(&["--enable-debug-command", "yes"], |s| {
+        let mut c = s.conn();
+        let mut out = vec![
+            c.cmd(&["CONFIG", "RESETSTAT"]),
+            c.cmd(&["CONFIG", "SET", "stream-node-max-entries", "5"]),
+        ];
+        for j in 0..300 {
+            c.cmd(&["XADD", "stream", "*", "foo", &j.to_string()]);
+        }
+        out.push(c.cmd(&["XGROUP", "CREATE", "stream", "g", "0"]));
+        out.push(c.cmd(&["UNLINK", "stream"]));
+        out.push(lazyfreed(&mut c));
+        out.push(c.cmd(&["CONFIG", "RESETSTAT"]));
+        c.cmd(&["XADD", "s", "*", "a", "b"]);
+        c.cmd(&["RPUSH", "l", "a", "b"]);
+        let members: Vec<String> = (0..100).map(|i| format!("m{i}")).collect();
+        let mut sadd = vec!["SADD", "big"];
+        sadd.extend(members.iter().map(String::as_str));
+        c.cmd(&sadd);
+        out.push(c.cmd(&["UNLINK", "s", "l", "nosuch"]));
+        out.push(lazyfreed(&mut c));
+        out.push(c.cmd(&["UNLINK", "big"]));
+        out.push(lazyfreed(&mut c));
+        out.push(c.cmd(&["DEBUG", "POPULATE", "1000"]));
+        out.push(c.cmd(&["FLUSHALL", "ASYNC"]));
+        out.push(lazyfreed(&mut c));
+        c.cmd(&["SET", "x", "y"]);
+        out.push(c.cmd(&["FLUSHDB"]));
+        out.push(lazyfreed(&mut c));
+        out
+    });
+    assert_eq!(t[4], b"1");
+    assert_eq!(t[9], b"1");
+    assert_eq!(t[12], b"1001");
+}
