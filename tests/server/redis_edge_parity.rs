@@ -1177,3 +1177,37 @@ fn lazy_freeing_is_counted_as_redis() {
     assert_eq!(t[9], b"1");
     assert_eq!(t[12], b"1001");
 }
+
+/// A smaller tracking-table-max-keys applies before the next command, even one queued in
+/// MULTI: the invalidation reaches the tracking client before QUEUED (Redis's processCommand).
+#[test]
+fn tracking_table_limit_applies_before_a_queued_command() {
+    let t = both_with(&["--enable-debug-command", "yes"], |s| {
+        let mut c = s.conn();
+        let mut rd = s.conn();
+        let mut out = vec![
+            c.cmd(&["CONFIG", "SET", "tracking-table-max-keys", "2"]),
+            c.cmd(&["DEBUG", "PAUSE-CRON", "1"]),
+        ];
+        rd.cmd(&["HELLO", "3"]);
+        out.push(rd.cmd(&["CLIENT", "TRACKING", "on"]));
+        out.push(rd.cmd(&["MGET", "1{tag}", "2{tag}"]));
+        out.push(rd.cmd(&["MULTI"]));
+        out.push(c.cmd(&["CONFIG", "SET", "tracking-table-max-keys", "1"]));
+        rd.send(&["PING"]);
+        let first = rd.read_reply();
+        // Which of the two keys is forgotten is arbitrary (Redis picks at random).
+        let first = String::from_utf8_lossy(&first).replace("1{tag}", "K{tag}");
+        out.push(first.replace("2{tag}", "K{tag}").into_bytes());
+        out.push(rd.read_reply());
+        out.push(rd.cmd(&["EXEC"]));
+        out.push(c.cmd(&["DEBUG", "PAUSE-CRON", "0"]));
+        out
+    });
+    assert!(
+        show(&t)[6].starts_with(">2\r\n$10\r\ninvalidate"),
+        "{}",
+        show(&t)[6]
+    );
+    assert_eq!(t[7], b"+QUEUED\r\n");
+}
