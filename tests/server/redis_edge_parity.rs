@@ -1211,3 +1211,62 @@ fn tracking_table_limit_applies_before_a_queued_command() {
     );
     assert_eq!(t[7], b"+QUEUED\r\n");
 }
+
+/// With `appendonly no`, BGREWRITEAOF writes the AOF directory and DEBUG LOADAOF loads it back
+/// (keys written since are gone, TTLs kept), as on Redis.
+#[test]
+fn loadaof_without_appendonly_loads_what_bgrewriteaof_wrote() {
+    let run = |s: &common::Server| -> Vec<Vec<u8>> {
+        let mut c = s.conn();
+        let mut out = Vec::new();
+        for args in [
+            &["SET", "x", "10"][..],
+            &["EXPIRE", "x", "1000"],
+            &["BGREWRITEAOF"],
+        ] {
+            out.push(c.cmd(args));
+        }
+        // The rewrite is over when INFO says so.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while String::from_utf8_lossy(&c.cmd(&["INFO", "persistence"]))
+            .contains("aof_rewrite_in_progress:1")
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        for args in [
+            &["SET", "y", "1"][..],
+            &["DEBUG", "LOADAOF"],
+            &["GET", "y"],
+            &["GET", "x"],
+            &["DBSIZE"],
+        ] {
+            out.push(c.cmd(args));
+        }
+        let ttl = c.cmd(&["TTL", "x"]);
+        out.push(format!("ttl kept: {}", ttl == b":1000\r\n" || ttl == b":999\r\n").into_bytes());
+        out
+    };
+    let (d1, d2) = (
+        common::TempDir::new("loadaof-ours"),
+        common::TempDir::new("loadaof-redis"),
+    );
+    let extra = |d: &common::TempDir| {
+        vec![
+            "--enable-debug-command".to_string(),
+            "yes".to_string(),
+            "--dir".to_string(),
+            d.0.to_string_lossy().into_owned(),
+        ]
+    };
+    let (e1, e2) = (extra(&d1), extra(&d2));
+    let ours = run(&common::deadbolt(
+        &e1.iter().map(String::as_str).collect::<Vec<_>>(),
+    ));
+    let theirs = run(&common::redis_server(
+        &e2.iter().map(String::as_str).collect::<Vec<_>>(),
+    ));
+    assert_eq!(show(&ours), show(&theirs));
+    assert_eq!(ours[4], b"+OK\r\n");
+    assert_eq!(ours[5], b"$-1\r\n");
+}
