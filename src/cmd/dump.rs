@@ -222,7 +222,7 @@ fn migrate(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     name.extend_from_slice(&argv[2]);
     let mut may_retry = true;
     loop {
-        let last_dbid = migrate_io::socket(&name, &argv[1], &argv[2], timeout, now / 1000)
+        let last_dbid = super::migrate_conn::socket(&name, &argv[1], &argv[2], timeout, now / 1000)
             .map_err(|_| CmdError::err("IOERR error or timeout connecting to the client"))?;
         let mut cmd = Vec::new();
         if let Some((user, pass)) = auth {
@@ -231,12 +231,12 @@ fn migrate(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 args.push(u);
             }
             args.push(pass);
-            migrate_io::command(&mut cmd, &args);
+            super::migrate_conn::command(&mut cmd, &args);
         }
         let select = last_dbid != Some(dbid);
         if select {
             let db_text = dbid.to_string();
-            migrate_io::command(&mut cmd, &[b"SELECT", db_text.as_bytes()]);
+            super::migrate_conn::command(&mut cmd, &[b"SELECT", db_text.as_bytes()]);
         }
         for (key, ttl, payload) in &found {
             let ttl = ttl.to_string();
@@ -244,10 +244,11 @@ fn migrate(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             if replace {
                 args.push(b"REPLACE");
             }
-            migrate_io::command(&mut cmd, &args);
+            super::migrate_conn::command(&mut cmd, &args);
         }
         let prelude = usize::from(auth.is_some()) + usize::from(select);
-        let (lines, failure) = migrate_io::exchange(&name, &cmd, prelude + found.len(), timeout);
+        let (lines, failure) =
+            super::migrate_conn::exchange(&name, &cmd, prelude + found.len(), timeout);
         let mut error_from_target: Option<&Vec<u8>> = None;
         let acked = lines.len().saturating_sub(prelude);
         if lines.len() >= prelude {
@@ -262,7 +263,7 @@ fn migrate(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 }
             }
         }
-        let io_error = |f: &migrate_io::Failure| {
+        let io_error = |f: &super::migrate_conn::Failure| {
             CmdError::err(format!(
                 "IOERR error or timeout {} to target instance",
                 if f.writing { "writing" } else { "reading" }
@@ -272,7 +273,7 @@ fn migrate(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             None => {}
             // Nothing acknowledged and not a timeout: once more on a fresh connection.
             Some(f) if error_from_target.is_none() && acked == 0 => {
-                migrate_io::close(&name);
+                super::migrate_conn::close(&name);
                 if may_retry && !f.timed_out {
                     may_retry = false;
                     continue;
@@ -280,234 +281,20 @@ fn migrate(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 return Err(io_error(&f));
             }
             Some(f) => {
-                migrate_io::close(&name);
+                super::migrate_conn::close(&name);
                 if error_from_target.is_none() {
                     return Err(io_error(&f));
                 }
             }
         }
         if let Some(e) = error_from_target {
-            migrate_io::set_dbid(&name, None);
+            super::migrate_conn::set_dbid(&name, None);
             let text = String::from_utf8_lossy(&e[1..]);
             return Err(CmdError::erf(format!(
                 "Target instance replied with error: {text}"
             )));
         }
-        migrate_io::set_dbid(&name, Some(dbid));
+        super::migrate_conn::set_dbid(&name, Some(dbid));
         return Ok(Frame::ok());
-    }
-}
-
-/// INFO's `migrate_cached_sockets`, after closing those unused for 10 s.
-pub fn migrate_cached_sockets(now_secs: u64) -> usize {
-    migrate_io::expire(now_secs);
-    migrate_io::cached()
-}
-
-/// MIGRATE's connections to its targets and the blocking exchange with one, every step
-/// bounded by the caller's timeout. The cache belongs to the executor thread (the only one
-/// that runs commands), as Redis's `server.migrate_cached_sockets`.
-mod migrate_io {
-    use std::cell::RefCell;
-    use std::collections::HashMap;
-    use std::io::{Read, Write};
-    use std::net::{TcpStream, ToSocketAddrs};
-    use std::time::{Duration, Instant};
-
-    const CACHE_ITEMS: usize = 64;
-    const CACHE_TTL_SECS: u64 = 10;
-
-    struct Cached {
-        /// None: the connection was refused, which Redis only notices when it writes.
-        stream: Option<TcpStream>,
-        /// The database selected on the target; None until a MIGRATE succeeds.
-        dbid: Option<i64>,
-        last_use: u64,
-    }
-
-    thread_local! {
-        static CACHE: RefCell<HashMap<Vec<u8>, Cached>> = RefCell::new(HashMap::new());
-    }
-
-    pub struct Failure {
-        pub writing: bool,
-        pub timed_out: bool,
-    }
-
-    /// Appends a RESP multibulk command.
-    pub fn command(out: &mut Vec<u8>, args: &[&[u8]]) {
-        out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
-        for a in args {
-            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-            out.extend_from_slice(a);
-            out.extend_from_slice(b"\r\n");
-        }
-    }
-
-    pub fn cached() -> usize {
-        CACHE.with(|c| c.borrow().len())
-    }
-
-    pub fn expire(now_secs: u64) {
-        CACHE.with(|c| {
-            c.borrow_mut()
-                .retain(|_, s| now_secs.saturating_sub(s.last_use) <= CACHE_TTL_SECS)
-        });
-    }
-
-    pub fn close(name: &[u8]) {
-        CACHE.with(|c| c.borrow_mut().remove(name));
-    }
-
-    pub fn set_dbid(name: &[u8], dbid: Option<i64>) {
-        CACHE.with(|c| {
-            if let Some(s) = c.borrow_mut().get_mut(name) {
-                s.dbid = dbid;
-            }
-        });
-    }
-
-    /// The cached connection to `name` (made if missing); returns the database it has
-    /// selected. Err when the target cannot be connected within `timeout`.
-    pub fn socket(
-        name: &[u8],
-        host: &[u8],
-        port: &[u8],
-        timeout: Duration,
-        now_secs: u64,
-    ) -> Result<Option<i64>, ()> {
-        expire(now_secs);
-        if let Some(dbid) = CACHE.with(|c| {
-            c.borrow_mut().get_mut(name).map(|s| {
-                s.last_use = now_secs;
-                s.dbid
-            })
-        }) {
-            return Ok(dbid);
-        }
-        let stream = connect(host, port, timeout)?;
-        CACHE.with(|c| {
-            let mut c = c.borrow_mut();
-            if c.len() >= CACHE_ITEMS {
-                // Redis drops one at random; any will do.
-                if let Some(k) = c.keys().next().cloned() {
-                    c.remove(&k);
-                }
-            }
-            c.insert(
-                name.to_vec(),
-                Cached {
-                    stream,
-                    dbid: None,
-                    last_use: now_secs,
-                },
-            );
-        });
-        Ok(None)
-    }
-
-    /// Redis connects without blocking and waits until the socket is writable: a refused
-    /// connection counts as connected and fails at the first write; a name that does not
-    /// resolve or a connection that times out fails here.
-    fn connect(host: &[u8], port: &[u8], timeout: Duration) -> Result<Option<TcpStream>, ()> {
-        let host = std::str::from_utf8(host).map_err(|_| ())?;
-        // Redis's atoi: a port that is not a number is port 0, which fails.
-        let port: u16 = std::str::from_utf8(port)
-            .ok()
-            .and_then(|p| p.parse().ok())
-            .unwrap_or(0);
-        let addr = (host, port)
-            .to_socket_addrs()
-            .ok()
-            .and_then(|mut a| a.next())
-            .ok_or(())?;
-        match TcpStream::connect_timeout(&addr, timeout) {
-            Ok(s) => {
-                let _ = s.set_nodelay(true);
-                Ok(Some(s))
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Err(()),
-            Err(_) => Ok(None),
-        }
-    }
-
-    fn timed_out(e: &std::io::Error) -> bool {
-        matches!(
-            e.kind(),
-            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-        )
-    }
-
-    /// Sends `cmd` on `name`'s connection in 64 KB writes and reads up to `replies` reply
-    /// lines (Redis's connSyncWrite and connSyncReadLine: each bounded by `timeout`; a line
-    /// is kept without its CR LF): the lines read, and the failure that stopped it early.
-    pub fn exchange(
-        name: &[u8],
-        cmd: &[u8],
-        replies: usize,
-        timeout: Duration,
-    ) -> (Vec<Vec<u8>>, Option<Failure>) {
-        let Some(mut s) = CACHE.with(|c| {
-            c.borrow()
-                .get(name)
-                .and_then(|s| s.stream.as_ref())
-                .and_then(|s| s.try_clone().ok())
-        }) else {
-            let f = Failure {
-                writing: true,
-                timed_out: false,
-            };
-            return (Vec::new(), Some(f));
-        };
-        let fail = |writing, timed_out| Some(Failure { writing, timed_out });
-        for chunk in cmd.chunks(64 * 1024) {
-            let deadline = Instant::now() + timeout;
-            let mut pos = 0;
-            while pos < chunk.len() {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return (Vec::new(), fail(true, true));
-                }
-                if s.set_write_timeout(Some(left)).is_err() {
-                    return (Vec::new(), fail(true, false));
-                }
-                match s.write(&chunk[pos..]) {
-                    Ok(0) => return (Vec::new(), fail(true, false)),
-                    Err(e) => return (Vec::new(), fail(true, timed_out(&e))),
-                    Ok(n) => pos += n,
-                }
-            }
-        }
-        let mut lines = Vec::with_capacity(replies);
-        let mut buf = Vec::new();
-        let mut start = 0;
-        while lines.len() < replies {
-            let deadline = Instant::now() + timeout;
-            loop {
-                if let Some(nl) = buf[start..].iter().position(|&b| b == b'\n') {
-                    let mut line = buf[start..start + nl].to_vec();
-                    if line.last() == Some(&b'\r') {
-                        line.pop();
-                    }
-                    start += nl + 1;
-                    lines.push(line);
-                    break;
-                }
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return (lines, fail(false, true));
-                }
-                if s.set_read_timeout(Some(left)).is_err() {
-                    return (lines, fail(false, false));
-                }
-                let mut chunk = [0u8; 4096];
-                match s.read(&mut chunk) {
-                    Ok(0) => return (lines, fail(false, false)),
-                    Err(e) => return (lines, fail(false, timed_out(&e))),
-                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                }
-            }
-        }
-        (lines, None)
     }
 }

@@ -468,7 +468,7 @@ impl Server {
         self.state.stats.sample_ops(&self.state.shared);
         if now / 1000 != self.io.locks_swept_at / 1000 {
             // MIGRATE's cached connections unused for 10 s are closed (Redis's serverCron).
-            crate::cmd::dump::migrate_cached_sockets(now / 1000);
+            crate::cmd::migrate_conn::cached_sockets(now / 1000);
             self.io.locks_swept_at = now;
             self.state.locks.sweep(now);
             let late_max = self.state.config.lock_late_log_max_len as usize;
