@@ -169,6 +169,11 @@ pub async fn run(
         .first()
         .and_then(|l| l.local_addr().ok())
         .map_or(cfg.port, |a| a.port());
+    // `port 0` picked a free port: CONFIG GET port and a later CONFIG SET of `bind` use it
+    // (at run time port 0 means no plain listener, as in Redis).
+    if cfg.port == 0 {
+        cfg.port = port;
+    }
     tracing::info!("Running mode={mode}, port={port}.");
     let supervisor = supervise::supervisor(&cfg);
     // The executor says "Ready to accept connections" once the log is loaded.

@@ -152,6 +152,7 @@ const CMD_HELPERS: &[&str] = &[
     "tracking",
     "acl_redis",
     "slots",
+    "migrate_conn",
 ];
 /// The top: the registry names every family; dispatch runs commands. Families may call up into
 /// these (a command looked up or run by name), nothing else does.

@@ -400,6 +400,9 @@ fn bitop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         res.iter_mut().for_each(|r| *r = !*r);
     }
     ctx.db().set(dest, Value::Str(Bytes::from(res)), 0);
+    // Redis creates the result as a raw string (createObject), whatever its content.
+    ctx.db()
+        .set_str_enc(dest, crate::store::keyspace::StrEnc::Raw);
     ctx.changed(event::STRING, "set", dest);
     Ok(Frame::Integer(max_len as i64))
 }

@@ -462,10 +462,42 @@ fn client_setinfo(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Frame::ok())
 }
 
-fn client_info(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+fn client_info(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let mut s = String::new();
-    ctx.client.info_line(&mut s);
+    caller_line(ctx.client, argv, &mut s);
     Ok(Frame::Verbatim(Bytes::from(s)))
+}
+
+/// The caller's CLIENT LIST line. Its request is in the read buffer while it runs: `qbuf` is
+/// that request's length as sent in the multibulk form (Redis's query buffer still holds it),
+/// `argv-mem` its arguments' bytes (Redis's argv_len_sum), both counted in `tot-mem`. Other
+/// clients hold no read buffer between requests, so theirs are 0; `qbuf-free` is 0 because
+/// the read buffer is the loop's, not the client's.
+fn caller_line(c: &Client, argv: &[Bytes], out: &mut String) {
+    let start = out.len();
+    c.info_line(out);
+    let digits = |n: usize| itoa::Buffer::new().format(n).len();
+    let qbuf = 3
+        + digits(argv.len())
+        + argv
+            .iter()
+            .map(|a| 5 + digits(a.len()) + a.len())
+            .sum::<usize>();
+    let argv_mem: usize = argv.iter().map(|a| a.len()).sum();
+    let mut line = out[start..].replacen(
+        " qbuf=0 qbuf-free=0 argv-mem=0 ",
+        &format!(" qbuf={qbuf} qbuf-free=0 argv-mem={argv_mem} "),
+        1,
+    );
+    if let Some(at) = line.find(" tot-mem=") {
+        let from = at + " tot-mem=".len();
+        let to = line[from..].find(' ').map_or(line.len(), |n| from + n);
+        if let Ok(tot) = line[from..to].parse::<usize>() {
+            line.replace_range(from..to, itoa::Buffer::new().format(tot + qbuf + argv_mem));
+        }
+    }
+    out.truncate(start);
+    out.push_str(&line);
 }
 
 fn client_list(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -518,7 +550,11 @@ fn client_list(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             continue;
         }
         let from = s.len();
-        c.info_line(&mut s);
+        if c.id == ctx.client.id {
+            caller_line(c, argv, &mut s);
+        } else {
+            c.info_line(&mut s);
+        }
         if replicas.contains(&c.id) {
             // Redis's flag for a replica connection.
             if let Some(at) = s[from..].find(" flags=N ") {

@@ -104,6 +104,13 @@ pub fn process(
     let tracking = srv.tracking.active();
     if tracking {
         srv.tracking_begin(client);
+        // Redis's processCommand keeps the table within tracking-table-max-keys before each
+        // command, queued ones included; what that takes from this client is sent at once,
+        // before the command's reply (it is not executing yet).
+        if srv.tracking.total_keys() > 0 {
+            super::tracking::limit_table(srv);
+            crate::machine::tracking::after_reply(srv, client, out);
+        }
     }
     let Some(result) = process_frame(srv, host, client, &argv) else {
         return Some(argv);

@@ -41,7 +41,7 @@ use super::spec::TWO_KEYS;
 
 pub static COMMANDS: &[CommandSpec] = &[
     spec("del", -2, WRITE, ALL_KEYS, del),
-    spec("unlink", -2, WRITE | FAST, ALL_KEYS, del),
+    spec("unlink", -2, WRITE | FAST, ALL_KEYS, unlink),
     spec("exists", -2, READONLY | FAST, ALL_KEYS, exists),
     spec("touch", -2, READONLY | FAST, ALL_KEYS, touch),
     spec("expire", -3, WRITE | FAST, KEY1, expire),
@@ -86,6 +86,21 @@ fn del(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let mut n = 0;
     for k in &argv[1..] {
         if ctx.db().remove(k, now).is_some() {
+            ctx.changed(event::GENERIC, "del", k);
+            n += 1;
+        }
+    }
+    Ok(Frame::Integer(n))
+}
+
+/// DEL whose large values are freed on another thread (Redis's dbAsyncDelete).
+fn unlink(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let now = ctx.now;
+    let lim = super::support::limits(ctx);
+    let mut n = 0;
+    for k in &argv[1..] {
+        if let Some(e) = ctx.db().remove(k, now) {
+            crate::store::lazyfree::free_value(e.value, &lim);
             ctx.changed(event::GENERIC, "del", k);
             n += 1;
         }
@@ -329,6 +344,7 @@ fn rename_generic(ctx: &mut Ctx, argv: &[Bytes], nx: bool) -> CmdResult {
     if nx && db.contains(&argv[2], now) {
         return Ok(Frame::Integer(0));
     }
+    let enc = db.str_enc(&argv[1]);
     let Some(entry) = db.remove(&argv[1], now) else {
         return Err(CmdError::NoSuchKey);
     };
@@ -336,6 +352,8 @@ fn rename_generic(ctx: &mut Ctx, argv: &[Bytes], nx: bool) -> CmdResult {
     // even when the destination existed.
     db.remove(&argv[2], now);
     db.set(&argv[2], entry.value, entry.expires_at);
+    // The same object under its new name, encoding included.
+    db.set_str_enc(&argv[2], enc);
     ctx.changed(event::GENERIC, "rename_from", &argv[1]);
     ctx.changed(event::GENERIC, "rename_to", &argv[2]);
     Ok(if nx { Frame::Integer(1) } else { Frame::ok() })
@@ -367,21 +385,41 @@ fn flush_mode_ok(argv: &[Bytes]) -> CmdResult<()> {
     }
 }
 
+/// FLUSHDB/FLUSHALL ASYNC (or `lazyfree-lazy-user-flush yes` without SYNC): the emptied
+/// databases' entries are freed on another thread (Redis's emptyDbAsync).
+fn flush_async(ctx: &Ctx, argv: &[Bytes]) -> bool {
+    match argv.get(1) {
+        Some(a) => is(a, "async"),
+        None => ctx.srv.config.compat_value("lazyfree-lazy-user-flush") == "yes",
+    }
+}
+
 fn flushdb(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     flush_mode_ok(argv)?;
     let db = ctx.client.db;
     ctx.srv.signal_flushed_db(Some(db));
     ctx.srv.changes_since_save += ctx.db().len() as u64;
-    ctx.db().clear();
+    if flush_async(ctx, argv) {
+        let (old, keys) = ctx.db().clear_taking();
+        crate::store::lazyfree::free_all(old, keys);
+    } else {
+        ctx.db().clear();
+    }
     Ok(Frame::ok())
 }
 
 fn flushall(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     flush_mode_ok(argv)?;
     ctx.srv.signal_flushed_db(None);
+    let lazy = flush_async(ctx, argv);
     for db in ctx.srv.dbs.iter_mut() {
         ctx.srv.changes_since_save += db.len() as u64;
-        db.clear();
+        if lazy {
+            let (old, keys) = db.clear_taking();
+            crate::store::lazyfree::free_all(old, keys);
+        } else {
+            db.clear();
+        }
     }
     // As Redis's flushallCommand: with save points, the emptied dataset is saved at once, so a
     // restart cannot bring the keys back from an older snapshot.
@@ -460,6 +498,7 @@ fn copy(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Ok(Frame::Integer(0));
     };
     let (value, expires_at) = (e.value.clone(), e.expires_at);
+    let enc = ctx.srv.dbs[src].str_enc(key);
     let target = &mut ctx.srv.dbs[dst];
     if target.contains(newkey, now) {
         if !replace {
@@ -469,6 +508,8 @@ fn copy(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         target.remove(newkey, now);
     }
     target.set(newkey, value, expires_at);
+    // dupStringObject keeps the encoding.
+    target.set_str_enc(newkey, enc);
     ctx.srv.signal_modified_key(dst, newkey);
     ctx.srv
         .notify_keyspace_event(event::GENERIC, "copy_to", newkey, dst);
@@ -488,10 +529,12 @@ fn move_cmd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if !ctx.srv.dbs[src].contains(key, now) || ctx.srv.dbs[dst].contains(key, now) {
         return Ok(Frame::Integer(0));
     }
+    let enc = ctx.srv.dbs[src].str_enc(key);
     let Some(e) = ctx.srv.dbs[src].remove(key, now) else {
         return Ok(Frame::Integer(0));
     };
     ctx.srv.dbs[dst].set(key, e.value, e.expires_at);
+    ctx.srv.dbs[dst].set_str_enc(key, enc);
     ctx.srv.signal_modified_key(src, key);
     ctx.srv.signal_modified_key(dst, key);
     ctx.srv

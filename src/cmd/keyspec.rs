@@ -224,6 +224,38 @@ fn variable_flag_keys(name: &str, argv: &[Bytes]) -> KeyRefs {
 /// sortROGetKeys); the others find no key where the specs fail (a bad numkeys).
 fn fallback_keys(name: &str, argv: &[Bytes]) -> KeyRefs {
     let mut out = KeyRefs::default();
+    if name == "migrate" {
+        // migrateGetKeys: the key argument, or everything after KEYS (none when the key
+        // argument is not empty: MIGRATE then refuses the syntax).
+        let (mut first, mut num) = (3, 1);
+        let mut i = 6;
+        while i < argv.len() {
+            let a = &argv[i];
+            if a.eq_ignore_ascii_case(b"keys") {
+                if argv[3].is_empty() {
+                    first = i + 1;
+                    num = argv.len() - first;
+                } else {
+                    num = 0;
+                }
+                break;
+            } else if a.eq_ignore_ascii_case(b"auth") {
+                i += 1;
+            } else if a.eq_ignore_ascii_case(b"auth2") {
+                i += 2;
+            }
+            i += 1;
+        }
+        for pos in first..(first + num).min(argv.len()) {
+            out.push(KeyRef {
+                pos,
+                read: true,
+                write: true,
+                flags: &["RW", "access", "delete"],
+            });
+        }
+        return out;
+    }
     if name == "sort" || name == "sort_ro" {
         out.push(KeyRef {
             pos: 1,

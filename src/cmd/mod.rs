@@ -20,6 +20,7 @@ pub mod keyspec;
 pub mod list;
 pub mod lockinsight;
 pub mod lolwut;
+pub mod migrate_conn;
 pub mod module;
 pub mod object;
 pub mod observe;

@@ -158,18 +158,21 @@ fn lookup<'a>(ctx: &'a mut Ctx, argv: &[Bytes]) -> Option<&'a crate::store::Valu
 
 fn object_encoding(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let lim = limits(ctx);
+    let enc = ctx.db().str_enc(&argv[2]);
     Ok(match lookup(ctx, argv) {
-        Some(v) => Frame::bulk_static(encoding::name(v, &lim)),
+        Some(v) => Frame::bulk_static(encoding::name_as(v, enc, &lim)),
         None => Frame::Null,
     })
 }
 
 fn object_refcount(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let by_content = ctx.db().str_enc(&argv[2]) == crate::store::keyspace::StrEnc::ByContent;
     Ok(match lookup(ctx, argv) {
         // Redis shares the objects of the integers 0..9999 (OBJ_SHARED_INTEGERS), whose
         // count is OBJ_SHARED_REFCOUNT.
         Some(crate::store::Value::Str(s))
             if encoding::str_encoding(s) == "int"
+                && by_content
                 && crate::protocol::number::parse_i64(s)
                     .is_some_and(|v| (0..10000).contains(&v)) =>
         {

@@ -461,6 +461,8 @@ fn incrbyfloat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         Some(e) => e.value = Value::Str(text.clone()),
         None => db.set(key, Value::Str(text.clone()), 0),
     }
+    // createStringObjectFromLongDouble: embstr (or raw past 44 bytes), never int.
+    db.set_str_enc(key, crate::store::keyspace::StrEnc::Embstr);
     ctx.changed(event::STRING, "incrbyfloat", key);
     Ok(Frame::Bulk(text))
 }
@@ -490,6 +492,8 @@ fn append_inner(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 let v = appended(std::mem::take(s), &argv[2]);
                 let n = v.len();
                 *s = v;
+                // Appended in place: `raw` whatever the content, as Redis's APPEND leaves it.
+                db.set_str_enc(&argv[1], crate::store::keyspace::StrEnc::Raw);
                 Ok(Frame::Integer(n as i64))
             }
             _ => Err(CmdError::WrongType),

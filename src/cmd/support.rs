@@ -77,7 +77,7 @@ pub fn edit_str<R>(
     };
     check_growth(ctx, min_len.saturating_sub(current.unwrap_or(0)))?;
     let db = ctx.db();
-    match db.get_mut(key, now).map(|e| &mut e.value) {
+    let r = match db.get_mut(key, now).map(|e| &mut e.value) {
         Some(Value::Str(s)) => {
             let old_len = s.len();
             // Zero-copy when this is the only reference to the buffer.
@@ -89,16 +89,19 @@ pub fn edit_str<R>(
             let grew = v.len() != old_len;
             let r = edit(&mut v, grew);
             *s = Bytes::from(v);
-            Ok(r)
+            r
         }
         _ => {
             let mut v = Vec::new();
             grow_zeroed(&mut v, min_len)?;
             let r = edit(&mut v, true);
             db.set(key, Value::Str(Bytes::from(v)), 0);
-            Ok(r)
+            r
         }
-    }
+    };
+    // Written in place: Redis's `raw` encoding whatever the content (dbUnshareStringValue).
+    db.set_str_enc(key, crate::store::keyspace::StrEnc::Raw);
+    Ok(r)
 }
 
 pub fn alloc_failed() -> CmdError {
@@ -536,6 +539,22 @@ pub fn shown_args(argv: &[Bytes]) -> Vec<Bytes> {
         // Every argument after the subcommand, as Redis's aclCommand does.
         for a in out.iter_mut().skip(2) {
             *a = REDACTED;
+        }
+    } else if is(&argv[0], "migrate") {
+        // migrateCommand redacts AUTH's password and AUTH2's user and password.
+        let mut i = 6;
+        while i < out.len() && !is(&out[i], "keys") {
+            let n = if is(&out[i], "auth") {
+                1
+            } else if is(&out[i], "auth2") {
+                2
+            } else {
+                0
+            };
+            for a in out.iter_mut().skip(i + 1).take(n) {
+                *a = REDACTED;
+            }
+            i += 1 + n;
         }
     } else if is(&argv[0], "hello") {
         let mut i = 2;

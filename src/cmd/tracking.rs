@@ -217,11 +217,16 @@ pub fn remember(ctx: &mut Ctx, entry: &TableEntry, argv: &[Bytes]) {
     for k in super::keyspec::key_refs(entry, argv).iter() {
         ctx.srv.tracking.remember(id, &argv[k.pos]);
     }
-    let max = ctx
-        .srv
+    limit_table(ctx.srv);
+}
+
+/// Forgets tracked keys (telling their clients) until the table is within
+/// `tracking-table-max-keys` (Redis's trackingLimitUsedSlots).
+pub fn limit_table(srv: &mut crate::machine::State) {
+    let max = srv
         .config
         .compat_value("tracking-table-max-keys")
         .parse()
         .unwrap_or(0);
-    ctx.srv.tracking_limit(max);
+    srv.tracking_limit(max);
 }

@@ -15,7 +15,8 @@
 //!   `latency-tracking-info-percentiles` (`machine/latency.rs`), which work; and the encoding
 //!   thresholds (`hash-max-listpack-entries` ..., `list-max-listpack-size`) and `rdbcompression`,
 //!   which decide what OBJECT ENCODING, MEMORY USAGE and DUMP answer (`store/encoding.rs`);
-//!   `dbfilename`, `rdbchecksum` and `stop-writes-on-bgsave-error`, which RDB snapshots
+//!   `lazyfree-lazy-user-flush` (FLUSHDB/FLUSHALL without SYNC free on another thread,
+//!   store/lazyfree.rs); `dbfilename`, `rdbchecksum` and `stop-writes-on-bgsave-error`, which RDB snapshots
 //!   follow (`persist/rdb_file.rs`); `tls-replication` / `tls-cluster` (either puts the
 //!   cluster peer connections under TLS, read when the node starts) and
 //!   `tls-client-cert-file` / `tls-client-key-file` (the certificate a node presents when it
@@ -38,6 +39,8 @@ pub enum Kind {
     /// An int Redis bounds to an interval (`io-threads`: 1..=128).
     IntIn(i64, i64),
     Mem,
+    /// A memory value or a percentage up to 100 (`maxmemory-clients`).
+    MemOrPercent,
     Enum(&'static [&'static str]),
     Str,
     /// `latency-tracking-info-percentiles`: numbers between 0 and 100.
@@ -164,6 +167,17 @@ fn canonical(kind: &Kind, v: &str) -> Result<String, String> {
                     )
                 })
         }
+        // numericParseString: memory first, then `N%`; the bound is checked after parsing.
+        Kind::MemOrPercent => match parse_memory(v) {
+            Some(n) => Ok(n.to_string()),
+            None => match v.strip_suffix('%').map(str::parse::<i64>) {
+                Some(Ok(p)) if (0..=100).contains(&p) => Ok(format!("{p}%")),
+                Some(Ok(p)) if p > 100 => {
+                    Err("percentage argument must be less or equal to 100".into())
+                }
+                _ => Err("argument must be a memory or percent value".into()),
+            },
+        },
         Kind::Str => Ok(v.to_string()),
         Kind::Percentiles => {
             let mut out = Vec::new();
@@ -250,6 +264,7 @@ compat_table! {
     "io-threads" [] Immutable "1" Kind::IntIn(1, 128), Why::Works;
     "io-threads-do-reads" [] Immutable "no" Kind::Bool, Why::Works;
     "jemalloc-bg-thread" [] Live "yes" Kind::Bool, INTERNALS;
+    "key-load-delay" [] Live "0" Kind::Int, INTERNALS;
     "latency-monitor-threshold" [] Live "0" Kind::Int, Why::Works;
     "latency-tracking" [] Live "yes" Kind::Bool, Why::Works;
     "latency-tracking-info-percentiles" [] Live "50 99 99.9" Kind::Percentiles, Why::Works;
@@ -257,13 +272,14 @@ compat_table! {
     "lazyfree-lazy-expire" [] Live "no" Kind::Bool, INTERNALS;
     "lazyfree-lazy-server-del" [] Live "no" Kind::Bool, INTERNALS;
     "lazyfree-lazy-user-del" [] Live "no" Kind::Bool, INTERNALS;
-    "lazyfree-lazy-user-flush" [] Live "no" Kind::Bool, INTERNALS;
+    "lazyfree-lazy-user-flush" [] Live "no" Kind::Bool, Why::Works;
     "lfu-decay-time" [] Live "1" Kind::Int, EVICT;
     "lfu-log-factor" [] Live "10" Kind::Int, EVICT;
     "list-compress-depth" [] Live "0" Kind::Int, INTERNALS;
     "list-max-listpack-size" ["list-max-ziplist-size"] Live "-2" Kind::Int, Why::Works;
+    "loading-process-events-interval-bytes" [] Live "2097152" Kind::Int, INTERNALS;
     "masteruser" [] Live "" Kind::Str, REPL;
-    "maxmemory-clients" [] Live "0" Kind::Str, EVICT;
+    "maxmemory-clients" [] Live "0" Kind::MemOrPercent, EVICT;
     "maxmemory-eviction-tenacity" [] Live "10" Kind::Int, EVICT;
     "maxmemory-samples" [] Live "5" Kind::Int, EVICT;
     "min-replicas-max-lag" ["min-slaves-max-lag"] Live "10" Kind::NonNegInt, Why::Works;
@@ -274,6 +290,7 @@ compat_table! {
     "proc-title-template" [] Live "{title} {listen-addr} {server-mode}" Kind::Str, OBSERVE;
     "propagation-error-behavior" [] Live "ignore" Kind::Enum(&["ignore", "panic", "panic-on-replicas"]), REPL;
     "rdb-del-sync-files" [] Live "no" Kind::Bool, RDB;
+    "rdb-key-save-delay" [] Live "0" Kind::Int, INTERNALS;
     "rdb-save-incremental-fsync" [] Live "yes" Kind::Bool, RDB;
     "rdbchecksum" [] Immutable "yes" Kind::Bool, Why::Works;
     "rdbcompression" [] Live "yes" Kind::Bool, Why::Works;
@@ -329,9 +346,21 @@ compat_table! {
     "tracking-table-max-keys" [] Live "1000000" Kind::Int, INTERNALS;
     "unixsocket" [] Immutable "" Kind::Str, Why::Refuse("unix sockets are not supported: clients configured for this socket could not connect; use a TCP port on 127.0.0.1");
     "unixsocketperm" [] Immutable "0" Kind::Str, INTERNALS;
+    "use-exit-on-panic" [] Live "no" Kind::Bool, INTERNALS;
+    "watchdog-period" [] Live "0" Kind::NonNegInt, INTERNALS;
     "zset-max-listpack-entries" ["zset-max-ziplist-entries"] Live "128" Kind::Int, Why::Works;
     "zset-max-listpack-value" ["zset-max-ziplist-value"] Live "64" Kind::Int, Why::Works;
 }
+
+/// Redis's HIDDEN_CONFIG directives (test and debugging knobs): CONFIG GET answers them when
+/// asked by name, never for a pattern.
+pub const HIDDEN: &[&str] = &[
+    "key-load-delay",
+    "loading-process-events-interval-bytes",
+    "rdb-key-save-delay",
+    "use-exit-on-panic",
+    "watchdog-period",
+];
 
 /// The notices a change of these directives asks for (start-up: every one the configuration
 /// sets; CONFIG SET: every one it changes), one line per reason, naming the directives.

@@ -58,7 +58,7 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "bind",
         aliases: &[],
-        apply: Apply::Immutable,
+        apply: Apply::Listen,
         get: |c| c.bind.join(" "),
         set: |c, v| {
             let addrs: Vec<String> = v.split_whitespace().map(str::to_string).collect();
@@ -68,18 +68,18 @@ pub static DIRECTIVES: &[Directive] = &[
             c.bind = addrs;
             Ok(())
         },
-        doc: "Addresses to listen on, space separated. Default 127.0.0.1 (loopback only).",
+        doc: "Addresses to listen on, space separated. Default 127.0.0.1 (loopback only). CONFIG SET rebinds at once (plain and TLS).",
     },
     Directive {
         name: "port",
         aliases: &[],
-        apply: Apply::Immutable,
+        apply: Apply::Listen,
         get: |c| c.port.to_string(),
         set: |c, v| {
             c.port = int_in(v, 0, 65535)? as u16;
             Ok(())
         },
-        doc: "TCP port. 0 picks a free port (printed in the log).",
+        doc: "TCP port. 0 at start picks a free port (printed in the log); CONFIG SET moves the listener at once (0: no plain TCP listener, as Redis).",
     },
     Directive {
         name: "protected-mode",

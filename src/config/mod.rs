@@ -45,6 +45,10 @@ pub enum Apply {
     /// `maxclients`: published like `Network` once the process may open that many descriptors
     /// (raising the soft RLIMIT_NOFILE if needed); refused otherwise, as Redis does.
     MaxClients,
+    /// `bind`, `port`: the listening sockets are closed and the new addresses bound at once
+    /// (Redis's changeBindAddr / changeListenPort); a failure fails CONFIG SET, which binds
+    /// the old ones again.
+    Listen,
     /// `hz`: the cron timer is re-armed at the new period at once.
     CronTimer,
     /// `loglevel`: the log filter is swapped.

@@ -8,6 +8,7 @@ pub mod blocking;
 pub mod cluster;
 pub mod hold;
 mod io_threads;
+pub mod listen;
 pub mod net;
 pub mod peer;
 mod probe;
@@ -90,6 +91,8 @@ pub struct Io {
     rdb_covered: u64,
     /// The executor's inbox, for threads started at run time (a Redis master link).
     pub inbox: Option<Inbox>,
+    /// The loop's listening sockets, replaced by CONFIG SET of `bind` / `port` (`Apply::Listen`).
+    pub listen: Option<std::rc::Rc<std::cell::RefCell<listen::ListenSet>>>,
 }
 
 impl std::ops::Deref for Server {
@@ -134,6 +137,7 @@ impl Server {
                 rdb: crate::persist::rdb_file::RdbState::new(unix_ms() / 1000),
                 rdb_covered: 0,
                 inbox: None,
+                listen: None,
             },
             loader_client: Some(loader_client),
             changes: ChangeRecord::default(),
@@ -490,6 +494,8 @@ impl Server {
         self.flush_deferred();
         self.state.stats.sample_ops(&self.state.shared);
         if now / 1000 != self.io.locks_swept_at / 1000 {
+            // MIGRATE's cached connections unused for 10 s are closed (Redis's serverCron).
+            crate::cmd::migrate_conn::cached_sockets(now / 1000);
             self.io.locks_swept_at = now;
             self.state.locks.sweep(now);
             let late_max = self.state.config.lock_late_log_max_len as usize;
@@ -659,6 +665,19 @@ impl Host for Io {
                 }
             }
             Apply::Network => state.shared.apply(&state.config),
+            Apply::Listen => {
+                let Some(listen) = &self.listen else {
+                    return Ok(());
+                };
+                let c = &state.config;
+                listen.borrow_mut().rebind(
+                    &c.bind,
+                    c.port,
+                    c.tls_port,
+                    c.tcp_backlog,
+                    c.bind != old.bind,
+                )?;
+            }
             Apply::MaxClients => {
                 if state.config.maxclients > old.maxclients {
                     fd_room_for(state.config.maxclients).map_err(|can| {
@@ -997,6 +1016,7 @@ fn run_executor(
     let mut server = Server::new(config, shared);
     server.io.cluster = cluster;
     server.io.inbox = Some(inbox.clone());
+    server.io.listen = Some(net.listen_set());
     // Peer messages wake the loop directly (exec/peer.rs reads them in cluster_round).
     if let Some(c) = server.io.cluster.as_ref() {
         if let Err(e) = net.watch(c.peer_fd()) {

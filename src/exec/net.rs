@@ -21,6 +21,7 @@
 //! (-BUSY, SCRIPT KILL, SHUTDOWN NOSAVE) as Redis's `processEventsWhileBlocked`.
 
 use super::io_threads::{Pool, Worker};
+use super::listen::ListenSet;
 use super::{Msg, Server};
 use crate::machine::client::{auth_may_change, Client, ClientShared};
 use crate::machine::output::{ConnOut, PendingList, MAX_IOV};
@@ -29,6 +30,7 @@ use crate::protocol::{DecodeLimits, Decoder, ProtocolError};
 use bytes::{Bytes, BytesMut};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::io::{self, BufRead, IoSlice, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -320,9 +322,8 @@ impl Worker for IoWorker {
 pub struct Net {
     poll: Poll,
     events: Events,
-    listeners: Vec<TcpListener>,
-    /// The rustls configuration of each listener (None: plain TCP).
-    tls_of: Vec<Option<Arc<rustls::ServerConfig>>>,
+    /// The listening sockets, which CONFIG SET of `bind` / `port` replaces (exec/listen.rs).
+    listen: Rc<RefCell<ListenSet>>,
     conns: HashMap<u64, Conn, ahash::RandomState>,
     /// Shared read buffer: connections without a partial request read here, so an idle
     /// connection holds no read buffer (Redis frees idle query buffers likewise).
@@ -403,25 +404,16 @@ impl Net {
     pub fn new(listeners: Listeners, shared: Arc<Shared>) -> io::Result<(Net, Arc<LoopWaker>)> {
         let poll = Poll::new()?;
         let waker = Arc::new(LoopWaker(mio::Waker::new(poll.registry(), WAKER)?));
-        let mut all = listeners.plain;
-        let mut tls_of = vec![None; all.len()];
-        if let Some((cfg, tls)) = listeners.tls {
-            tls_of.extend(tls.iter().map(|_| Some(cfg.clone())));
-            all.extend(tls);
-        }
-        for (i, l) in all.iter().enumerate() {
-            l.set_nonblocking(true)?;
-            poll.registry().register(
-                &mut SourceFd(&l.as_raw_fd()),
-                listener_token(i),
-                Interest::READABLE,
-            )?;
-        }
+        let listen = ListenSet::new(
+            poll.registry().try_clone()?,
+            listeners.plain,
+            listeners.tls,
+            listener_token,
+        )?;
         let net = Net {
             poll,
             events: Events::with_capacity(1024),
-            listeners: all,
-            tls_of,
+            listen: Rc::new(RefCell::new(listen)),
             conns: HashMap::default(),
             scratch: BytesMut::new(),
             accepted: Vec::new(),
@@ -525,6 +517,11 @@ impl Net {
         io.posts = posts;
     }
 
+    /// The listening sockets, for the executor's CONFIG SET of `bind` and `port`.
+    pub fn listen_set(&self) -> Rc<RefCell<ListenSet>> {
+        self.listen.clone()
+    }
+
     /// Wakes the loop whenever `fd` turns readable; its owner reads it during the loop's turn
     /// (the cluster's peer connections, exec/peer.rs).
     pub fn watch(&self, fd: std::os::fd::RawFd) -> io::Result<()> {
@@ -574,7 +571,11 @@ impl Net {
     /// `accepted` for the executor (`sync_clients`).
     fn accept(&mut self, i: usize) {
         loop {
-            let (sock, addr) = match self.listeners[i].accept() {
+            let accepted = match self.listen.borrow().listeners.get(i) {
+                Some(l) => l.accept(),
+                None => return,
+            };
+            let (sock, addr) = match accepted {
                 Ok(x) => x,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -585,7 +586,7 @@ impl Net {
                     return;
                 }
             };
-            let tls = self.tls_of[i].clone();
+            let tls = self.listen.borrow().tls_of.get(i).cloned().flatten();
             self.open(sock, addr, tls);
         }
     }
@@ -923,7 +924,8 @@ impl Net {
     fn dispatch(&mut self, write: bool) {
         let fired = std::mem::take(&mut self.fired);
         for ev in &fired {
-            if let Some(i) = listener_index(ev.token, self.listeners.len()) {
+            let listeners = self.listen.borrow().listeners.len();
+            if let Some(i) = listener_index(ev.token, listeners) {
                 self.accept(i);
                 continue;
             }
@@ -945,7 +947,8 @@ impl Net {
         }
         self.fired = fired;
         if std::mem::take(&mut self.accept_retry) {
-            for i in 0..self.listeners.len() {
+            let listeners = self.listen.borrow().listeners.len();
+            for i in 0..listeners {
                 self.accept(i);
             }
         }

@@ -312,20 +312,25 @@ redis.replicate_commands = function() return true end
 redis.breakpoint = function() return false end
 redis.debug = function() end
 
-local cmd_exists = rs.cmd_exists
+local acl_check, args_unpack = rs.acl_check, rs.unpack
 redis.acl_check_cmd = cwrap(function(...)
   local n = select('#', ...)
   if n == 0 then raise('ERR Please specify at least one argument for this redis lib call') end
+  local args = {}
   for i = 1, n do
-    local t = type((select(i, ...)))
+    local a = (select(i, ...))
+    local t = type(a)
     if t ~= 'string' and t ~= 'number' then
       raise('ERR Lua redis lib command arguments must be strings or integers')
     end
+    args[i] = tostring(a)
   end
-  if not cmd_exists(tostring((...))) then
+  -- Whether the script's user may run the command with these arguments (keys included).
+  local allowed = acl_check(args_unpack(args, 1, n))
+  if allowed == nil then
     raise('ERR Invalid command passed to redis.acl_check_cmd()')
   end
-  return true
+  return allowed
 end)
 redis.REDIS_VERSION = rs.version
 redis.REDIS_VERSION_NUM = rs.version_num

@@ -569,14 +569,35 @@ impl Engine {
         )?;
         let s = st.clone();
         rs.set(
-            "cmd_exists",
-            lua.create_function(move |_, name: mlua::LuaString| {
-                if s.ctx.get().is_null() {
-                    return Ok(false);
+            "acl_check",
+            lua.create_function(move |_, argv: mlua::Variadic<mlua::LuaString>| {
+                let ptr = s.ctx.get();
+                if ptr.is_null() || argv.is_empty() {
+                    return Ok(None);
                 }
-                Ok(crate::cmd::registry::table()
-                    .lookup(&name.as_bytes())
-                    .is_some())
+                // SAFETY: non-null only while the script runs (see `Engine::run`); this
+                // callback holds no other reference made from the pointer, and the shared one
+                // made here ends before it returns.
+                let ctx = unsafe { &*(ptr as *const Ctx<'static>) };
+                let argv: Vec<Bytes> = argv
+                    .iter()
+                    .map(|a| Bytes::copy_from_slice(&a.as_bytes()))
+                    .collect();
+                // Redis's lookupCommand: a container with arguments names its subcommand.
+                let t = crate::cmd::registry::table();
+                let Some(mut id) = t.lookup(&argv[0]) else {
+                    return Ok(None);
+                };
+                if !t.entries[id].subs.is_empty() && argv.len() > 1 {
+                    let Some(sub) = t.lookup_sub(id, &argv[1]) else {
+                        return Ok(None);
+                    };
+                    id = sub;
+                }
+                // The user running the script (ACLCheckAllUserCommandPerm).
+                Ok(Some(ctx.client.perms.as_ref().is_none_or(|u| {
+                    crate::cmd::dispatch::check_user(u, id, &argv).is_ok()
+                })))
             })?,
         )?;
         rs.set("version", REDIS_VERSION)?;

@@ -74,6 +74,18 @@ pub fn name(v: &Value, lim: &Limits) -> &'static str {
     }
 }
 
+/// The name OBJECT ENCODING prints for a value whose key records `enc` (keymap::StrEnc).
+pub fn name_as(v: &Value, enc: super::keymap::StrEnc, lim: &Limits) -> &'static str {
+    use super::keymap::StrEnc;
+    match (v, enc) {
+        (Value::Str(_), StrEnc::Raw) => "raw",
+        // createStringObject: embstr up to 44 bytes.
+        (Value::Str(s), StrEnc::Embstr) if s.len() <= EMBSTR_MAX => "embstr",
+        (Value::Str(_), StrEnc::Embstr) => "raw",
+        _ => name(v, lim),
+    }
+}
+
 /// int (an integer that fits a long, canonical, at most 20 bytes: tryObjectEncoding), embstr
 /// (up to 44 bytes) or raw. HyperLogLogs are raw from birth (createRawStringObject).
 pub fn str_encoding(s: &[u8]) -> &'static str {

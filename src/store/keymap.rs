@@ -39,18 +39,42 @@ pub const INLINE: usize = 27;
 /// bytes instead of 24 (an entry 80 instead of 72): squeezed into 24 it left 19 inline bytes,
 /// and a lock name of 20-22 bytes (`lock:resource:00000001`) then cost an allocation of its own,
 /// +33 bytes a key; 32 holds 27.
+///
+/// Beside the clock, as in the header of Redis's object, how the string value is encoded when
+/// its content does not say (`StrEnc`). It lives in the inline length's top two bits (a
+/// length is at most 27) and in a byte of the heap form's padding, so the entry stays 80
+/// bytes and stores cost nothing more.
 #[derive(Clone)]
 pub enum Key {
     Inline {
         lru: [u8; 3],
+        /// The length, and the `StrEnc` in the top two bits.
         len: u8,
         bytes: [u8; INLINE],
     },
     Heap {
         lru: [u8; 3],
+        enc: StrEnc,
         bytes: Box<[u8]>,
     },
 }
+
+/// How a string value is encoded in Redis where its content does not decide it: a string
+/// stored whole is `int`, `embstr` or `raw` by its content (tryObjectEncoding), but one
+/// written in place (APPEND, SETRANGE, SETBIT, BITFIELD, BITOP: dbUnshareStringValue) is
+/// `raw`, and INCRBYFLOAT's result is created `embstr` even when it reads as an integer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum StrEnc {
+    ByContent = 0,
+    Raw = 1,
+    Embstr = 2,
+}
+
+/// Where `Key::Inline` keeps the `StrEnc` in its length byte.
+const ENC_SHIFT: u8 = 6;
+const LEN_MASK: u8 = (1 << ENC_SHIFT) - 1;
+const _: () = assert!(INLINE <= LEN_MASK as usize);
 
 impl Key {
     pub fn new(key: &[u8]) -> Key {
@@ -65,6 +89,7 @@ impl Key {
         } else {
             Key::Heap {
                 lru: [0; 3],
+                enc: StrEnc::ByContent,
                 bytes: key.into(),
             }
         }
@@ -83,13 +108,34 @@ impl Key {
         let (Key::Inline { lru, .. } | Key::Heap { lru, .. }) = self;
         *lru = [b[0], b[1], b[2]];
     }
+
+    /// How the key's string value is encoded where its content does not decide it.
+    #[inline]
+    pub fn str_enc(&self) -> StrEnc {
+        match self {
+            Key::Inline { len, .. } => match len >> ENC_SHIFT {
+                1 => StrEnc::Raw,
+                2 => StrEnc::Embstr,
+                _ => StrEnc::ByContent,
+            },
+            Key::Heap { enc, .. } => *enc,
+        }
+    }
+
+    #[inline]
+    pub fn set_str_enc(&mut self, to: StrEnc) {
+        match self {
+            Key::Inline { len, .. } => *len = (*len & LEN_MASK) | ((to as u8) << ENC_SHIFT),
+            Key::Heap { enc, .. } => *enc = to,
+        }
+    }
 }
 
 impl AsRef<[u8]> for Key {
     #[inline]
     fn as_ref(&self) -> &[u8] {
         match self {
-            Key::Inline { len, bytes, .. } => &bytes[..*len as usize],
+            Key::Inline { len, bytes, .. } => &bytes[..(*len & LEN_MASK) as usize],
             Key::Heap { bytes, .. } => bytes,
         }
     }
@@ -705,6 +751,13 @@ mod tests {
             k.set_lru(0xffff_ffff);
             assert_eq!(k.lru(), 0x00ff_ffff);
             assert_eq!(k.to_vec(), before);
+            // So does the string encoding, and neither disturbs the other.
+            for enc in [StrEnc::Raw, StrEnc::Embstr, StrEnc::ByContent, StrEnc::Raw] {
+                k.set_str_enc(enc);
+                assert_eq!(k.str_enc(), enc);
+                assert_eq!(k.to_vec(), before);
+                assert_eq!(k.lru(), 0x00ff_ffff);
+            }
         }
     }
 

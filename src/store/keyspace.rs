@@ -32,6 +32,7 @@ impl Entry {
 
 /// A stored key: inside the map entry up to `keymap::INLINE` bytes (see keymap.rs).
 type Key = super::keymap::Key;
+pub use super::keymap::StrEnc;
 
 /// What one key's entry takes in the map (its key and `Entry`), for MEMORY STATS and INFO.
 pub const ENTRY_BYTES: usize = std::mem::size_of::<Key>() + std::mem::size_of::<Entry>();
@@ -209,11 +210,29 @@ impl Db {
         Some(self.map.value(idx))
     }
 
-    /// The entry for writing: the key counts as changed (see change.rs).
+    /// The entry for writing: the key counts as changed (see change.rs). What is written is
+    /// encoded by its content unless the writer says otherwise (`set_str_enc`).
     pub fn get_mut(&mut self, key: &[u8], now: u64) -> Option<&mut Entry> {
         let idx = self.live_index(key, now)?;
+        self.map.key_mut(idx).set_str_enc(StrEnc::ByContent);
         self.changes.key(key);
         Some(self.map.value_mut(idx))
+    }
+
+    /// Records how a stored key's string is encoded where its content does not decide it
+    /// (see keymap::StrEnc), until the value is next written.
+    pub fn set_str_enc(&mut self, key: &[u8], to: StrEnc) {
+        if let Some(idx) = self.map.index_of(key) {
+            self.map.key_mut(idx).set_str_enc(to);
+        }
+    }
+
+    /// How a stored key's string is encoded where its content does not decide it.
+    pub fn str_enc(&self, key: &[u8]) -> StrEnc {
+        self.map
+            .index_of(key)
+            .and_then(|idx| self.map.get_index(idx))
+            .map_or(StrEnc::ByContent, |(k, _)| k.str_enc())
     }
 
     /// `f` on the live entry for `key`, found once; the key counts as changed only when `f`
@@ -225,6 +244,7 @@ impl Db {
         f: impl FnOnce(&mut Entry) -> Result<T, E>,
     ) -> Option<Result<T, E>> {
         let idx = self.live_index(key, now)?;
+        self.map.key_mut(idx).set_str_enc(StrEnc::ByContent);
         let r = f(self.map.value_mut(idx));
         if r.is_ok() {
             self.changes.key(key);
@@ -241,7 +261,9 @@ impl Db {
         self.changes.key(key);
         let old = match self.map.lookup(key) {
             Ok(idx) => {
-                self.map.key_mut(idx).set_lru(self.lru_now);
+                let k = self.map.key_mut(idx);
+                k.set_lru(self.lru_now);
+                k.set_str_enc(StrEnc::ByContent);
                 let e = self.map.value_mut(idx);
                 let old = e.expires_at;
                 e.value = value;
@@ -284,6 +306,7 @@ impl Db {
                     return false;
                 }
                 self.changes.key(key);
+                self.map.key_mut(idx).set_str_enc(StrEnc::ByContent);
                 let e = self.map.value_mut(idx);
                 let old = std::mem::replace(&mut e.expires_at, expires_at);
                 e.value = value();
@@ -341,6 +364,15 @@ impl Db {
         let (_, e) = self.map.swap_remove(idx)?;
         self.count_deadline_change(e.expires_at, 0);
         Some(e)
+    }
+
+    /// `clear`, handing back the old entries and their count (FLUSHDB ASYNC frees them on
+    /// another thread, store/lazyfree.rs).
+    pub fn clear_taking(&mut self) -> (Box<dyn Send>, u64) {
+        let n = self.map.len() as u64;
+        let old = std::mem::take(&mut self.map);
+        self.clear();
+        (Box::new(old), n)
     }
 
     pub fn clear(&mut self) {

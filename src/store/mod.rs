@@ -5,6 +5,7 @@ pub mod encoding;
 pub mod hash;
 pub mod keymap;
 pub mod keyspace;
+pub mod lazyfree;
 pub mod rdb;
 pub mod set;
 pub mod stream;

@@ -55,6 +55,9 @@ const ROWS: &[(&str, &str, Probe)] = &[
     ("slowlog-max-len", "2", slowlog),
     ("lock-late-log-max-len", "1", lock_late_log_max_len),
     ("lock-prefix-delimiters", ":/", lock_prefix_delimiters),
+    ("bind", "127.0.0.1", bind),
+    // Last: port 0 closes the plain listener (the test's connections stay open).
+    ("port", "0", port),
 ];
 
 /// The names CONFIG SET accepts, asked of the server: every name CONFIG GET * lists, set to
@@ -136,7 +139,8 @@ fn every_name_the_server_lets_change_has_a_row() {
     let from_table: usize = DIRECTIVES
         .iter()
         .chain(COMPAT)
-        .filter(|d| d.mutable())
+        // Hidden directives (key-load-delay …) are not listed by CONFIG GET *.
+        .filter(|d| d.mutable() && !deadbolt::config::compat::HIDDEN.contains(&d.name))
         .map(|d| 1 + d.aliases.len())
         .sum();
     assert_eq!(settable.len(), from_table, "{settable:?}");
@@ -480,6 +484,57 @@ fn tls_port_server() -> (Server, u16, std::path::PathBuf) {
     ]);
     s.wait_log("Ready to accept connections tls", Duration::from_secs(5));
     (s, port, dir)
+}
+
+/// Whether a new connection to `addr` answers PING (false: refused).
+fn pings(addr: (&str, u16)) -> bool {
+    match TcpStream::connect(addr) {
+        Err(_) => false,
+        Ok(mut t) => {
+            t.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            t.write_all(b"*1\r\n$4\r\nPING\r\n").unwrap();
+            let mut buf = [0u8; 64];
+            let n = t.read(&mut buf).unwrap_or(0);
+            &buf[..n] == b"+PONG\r\n"
+        }
+    }
+}
+
+/// The plain listener moves to the new port at once; a port in use is refused with Redis's
+/// error and the old port kept.
+fn port() {
+    for (who, s) in common::deadbolt_and_redis(&[]) {
+        let mut c = s.conn();
+        let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let busy_port = busy.local_addr().unwrap().port().to_string();
+        assert_eq!(
+            c.cmd_str(&["CONFIG", "SET", "port", &busy_port]),
+            "-ERR CONFIG SET failed (possibly related to argument 'port') - Unable to listen on this port. Check server logs.\r\n",
+            "{who}"
+        );
+        assert!(pings(("127.0.0.1", s.port)), "{who}: old port lost");
+        let new_port = common::free_port();
+        set(&mut c, "port", &new_port.to_string());
+        assert!(pings(("127.0.0.1", new_port)), "{who}: new port");
+        assert!(!pings(("127.0.0.1", s.port)), "{who}: old port still open");
+        assert_eq!(c.cmd(&["PING"]), b"+PONG\r\n", "{who}");
+    }
+}
+
+/// The listener moves to the new addresses at once.
+fn bind() {
+    let s = common::deadbolt(&[]);
+    let mut c = s.conn();
+    set(&mut c, "bind", "127.0.0.2");
+    assert!(pings(("127.0.0.2", s.port)), "new address");
+    assert!(!pings(("127.0.0.1", s.port)), "old address still open");
+    set(&mut c, "bind", "127.0.0.1 -::1");
+    assert!(pings(("127.0.0.1", s.port)), "back");
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "bind", "192.0.2.1"]),
+        "-ERR CONFIG SET failed (possibly related to argument 'bind') - Failed to bind to specified addresses.\r\n"
+    );
+    assert!(pings(("127.0.0.1", s.port)), "old address restored");
 }
 
 fn timeout() {

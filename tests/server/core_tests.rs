@@ -392,7 +392,7 @@ fn config_set_get_and_runtime_effects() {
         c.cmd(&["CONFIG", "GET", "maxclients"]),
         b"*2\r\n$10\r\nmaxclients\r\n$5\r\n10000\r\n"
     );
-    assert_eq!(c.cmd(&["CONFIG", "SET", "port", "1234"]), b"-ERR CONFIG SET failed (possibly related to argument 'port') - can't set immutable config\r\n");
+    assert_eq!(c.cmd(&["CONFIG", "SET", "databases", "2"]), b"-ERR CONFIG SET failed (possibly related to argument 'databases') - can't set immutable config\r\n");
     assert_eq!(
         c.cmd(&["CONFIG", "SET", "lua-time-limit", "100"]),
         b"+OK\r\n"

@@ -12,6 +12,7 @@ mod core_tests;
 mod debug_command;
 mod differential;
 mod io_threads;
+mod migrate;
 mod module_replicaof;
 mod notify;
 mod output;

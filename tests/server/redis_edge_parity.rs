@@ -921,3 +921,352 @@ fn info_counts_reads_writes_and_network_rates() {
     assert_eq!(t[0], b"total_reads_processed +6");
     assert_eq!(t[2], b"rates seen: true");
 }
+
+/// The caller's own line in CLIENT INFO and CLIENT LIST: `qbuf` is its request's length and
+/// `argv-mem` its arguments' bytes, as Redis counts them; the other fields' shapes match.
+#[test]
+fn client_info_counts_the_callers_request() {
+    let t = both(|s| {
+        let mut c = s.conn();
+        let mut out = Vec::new();
+        for args in [
+            &["CLIENT", "INFO"][..],
+            &["CLIENT", "LIST"],
+            &["CLIENT", "LIST", "TYPE", "normal"],
+        ] {
+            let r = c.cmd(args);
+            let text = String::from_utf8_lossy(&r).into_owned();
+            let fields: Vec<String> = text
+                .split_whitespace()
+                .filter(|f| f.starts_with("qbuf=") || f.starts_with("argv-mem="))
+                .map(str::to_owned)
+                .collect();
+            out.push(fields.join(" ").into_bytes());
+            let shape: Vec<String> = text
+                .split_whitespace()
+                .filter_map(|f| f.split_once('=').map(|(k, _)| k.to_owned()))
+                .collect();
+            out.push(shape.join(" ").into_bytes());
+        }
+        out
+    });
+    assert_eq!(show(&t)[0], "qbuf=26 argv-mem=10");
+}
+
+/// OBJECT ENCODING of strings written in place (APPEND, SETRANGE, SETBIT, BITFIELD, BITOP:
+/// `raw` whatever the content), INCRBYFLOAT's `embstr`, and the encoding kept through RENAME,
+/// COPY and MOVE and dropped by the next whole write.
+#[test]
+fn string_encodings_follow_how_the_value_was_written() {
+    let script: &[&[&str]] = &[
+        &["SET", "k", "1234"],
+        &["SETRANGE", "k", "0", "2"],
+        &["OBJECT", "ENCODING", "k"],
+        &["OBJECT", "REFCOUNT", "k"],
+        &["SET", "k", "1234"],
+        &["SETRANGE", "k", "0", ""],
+        &["OBJECT", "ENCODING", "k"],
+        &["APPEND", "k", "5"],
+        &["OBJECT", "ENCODING", "k"],
+        &["INCR", "k"],
+        &["OBJECT", "ENCODING", "k"],
+        &["DEL", "k"],
+        &["APPEND", "k", "77"],
+        &["OBJECT", "ENCODING", "k"],
+        &["SET", "k", "12"],
+        &["SETBIT", "k", "100", "0"],
+        &["OBJECT", "ENCODING", "k"],
+        &["SET", "b", "1"],
+        &["BITOP", "OR", "d", "b", "b"],
+        &["OBJECT", "ENCODING", "d"],
+        &["SET", "k", "5"],
+        &["BITFIELD", "k", "GET", "u8", "0"],
+        &["OBJECT", "ENCODING", "k"],
+        &["BITFIELD", "k", "SET", "u8", "0", "51"],
+        &["OBJECT", "ENCODING", "k"],
+        &["SET", "k", "5"],
+        &["INCRBYFLOAT", "k", "1"],
+        &["OBJECT", "ENCODING", "k"],
+        &["SET", "k", "5"],
+        &["APPEND", "k", "1"],
+        &["EXPIRE", "k", "100"],
+        &["OBJECT", "ENCODING", "k"],
+        &["RENAME", "k", "k2"],
+        &["OBJECT", "ENCODING", "k2"],
+        &["COPY", "k2", "k3"],
+        &["OBJECT", "ENCODING", "k3"],
+        &["MOVE", "k3", "3"],
+        &["SELECT", "3"],
+        &["OBJECT", "ENCODING", "k3"],
+        &["SELECT", "0"],
+        &["GETSET", "k2", "7"],
+        &["OBJECT", "ENCODING", "k2"],
+        &["SETRANGE", "new", "0", "12"],
+        &["OBJECT", "ENCODING", "new"],
+        &["SET", "long", "1"],
+        &[
+            "APPEND",
+            "long",
+            "000000000000000000000000000000000000000000000000000",
+        ],
+        &["OBJECT", "ENCODING", "long"],
+    ];
+    let t = both(|s| {
+        let mut c = s.conn();
+        script.iter().map(|a| c.cmd(a)).collect()
+    });
+    assert_eq!(t[2], b"$3\r\nraw\r\n");
+    assert_eq!(t[6], b"$3\r\nint\r\n");
+}
+
+/// CONFIG SET reports the first refused value in argument order and keeps every value;
+/// `maxmemory-clients` takes memory values and percentages up to 100; hidden directives
+/// answer by name, never for a pattern.
+#[test]
+fn config_set_errors_and_hidden_directives_as_redis() {
+    let t = both(|s| {
+        let mut c = s.conn();
+        let mut out = Vec::new();
+        for args in [
+            &["CONFIG", "SET", "maxmemory", "10000002"][..],
+            &[
+                "CONFIG",
+                "SET",
+                "maxmemory",
+                "10000001",
+                "maxmemory-clients",
+                "200%",
+                "client-query-buffer-limit",
+                "invalid",
+            ],
+            &["CONFIG", "GET", "maxmemory"],
+            &["CONFIG", "SET", "maxmemory-clients", "10%"],
+            &["CONFIG", "GET", "maxmemory-clients"],
+            &["CONFIG", "SET", "maxmemory-clients", "1mb"],
+            &["CONFIG", "GET", "maxmemory-clients"],
+            &["CONFIG", "SET", "maxmemory-clients", "x%"],
+            &["CONFIG", "SET", "maxmemory-clients", "0", "maxmemory", "0"],
+            &["CONFIG", "GET", "key-load-delay"],
+            &["CONFIG", "GET", "KEY-LOAD-DELAY"],
+            &["CONFIG", "GET", "key-load-del*"],
+            &["CONFIG", "GET", "rdb-key-save-delay"],
+            &["CONFIG", "GET", "Maxmemory"],
+            &["CONFIG", "GET", "maxmemory", "maxmemory"],
+        ] {
+            out.push(c.cmd(args));
+        }
+        out
+    });
+    assert!(
+        show(&t)[1].contains("'maxmemory-clients'"),
+        "{}",
+        show(&t)[1]
+    );
+}
+
+/// PFSELFTEST runs Redis's self test of the HyperLogLog registers and estimator (seconds).
+#[test]
+fn pfselftest_passes_as_on_redis() {
+    let t = both(|s| {
+        let mut c = s.conn();
+        vec![
+            answer_within(&mut c, &["PFSELFTEST"], Duration::from_secs(120)),
+            c.cmd(&["PFSELFTEST", "extra"]),
+        ]
+    });
+    assert_eq!(t[0], b"+OK\r\n");
+}
+
+/// redis.acl_check_cmd answers for the script's user: the command, its subcommand and its
+/// keys, and refuses unknown commands and bad arguments with Redis's errors.
+#[test]
+fn lua_acl_check_cmd_follows_the_users_rules() {
+    let t = both(|s| {
+        let mut admin = s.conn();
+        let mut out = vec![admin.cmd(&[
+            "ACL",
+            "SETUSER",
+            "bob",
+            "on",
+            ">123",
+            "+@scripting",
+            "+set",
+            "~x*",
+            "+client|info",
+        ])];
+        let mut c = s.conn();
+        out.push(c.cmd(&["AUTH", "bob", "123"]));
+        for (script, keys) in [
+            ("return redis.acl_check_cmd('set','xx',1)", &["1", "xx"][..]),
+            (
+                "return redis.acl_check_cmd('hset','xx','f',1)",
+                &["1", "xx"],
+            ),
+            ("return redis.acl_check_cmd('set','yy',1)", &["0"]),
+            ("return redis.acl_check_cmd('invalid-cmd','arg')", &["0"]),
+            ("return redis.acl_check_cmd('config','nosuch')", &["0"]),
+            ("return redis.acl_check_cmd('config')", &["0"]),
+            ("return redis.acl_check_cmd('client','info')", &["0"]),
+            ("return redis.acl_check_cmd('client','list')", &["0"]),
+            ("return redis.acl_check_cmd('set',{})", &["0"]),
+            ("return redis.acl_check_cmd()", &["0"]),
+            ("return redis.acl_check_cmd('set', 1.5, 2)", &["0"]),
+        ] {
+            let mut args = vec!["EVAL", script];
+            args.extend_from_slice(keys);
+            out.push(c.cmd(&args));
+        }
+        out
+    });
+    assert_eq!(t[2], b":1\r\n");
+    assert_eq!(t[3], b"$-1\r\n");
+}
+
+/// UNLINK frees a large value on another thread and FLUSHALL/FLUSHDB ASYNC every key:
+/// INFO's `lazyfreed_objects` counts them as Redis does (a small value is freed at once).
+#[test]
+fn lazy_freeing_is_counted_as_redis() {
+    let lazyfreed = |c: &mut Conn| -> Vec<u8> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let info = String::from_utf8_lossy(&c.cmd(&["INFO", "memory"])).into_owned();
+            let field = |name: &str| {
+                info.lines()
+                    .find_map(|l| l.strip_prefix(name))
+                    .unwrap_or("?")
+                    .to_owned()
+            };
+            if field("lazyfree_pending_objects:") == "0" || Instant::now() > deadline {
+                return field("lazyfreed_objects:").into_bytes();
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    let t = both_with(&["--enable-debug-command", "yes"], |s| {
+        let mut c = s.conn();
+        let mut out = vec![
+            c.cmd(&["CONFIG", "RESETSTAT"]),
+            c.cmd(&["CONFIG", "SET", "stream-node-max-entries", "5"]),
+        ];
+        for j in 0..300 {
+            c.cmd(&["XADD", "stream", "*", "foo", &j.to_string()]);
+        }
+        out.push(c.cmd(&["XGROUP", "CREATE", "stream", "g", "0"]));
+        out.push(c.cmd(&["UNLINK", "stream"]));
+        out.push(lazyfreed(&mut c));
+        out.push(c.cmd(&["CONFIG", "RESETSTAT"]));
+        c.cmd(&["XADD", "s", "*", "a", "b"]);
+        c.cmd(&["RPUSH", "l", "a", "b"]);
+        let members: Vec<String> = (0..100).map(|i| format!("m{i}")).collect();
+        let mut sadd = vec!["SADD", "big"];
+        sadd.extend(members.iter().map(String::as_str));
+        c.cmd(&sadd);
+        out.push(c.cmd(&["UNLINK", "s", "l", "nosuch"]));
+        out.push(lazyfreed(&mut c));
+        out.push(c.cmd(&["UNLINK", "big"]));
+        out.push(lazyfreed(&mut c));
+        out.push(c.cmd(&["DEBUG", "POPULATE", "1000"]));
+        out.push(c.cmd(&["FLUSHALL", "ASYNC"]));
+        out.push(lazyfreed(&mut c));
+        c.cmd(&["SET", "x", "y"]);
+        out.push(c.cmd(&["FLUSHDB"]));
+        out.push(lazyfreed(&mut c));
+        out
+    });
+    assert_eq!(t[4], b"1");
+    assert_eq!(t[9], b"1");
+    assert_eq!(t[12], b"1001");
+}
+
+/// A smaller tracking-table-max-keys applies before the next command, even one queued in
+/// MULTI: the invalidation reaches the tracking client before QUEUED (Redis's processCommand).
+#[test]
+fn tracking_table_limit_applies_before_a_queued_command() {
+    let t = both_with(&["--enable-debug-command", "yes"], |s| {
+        let mut c = s.conn();
+        let mut rd = s.conn();
+        let mut out = vec![
+            c.cmd(&["CONFIG", "SET", "tracking-table-max-keys", "2"]),
+            c.cmd(&["DEBUG", "PAUSE-CRON", "1"]),
+        ];
+        rd.cmd(&["HELLO", "3"]);
+        out.push(rd.cmd(&["CLIENT", "TRACKING", "on"]));
+        out.push(rd.cmd(&["MGET", "1{tag}", "2{tag}"]));
+        out.push(rd.cmd(&["MULTI"]));
+        out.push(c.cmd(&["CONFIG", "SET", "tracking-table-max-keys", "1"]));
+        rd.send(&["PING"]);
+        let first = rd.read_reply();
+        // Which of the two keys is forgotten is arbitrary (Redis picks at random).
+        let first = String::from_utf8_lossy(&first).replace("1{tag}", "K{tag}");
+        out.push(first.replace("2{tag}", "K{tag}").into_bytes());
+        out.push(rd.read_reply());
+        out.push(rd.cmd(&["EXEC"]));
+        out.push(c.cmd(&["DEBUG", "PAUSE-CRON", "0"]));
+        out
+    });
+    assert!(
+        show(&t)[6].starts_with(">2\r\n$10\r\ninvalidate"),
+        "{}",
+        show(&t)[6]
+    );
+    assert_eq!(t[7], b"+QUEUED\r\n");
+}
+
+/// With `appendonly no`, BGREWRITEAOF writes the AOF directory and DEBUG LOADAOF loads it back
+/// (keys written since are gone, TTLs kept), as on Redis.
+#[test]
+fn loadaof_without_appendonly_loads_what_bgrewriteaof_wrote() {
+    let run = |s: &common::Server| -> Vec<Vec<u8>> {
+        let mut c = s.conn();
+        let mut out = Vec::new();
+        for args in [
+            &["SET", "x", "10"][..],
+            &["EXPIRE", "x", "1000"],
+            &["BGREWRITEAOF"],
+        ] {
+            out.push(c.cmd(args));
+        }
+        // The rewrite is over when INFO says so.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while String::from_utf8_lossy(&c.cmd(&["INFO", "persistence"]))
+            .contains("aof_rewrite_in_progress:1")
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        for args in [
+            &["SET", "y", "1"][..],
+            &["DEBUG", "LOADAOF"],
+            &["GET", "y"],
+            &["GET", "x"],
+            &["DBSIZE"],
+        ] {
+            out.push(c.cmd(args));
+        }
+        let ttl = c.cmd(&["TTL", "x"]);
+        out.push(format!("ttl kept: {}", ttl == b":1000\r\n" || ttl == b":999\r\n").into_bytes());
+        out
+    };
+    let (d1, d2) = (
+        common::TempDir::new("loadaof-ours"),
+        common::TempDir::new("loadaof-redis"),
+    );
+    let extra = |d: &common::TempDir| {
+        vec![
+            "--enable-debug-command".to_string(),
+            "yes".to_string(),
+            "--dir".to_string(),
+            d.0.to_string_lossy().into_owned(),
+        ]
+    };
+    let (e1, e2) = (extra(&d1), extra(&d2));
+    let ours = run(&common::deadbolt(
+        &e1.iter().map(String::as_str).collect::<Vec<_>>(),
+    ));
+    let theirs = run(&common::redis_server(
+        &e2.iter().map(String::as_str).collect::<Vec<_>>(),
+    ));
+    assert_eq!(show(&ours), show(&theirs));
+    assert_eq!(ours[4], b"+OK\r\n");
+    assert_eq!(ours[5], b"$-1\r\n");
+}

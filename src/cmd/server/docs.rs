@@ -340,7 +340,11 @@ fn args(list: &'static [Arg]) -> Frame {
                     ("since", x.since),
                     ("deprecated_since", x.deprecated_since),
                 ] {
-                    if !v.is_empty() {
+                    if v == "\"\"" {
+                        // MIGRATE's empty-string token: commands.def spells it `"\"\""`, and
+                        // Redis prints the empty string it stands for.
+                        f.push((s(k), s("")));
+                    } else if !v.is_empty() {
                         f.push((s(k), s(v)));
                     }
                 }
