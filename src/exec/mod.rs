@@ -465,6 +465,7 @@ impl Server {
 
     /// Periodic work (Redis's serverCron): active expiry within a time budget.
     fn cron(&mut self) {
+        crate::stopwatch::refine();
         if self.state.debug.pause_cron {
             // DEBUG PAUSE-CRON: Redis's serverCron returns before doing anything.
             return;
