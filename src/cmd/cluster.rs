@@ -29,6 +29,7 @@
 //! CLUSTER COUNTKEYSINSLOT and GETKEYSINSLOT walk database 0 (deadbolt keeps no slot index):
 //! O(N) in the keys, as KEYS. As in Redis Cluster, database 0 is the only one (`only_db0`).
 
+use super::args::is;
 use super::slots::{addr, enabled, key_hash_slot, SLOTS};
 use super::spec::{flags::*, CommandSpec, Ctx, NO_KEYS};
 use crate::error::{CmdError, CmdResult};
@@ -68,6 +69,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             sub("countkeysinslot", 3, STALE, countkeysinslot),
             sub("getkeysinslot", 4, STALE, getkeysinslot),
             sub("links", 2, STALE, links),
+            sub("reset", -2, ADMIN | STALE | NOSCRIPT, reset),
             sub("help", 2, LOADING | STALE, help),
         ],
     },
@@ -379,6 +381,20 @@ fn getkeysinslot(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 /// CLUSTER LINKS: a link each way to every member this node hears from (raft's peer
 /// connections), with Redis's fields. The view keeps no per-connection record, so
 /// `create-time` is when this node started and the buffers (Redis's bus buffers) are 0.
+/// CLUSTER RESET: a Redis Cluster node forgets its slots and peers. A deadbolt node's
+/// membership is the Raft configuration's, changed through RAFT ADDLEARNER/REMOVE on the
+/// leader; a node leaving on its own would break the majority it counts in, so this is
+/// refused with the way to do it. Without cluster support: Redis's error.
+fn reset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    view_or_disabled(ctx)?;
+    if argv.len() > 3 || argv.get(2).is_some_and(|m| !is(m, "hard") && !is(m, "soft")) {
+        return Err(CmdError::Syntax);
+    }
+    Err(CmdError::err(
+        "ERR CLUSTER RESET is not supported: a deadbolt cluster's membership is its Raft configuration (RAFT REMOVE on the leader takes a node out)",
+    ))
+}
+
 fn links(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     let view = view_or_disabled(ctx)?;
     let started =
