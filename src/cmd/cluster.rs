@@ -387,7 +387,11 @@ fn getkeysinslot(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 /// refused with the way to do it. Without cluster support: Redis's error.
 fn reset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     view_or_disabled(ctx)?;
-    if argv.len() > 3 || argv.get(2).is_some_and(|m| !is(m, "hard") && !is(m, "soft")) {
+    if argv.len() > 3
+        || argv
+            .get(2)
+            .is_some_and(|m| !is(m, "hard") && !is(m, "soft"))
+    {
         return Err(CmdError::Syntax);
     }
     Err(CmdError::err(

@@ -435,12 +435,16 @@ fn reload(ctx: &mut Ctx, opts: &[Bytes]) -> CmdResult {
     let now = ctx.now;
     let databases = ctx.srv.dbs.len();
     let mut loaded: Vec<(usize, Bytes, Value, u64)> = Vec::new();
-    if let Err(e) = crate::persist::rdb_file::decode(&bytes, now, databases, |db, k, v, at| {
-        loaded.push((db, k, v, at))
-    }) {
-        tracing::warn!("{e}");
-        return Err(load_error());
-    }
+    let functions =
+        match crate::persist::rdb_file::decode(&bytes, now, databases, |db, k, v, at| {
+            loaded.push((db, k, v, at))
+        }) {
+            Ok(l) => l.functions,
+            Err(e) => {
+                tracing::warn!("{e}");
+                return Err(load_error());
+            }
+        };
     if !flush && !merge {
         // Redis stops the server on a key it holds already; here the load is refused whole.
         if let Some((_, k, _, _)) = loaded
@@ -457,6 +461,24 @@ fn reload(ctx: &mut Ctx, opts: &[Bytes]) -> CmdResult {
     if flush {
         empty_data(ctx);
     }
+    // The libraries come first in the file, as Redis loads them: one that exists already
+    // fails the load unless MERGE (RDBFLAGS_ALLOW_DUP) lets it replace the old one.
+    for code in functions {
+        let mut load = vec![Bytes::from_static(b"FUNCTION"), Bytes::from_static(b"LOAD")];
+        if merge {
+            load.push(Bytes::from_static(b"REPLACE"));
+        }
+        load.push(code);
+        let error = match super::dispatch::call_handler(ctx, &load) {
+            Err(e) => Some(e.to_string()),
+            Ok(Frame::Error(e)) => Some(String::from_utf8_lossy(&e).into_owned()),
+            Ok(_) => None,
+        };
+        if let Some(e) = error {
+            tracing::warn!("Failed loading library, {}", e.trim_start_matches("ERR "));
+            return Err(load_error());
+        }
+    }
     for (db, k, v, at) in loaded {
         ctx.srv.dbs[db].set(&k, v, at);
     }
@@ -466,6 +488,8 @@ fn reload(ctx: &mut Ctx, opts: &[Bytes]) -> CmdResult {
 
 /// Redis's emptyData: every database emptied, watchers and tracking clients told.
 fn empty_data(ctx: &mut Ctx) {
+    // Redis's emptyData drops the function libraries with the keys.
+    ctx.srv.functions = None;
     ctx.srv.signal_flushed_db(None);
     for db in ctx.srv.dbs.iter_mut() {
         db.clear();

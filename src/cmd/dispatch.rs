@@ -340,14 +340,12 @@ fn process_frame(
     Some(execute_timed(&mut ctx, id, argv, started))
 }
 
-/// Runs the handler of the command `argv` names, directly: no checks and no stats of its own,
-/// as Redis's GEOADD calls zaddCommand (the caller's command is the one counted).
+/// Runs the handler of the command (or subcommand) `argv` names, directly: no checks and no
+/// stats of its own, as Redis's GEOADD calls zaddCommand (the caller's command is the one
+/// counted).
 pub fn call_handler(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let t = super::registry::table();
-    match argv.first().and_then(|name| t.lookup(name)) {
-        Some(id) => (t.entries[id].spec.handler)(ctx, argv),
-        None => Err(CmdError::unknown_command(argv)),
-    }
+    let id = resolve(argv)?;
+    (super::registry::table().entries[id].spec.handler)(ctx, argv)
 }
 
 /// Redis's `getCommandFlags`: a command's flags, except for EVAL and FCALL, which take the

@@ -85,7 +85,7 @@ fn sync(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let (dbs, config) = (&st.dbs, &st.config);
     let functions = crate::script::functions::library_codes(st);
     let snapshot = || {
-        crate::persist::rdb_file::encode_with(
+        crate::persist::rdb_file::encode(
             dbs,
             crate::clock::unix_ms(),
             &config.encoding_limits(),

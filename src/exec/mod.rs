@@ -172,6 +172,9 @@ impl Server {
             dbs[db].set(&key, value, at);
         })
         .unwrap_or_else(|e| fatal(&format!("Fatal error loading the DB: {e} Exiting.")));
+        if let Err(e) = self.load_functions(&loaded.functions, false) {
+            fatal(&format!("Failed loading library, {e}"));
+        }
         self.dbs.discard_changes();
         tracing::info!("Loading RDB produced by version {}", loaded.version);
         if let Some(ctime) = loaded.ctime {
@@ -334,6 +337,20 @@ impl Server {
         self.loader_client = Some(client);
         self.state.writes_refused_until = refused_until;
         result
+    }
+
+    /// Loads function libraries read from an RDB file (Redis's rdbFunctionLoad), replacing
+    /// libraries of the same name when `replace`. The first that fails stops with its error.
+    pub fn load_functions(&mut self, codes: &[Bytes], replace: bool) -> Result<(), String> {
+        for code in codes {
+            let mut cmd = vec![Bytes::from_static(b"FUNCTION"), Bytes::from_static(b"LOAD")];
+            if replace {
+                cmd.push(Bytes::from_static(b"REPLACE"));
+            }
+            cmd.push(code.clone());
+            self.apply_unit(vec![cmd], unix_ms(), true)?;
+        }
+        Ok(())
     }
 
     /// Loads the log for about 20 ms; false when loading is finished.
@@ -848,6 +865,7 @@ fn rdb_snapshot(state: &State) -> Vec<u8> {
         &state.config.encoding_limits(),
         state.config.compat_value("rdbchecksum") != "no",
         (crate::machine::REDIS_VERSION, crate::alloc::used_memory()),
+        &crate::script::functions::library_codes(state),
     )
 }
 

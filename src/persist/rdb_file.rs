@@ -28,20 +28,10 @@ const OP_SELECTDB: u8 = 0xFE;
 const OP_EOF: u8 = 0xFF;
 
 /// The whole dataset as an RDB file (rdbSaveRio), leaving out keys already dead at `now`.
+/// The dataset and the function libraries' code as an RDB file (rdbSaveRio): the libraries
+/// first (`RDB_OPCODE_FUNCTION2`, as Redis's rdbSaveFunctions), then every database, leaving
+/// out keys already dead at `now`. SAVE, BGSAVE and a Redis replica's full resync write this.
 pub fn encode(
-    dbs: &Dbs,
-    now: u64,
-    lim: &Limits,
-    checksum: bool,
-    version: (&str, usize),
-) -> Vec<u8> {
-    encode_with(dbs, now, lim, checksum, version, &[])
-}
-
-/// `encode` with the function libraries' code (`RDB_OPCODE_FUNCTION2`, as Redis's
-/// rdbSaveFunctions writes them before the databases): what a Redis replica gets at a full
-/// resync. (SAVE leaves them out: this loader does not restore them.)
-pub fn encode_with(
     dbs: &Dbs,
     now: u64,
     lim: &Limits,
@@ -101,6 +91,9 @@ pub struct Loaded {
     pub used_mem: Option<u64>,
     pub keys: u64,
     pub expired: u64,
+    /// The function libraries' code (`RDB_OPCODE_FUNCTION2`), in the file's order; the caller
+    /// loads them (FUNCTION LOAD), as Redis's rdbFunctionLoad.
+    pub functions: Vec<Bytes>,
 }
 
 /// Reads an RDB file, handing each live key to `add(db, key, value, expires_at)` (keys dead at
@@ -175,11 +168,31 @@ pub fn decode(
             OP_FREQ => {
                 r.byte().map_err(|_| bad("freq", at(&r)))?;
             }
-            OP_FUNCTION | OP_FUNCTION2 => {
-                return Err(
-                    "The RDB file holds Redis functions, which this loader does not restore: load them with FUNCTION RESTORE, from a dump without them"
-                        .into(),
-                );
+            OP_FUNCTION2 => {
+                let code = r.string().map_err(|_| bad("function library", at(&r)))?;
+                info.functions.push(code);
+            }
+            OP_FUNCTION => {
+                // The format of Redis 7.0's release candidates: name, engine, an optional
+                // description and the body, joined into today's payload as rdbFunctionLoad does.
+                let fail = |what: &str| format!("Failed loading library, Failed loading {what}");
+                let name = r.string().map_err(|_| fail("library name"))?;
+                let engine = r.string().map_err(|_| fail("engine name"))?;
+                let has_desc = r
+                    .length()
+                    .map_err(|_| fail("library description indicator"))?;
+                if has_desc != 0 {
+                    r.string().map_err(|_| fail("library description"))?;
+                }
+                let blob = r.string().map_err(|_| fail("library blob"))?;
+                let mut code = Vec::with_capacity(blob.len() + name.len() + engine.len() + 10);
+                code.extend_from_slice(b"#!");
+                code.extend_from_slice(&engine);
+                code.extend_from_slice(b" name=");
+                code.extend_from_slice(&name);
+                code.push(b'\n');
+                code.extend_from_slice(&blob);
+                info.functions.push(Bytes::from(code));
             }
             OP_MODULE_AUX => {
                 return Err("The RDB file holds module data, which deadbolt cannot load".into());

@@ -248,6 +248,8 @@ pub fn handle(server: &mut Server, ev: Event) {
 fn full_sync(server: &mut Server, link: &LinkShared, replid: String, offset: u64, rdb: &[u8]) {
     let started = Instant::now();
     tracing::info!("MASTER <-> REPLICA sync: Flushing old data");
+    // emptyData: the function libraries go with the keys; the master's come with its RDB.
+    server.state.functions = None;
     server.state.signal_flushed_db(None);
     for db in server.state.dbs.iter_mut() {
         server.state.changes_since_save += db.len() as u64;
@@ -271,6 +273,12 @@ fn full_sync(server: &mut Server, link: &LinkShared, replid: String, offset: u64
         Bytes::from_static(b"0"),
     ]];
     let _ = server.apply_commands(select0, now);
+    let loaded = loaded.and_then(|l| {
+        server
+            .load_functions(&l.functions, false)
+            .map_err(|e| format!("Failed loading library, {e}"))?;
+        Ok(l)
+    });
     match loaded {
         Ok(l) => {
             server.end_unit();
@@ -291,6 +299,7 @@ fn full_sync(server: &mut Server, link: &LinkShared, replid: String, offset: u64
         }
         Err(e) => {
             // What was loaded is dropped, as Redis empties the dataset after a failed load.
+            server.state.functions = None;
             for db in server.state.dbs.iter_mut() {
                 db.clear();
             }

@@ -488,3 +488,116 @@ fn redis_crc64(data: &[u8]) -> u64 {
     }
     crc
 }
+
+const LIBRARY: &str =
+    "#!lua name=locklib\nredis.register_function('hello', function() return 'hello' end)";
+
+/// Function libraries travel in RDB files as Redis writes them: deadbolt's SAVE loads into
+/// redis-server and back into deadbolt after a restart, and redis-server's file into deadbolt.
+#[test]
+fn function_libraries_travel_in_rdb_files_both_ways() {
+    let dir = TempDir::new("rdb-functions");
+    let d = dir.0.to_str().unwrap();
+    {
+        let ours = rdb_server(&dir, &[]);
+        let mut c = ours.conn();
+        assert_eq!(
+            c.cmd_str(&["FUNCTION", "LOAD", LIBRARY]),
+            "$7\r\nlocklib\r\n"
+        );
+        c.cmd(&["SET", "k", "v"]);
+        assert_eq!(c.cmd_str(&["SAVE"]), "+OK\r\n");
+    }
+    let check = Command::new("redis-check-rdb")
+        .arg(dir.0.join("dump.rdb"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&check.stdout);
+    assert!(text.contains("RDB looks OK"), "{text}");
+    for name in ["redis-server", "deadbolt"] {
+        let s = if name == "deadbolt" {
+            rdb_server(&dir, &[])
+        } else {
+            redis_server(&["--dir", d, "--dbfilename", "dump.rdb"])
+        };
+        let mut c = s.conn();
+        assert_eq!(
+            c.cmd_str(&["FCALL", "hello", "0"]),
+            "$5\r\nhello\r\n",
+            "{name}"
+        );
+        assert_eq!(c.cmd_str(&["GET", "k"]), "$1\r\nv\r\n", "{name}");
+        if name == "redis-server" {
+            // Redis writes the file deadbolt loads next.
+            assert_eq!(c.cmd_str(&["FUNCTION", "DELETE", "locklib"]), "+OK\r\n");
+            let other = LIBRARY
+                .replace("locklib", "fromredis")
+                .replace("register_function('hello'", "register_function('hi'");
+            assert_eq!(
+                c.cmd_str(&["FUNCTION", "LOAD", &other]),
+                "$9\r\nfromredis\r\n"
+            );
+            assert_eq!(c.cmd_str(&["SAVE"]), "+OK\r\n");
+            drop(c);
+            drop(s);
+            let ours = rdb_server(&dir, &[]);
+            let mut c = ours.conn();
+            assert_eq!(c.cmd_str(&["FCALL", "hi", "0"]), "$5\r\nhello\r\n");
+            assert!(c
+                .cmd_str(&["FCALL", "hello", "0"])
+                .starts_with("-ERR Function not found"));
+            assert_eq!(c.cmd_str(&["FUNCTION", "DELETE", "fromredis"]), "+OK\r\n");
+            assert_eq!(
+                c.cmd_str(&["FUNCTION", "LOAD", LIBRARY]),
+                "$7\r\nlocklib\r\n"
+            );
+            assert_eq!(c.cmd_str(&["SAVE"]), "+OK\r\n");
+        }
+    }
+}
+
+/// DEBUG RELOAD with libraries, as Redis's functions test: NOFLUSH finds the library twice and
+/// fails, NOFLUSH MERGE replaces it, a plain RELOAD keeps it.
+#[test]
+fn debug_reload_loads_function_libraries_as_redis() {
+    let dirs = [TempDir::new("reload-ours"), TempDir::new("reload-redis")];
+    let transcripts: Vec<Vec<String>> = dirs
+        .iter()
+        .enumerate()
+        .map(|(i, dir)| {
+            let args = [
+                "--enable-debug-command",
+                "yes",
+                "--dir",
+                dir.0.to_str().unwrap(),
+            ];
+            let s = if i == 0 {
+                deadbolt(&args)
+            } else {
+                redis_server(&args)
+            };
+            let mut c = s.conn();
+            let mut out = vec![c.cmd_str(&["FUNCTION", "LOAD", LIBRARY])];
+            for reload in [
+                &["DEBUG", "RELOAD"][..],
+                &["DEBUG", "RELOAD", "NOFLUSH"],
+                &["DEBUG", "RELOAD", "NOFLUSH", "MERGE"],
+            ] {
+                let r = c.cmd_str(reload);
+                // Redis adds ", check server logs." to the error.
+                out.push(
+                    r.split(", check")
+                        .next()
+                        .unwrap_or("")
+                        .trim_end()
+                        .to_string(),
+                );
+                out.push(c.cmd_str(&["FCALL", "hello", "0"]));
+            }
+            out.push(c.cmd_str(&["FUNCTION", "LIST"]).len().to_string());
+            out
+        })
+        .collect();
+    assert_eq!(transcripts[0], transcripts[1]);
+    assert!(transcripts[0][3].starts_with("-ERR Error trying to load the RDB dump"));
+}

@@ -314,6 +314,9 @@ fn disk_based_sync_and_transactions_in_the_stream() {
     m.cmd(&["RPUSH", "l", "a", "b"]);
     m.cmd(&["SADD", "s", "x"]);
     m.cmd(&["ZADD", "z", "1", "m"]);
+    // A function library travels in the RDB (and a later one in the stream).
+    let lib = "#!lua name=lib1\nredis.register_function{function_name='one', callback=function() return 1 end, flags={'no-writes'}}";
+    assert_eq!(m.cmd_str(&["FUNCTION", "LOAD", lib]), "$4\r\nlib1\r\n");
     m.cmd(&["SELECT", "3"]);
     m.cmd(&["SET", "in3", "v", "EX", "1000"]);
     let replica = deadbolt(&[]);
@@ -324,6 +327,13 @@ fn disk_based_sync_and_transactions_in_the_stream() {
     });
     assert_eq!(d.cmd_str(&["HGET", "h", "f"]), "$1\r\nv\r\n");
     assert_eq!(int(&d.cmd(&["LLEN", "l"])), 2);
+    assert_eq!(int(&d.cmd(&["FCALL_RO", "one", "0"])), 1);
+    let lib2 = "#!lua name=lib2\nredis.register_function{function_name='two', callback=function() return 2 end, flags={'no-writes'}}";
+    assert_eq!(m.cmd_str(&["FUNCTION", "LOAD", lib2]), "$4\r\nlib2\r\n");
+    wait_until(10, "the library in the stream", || {
+        caught_up(&mut m, &mut d)
+    });
+    assert_eq!(int(&d.cmd(&["FCALL_RO", "two", "0"])), 2);
     assert_eq!(d.cmd_str(&["SELECT", "3"]), "+OK\r\n");
     assert!(int(&d.cmd(&["TTL", "in3"])) > 990);
     m.cmd(&["MULTI"]);
