@@ -717,7 +717,11 @@ fn check_selector(
     if !s.all_keys && has_keys(entry) {
         let ks = keys.get_or_insert_with(|| key_refs(entry, argv));
         for k in ks.iter() {
-            if !s.key_ok(&argv[k.pos], k.read, k.write) {
+            // A key spec can point past a short argv (redis.acl_check_cmd checks no arity).
+            let Some(key) = argv.get(k.pos) else {
+                continue;
+            };
+            if !s.key_ok(key, k.read, k.write) {
                 *idx = k.pos;
                 return Some(Denied::Key);
             }

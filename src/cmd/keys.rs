@@ -253,7 +253,10 @@ fn ttl_generic(ctx: &mut Ctx, key: &[u8], ms: bool, absolute: bool) -> CmdResult
     } else {
         (e.expires_at as i64 - now as i64).max(0)
     };
-    Ok(Frame::Integer(if ms { t } else { (t + 500) / 1000 }))
+    // Rounded to seconds without overflow: a deadline near i64::MAX (PEXPIREAT accepts it)
+    // reads as Redis prints it.
+    let secs = ((i128::from(t) + 500) / 1000) as i64;
+    Ok(Frame::Integer(if ms { t } else { secs }))
 }
 
 fn ttl(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {

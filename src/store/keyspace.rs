@@ -406,7 +406,8 @@ impl Db {
                 self.expire_now(idx);
                 dead += 1;
             } else if expires_at > now {
-                ttl_sum += expires_at - now;
+                // Deadlines can be near u64::MAX (PEXPIREAT takes any i64): the sum saturates.
+                ttl_sum = ttl_sum.saturating_add(expires_at - now);
                 ttl_samples += 1;
             }
             tested += 1;

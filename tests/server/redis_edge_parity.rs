@@ -1111,6 +1111,9 @@ fn lua_acl_check_cmd_follows_the_users_rules() {
             ("return redis.acl_check_cmd('set',{})", &["0"]),
             ("return redis.acl_check_cmd()", &["0"]),
             ("return redis.acl_check_cmd('set', 1.5, 2)", &["0"]),
+            // Shorter than the command's arity: its key spec points past the arguments.
+            ("return redis.acl_check_cmd('bitfield')", &["0"]),
+            ("return redis.acl_check_cmd('sort')", &["0"]),
         ] {
             let mut args = vec!["EVAL", script];
             args.extend_from_slice(keys);
@@ -1120,6 +1123,29 @@ fn lua_acl_check_cmd_follows_the_users_rules() {
     });
     assert_eq!(t[2], b":1\r\n");
     assert_eq!(t[3], b"$-1\r\n");
+    // SET without its key: Redis's setGetKeys reads argv[1] past the end (undefined), so only
+    // deadbolt is asked: it answers, and keeps serving.
+    let s = common::deadbolt(&[]);
+    let mut admin = s.conn();
+    admin.cmd(&[
+        "ACL",
+        "SETUSER",
+        "bob",
+        "on",
+        ">123",
+        "+@scripting",
+        "+set",
+        "~x*",
+    ]);
+    let mut c = s.conn();
+    c.cmd(&["AUTH", "bob", "123"]);
+    let r = c.cmd(&["EVAL", "return redis.acl_check_cmd('set')", "0"]);
+    assert!(
+        r == b":1\r\n" || r == b"$-1\r\n",
+        "{}",
+        String::from_utf8_lossy(&r)
+    );
+    assert_eq!(admin.cmd(&["PING"]), b"+PONG\r\n");
 }
 
 /// UNLINK frees a large value on another thread and FLUSHALL/FLUSHDB ASYNC every key:
@@ -1269,4 +1295,32 @@ fn loadaof_without_appendonly_loads_what_bgrewriteaof_wrote() {
     assert_eq!(show(&ours), show(&theirs));
     assert_eq!(ours[4], b"+OK\r\n");
     assert_eq!(ours[5], b"$-1\r\n");
+}
+
+/// Deadlines near i64::MAX: EXPIRETIME rounds them as Redis prints them, and the active-expiry
+/// cron that samples the key (several times a cycle, summing TTLs for `avg_ttl`) keeps serving.
+#[test]
+fn deadlines_near_i64_max_round_and_survive_the_expiry_cron() {
+    let t = both(|s| {
+        let mut c = s.conn();
+        let mut out = Vec::new();
+        for k in ["e", "s", "foo"] {
+            out.push(c.cmd(&["SET", k, "v"]));
+        }
+        out.push(c.cmd(&["PEXPIREAT", "foo", "9223372036854775807"]));
+        out.push(c.cmd(&["EXPIRETIME", "foo"]));
+        out.push(c.cmd(&["PEXPIRETIME", "foo"]));
+        out.push(c.cmd(&["PEXPIREAT", "e", "9223372036854770000"]));
+        out.push(c.cmd(&["PEXPIREAT", "s", "9223372036854770000"]));
+        // Several expiry cycles (hz 10) sample the three keys.
+        let until = Instant::now() + Duration::from_millis(400);
+        while Instant::now() < until {
+            out.push(c.cmd(&["PING"]));
+        }
+        out.dedup();
+        out.push(c.cmd(&["EXPIRETIME", "e"]));
+        out.push(c.cmd(&["DBSIZE"]));
+        out
+    });
+    assert_eq!(show(&t).last().map(String::as_str), Some(":3\r\n"));
 }
