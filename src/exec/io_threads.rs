@@ -119,9 +119,17 @@ impl<W: Worker> Pool<W> {
             drop(post);
             slot.cv.notify_one();
         }
-        for p in items.iter().step_by(n) {
-            // SAFETY: the caller's contract; this share is only touched here.
-            local.work(unsafe { &mut **p }, phase);
+        let ran = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            for p in items.iter().step_by(n) {
+                // SAFETY: the caller's contract; this share is only touched here.
+                local.work(unsafe { &mut **p }, phase);
+            }
+        }));
+        if ran.is_err() {
+            // Unwinding now would free the connections while the workers still hold pointers
+            // to them: as a worker's panic, this aborts.
+            tracing::error!("The executor panicked during an I/O fan-out; aborting");
+            std::process::abort();
         }
         let mut left = lock(&self.done.left);
         while *left > 0 {

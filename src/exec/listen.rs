@@ -17,6 +17,9 @@ pub struct ListenSet {
     pub listeners: Vec<TcpListener>,
     /// The rustls configuration of each listener (None: plain TCP).
     pub tls_of: Vec<Option<Arc<rustls::ServerConfig>>>,
+    /// The TLS configuration in use, kept apart from the listeners: a rebind that fails (and
+    /// the rollback to the old addresses after it) closes every socket first.
+    tls_cfg: Option<Arc<rustls::ServerConfig>>,
     token: fn(usize) -> Token,
 }
 
@@ -31,6 +34,7 @@ impl ListenSet {
             registry,
             listeners: Vec::new(),
             tls_of: Vec::new(),
+            tls_cfg: tls.as_ref().map(|(cfg, _)| cfg.clone()),
             token,
         };
         set.install(plain, tls)?;
@@ -77,7 +81,7 @@ impl ListenSet {
         backlog: u32,
         bind_changed: bool,
     ) -> Result<(), String> {
-        let tls_cfg = self.tls_of.iter().flatten().next().cloned();
+        let tls_cfg = self.tls_cfg.clone();
         self.close_all();
         let reason = if bind_changed {
             "Failed to bind to specified addresses."

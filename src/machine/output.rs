@@ -355,6 +355,12 @@ impl ConnOut {
         self.len() == 0
     }
 
+    /// The stream offsets (appended, written) of this connection's output.
+    pub fn offsets(&self) -> (u64, u64) {
+        let b = self.buf.borrow();
+        (b.end(), b.written())
+    }
+
     /// Bytes that may be written now (those before the gate).
     pub fn writable(&self) -> usize {
         let b = self.buf.borrow();

@@ -152,9 +152,19 @@ pub struct Replica {
     pub pre_psync: bool,
     /// Not started yet: the RDB to send first (full sync), and the stream fed since.
     start: Option<(Option<Bytes>, Vec<u8>)>,
+    /// The output stream offset just past its RDB: what is unwritten before it is the
+    /// transfer, not a backlog of the stream, and Redis's replica limit does not count it.
+    rdb_end: u64,
 }
 
 impl Replica {
+    /// Output not written yet, the RDB transfer left out (Redis's limit counts the stream).
+    fn stream_backlog(&self) -> usize {
+        let (_, written) = self.out.offsets();
+        let rdb_left = self.rdb_end.saturating_sub(written) as usize;
+        self.out.len().saturating_sub(rdb_left)
+    }
+
     /// It has been given its RDB (or backlog) and gets the stream as it is fed.
     pub fn online(&self) -> bool {
         self.start.is_none()
@@ -460,6 +470,7 @@ impl Master {
             ack_ms: now_ms,
             pre_psync: psync.is_none(),
             start: None,
+            rdb_end: 0,
         };
         if let Some((asked, from)) = psync {
             match self.partial(asked, from, repl_id) {
@@ -533,6 +544,7 @@ impl Master {
             if let Some(rdb) = rdb {
                 r.out.extend(format!("${}\r\n", rdb.len()).as_bytes());
                 r.out.put(rdb);
+                r.rdb_end = r.out.offsets().0;
                 tracing::info!(
                     "Synchronization with replica {} succeeded",
                     replica_name(&r.conf, &r.peer_ip)
@@ -596,7 +608,7 @@ impl Master {
                     replica_name(&r.conf, &r.peer_ip)
                 );
                 drop.push(r.id);
-            } else if r.out.len() > OUTPUT_HARD_LIMIT {
+            } else if r.stream_backlog() > OUTPUT_HARD_LIMIT {
                 tracing::warn!(
                     "Client id={} closed for overcoming of output buffer limits.",
                     r.id

@@ -1294,3 +1294,28 @@ fn slowlog() {
     assert_eq!(got[0], [":2\r\n", ":2\r\n", ":0\r\n"]);
     assert_eq!(got[0], got[1]);
 }
+
+/// A refused CONFIG SET port (the old addresses are bound again) keeps the TLS listener: a
+/// TLS client still completes its handshake and gets PONG.
+#[test]
+fn a_refused_port_change_keeps_the_tls_listener() {
+    let (s, tls_port, dir) = tls_port_server();
+    let mut c = s.conn();
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy_port = busy.local_addr().unwrap().port().to_string();
+    assert!(c
+        .cmd_str(&["CONFIG", "SET", "port", &busy_port])
+        .starts_with("-ERR CONFIG SET failed"));
+    let out = std::process::Command::new("redis-cli")
+        .args(["--tls", "--insecure", "-p", &tls_port.to_string(), "PING"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "PONG",
+        "{out:?}"
+    );
+    assert!(pings(("127.0.0.1", s.port)));
+    drop(s);
+    let _ = std::fs::remove_dir_all(dir);
+}
