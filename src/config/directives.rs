@@ -550,13 +550,17 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "masterauth",
         aliases: &[],
-        apply: Apply::Immutable,
+        apply: Apply::Live,
         get: |c| c.masterauth.clone().unwrap_or_default(),
         set: |c, v| {
-            c.masterauth = (!v.is_empty()).then(|| v.to_string());
+            let value = (!v.is_empty()).then(|| v.to_string());
+            if c.masterauth != value && !c.cluster_peers.is_empty() && c.cluster_secret.is_none() {
+                tracing::warn!("masterauth changed: the cluster's peer port keeps proving the password it started with until this node restarts");
+            }
+            c.masterauth = value;
             Ok(())
         },
-        doc: "The password cluster nodes prove to each other on the peer port when cluster-secret is not set (an HMAC of a fresh nonce; it never crosses the wire). Prefer cluster-secret: masterauth is often the clients' requirepass.",
+        doc: "The password given to a Redis master this server replicates (REPLICAOF; read at each connection to it, as Redis). In a cluster without cluster-secret, the password nodes prove to each other on the peer port (an HMAC of a fresh nonce; it never crosses the wire), read at start-up. Prefer cluster-secret: masterauth is often the clients' requirepass.",
     },
     Directive {
         name: "cluster-secret",
