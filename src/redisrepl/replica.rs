@@ -1158,4 +1158,84 @@ mod tests {
         let mut buf = BytesMut::from(&b"*1\r\n$abc\r\n"[..]);
         assert_eq!(split.next(&mut buf).unwrap_err(), "invalid bulk length");
     }
+    /// Reads the REPLCONF ACK offsets the link sends for `secs` seconds.
+    fn acks_for(master: &mut TcpStream, secs: f64) -> Vec<u64> {
+        let until = Instant::now() + Duration::from_secs_f64(secs);
+        let mut got = Vec::new();
+        let mut buf = BytesMut::new();
+        let mut dec = Decoder::new();
+        master
+            .set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        while Instant::now() < until {
+            let mut chunk = [0u8; 512];
+            if let Ok(n) = master.read(&mut chunk) {
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            while let Some(argv) = dec.decode(&mut buf, &DecodeLimits::default()).unwrap() {
+                assert_eq!(&argv[1][..], b"ACK");
+                got.push(std::str::from_utf8(&argv[2]).unwrap().parse().unwrap());
+            }
+        }
+        got
+    }
+
+    #[test]
+    fn getack_acks_only_what_the_executor_applied() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let replica = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        replica
+            .set_read_timeout(Some(Duration::from_millis(20)))
+            .unwrap();
+        let (mut master, _) = listener.accept().unwrap();
+        let (inbox, mut executor) = tokio::sync::mpsc::unbounded_channel();
+        let shared = Arc::new(LinkShared::default());
+        let mut link = Link {
+            cfg: LinkConfig {
+                host: "127.0.0.1".into(),
+                port: 0,
+                masteruser: String::new(),
+                masterauth: String::new(),
+                listening_port: 0,
+                announce_ip: String::new(),
+                timeout: Duration::from_secs(30),
+                resume: None,
+            },
+            gen: 1,
+            shared: shared.clone(),
+            inbox,
+            history: None,
+        };
+        let running = std::thread::spawn(move || {
+            let mut c = Conn {
+                s: replica,
+                buf: BytesMut::new(),
+            };
+            let mut offset = 0;
+            let _ = link.stream(&mut c, &mut offset);
+        });
+        let set = cmd(&["SET", "k", "v"]);
+        let getack = cmd(&["REPLCONF", "GETACK", "*"]);
+        master
+            .write_all(&[set.clone(), getack.clone()].concat())
+            .unwrap();
+        // The executor never applies the SET: no ACK may cover it, the GETACK's included
+        // (sent after its 1 s wait).
+        let acks = acks_for(&mut master, 2.5);
+        assert!(acks.len() >= 2, "{acks:?}");
+        assert!(acks.iter().all(|&a| a == 0), "{acks:?}");
+        assert!(matches!(
+            executor.try_recv(),
+            Ok(Msg::Repl(Event::Units { .. }))
+        ));
+        // Once the executor applied both (the first GETACK as an empty unit), the next
+        // GETACK is answered at once with the offset before it.
+        let before = (set.len() + getack.len()) as u64;
+        shared.applied.store(before, Ordering::Release);
+        master.write_all(&getack).unwrap();
+        let acks = acks_for(&mut master, 0.5);
+        assert_eq!(acks.first(), Some(&before), "{acks:?}");
+        shared.stop.store(true, Ordering::Release);
+        running.join().unwrap();
+    }
 }
