@@ -984,7 +984,7 @@ pub fn info_redis_replica(srv: &State, out: &mut String) -> bool {
                 let _ = write!(
                     out,
                     "master_sync_total_bytes:{total}\r\nmaster_sync_read_bytes:{read}\r\nmaster_sync_left_bytes:{}\r\nmaster_sync_perc:{perc:.2}\r\nmaster_sync_last_io_seconds_ago:{}\r\n",
-                    total - read,
+                    total.saturating_sub(read),
                     secs(m.link.last_io_ms.load(Ordering::Relaxed)),
                 );
             }

@@ -71,6 +71,18 @@ pub struct LinkConfig {
 
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 
+/// Longest line the link reads from its master before the command stream (Redis's
+/// PROTO_INLINE_MAX_SIZE); a longer one is a protocol error.
+const LINE_MAX: usize = 64 * 1024;
+/// Stream bytes handed to the executor but not yet applied past which the link stops reading
+/// from the master (the executor's inbox is unbounded), and the largest MULTI…EXEC block the
+/// link holds before its EXEC (a larger one is a protocol error).
+const QUEUED_MAX: u64 = 64 * 1024 * 1024;
+/// The most an RDB payload of announced length reserves before its bytes arrive.
+const PAYLOAD_RESERVE_MAX: usize = 1 << 20;
+/// The largest offset or payload length a master may announce (Redis's are `long long`).
+const NUMBER_MAX: u64 = i64::MAX as u64;
+
 /// REPLICAOF on the executor (`Host::replicaof`). `Some(host, port)`: follow that master,
 /// ending the link to another; `None` (NO ONE): stop following, keep the data, become a master
 /// with a new replication id (the old one and its offset stay valid as replid2, Redis's
@@ -101,10 +113,10 @@ pub fn replicaof(
             let offset = state.replica.offset;
             tracing::warn!(
                 "Setting secondary replication ID to {old}, valid up to offset: {}. New replication ID is {}",
-                offset + 1,
+                offset.saturating_add(1),
                 state.repl_id
             );
-            state.replica.replid2 = Some((old, offset + 1));
+            state.replica.replid2 = Some((old, offset.saturating_add(1)));
             // The stream this server now masters goes on from the offset it reached.
             state.redis_master.offset = offset;
             set_expiry(state, Expiry::Remove);
@@ -202,7 +214,8 @@ pub fn handle(server: &mut Server, ev: Event) {
             if replid != server.state.repl_id {
                 tracing::info!("Master replication ID changed to {replid}");
                 let old = std::mem::replace(&mut server.state.repl_id, replid);
-                server.state.replica.replid2 = Some((old, server.state.replica.offset + 1));
+                server.state.replica.replid2 =
+                    Some((old, server.state.replica.offset.saturating_add(1)));
             }
             let offset = server.state.replica.offset;
             if let Some(m) = server.state.replica.master.as_mut() {
@@ -474,16 +487,28 @@ impl Link {
     /// One line of a reply (without CR LF). Empty lines are the master's keepalive newlines.
     fn line(&self, c: &mut Conn) -> LinkResult<Bytes> {
         let deadline = Instant::now() + self.cfg.timeout;
+        let mut scanned = 0;
         loop {
-            if let Some(nl) = c.buf.iter().position(|&b| b == b'\n') {
-                let mut line = c.buf.split_to(nl + 1).freeze();
-                line.truncate(nl);
-                if line.last() == Some(&b'\r') {
-                    line.truncate(nl - 1);
-                }
-                return Ok(line);
+            match take_line(&mut c.buf, &mut scanned) {
+                Ok(Some(line)) => return Ok(line),
+                Ok(None) => {}
+                Err(what) => return Err(self.protocol_error(what)),
             }
             self.fill(c, deadline)?;
+        }
+    }
+
+    /// A protocol error from the master: logged as Redis logs its master client's, and the
+    /// link is dropped (it reconnects and resynchronises).
+    fn protocol_error(&self, what: &str) -> End {
+        tracing::warn!(
+            "Protocol error ({what}) from client: addr={}:{} flags=M",
+            self.cfg.host,
+            self.cfg.port
+        );
+        End::Retry {
+            wait: true,
+            why: "Connection with master lost.".into(),
         }
     }
 
@@ -563,9 +588,9 @@ impl Link {
             Some((id, off)) => {
                 tracing::info!(
                     "Trying a partial resynchronization (request {id}:{}).",
-                    off + 1
+                    off.saturating_add(1)
                 );
-                (id.clone(), (off + 1).to_string())
+                (id.clone(), off.saturating_add(1).to_string())
             }
             None => {
                 tracing::info!("Partial resynchronization not possible (no cached master)");
@@ -582,7 +607,7 @@ impl Link {
                 .next()
                 .and_then(|o| o.parse::<u64>().ok())
                 .unwrap_or(0);
-            if replid.len() != 40 {
+            if replid.len() != 40 || offset > NUMBER_MAX {
                 return retry(format!(
                     "Master replied with wrong +FULLRESYNC syntax: {text}"
                 ));
@@ -686,12 +711,15 @@ impl Link {
                 self.fill(c, deadline())?;
             }
         }
-        let len: usize = std::str::from_utf8(&head[1..])
+        let len = std::str::from_utf8(&head[1..])
             .ok()
-            .and_then(|n| n.parse().ok())
-            .map_or_else(|| retry("Bad payload length from MASTER"), Ok)?;
+            .and_then(|n| n.parse::<u64>().ok())
+            .filter(|&n| n <= NUMBER_MAX)
+            .and_then(|n| usize::try_from(n).ok())
+            .ok_or_else(|| self.protocol_error("invalid bulk length"))?;
         self.shared.sync_total.store(len as u64, Ordering::Relaxed);
-        let mut rdb = Vec::with_capacity(len.min(1 << 30));
+        // The payload grows with what arrives: the announced length is the master's word.
+        let mut rdb = Vec::with_capacity(len.min(PAYLOAD_RESERVE_MAX));
         loop {
             let take = (len - rdb.len()).min(c.buf.len());
             rdb.extend_from_slice(&c.buf[..take]);
@@ -723,15 +751,13 @@ impl Link {
                         // processed before the command that asks).
                         self.flush(&mut units)?;
                         self.await_applied(upto);
-                        self.ack(c, upto)?;
+                        // Only what the executor applied: a write acked but not applied would
+                        // count for the master's WAIT and be lost on promotion.
+                        let applied = self.shared.applied.load(Ordering::Acquire);
+                        self.ack(c, upto.min(applied))?;
                         last_ack = Instant::now();
                     }
-                    Err(e) => {
-                        return retry(format!(
-                            "Protocol error from MASTER: {}",
-                            String::from_utf8_lossy(&e.reply())
-                        ))
-                    }
+                    Err(what) => return Err(self.protocol_error(&what)),
                 }
             }
             *offset = split.offset;
@@ -755,6 +781,10 @@ impl Link {
                 self.ack(c, applied)?;
                 last_ack = Instant::now();
             }
+            if self.hold_back(c, *offset, &mut last_ack)? {
+                // The master was not read meanwhile: its silence is not known.
+                last_io = Instant::now();
+            }
             let n = self.fill(c, Instant::now() + self.cfg.timeout)?;
             if n > 0 {
                 last_io = Instant::now();
@@ -774,6 +804,32 @@ impl Link {
         })
     }
 
+    /// Backpressure: while more than QUEUED_MAX bytes of the stream handed to the executor
+    /// (up to `sent`) are not applied yet, the master is not read (its bytes wait in the
+    /// kernel's buffers and then in its own output buffer); the ACKs go on once a second.
+    /// True when it waited.
+    fn hold_back(&self, c: &mut Conn, sent: u64, last_ack: &mut Instant) -> LinkResult<bool> {
+        let mut waited = false;
+        loop {
+            let applied = self.shared.applied.load(Ordering::Acquire);
+            if sent.saturating_sub(applied) <= QUEUED_MAX {
+                return Ok(waited);
+            }
+            if self.stopped() {
+                return Err(End::Stop);
+            }
+            if self.shared.resync.load(Ordering::Acquire) {
+                return Ok(waited);
+            }
+            if last_ack.elapsed() >= Duration::from_secs(1) {
+                self.ack(c, applied)?;
+                *last_ack = Instant::now();
+            }
+            waited = true;
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     /// Waits (briefly) until the executor has applied the stream up to `offset`.
     fn await_applied(&self, offset: u64) {
         let until = Instant::now() + Duration::from_secs(1);
@@ -789,6 +845,28 @@ impl Link {
         let off = offset.to_string();
         self.write(c, &[b"REPLCONF", b"ACK", off.as_bytes()])
     }
+}
+
+/// Takes one line (without CR LF) from `buf`, scanning only the bytes after `scanned` (those
+/// before it hold no newline); None while it holds no whole line; Err when the line grows past
+/// LINE_MAX.
+fn take_line(buf: &mut BytesMut, scanned: &mut usize) -> Result<Option<Bytes>, &'static str> {
+    let from = (*scanned).min(buf.len());
+    if let Some(i) = buf[from..].iter().position(|&b| b == b'\n') {
+        let nl = from + i;
+        *scanned = 0;
+        let mut line = buf.split_to(nl + 1).freeze();
+        line.truncate(nl);
+        if line.last() == Some(&b'\r') {
+            line.truncate(nl - 1);
+        }
+        return Ok(Some(line));
+    }
+    *scanned = buf.len();
+    if buf.len() > LINE_MAX {
+        return Err("too big inline request");
+    }
+    Ok(None)
 }
 
 /// What the stream splits into.
@@ -814,6 +892,8 @@ struct Splitter {
     carry: u64,
     /// A GETACK whose empty unit is still to be returned.
     after_getack: Option<u64>,
+    /// The most bytes a MULTI block may take before its EXEC.
+    multi_max: u64,
 }
 
 impl Splitter {
@@ -825,6 +905,7 @@ impl Splitter {
             multi: None,
             carry: 0,
             after_getack: None,
+            multi_max: QUEUED_MAX,
         }
     }
 
@@ -833,11 +914,9 @@ impl Splitter {
         self.multi.as_ref().map_or(0, |m| m.1) + self.carry
     }
 
-    /// The next item from `buf`; None when it holds no whole one.
-    fn next(
-        &mut self,
-        buf: &mut BytesMut,
-    ) -> Result<Option<Item>, crate::protocol::decode::ProtocolError> {
+    /// The next item from `buf`; None when it holds no whole one; Err: the protocol error
+    /// (as Redis's log names it) that drops the link.
+    fn next(&mut self, buf: &mut BytesMut) -> Result<Option<Item>, String> {
         if let Some(end) = self.after_getack.take() {
             self.offset = end;
             return Ok(Some(Item::Unit(Unit {
@@ -849,13 +928,24 @@ impl Splitter {
             let had = buf.len();
             let decoded = self.dec.decode(buf, &self.limits);
             self.carry += (had - buf.len()) as u64;
-            let Some(argv) = decoded? else {
+            let decoded = decoded.map_err(|e| {
+                let reply = e.reply();
+                let text = String::from_utf8_lossy(&reply);
+                let text = text.trim_end();
+                text.strip_prefix("-ERR Protocol error: ")
+                    .unwrap_or(text)
+                    .to_owned()
+            })?;
+            let Some(argv) = decoded else {
                 return Ok(None);
             };
             let used = std::mem::take(&mut self.carry);
             let Some(name) = argv.first() else { continue };
             if let Some((cmds, bytes)) = self.multi.as_mut() {
                 *bytes += used;
+                if *bytes > self.multi_max {
+                    return Err("too big MULTI block".into());
+                }
                 if !name.eq_ignore_ascii_case(b"exec") {
                     cmds.push(argv);
                     continue;
@@ -1002,5 +1092,150 @@ mod tests {
         // The offset a PSYNC resumes from stays before the MULTI.
         assert_eq!(split.offset, set.len() as u64);
         assert!(split.pending() > 0);
+    }
+    #[test]
+    fn a_reply_line_is_capped_and_scanned_once() {
+        let mut buf = BytesMut::new();
+        let mut scanned = 0;
+        buf.extend_from_slice(b"+FULLRES");
+        assert_eq!(take_line(&mut buf, &mut scanned), Ok(None));
+        assert_eq!(scanned, 8);
+        buf.extend_from_slice(b"YNC x 0\r\n$5\r\n");
+        let line = take_line(&mut buf, &mut scanned).unwrap().unwrap();
+        assert_eq!(&line[..], b"+FULLRESYNC x 0");
+        assert_eq!(&buf[..], b"$5\r\n");
+        assert_eq!(scanned, 0);
+        // A master that never ends its line: refused once it passes the cap, not buffered on.
+        let mut buf = BytesMut::new();
+        let mut scanned = 0;
+        let mut refused = false;
+        for _ in 0..(LINE_MAX / 1024 + 2) {
+            buf.extend_from_slice(&[b'a'; 1024]);
+            match take_line(&mut buf, &mut scanned) {
+                Ok(None) => {}
+                Ok(Some(l)) => panic!("a line from no newline: {} bytes", l.len()),
+                Err(e) => {
+                    assert_eq!(e, "too big inline request");
+                    refused = true;
+                    break;
+                }
+            }
+        }
+        assert!(refused);
+        assert!(buf.len() <= LINE_MAX + 1024);
+    }
+
+    #[test]
+    fn a_multi_without_exec_is_capped() {
+        let mut split = Splitter::new(0);
+        split.multi_max = 4096;
+        let mut buf = BytesMut::from(&cmd(&["MULTI"])[..]);
+        let mut refused = None;
+        for i in 0..1000 {
+            buf.extend_from_slice(&cmd(&["SET", &format!("k{i}"), "0123456789"]));
+            match split.next(&mut buf) {
+                Ok(None) => {}
+                Ok(Some(item)) => panic!("a unit before EXEC: {item:?}"),
+                Err(e) => {
+                    refused = Some((i, e));
+                    break;
+                }
+            }
+        }
+        let (at, why) = refused.expect("the block was never refused");
+        assert_eq!(why, "too big MULTI block");
+        // Refused as soon as the block passes the cap, not later.
+        assert!(at * 30 < 4096 + 200, "refused only after {at} commands");
+        assert_eq!(split.offset, 0);
+    }
+
+    #[test]
+    fn stream_protocol_errors_name_the_error_as_redis_logs_it() {
+        let mut split = Splitter::new(0);
+        let mut buf = BytesMut::from(&vec![b'a'; 70 * 1024][..]);
+        assert_eq!(split.next(&mut buf).unwrap_err(), "too big inline request");
+        let mut split = Splitter::new(0);
+        let mut buf = BytesMut::from(&b"*1\r\n$abc\r\n"[..]);
+        assert_eq!(split.next(&mut buf).unwrap_err(), "invalid bulk length");
+    }
+    /// Reads the REPLCONF ACK offsets the link sends for `secs` seconds.
+    fn acks_for(master: &mut TcpStream, secs: f64) -> Vec<u64> {
+        let until = Instant::now() + Duration::from_secs_f64(secs);
+        let mut got = Vec::new();
+        let mut buf = BytesMut::new();
+        let mut dec = Decoder::new();
+        master
+            .set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        while Instant::now() < until {
+            let mut chunk = [0u8; 512];
+            if let Ok(n) = master.read(&mut chunk) {
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            while let Some(argv) = dec.decode(&mut buf, &DecodeLimits::default()).unwrap() {
+                assert_eq!(&argv[1][..], b"ACK");
+                got.push(std::str::from_utf8(&argv[2]).unwrap().parse().unwrap());
+            }
+        }
+        got
+    }
+
+    #[test]
+    fn getack_acks_only_what_the_executor_applied() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let replica = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        replica
+            .set_read_timeout(Some(Duration::from_millis(20)))
+            .unwrap();
+        let (mut master, _) = listener.accept().unwrap();
+        let (inbox, mut executor) = tokio::sync::mpsc::unbounded_channel();
+        let shared = Arc::new(LinkShared::default());
+        let mut link = Link {
+            cfg: LinkConfig {
+                host: "127.0.0.1".into(),
+                port: 0,
+                masteruser: String::new(),
+                masterauth: String::new(),
+                listening_port: 0,
+                announce_ip: String::new(),
+                timeout: Duration::from_secs(30),
+                resume: None,
+            },
+            gen: 1,
+            shared: shared.clone(),
+            inbox,
+            history: None,
+        };
+        let running = std::thread::spawn(move || {
+            let mut c = Conn {
+                s: replica,
+                buf: BytesMut::new(),
+            };
+            let mut offset = 0;
+            let _ = link.stream(&mut c, &mut offset);
+        });
+        let set = cmd(&["SET", "k", "v"]);
+        let getack = cmd(&["REPLCONF", "GETACK", "*"]);
+        master
+            .write_all(&[set.clone(), getack.clone()].concat())
+            .unwrap();
+        // The executor never applies the SET: no ACK may cover it, the GETACK's included
+        // (sent after its 1 s wait).
+        let acks = acks_for(&mut master, 2.5);
+        assert!(acks.len() >= 2, "{acks:?}");
+        assert!(acks.iter().all(|&a| a == 0), "{acks:?}");
+        assert!(matches!(
+            executor.try_recv(),
+            Ok(Msg::Repl(Event::Units { .. }))
+        ));
+        // Once the executor applied both (the first GETACK as an empty unit), the next
+        // GETACK is answered at once with the offset before it.
+        let before = (set.len() + getack.len()) as u64;
+        shared.applied.store(before, Ordering::Release);
+        master.write_all(&getack).unwrap();
+        let acks = acks_for(&mut master, 0.5);
+        assert_eq!(acks.first(), Some(&before), "{acks:?}");
+        shared.stop.store(true, Ordering::Release);
+        running.join().unwrap();
     }
 }

@@ -472,3 +472,161 @@ fn replicaof_directive_before_the_master_answers() {
         r.cmd_str(&["CONFIG", "GET", "replicaof"])
     );
 }
+
+/// Reads one command (a RESP array of bulk strings) the replica sent; None at EOF.
+fn read_command(r: &mut impl std::io::BufRead) -> std::io::Result<Option<Vec<String>>> {
+    let bad = || std::io::Error::new(std::io::ErrorKind::InvalidData, "not a command");
+    let mut line = String::new();
+    if r.read_line(&mut line)? == 0 {
+        return Ok(None);
+    }
+    let n: usize = line
+        .trim()
+        .strip_prefix('*')
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(bad)?;
+    let mut argv = Vec::with_capacity(n);
+    for _ in 0..n {
+        line.clear();
+        r.read_line(&mut line)?;
+        let len: usize = line
+            .trim()
+            .strip_prefix('$')
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(bad)?;
+        let mut arg = vec![0u8; len + 2];
+        r.read_exact(&mut arg)?;
+        arg.truncate(len);
+        argv.push(String::from_utf8_lossy(&arg).into_owned());
+    }
+    Ok(Some(argv))
+}
+
+/// The process's resident set in kB (/proc/PID/status VmRSS).
+fn rss_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no VmRSS in {status}"))
+}
+
+/// A master that lies: a 1 MB reply line, a 1 MB stream line without CR LF, an RDB length of
+/// 2^63 bytes, an offset of 2^64-1. Each is a protocol error that drops the link (logged as
+/// Redis logs its master's), the replica keeps serving its clients in bounded memory, and it
+/// follows the master once it behaves.
+#[test]
+fn a_hostile_master_drops_the_link_not_the_replica() {
+    use std::io::{BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mport = listener.local_addr().unwrap().port();
+    let replid = "0123456789abcdef0123456789abcdef01234567";
+    // An empty RDB (checksum 0: not checked).
+    let mut rdb = b"REDIS0009\xff".to_vec();
+    rdb.extend_from_slice(&[0; 8]);
+    let full = |offset: &str| {
+        let mut out = format!("+FULLRESYNC {replid} {offset}\r\n${}\r\n", rdb.len()).into_bytes();
+        out.extend_from_slice(&rdb);
+        out
+    };
+    let huge = vec![b'a'; 1 << 20];
+    let mut fullresync_then_line = full("0");
+    fullresync_then_line.extend_from_slice(&huge);
+    // Each connection's answer to PING and to PSYNC, in order; the last one behaves.
+    let scenarios: Vec<(Vec<u8>, Vec<u8>)> = vec![
+        (huge.clone(), Vec::new()),
+        (b"+PONG\r\n".to_vec(), fullresync_then_line),
+        (
+            b"+PONG\r\n".to_vec(),
+            format!("+FULLRESYNC {replid} 0\r\n$9223372036854775808\r\n").into_bytes(),
+        ),
+        (
+            b"+PONG\r\n".to_vec(),
+            format!("+FULLRESYNC {replid} 18446744073709551615\r\n").into_bytes(),
+        ),
+        (b"+PONG\r\n".to_vec(), full("0")),
+    ];
+    let last = scenarios.len() - 1;
+    // (connection, whether the replica ended it).
+    let (tx, rx) = std::sync::mpsc::channel::<(usize, bool)>();
+    std::thread::spawn(move || {
+        for (i, (pong, psync)) in scenarios.into_iter().enumerate() {
+            let Ok((s, _)) = listener.accept() else {
+                return;
+            };
+            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            let mut w = s.try_clone().unwrap();
+            let mut r = BufReader::new(s);
+            let ended = loop {
+                let argv = match read_command(&mut r) {
+                    Ok(Some(argv)) => argv,
+                    Ok(None) => break true,
+                    // Closed with unread bytes: a reset.
+                    Err(e) => {
+                        break !matches!(
+                            e.kind(),
+                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        )
+                    }
+                };
+                let reply: &[u8] = match argv[0].to_ascii_uppercase().as_str() {
+                    "PING" => &pong,
+                    "PSYNC" => &psync,
+                    _ => b"+OK\r\n",
+                };
+                // The replica may drop the link before all of it is written.
+                let _ = w.write_all(reply);
+                if i == last && argv[0].eq_ignore_ascii_case("psync") {
+                    // Holds the link open (the replica's ACKs are read and dropped).
+                    let _ = tx.send((i, true));
+                    let mut sink = [0u8; 4096];
+                    while r.read(&mut sink).is_ok_and(|n| n > 0) {}
+                    return;
+                }
+            };
+            let _ = tx.send((i, ended));
+        }
+    });
+
+    let d = deadbolt(&[]);
+    let mut c = d.conn();
+    assert_eq!(
+        c.cmd_str(&["REPLICAOF", "127.0.0.1", &mport.to_string()]),
+        "+OK\r\n"
+    );
+    let rss_limit_kb = 256 * 1024;
+    for i in 0..=last {
+        let done = rx.recv_timeout(Duration::from_secs(30));
+        assert_eq!(
+            done,
+            Ok((i, true)),
+            "master connection {i} was not ended by the replica"
+        );
+        assert_eq!(c.cmd_str(&["PING"]), "+PONG\r\n");
+        let mut other = d.conn();
+        assert_eq!(other.cmd_str(&["PING"]), "+PONG\r\n");
+        let rss = rss_kb(d.pid());
+        assert!(
+            rss < rss_limit_kb,
+            "RSS {rss} kB after master connection {i}"
+        );
+    }
+    let log = d.log.lock().unwrap().clone();
+    let errors = |what: &str| {
+        let needle = format!("Protocol error ({what}) from client: addr=127.0.0.1:{mport} flags=M");
+        log.iter().filter(|l| l.contains(&needle)).count()
+    };
+    assert_eq!(errors("too big inline request"), 2, "{log:#?}");
+    assert_eq!(errors("invalid bulk length"), 1, "{log:#?}");
+    assert!(
+        log.iter()
+            .any(|l| l.contains("Master replied with wrong +FULLRESYNC syntax")),
+        "{log:#?}"
+    );
+    // The master that behaves is followed.
+    wait_until(10, "the link to come up", || {
+        info_field(&mut c, "replication", "master_link_status") == "up"
+    });
+    assert_eq!(c.cmd_str(&["DBSIZE"]), ":0\r\n");
+}
