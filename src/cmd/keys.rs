@@ -315,7 +315,7 @@ fn scan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let o = parse_scan_opts(&argv[2..], true)?;
     let now = ctx.now;
     let mut keys = Vec::new();
-    let next = ctx.db().scan(cursor, o.count, now, |k, e| {
+    let next = ctx.db().scan_expiring(cursor, o.count, now, |k, e| {
         if let Some(p) = o.pattern {
             if !glob_match(p, k, false) {
                 return;

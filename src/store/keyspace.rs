@@ -459,7 +459,8 @@ impl Db {
             .map(|(k, _)| Bytes::copy_from_slice(k))
     }
 
-    /// One SCAN step. `cursor` 0 starts; the returned cursor 0 ends. Visits indices downwards.
+    /// One SCAN step. `cursor` 0 starts; the returned cursor 0 ends. Visits up to `count`
+    /// positions below `cursor`, downwards, skipping keys expired at `now`.
     pub fn scan(
         &self,
         cursor: u64,
@@ -478,6 +479,38 @@ impl Db {
             let (k, e) = self.map.get_index(next).expect("index below len");
             if !e.is_expired(now) {
                 visit(k, e);
+            }
+            seen += 1;
+        }
+        next as u64
+    }
+
+    /// The SCAN command's step: `scan`, except that a key found expired is deleted as Redis's
+    /// SCAN deletes it (expireIfNeeded), unless this keyspace leaves expiry to a master; its
+    /// position then holds a key already visited, which SCAN's contract allows to repeat.
+    pub fn scan_expiring(
+        &mut self,
+        cursor: u64,
+        count: usize,
+        now: u64,
+        mut visit: impl FnMut(&[u8], &Entry),
+    ) -> u64 {
+        let mut next = if cursor == 0 {
+            self.map.len()
+        } else {
+            (cursor as usize).min(self.map.len())
+        };
+        let mut seen = 0;
+        while next > 0 && seen < count.max(1) {
+            next -= 1;
+            let expired = self.map.value(next).is_expired(now);
+            match (expired, self.expiry) {
+                (true, Expiry::Remove) => self.expire_now(next),
+                (true, Expiry::Hide) => {}
+                _ => {
+                    let (k, e) = self.map.get_index(next).expect("index below len");
+                    visit(k, e);
+                }
             }
             seen += 1;
         }

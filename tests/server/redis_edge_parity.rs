@@ -1324,3 +1324,24 @@ fn deadlines_near_i64_max_round_and_survive_the_expiry_cron() {
     });
     assert_eq!(show(&t).last().map(String::as_str), Some(":3\r\n"));
 }
+
+/// SCAN deletes the expired keys it meets, as Redis's (expireIfNeeded): DBSIZE and
+/// `expired_keys` change, and the keys are not returned.
+#[test]
+fn scan_deletes_the_expired_keys_it_meets() {
+    both_with(&["--enable-debug-command", "yes"], |s| {
+        let mut c = s.conn();
+        let mut out = vec![c.cmd(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"])];
+        out.push(c.cmd(&["SET", "foo1", "bar", "PX", "1"]));
+        out.push(c.cmd(&["SET", "foo2", "bar", "PX", "1"]));
+        out.push(c.cmd(&["SET", "keep", "v"]));
+        std::thread::sleep(Duration::from_millis(5));
+        out.push(c.cmd(&["DBSIZE"]));
+        out.push(c.cmd(&["SCAN", "0", "COUNT", "100"]));
+        out.push(c.cmd(&["DBSIZE"]));
+        let info = String::from_utf8_lossy(&c.cmd(&["INFO", "stats"])).into_owned();
+        let expired = info.lines().find(|l| l.starts_with("expired_keys:"));
+        out.push(expired.unwrap_or("").as_bytes().to_vec());
+        out
+    });
+}
