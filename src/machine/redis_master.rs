@@ -630,6 +630,20 @@ impl Master {
         (drop, freed)
     }
 
+    /// This server starts following a master: every Redis replica's connection is closed
+    /// (deadbolt does not chain replication, so they cannot go on from its stream; Redis
+    /// would keep them until the new master's data arrives, then drop them too).
+    pub fn disconnect_all(&mut self) {
+        for r in &self.replicas {
+            tracing::info!(
+                "Connection with replica {} lost: this server now follows a master and deadbolt does not chain replication.",
+                replica_name(&r.conf, &r.peer_ip)
+            );
+            r.out.kill();
+        }
+        *self = Master::default();
+    }
+
     /// Replicas that acknowledged `offset` (WAIT).
     pub fn acked(&self, offset: u64) -> i64 {
         self.replicas

@@ -93,11 +93,6 @@ pub fn replicaof(
     target: Option<(String, u16)>,
     at_start: bool,
 ) -> Result<(), String> {
-    if target.is_some() && !state.redis_master.replicas.is_empty() {
-        // Redis would chain them (they follow this server's copy of the master's stream);
-        // deadbolt's replicas get its own stream only, so it does not follow a master then.
-        return Err("this server has Redis replicas attached and deadbolt does not chain replication: detach them (CLIENT KILL TYPE replica) or point them at the new master first".into());
-    }
     let previous = state.replica.master.take();
     // CONFIG GET replicaof answers the master followed now, as Redis's getter reads masterhost.
     let value = target
@@ -126,8 +121,9 @@ pub fn replicaof(
     let Some(inbox) = inbox else {
         return Err("the master link cannot start here".into());
     };
-    // Its own stream's history ends here: the next one it masters starts after a promotion.
-    state.redis_master = Default::default();
+    // Its own stream's history ends here (its Redis replicas are dropped): the next one it
+    // masters starts after a promotion.
+    state.redis_master.disconnect_all();
     // A replica that followed a master asks the next one to continue that history (Redis
     // caches its master); a master's own history is asked for as well (Redis's
     // replicationCacheMasterUsingMyself), which a master of another history refuses with
