@@ -55,6 +55,7 @@ const ROWS: &[(&str, &str, Probe)] = &[
     ("slowlog-max-len", "2", slowlog),
     ("lock-late-log-max-len", "1", lock_late_log_max_len),
     ("lock-prefix-delimiters", ":/", lock_prefix_delimiters),
+    ("masterauth", "pw", masterauth),
     ("bind", "127.0.0.1", bind),
     // Last: port 0 closes the plain listener (the test's connections stay open).
     ("port", "0", port),
@@ -690,6 +691,25 @@ fn lock_prefix_delimiters() {
         c.cmd(&["SET", &key, "t", "NX", "PX", "1000"]);
         c.cmd_str(&["INFO", "locks"]).contains("prefix=svc/orders,")
     });
+}
+
+/// The next connection to a master proves the new password: a replica of a master with
+/// `requirepass` gets its link up (on redis-server too).
+fn masterauth() {
+    let master = common::redis_server(&["--requirepass", "pw"]);
+    for (who, s) in common::deadbolt_and_redis(&[]) {
+        let mut c = s.conn();
+        set(&mut c, "masterauth", "pw");
+        ok(
+            &mut c,
+            &["REPLICAOF", "127.0.0.1", &master.port.to_string()],
+        );
+        wait_until(Duration::from_secs(10), who, || {
+            c.cmd_str(&["INFO", "replication"])
+                .contains("master_link_status:up")
+        });
+        ok(&mut c, &["REPLICAOF", "NO", "ONE"]);
+    }
 }
 
 /// Users created (or reset) afterwards may use every channel; existing ones keep theirs.
