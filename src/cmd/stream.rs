@@ -858,6 +858,23 @@ fn read_generic(ctx: &mut Ctx, argv: &[Bytes], group_cmd: bool) -> CmdResult {
                 Frame::Array(entries(s, start, StreamId::MAX, count, false))
             }
             Some((group, consumer)) => {
+                // Nothing new for `>`: the stream is only read, so it is not a changed key
+                // (a Redis replica gets nothing for it).
+                if gt == NEW_ENTRIES {
+                    let Some(s) = stream_ref(ctx, key)? else {
+                        continue;
+                    };
+                    let newest = if served {
+                        Some(s.last_id)
+                    } else {
+                        s.edge_id(false)
+                    };
+                    let last = s.groups.get(&group[..]).map(|g| g.last_id);
+                    let ready = matches!((newest, last), (Some(n), Some(l)) if n > l);
+                    if !ready {
+                        continue;
+                    }
+                }
                 let Some((s, logged)) = stream_mut_journaled(ctx, key)? else {
                     continue;
                 };
@@ -867,7 +884,11 @@ fn read_generic(ctx: &mut Ctx, argv: &[Bytes], group_cmd: bool) -> CmdResult {
                     continue;
                 };
                 touch(s, logged, group, true, &ids, &[consumer]);
+                // Redis's `server.dirty++` for each group's stream served (no key signal:
+                // readers and WATCH do not see a group read).
+                ctx.srv.changes_since_save += 1;
                 if created {
+                    ctx.srv.redis_master.consumer_created(key);
                     ctx.notify(event::STREAM, "xgroup-createconsumer", key);
                 }
                 frame
@@ -1238,6 +1259,7 @@ fn xgroup_create(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     s.groups.insert(own(&argv[3]), Group::new(id, entries_read));
     touch(s, logged, &argv[3], false, &[], &[]);
+    ctx.srv.changes_since_save += 1;
     ctx.notify(event::STREAM, "xgroup-create", key);
     Ok(Frame::ok())
 }
@@ -1261,6 +1283,7 @@ fn xgroup_setid(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         g.entries_read = entries_read;
     }
     touch(s, logged, &argv[3], true, &[], &[]);
+    ctx.srv.changes_since_save += 1;
     ctx.notify(event::STREAM, "xgroup-setid", key);
     Ok(Frame::ok())
 }
@@ -1274,6 +1297,7 @@ fn xgroup_destroy(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if s.groups.remove(&argv[3][..]).is_none() {
         return Ok(Frame::Integer(0));
     }
+    ctx.srv.changes_since_save += 1;
     ctx.notify(event::STREAM, "xgroup-destroy", key);
     // Clients blocked in XREADGROUP on this group learn it is gone.
     let db = ctx.client.db;
@@ -1294,6 +1318,7 @@ fn xgroup_createconsumer(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         .is_some_and(|g| g.create_consumer(&argv[4], now));
     if created {
         touch(s, logged, &argv[3], true, &[], &[&argv[4]]);
+        ctx.srv.changes_since_save += 1;
         ctx.notify(event::STREAM, "xgroup-createconsumer", key);
     }
     Ok(Frame::Integer(created as i64))
@@ -1316,6 +1341,7 @@ fn xgroup_delconsumer(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     let ids: Vec<StreamId> = c.pel.iter().copied().collect();
     touch(s, logged, &argv[3], true, &ids, &[&argv[4]]);
+    ctx.srv.changes_since_save += 1;
     ctx.notify(event::STREAM, "xgroup-delconsumer", key);
     Ok(Frame::Integer(c.pel.len() as i64))
 }

@@ -212,6 +212,11 @@ pub struct Master {
     unit_opaque: bool,
     /// Keys expired so far in every database (a change means the unit expired some).
     expired_seen: u64,
+    /// Keys the unit changed that Redis propagates nothing for (an XREADGROUP re-reading a
+    /// consumer's history), with their database.
+    unit_silent: Vec<(usize, Bytes)>,
+    /// Streams whose group got a consumer from the XREADGROUP running (`consumer_created`).
+    created_consumers: Vec<Bytes>,
 }
 
 impl Master {
@@ -236,12 +241,33 @@ impl Master {
         dbs: &[Db],
         reply: Option<&Frame>,
     ) {
+        let created = std::mem::take(&mut self.created_consumers);
         if self.unit_opaque {
+            return;
+        }
+        if name == "xreadgroup" {
+            let exact =
+                reply.and_then(|reply| xreadgroup_propagated(argv, &dbs[db], reply, &created));
+            match exact {
+                Some((cmds, keys)) => {
+                    self.unit_cmds.extend(cmds.into_iter().map(|c| (db, c)));
+                    self.unit_silent.extend(keys.into_iter().map(|k| (db, k)));
+                }
+                None => self.unit_opaque = true,
+            }
             return;
         }
         match propagated(name, argv, &dbs[db], reply) {
             Some(cmd) => self.unit_cmds.push((db, cmd)),
             None => self.unit_opaque = true,
+        }
+    }
+
+    /// XREADGROUP created consumer `key`'s reader in a group (Redis propagates that as XGROUP
+    /// CREATECONSUMER when it reads with NOACK); read by the `note` that follows.
+    pub fn consumer_created(&mut self, key: &Bytes) {
+        if self.active() {
+            self.created_consumers.push(key.clone());
         }
     }
 
@@ -256,7 +282,11 @@ impl Master {
         self.expired_seen = expired;
         let cmds = std::mem::take(&mut self.unit_cmds);
         let opaque = std::mem::take(&mut self.unit_opaque);
-        if !opaque && self.as_commands(&mut buf, dbs, r, &cmds, expired_in_unit) {
+        let silent = std::mem::take(&mut self.unit_silent);
+        let exact = !opaque && self.as_commands(&mut buf, dbs, r, &cmds, &silent, expired_in_unit);
+        self.unit_silent = silent;
+        self.unit_silent.clear();
+        if exact {
             self.publishes(&mut buf, r);
             self.feed(&buf);
             self.buf = buf;
@@ -312,10 +342,18 @@ impl Master {
         dbs: &[Db],
         r: &ChangeRecord,
         cmds: &[(usize, Vec<Bytes>)],
+        silent: &[(usize, Bytes)],
         expired_in_unit: bool,
     ) -> bool {
         if !r.functions.is_empty() || !r.swaps.is_empty() {
             return false;
+        }
+        let quiet = |db: usize, key: &[u8]| silent.iter().any(|(d, k)| *d == db && &k[..] == key);
+        if cmds.is_empty() && !silent.is_empty() {
+            // Only changes Redis does not propagate: nothing goes out.
+            return !expired_in_unit
+                && r.flushed.is_empty()
+                && r.keys.iter().all(|(db, k)| quiet(*db, k));
         }
         if cmds.is_empty() {
             let only_expiry = expired_in_unit
@@ -352,7 +390,7 @@ impl Master {
         if !r
             .keys
             .iter()
-            .all(|(db, k)| named(*db, k) || flushed_db(*db))
+            .all(|(db, k)| named(*db, k) || flushed_db(*db) || quiet(*db, k))
         {
             return false;
         }
@@ -818,9 +856,180 @@ fn propagated(name: &str, argv: &[Bytes], db: &Db, reply: Option<&Frame>) -> Opt
             }
             _ => None,
         },
+        "xadd" => xadd_propagated(argv, db, reply?),
+        // Every XGROUP subcommand that writes goes as it was run (t_stream.c xgroupCommand).
+        _ if argv[0].eq_ignore_ascii_case(b"xgroup") => Some(argv.to_vec()),
         _ if VERBATIM.contains(&name) => Some(argv.to_vec()),
         _ => None,
     }
+}
+
+/// XADD as Redis 7.0 propagates it (t_stream.c xaddCommand): the ID argument as the ID added
+/// (`*` and `ms-*` resolved), an approximate trim (`~`) as the exact one it came to (`=` the
+/// length for MAXLEN, the first entry for MINID). None with LIMIT (Redis's rewrite would keep
+/// LIMIT after `=`, which a replica refuses) or an emptied stream.
+fn xadd_propagated(argv: &[Bytes], db: &Db, reply: &Frame) -> Option<Vec<Bytes>> {
+    let is = |a: &Bytes, s: &str| a.eq_ignore_ascii_case(s.as_bytes());
+    let Frame::Bulk(added) = reply else {
+        return None;
+    };
+    let mut cmd = argv.to_vec();
+    let mut i = 2;
+    let mut approx = None;
+    loop {
+        let a = argv.get(i)?;
+        if is(a, "nomkstream") {
+            i += 1;
+        } else if is(a, "maxlen") || is(a, "minid") {
+            let marked = argv
+                .get(i + 1)
+                .is_some_and(|m| &m[..] == b"~" || &m[..] == b"=");
+            if marked && &argv[i + 1][..] == b"~" {
+                approx = Some((i + 1, is(a, "maxlen")));
+            }
+            i += if marked { 3 } else { 2 };
+        } else if is(a, "limit") {
+            return None;
+        } else {
+            break;
+        }
+    }
+    cmd[i] = added.clone();
+    if let Some((at, maxlen)) = approx {
+        let Value::Stream(s) = &db.peek(argv.get(1)?)?.value else {
+            return None;
+        };
+        cmd[at] = Bytes::from_static(b"=");
+        cmd[at + 1] = if maxlen {
+            Bytes::from(s.length.to_string())
+        } else {
+            s.edge_id(true)?.to_bytes()
+        };
+    }
+    Some(cmd)
+}
+
+/// XREADGROUP as Redis 7.0 propagates it (t_stream.c streamReplyWithRange), read from its
+/// reply and the groups after it ran: per stream served, in order, XGROUP CREATECONSUMER for a
+/// consumer NOACK created, then for each entry delivered into the PEL `XCLAIM key group
+/// consumer 0 id TIME ms RETRYCOUNT n FORCE JUSTID LASTID id`, or with NOACK one `XGROUP SETID
+/// key group last ENTRIESREAD n` when the group's last ID moved. A re-read of history (an ID
+/// other than `>`) propagates nothing (its keys come back as silent). None: not exact.
+#[allow(clippy::type_complexity)]
+fn xreadgroup_propagated(
+    argv: &[Bytes],
+    db: &Db,
+    reply: &Frame,
+    created: &[Bytes],
+) -> Option<(Vec<Vec<Bytes>>, Vec<Bytes>)> {
+    use crate::store::stream::StreamId;
+    let is = |a: &Bytes, s: &str| a.eq_ignore_ascii_case(s.as_bytes());
+    let word = Bytes::from_static;
+    let num = |n: u64| Bytes::from(n.to_string());
+    let (group, consumer) = (argv.get(2)?, argv.get(3)?);
+    let mut i = 4;
+    let mut noack = false;
+    while !is(argv.get(i)?, "streams") {
+        if is(&argv[i], "noack") {
+            noack = true;
+        } else {
+            i += 1;
+        }
+        i += 1;
+    }
+    let names = &argv[i + 1..];
+    let (keys, ids) = names.split_at(names.len() / 2);
+    let served: Vec<(&Bytes, &Frame)> = match reply {
+        Frame::Array(parts) => (parts.iter())
+            .map(|p| match p {
+                Frame::Array(kv) if kv.len() == 2 => match &kv[0] {
+                    Frame::Bulk(k) => Some((k, &kv[1])),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect::<Option<_>>()?,
+        Frame::Map(kvs) => (kvs.iter())
+            .map(|(k, v)| match k {
+                Frame::Bulk(k) => Some((k, v)),
+                _ => None,
+            })
+            .collect::<Option<_>>()?,
+        _ => return None,
+    };
+    let parse_id = |b: &[u8]| -> Option<StreamId> {
+        let s = std::str::from_utf8(b).ok()?;
+        let (ms, seq) = s.split_once('-')?;
+        Some(StreamId {
+            ms: ms.parse().ok()?,
+            seq: seq.parse().ok()?,
+        })
+    };
+    let mut out = Vec::new();
+    let mut silent = Vec::new();
+    for (key, entries) in served {
+        let at = keys.iter().position(|k| k == key)?;
+        let new_entries = &ids[at][..] == b">";
+        let Frame::Array(entries) = entries else {
+            return None;
+        };
+        let Value::Stream(s) = &db.peek(key)?.value else {
+            return None;
+        };
+        let g = s.groups.get(group)?;
+        if noack && created.contains(key) {
+            out.push(vec![
+                word(b"XGROUP"),
+                word(b"CREATECONSUMER"),
+                key.clone(),
+                group.clone(),
+                consumer.clone(),
+            ]);
+        }
+        if !new_entries {
+            silent.push(key.clone());
+            continue;
+        }
+        if noack {
+            if !entries.is_empty() {
+                out.push(vec![
+                    word(b"XGROUP"),
+                    word(b"SETID"),
+                    key.clone(),
+                    group.clone(),
+                    g.last_id.to_bytes(),
+                    word(b"ENTRIESREAD"),
+                    Bytes::from(g.entries_read.to_string()),
+                ]);
+            }
+            continue;
+        }
+        for e in entries {
+            let Frame::Array(parts) = e else { return None };
+            let Some(Frame::Bulk(id)) = parts.first() else {
+                return None;
+            };
+            let nack = g.pel.get(&parse_id(id)?)?;
+            out.push(vec![
+                word(b"XCLAIM"),
+                key.clone(),
+                group.clone(),
+                nack.consumer.clone(),
+                word(b"0"),
+                id.clone(),
+                word(b"TIME"),
+                num(nack.delivery_time),
+                word(b"RETRYCOUNT"),
+                num(nack.delivery_count),
+                word(b"FORCE"),
+                word(b"JUSTID"),
+                word(b"LASTID"),
+                // Delivered in order past the group's last ID, each moved it to itself.
+                id.clone(),
+            ]);
+        }
+    }
+    Some((out, silent))
 }
 
 /// The keys a propagated command names (`propagated`'s forms).
@@ -835,7 +1044,9 @@ fn keys_of(cmd: &[Bytes]) -> impl Iterator<Item = &Bytes> {
     } else {
         (1, 1)
     };
-    cmd.iter().skip(1).step_by(step).take(take)
+    // XGROUP SETID / CREATECONSUMER name the key after the subcommand.
+    let skip = if is("xgroup") { 2 } else { 1 };
+    cmd.iter().skip(skip).step_by(step).take(take)
 }
 
 /// Redis's replicationGetSlaveName: `ip:port` (the announced or peer ip, the listening port).

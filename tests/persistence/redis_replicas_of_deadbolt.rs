@@ -540,3 +540,229 @@ fn locks_move_from_redis_to_deadbolt_and_back_to_redis() {
     assert_eq!(dump_locks(&mut r), expected);
     assert_eq!(dump_locks(&mut d), expected);
 }
+
+/// Sends a raw SYNC and reads the RDB that comes first (Redis sends newlines while it makes it).
+fn raw_sync(c: &mut Conn) {
+    c.send_raw(b"SYNC\r\n");
+    let mut got = Vec::new();
+    wait_for("the RDB of a raw SYNC", || {
+        got.extend(c.drain(Duration::from_millis(50)).0);
+        let body = &got[got.iter().take_while(|&&b| b == b'\n').count()..];
+        let Some(end) = body.windows(2).position(|w| w == b"\r\n") else {
+            return false;
+        };
+        let len: usize = text(&body[1..end]).parse().unwrap();
+        assert_eq!(
+            body.len(),
+            end + 2 + len,
+            "the stream started before the RDB ended"
+        );
+        true
+    });
+}
+
+/// The stream after the RDB, with XCLAIM's delivery time (`TIME <ms>`) masked.
+fn synced_stream(c: &mut Conn) -> String {
+    let (got, _) = c.drain(Duration::from_millis(500));
+    let mut out = String::new();
+    let mut rest = text(&got);
+    while let Some(at) = rest.find("$4\r\nTIME\r\n$") {
+        out.push_str(&rest[..at + 11]);
+        rest = rest[at + 11..].split_once("\r\n").unwrap().1.to_string();
+        let ms;
+        (ms, rest) = match rest.split_once("\r\n") {
+            Some((ms, tail)) => (ms.to_string(), tail.to_string()),
+            None => panic!("TIME without its value"),
+        };
+        assert!(
+            ms.len() == 13 && ms.bytes().all(|b| b.is_ascii_digit()),
+            "{ms}"
+        );
+        out.push_str("13\r\nMS\r\n");
+    }
+    out + &rest
+}
+
+/// XREADGROUP goes to a replica as Redis 7.0 propagates it (t_stream.c): an XCLAIM per entry
+/// delivered into the PEL, XGROUP CREATECONSUMER / SETID with NOACK, nothing for a re-read of
+/// history; several in MULTI/EXEC, alone or in a transaction. The raw SYNC streams of deadbolt
+/// and redis-server are the same bytes (delivery times aside), and a stock replica of
+/// deadbolt ends with deadbolt's DEBUG DIGEST.
+#[test]
+fn xreadgroup_is_propagated_as_redis_propagates_it() {
+    let dir = TempDir::new("xreadgroup-sync");
+    let dir_arg = dir.0.to_str().unwrap();
+    let both = deadbolt_and_redis(&[
+        "--dir",
+        dir_arg,
+        "--repl-ping-replica-period",
+        "3600",
+        "--enable-debug-command",
+        "yes",
+    ]);
+    let mut streams = Vec::new();
+    let mut replica = None;
+    for (name, s) in &both {
+        let mut w = s.conn();
+        let mut setup: Vec<Vec<String>> = (1..=6)
+            .map(|i| cmd(&["XADD", "s", &format!("{i}-1"), "f", &i.to_string()]))
+            .collect();
+        setup.push(cmd(&["XADD", "t", "1-1", "f", "t1"]));
+        setup.push(cmd(&["XGROUP", "CREATE", "s", "g", "0"]));
+        setup.push(cmd(&["XGROUP", "CREATE", "t", "g", "0"]));
+        setup.push(cmd(&["XADD", "b", "1-1", "f", "b1"]));
+        setup.push(cmd(&["XGROUP", "CREATE", "b", "g", "$"]));
+        pipeline(&mut w, &setup);
+        if *name == "deadbolt" {
+            replica = Some(attach_replica(s.port, &dir.0.join("replica")));
+        }
+        let mut c = s.conn();
+        raw_sync(&mut c);
+        let traffic = vec![
+            cmd(&["MULTI"]),
+            cmd(&[
+                "XREADGROUP",
+                "GROUP",
+                "g",
+                "c1",
+                "COUNT",
+                "2",
+                "STREAMS",
+                "s",
+                ">",
+            ]),
+            cmd(&["XREADGROUP", "GROUP", "g", "c1", "STREAMS", "s", "0"]),
+            cmd(&["EXEC"]),
+            cmd(&[
+                "XREADGROUP",
+                "GROUP",
+                "g",
+                "c1",
+                "COUNT",
+                "1",
+                "STREAMS",
+                "s",
+                ">",
+            ]),
+            cmd(&[
+                "XREADGROUP",
+                "GROUP",
+                "g",
+                "c2",
+                "NOACK",
+                "COUNT",
+                "1",
+                "STREAMS",
+                "s",
+                ">",
+            ]),
+            cmd(&[
+                "XREADGROUP",
+                "GROUP",
+                "g",
+                "c2",
+                "COUNT",
+                "1",
+                "NOACK",
+                "STREAMS",
+                "s",
+                ">",
+            ]),
+            cmd(&["XREADGROUP", "GROUP", "g", "c1", "STREAMS", "s", "0"]),
+            cmd(&["SET", "k", "1"]),
+            cmd(&[
+                "XREADGROUP",
+                "GROUP",
+                "g",
+                "c1",
+                "STREAMS",
+                "s",
+                "t",
+                ">",
+                ">",
+            ]),
+            cmd(&["XREADGROUP", "GROUP", "g", "c1", "STREAMS", "s", ">"]),
+            cmd(&["MULTI"]),
+            cmd(&[
+                "XREADGROUP",
+                "GROUP",
+                "g",
+                "c3",
+                "NOACK",
+                "STREAMS",
+                "s",
+                "0",
+            ]),
+            cmd(&["XREADGROUP", "GROUP", "g", "c1", "STREAMS", "t", "0-0"]),
+            cmd(&["SET", "k", "2"]),
+            cmd(&["EXEC"]),
+        ];
+        let replies = pipeline(&mut w, &traffic);
+        assert!(
+            text(&replies[3]).starts_with("*2\r\n*1\r\n*2\r\n$1\r\ns\r\n*2\r\n"),
+            "{name}: {}",
+            text(&replies[3])
+        );
+        streams.push(synced_stream(&mut c));
+        // A blocked XREADGROUP served by a later XADD: the XADD, then the reader's XCLAIM
+        // (with NOACK, the new consumer and SETID in MULTI/EXEC).
+        let mut tails = Vec::new();
+        for (consumer, noack, id) in [("bc1", false, "2-1"), ("bc2", true, "3-1")] {
+            let mut blocked = s.conn();
+            let mut read = vec!["XREADGROUP", "GROUP", "g", consumer, "BLOCK", "0"];
+            if noack {
+                read.push("NOACK");
+            }
+            blocked.send(&[&read[..], &["STREAMS", "b", ">"]].concat());
+            wait_for("the reader to block", || {
+                text(&w.cmd(&["INFO", "clients"])).contains("blocked_clients:1\r\n")
+            });
+            w.cmd(&["XADD", "b", id, "f", "v"]);
+            assert!(text(&blocked.read_reply()).contains(id), "{name}");
+            tails.push(synced_stream(&mut c));
+        }
+        streams.push(tails.concat());
+    }
+    // deadbolt's (traffic, blocked readers), then redis-server's.
+    assert_eq!(streams[0], streams[2]);
+    assert_eq!(streams[1], streams[3]);
+    let xclaim = |id: &str, last: &str| {
+        format!(
+            "*14\r\n$6\r\nXCLAIM\r\n$1\r\ns\r\n$1\r\ng\r\n$2\r\nc1\r\n$1\r\n0\r\n$3\r\n{id}\r\n\
+             $4\r\nTIME\r\n$13\r\nMS\r\n$10\r\nRETRYCOUNT\r\n$1\r\n1\r\n$5\r\nFORCE\r\n\
+             $6\r\nJUSTID\r\n$6\r\nLASTID\r\n$3\r\n{last}\r\n"
+        )
+    };
+    let expected_start = format!(
+        "*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*1\r\n$5\r\nMULTI\r\n{}{}*1\r\n$4\r\nEXEC\r\n{}",
+        xclaim("1-1", "1-1"),
+        xclaim("2-1", "2-1"),
+        xclaim("3-1", "3-1")
+    );
+    assert!(streams[0].starts_with(&expected_start), "{}", streams[0]);
+    assert!(
+        streams[0].contains(
+            "*7\r\n$6\r\nXGROUP\r\n$5\r\nSETID\r\n$1\r\ns\r\n$1\r\ng\r\n$3\r\n5-1\r\n\
+             $11\r\nENTRIESREAD\r\n$1\r\n5\r\n"
+        ),
+        "{}",
+        streams[0]
+    );
+    let (_replica, mut r) = replica.unwrap();
+    let mut m = both[0].1.conn();
+    assert_eq!(m.cmd(&["WAIT", "1", "2000"]), b":1\r\n");
+    let digest = m.cmd(&["DEBUG", "DIGEST"]);
+    assert_eq!(r.cmd(&["DEBUG", "DIGEST"]), digest);
+    // The groups' PELs and last IDs too (not delivery counts: Redis does not propagate a
+    // re-read of history; nor entries-read, which a replica's XCLAIM LASTID leaves as it was).
+    for key in ["s", "t"] {
+        let pending = m.cmd(&["XPENDING", key, "g"]);
+        assert_eq!(r.cmd(&["XPENDING", key, "g"]), pending);
+        let last_id = |c: &mut Conn| {
+            let groups = text(&c.cmd(&["XINFO", "GROUPS", key]));
+            let (_, after) = groups.split_once("last-delivered-id\r\n").unwrap();
+            after.split("\r\n").nth(1).unwrap().to_string()
+        };
+        assert_eq!(last_id(&mut r), last_id(&mut m));
+    }
+}
