@@ -219,12 +219,24 @@ pub fn deadbolt_and_redis(extra: &[&str]) -> Vec<(&'static str, Server)> {
 pub fn redis_server(extra: &[&str]) -> Server {
     for _ in 0..5 {
         let port = free_port();
-        // A directory of its own (a test's `--dir` wins, coming later): a redis-server loads
-        // the dump.rdb it finds at start, replication id and offset included, and a replica
-        // writes the one it receives there.
+        // A directory of its own unless the test names one (redis-server applies `dir` by
+        // chdir, so a relative one given later would be taken from this one): a redis-server
+        // loads the dump.rdb it finds at start, replication id and offset included, and a
+        // replica writes the one it receives there.
         let dir = std::env::temp_dir().join(format!("deadbolt-test-redis-{port}"));
-        let _ = std::fs::remove_dir_all(&dir);
-        let _ = std::fs::create_dir_all(&dir);
+        let own_dir = !extra.contains(&"--dir");
+        if own_dir {
+            let _ = std::fs::remove_dir_all(&dir);
+            let _ = std::fs::create_dir_all(&dir);
+        }
+        let dir_args = [
+            "--dir".to_string(),
+            if own_dir {
+                dir.to_string_lossy().into_owned()
+            } else {
+                ".".to_string()
+            },
+        ];
         let mut cmd = Command::new("redis-server");
         cmd.args([
             "--port",
@@ -237,9 +249,8 @@ pub fn redis_server(extra: &[&str]) -> Server {
             "no",
             "--daemonize",
             "no",
-            "--dir",
-            &dir.to_string_lossy(),
         ])
+        .args(dir_args)
         .args(extra);
         cmd.stdout(Stdio::piped())
             .stderr(Stdio::piped())
