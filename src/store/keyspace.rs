@@ -459,6 +459,17 @@ impl Db {
             .map(|(k, _)| Bytes::copy_from_slice(k))
     }
 
+    /// The positions one SCAN step visits, downwards from `cursor` (0: the top): up to `count`
+    /// of them; the range's start is the next cursor (0 ends).
+    fn scan_window(&self, cursor: u64, count: usize) -> std::ops::Range<usize> {
+        let top = if cursor == 0 {
+            self.map.len()
+        } else {
+            (cursor as usize).min(self.map.len())
+        };
+        top.saturating_sub(count.max(1))..top
+    }
+
     /// One SCAN step. `cursor` 0 starts; the returned cursor 0 ends. Visits up to `count`
     /// positions below `cursor`, downwards, skipping keys expired at `now`.
     pub fn scan(
@@ -468,21 +479,15 @@ impl Db {
         now: u64,
         mut visit: impl FnMut(&[u8], &Entry),
     ) -> u64 {
-        let mut next = if cursor == 0 {
-            self.map.len()
-        } else {
-            (cursor as usize).min(self.map.len())
-        };
-        let mut seen = 0;
-        while next > 0 && seen < count.max(1) {
-            next -= 1;
-            let (k, e) = self.map.get_index(next).expect("index below len");
+        let window = self.scan_window(cursor, count);
+        let next = window.start as u64;
+        for at in window.rev() {
+            let (k, e) = self.map.get_index(at).expect("index below len");
             if !e.is_expired(now) {
                 visit(k, e);
             }
-            seen += 1;
         }
-        next as u64
+        next
     }
 
     /// The SCAN command's step: `scan`, except that a key found expired is deleted as Redis's
@@ -495,26 +500,20 @@ impl Db {
         now: u64,
         mut visit: impl FnMut(&[u8], &Entry),
     ) -> u64 {
-        let mut next = if cursor == 0 {
-            self.map.len()
-        } else {
-            (cursor as usize).min(self.map.len())
-        };
-        let mut seen = 0;
-        while next > 0 && seen < count.max(1) {
-            next -= 1;
-            let expired = self.map.value(next).is_expired(now);
+        let window = self.scan_window(cursor, count);
+        let next = window.start as u64;
+        for at in window.rev() {
+            let expired = self.map.value(at).is_expired(now);
             match (expired, self.expiry) {
-                (true, Expiry::Remove) => self.expire_now(next),
+                (true, Expiry::Remove) => self.expire_now(at),
                 (true, Expiry::Hide) => {}
                 _ => {
-                    let (k, e) = self.map.get_index(next).expect("index below len");
+                    let (k, e) = self.map.get_index(at).expect("index below len");
                     visit(k, e);
                 }
             }
-            seen += 1;
         }
-        next as u64
+        next
     }
 
     /// Starts loading what looking these keys up will read, before a batch of requests runs
