@@ -7,6 +7,7 @@
 //! way the inner one ended.
 
 mod check;
+mod cluster;
 mod history;
 mod http;
 mod nemesis;
@@ -25,7 +26,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 use targets::Target;
 
-const USAGE: &str = "usage: harness [--target redis|redis-wait|etcd|deadbolt|deadbolt-cluster]
+const USAGE: &str = "usage: harness [--target redis|redis-wait|etcd|deadbolt|deadbolt-cluster|deadbolt-sharded]
                [--faults none|kill|kill-follower|pause|partition|clock|mixed]
                [--duration SECS] [--clients N] [--keys N] [--seed N] [--out DIR] [--deadbolt-bin PATH]
                [--lock setnx|redisson] [--clock-drift MS] [--clock-offset-max MS] [--long-holds N] [--no-header]";
@@ -35,7 +36,8 @@ struct Args {
     faults: String,
     duration: u64,
     clients: usize,
-    keys: usize,
+    /// None: the target's default (3; 6 on the sharded target, two per group).
+    keys: Option<usize>,
     seed: u64,
     out: PathBuf,
     deadbolt_bin: PathBuf,
@@ -55,7 +57,7 @@ fn parse_args() -> Result<Args, String> {
         faults: "mixed".into(),
         duration: 60,
         clients: 9,
-        keys: 3,
+        keys: None,
         seed: now_us() ^ std::process::id() as u64,
         out: PathBuf::from("target/runs"),
         deadbolt_bin: PathBuf::from("../../target/release/deadbolt"),
@@ -83,7 +85,7 @@ fn parse_args() -> Result<Args, String> {
             "--faults" => a.faults = v,
             "--duration" => a.duration = num(&v)?,
             "--clients" => a.clients = num(&v)?.clamp(2, 40) as usize,
-            "--keys" => a.keys = num(&v)?.clamp(1, 100) as usize,
+            "--keys" => a.keys = Some(num(&v)?.clamp(1, 100) as usize),
             "--seed" => a.seed = num(&v)?,
             "--out" => a.out = PathBuf::from(v),
             "--deadbolt-bin" => a.deadbolt_bin = PathBuf::from(v),
@@ -185,6 +187,8 @@ fn inner(args: &Args, prefix: &str) -> Result<bool, String> {
         .out
         .join(format!("{}-{}-{stamp}", args.target, args.faults));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let sharded = args.target == "deadbolt-sharded";
+    let keys = args.keys.unwrap_or(if sharded { 6 } else { 3 });
     let mut target: Box<dyn Target> = match args.target.as_str() {
         "redis" => Box::new(targets::RedisSentinel::new(
             prefix,
@@ -206,6 +210,14 @@ fn inner(args: &Args, prefix: &str) -> Result<bool, String> {
             args.deadbolt_bin.clone(),
             args.flavor,
             args.clock_drift_ms,
+        )),
+        "deadbolt-sharded" => Box::new(targets::DeadboltSharded::new(
+            prefix,
+            &dir,
+            args.deadbolt_bin.clone(),
+            args.flavor,
+            args.clock_drift_ms,
+            keys,
         )),
         t => return Err(format!("unknown target {t}\n{USAGE}")),
     };
@@ -239,17 +251,19 @@ fn inner(args: &Args, prefix: &str) -> Result<bool, String> {
     target.start()?;
     eprintln!(
         "harness: ready; {} clients on {} keys for {} s, faults: {}",
-        args.clients, args.keys, args.duration, args.faults
+        args.clients, keys, args.duration, args.faults
     );
 
     let t0 = now_us();
     let until = Instant::now() + Duration::from_secs(args.duration);
     let cfg = workload::WorkCfg {
-        keys: args.keys,
+        keys,
         ttl_ms: 3000,
         hold_ms: (5, 40),
         backoff_ms: (2, 20),
         long_hold_every,
+        // One long-held key per group (keys 0..groups, one in each), the others free-flowing.
+        long_hold_keys: target.groups(),
         long_hold_ms: 3000 - 500,
         until,
     };
@@ -285,7 +299,7 @@ fn inner(args: &Args, prefix: &str) -> Result<bool, String> {
         netns::heal(prefix, target.nodes());
         std::thread::sleep(Duration::from_secs(3));
         let mut s = target.session(netns::OBSERVER);
-        for key in 0..args.keys {
+        for key in 0..keys {
             let give_up = Instant::now() + Duration::from_secs(20);
             loop {
                 let start = now_us();
@@ -331,7 +345,7 @@ fn inner(args: &Args, prefix: &str) -> Result<bool, String> {
     let holds = check::holds(&ops, 1000);
     let (dg, dg_ex) = check::double_grants(&holds);
     let (lost, lost_ex) = check::lost_writes(&ops);
-    let lin = check::linearizable(&ops, args.keys, Duration::from_secs(60));
+    let lin = check::linearizable(&ops, keys, Duration::from_secs(60));
     let avail = check::availability(&ops, &events, run_end);
     let ok_acq = ops
         .iter()
@@ -362,6 +376,9 @@ fn inner(args: &Args, prefix: &str) -> Result<bool, String> {
     );
     for ex in [dg_ex, lost_ex].into_iter().flatten() {
         eprintln!("harness: example: {ex}");
+    }
+    if sharded {
+        eprintln!("harness: cluster clients: {}", cluster::summary());
     }
     eprintln!(
         "harness: history in {}",

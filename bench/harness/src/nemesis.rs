@@ -87,34 +87,61 @@ pub fn run(target: &mut dyn Target, cfg: &NemesisCfg, seed: u64) -> (Vec<FaultEv
     let mut round = 0usize;
     loop {
         let fault = cfg.faults[round % cfg.faults.len()];
+        // Several groups: each fault aims at one group's leadership, the groups in turn.
+        let groups = target.groups();
+        let group = round % groups;
         round += 1;
         if Instant::now() + fault.hold() + Duration::from_secs(1) > cfg.until {
             break;
         }
-        let Some(leader) = target.leader() else {
+        let Some(leader) = target.group_leader(group) else {
             std::thread::sleep(Duration::from_secs(1));
             continue;
         };
         // The clock fault also picks a follower: moving the leader's own clock would be a jump
         // of the clock its leases run on, which no lease survives; the promise is about clocks
         // that differ between nodes.
-        let on_follower = matches!(fault, Fault::KillFollower | Fault::ClockOffset);
-        let node = if on_follower && nodes > 1 {
+        // With several groups every node leads one, so no node's clock may move while it leads
+        // (that would be a jump of a leader's own clock): the sharded clock fault takes the
+        // node a group's leadership settles on, moves its clock while it is cut off and leads
+        // nothing, and lets it win the group back (`sharded_clock`).
+        let on_follower = match fault {
+            Fault::KillFollower => true,
+            Fault::ClockOffset => groups == 1,
+            _ => false,
+        };
+        let preferred = target.preferred_leader(group);
+        let node = if fault == Fault::ClockOffset && groups > 1 && preferred.is_some() {
+            // The node the group's leadership goes back to once it is up.
+            preferred.unwrap_or(leader)
+        } else if on_follower && nodes > 1 {
             let others: Vec<usize> = (0..nodes).filter(|&n| n != leader).collect();
             others[rng.below(others.len() as u64) as usize]
         } else {
             leader
         };
         let start = now_us();
-        let mut detail = String::new();
+        let mut detail = if groups > 1 {
+            format!("group {group} led by node {leader}; ")
+        } else {
+            String::new()
+        };
         let mut injected = true;
         match fault {
             Fault::KillLeader | Fault::KillFollower => target.kill(node),
+            Fault::ClockOffset if groups > 1 => {
+                let ms = clock_offset_ms(&mut rng, cfg.clock_max_ms);
+                match sharded_clock(target, cfg, node, group, ms) {
+                    Ok(d) => detail.push_str(&d),
+                    Err(e) => {
+                        errors.push(format!("clock offset: {e}"));
+                        injected = false;
+                    }
+                }
+            }
             Fault::ClockOffset => {
                 let f = node;
-                let lo = 100.min(cfg.clock_max_ms);
-                let mag = (lo + rng.below(cfg.clock_max_ms - lo + 1)) as i64;
-                let ms = if rng.below(2) == 0 { mag } else { -mag };
+                let ms = clock_offset_ms(&mut rng, cfg.clock_max_ms);
                 if let Err(e) = target.clock_offset(f, ms) {
                     errors.push(format!("clock offset: {e}"));
                     injected = false;
@@ -153,6 +180,11 @@ pub fn run(target: &mut dyn Target, cfg: &NemesisCfg, seed: u64) -> (Vec<FaultEv
             }
             Fault::PauseLeader => target.resume(node),
             Fault::PartitionLeader => netns::heal(cfg.prefix, nodes),
+            Fault::ClockOffset if groups > 1 => {
+                if injected {
+                    detail.push_str(&format!("; {}", sharded_clock_heal(target, cfg, node)));
+                }
+            }
             Fault::ClockOffset => {
                 if let Some(note) = heal_clock(target, node, nodes) {
                     detail.push_str(&format!("; {note}"));
@@ -160,9 +192,10 @@ pub fn run(target: &mut dyn Target, cfg: &NemesisCfg, seed: u64) -> (Vec<FaultEv
             }
         }
         eprintln!(
-            "nemesis: {fault:?} on node {node} ({:.1} s){}{detail}",
+            "nemesis: {fault:?} on node {node} ({:.1} s){}{}",
             (now_us() - start) as f64 / 1e6,
             if detail.is_empty() { "" } else { ": " },
+            detail.trim_end_matches("; "),
         );
         if injected {
             events.push(FaultEvent {
@@ -170,7 +203,7 @@ pub fn run(target: &mut dyn Target, cfg: &NemesisCfg, seed: u64) -> (Vec<FaultEv
                 node,
                 start,
                 end: now_us(),
-                detail,
+                detail: detail.trim_end_matches("; ").to_string(),
             });
         }
         std::thread::sleep(cfg.quiet);
@@ -219,4 +252,109 @@ fn heal_clock(target: &mut dyn Target, f: usize, nodes: usize) -> Option<String>
         return Some(format!("clock reset failed ({e}): killed and restarted"));
     }
     note
+}
+
+/// A clock offset of ±[100, max] ms (random sign and size).
+fn clock_offset_ms(rng: &mut Rng, max: u64) -> i64 {
+    let lo = 100.min(max);
+    let mag = (lo + rng.below(max - lo + 1)) as i64;
+    if rng.below(2) == 0 {
+        mag
+    } else {
+        -mag
+    }
+}
+
+/// Cuts node `f` off alone (no clients) until, by its own view, it leads no group (a leader
+/// cut off from its majority steps down within an election timeout). Ok: it is still cut off,
+/// for the caller to heal; Err: it still led after `within`, and the cut is healed.
+fn isolate_until_leading_nothing(
+    target: &dyn Target,
+    cfg: &NemesisCfg,
+    f: usize,
+    within: Duration,
+) -> Result<(), String> {
+    let nodes = target.nodes();
+    if let Err(e) = netns::partition(cfg.prefix, nodes, cfg.clients, &[f], &[]) {
+        netns::heal(cfg.prefix, nodes);
+        return Err(e);
+    }
+    let end = Instant::now() + within;
+    loop {
+        if target.led_by(f).is_some_and(|g| g.is_empty()) {
+            return Ok(());
+        }
+        if Instant::now() >= end {
+            netns::heal(cfg.prefix, nodes);
+            return Err(format!(
+                "node {f} still led {:?} after {within:?} cut off",
+                target.led_by(f)
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The clock fault with several groups: node `f` (group `g`'s preferred leader) is cut off
+/// until it leads nothing, its clock is moved while it follows, and once the cut heals it takes
+/// group `g` back: it now expires, by a clock `ms` off, the locks that the interim leader
+/// granted. A leader hands leadership to the preferred node once per term, so if that try fell
+/// while `f` was still cut off, the interim leader is killed (and restarted a second later):
+/// the next term's leader, `f` or the node that hands it over, is `f`.
+fn sharded_clock(
+    target: &mut dyn Target,
+    cfg: &NemesisCfg,
+    f: usize,
+    g: usize,
+    ms: i64,
+) -> Result<String, String> {
+    let t = Instant::now();
+    isolate_until_leading_nothing(target, cfg, f, Duration::from_secs(6))?;
+    let stepped_down = t.elapsed();
+    let set = target.clock_offset(f, ms);
+    netns::heal(cfg.prefix, target.nodes());
+    set?;
+    let healed = Instant::now();
+    let mut leaders = vec![];
+    let mut killed = String::new();
+    while healed.elapsed() < Duration::from_secs(8) {
+        leaders = target.group_leaders();
+        if leaders.get(g) == Some(&Some(f)) {
+            break;
+        }
+        if killed.is_empty() && healed.elapsed() > Duration::from_secs(2) {
+            if let Some(Some(l)) = leaders.get(g).copied().filter(|l| *l != Some(f)) {
+                target.kill(l);
+                std::thread::sleep(Duration::from_secs(1));
+                let _ = target.restart(l);
+                killed = format!(" (its interim leader, node {l}, killed and restarted)");
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Ok(format!(
+        "cut off {:.1} s until it led nothing, clock {ms:+} ms, then group leaders {leaders:?} after {:.1} s{killed}",
+        stepped_down.as_secs_f64(),
+        healed.elapsed().as_secs_f64()
+    ))
+}
+
+/// Puts node `f`'s clock back while it leads nothing (cut off again until it steps down); if
+/// that fails, kills and restarts it (a restarted process starts with a true clock).
+fn sharded_clock_heal(target: &mut dyn Target, cfg: &NemesisCfg, f: usize) -> String {
+    let reset =
+        isolate_until_leading_nothing(target, cfg, f, Duration::from_secs(6)).and_then(|()| {
+            let r = target.clock_offset(f, 0);
+            netns::heal(cfg.prefix, target.nodes());
+            r
+        });
+    match reset {
+        Ok(()) => "clock put back while it led nothing".to_string(),
+        Err(e) => {
+            eprintln!("nemesis: clock reset: {e}");
+            target.kill(f);
+            let _ = target.restart(f);
+            format!("clock reset failed ({e}): killed and restarted")
+        }
+    }
 }

@@ -4,6 +4,7 @@
 //! The deadbolt cluster's sessions are the Redis ones (`SentinelSession`) with the node addresses
 //! as the Sentinel endpoints: every deadbolt node answers the Sentinel protocol itself.
 
+use crate::cluster::{self, key_slot, ClusterClient};
 use crate::history::Res;
 use crate::http::{b64, unb64, HttpConn};
 use crate::netns::{node_ip, node_ns, OBSERVER};
@@ -34,6 +35,27 @@ pub trait Target {
     fn nodes(&self) -> usize;
     fn start(&mut self) -> Result<(), String>;
     fn leader(&self) -> Option<usize>;
+    /// The Raft groups (shards) the target runs: the nemesis picks the node to fault by one
+    /// group's leadership.
+    fn groups(&self) -> usize {
+        1
+    }
+    /// The node leading group `g` (one group: the leader).
+    fn group_leader(&self, _g: usize) -> Option<usize> {
+        self.leader()
+    }
+    /// Every group's leader, in group order.
+    fn group_leaders(&self) -> Vec<Option<usize>> {
+        (0..self.groups()).map(|g| self.group_leader(g)).collect()
+    }
+    /// The node that group `g`'s leadership settles on when every node is up, if any.
+    fn preferred_leader(&self, _g: usize) -> Option<usize> {
+        None
+    }
+    /// The groups node `node` says it leads, from its own view (None: it did not answer).
+    fn led_by(&self, _node: usize) -> Option<Vec<usize>> {
+        None
+    }
     /// The process of node `node` (None: there is none to act on).
     fn proc(&mut self, node: usize) -> Option<&mut Proc>;
     fn kill(&mut self, node: usize) {
@@ -143,6 +165,11 @@ pub struct SentinelSession {
     /// Redisson-style: `WAIT n timeout` after each acquire; fewer acks = not acquired.
     wait_replicas: Option<(u64, u64)>,
     flavor: Flavor,
+    /// Cluster mode: every call goes through this Redis Cluster client instead of a master.
+    cluster: Option<ClusterClient>,
+    /// The lock key of each workload key (default `lock:<key>`); its fence register is
+    /// `fence:{<lock key>}`, in the same slot.
+    names: Option<Vec<String>>,
 }
 
 enum CallErr {
@@ -168,6 +195,42 @@ impl SentinelSession {
             master: None,
             wait_replicas,
             flavor,
+            cluster: None,
+            names: None,
+        }
+    }
+
+    /// A cluster-mode client over the nodes `seeds`, with the lock keys `names`.
+    pub fn cluster(
+        src: Ipv4Addr,
+        seeds: Vec<SocketAddr>,
+        names: Vec<String>,
+        flavor: Flavor,
+    ) -> Self {
+        SentinelSession {
+            src,
+            sentinels: vec![],
+            direct: None,
+            next_sentinel: 0,
+            master: None,
+            wait_replicas: None,
+            flavor,
+            cluster: Some(ClusterClient::new(src, seeds, CONNECT_TIMEOUT, IO_TIMEOUT)),
+            names: Some(names),
+        }
+    }
+
+    fn lock_key(&self, key: usize) -> String {
+        match self.names.as_ref().and_then(|n| n.get(key)) {
+            Some(n) => n.clone(),
+            None => format!("lock:{key}"),
+        }
+    }
+
+    fn fence_key(&self, key: usize) -> String {
+        match self.names.as_ref().and_then(|n| n.get(key)) {
+            Some(n) => format!("fence:{{{n}}}"),
+            None => format!("fence:{key}"),
         }
     }
 
@@ -180,6 +243,8 @@ impl SentinelSession {
             master: None,
             wait_replicas: None,
             flavor,
+            cluster: None,
+            names: None,
         }
     }
 
@@ -229,6 +294,13 @@ impl SentinelSession {
     }
 
     fn call(&mut self, args: &[&[u8]]) -> Result<Reply, CallErr> {
+        if let Some(c) = self.cluster.as_mut() {
+            return match c.call(args) {
+                Ok(Reply::Error(_)) | Err(cluster::CallErr::Fail) => Err(CallErr::Fail),
+                Ok(r) => Ok(r),
+                Err(cluster::CallErr::Unknown) => Err(CallErr::Unknown),
+            };
+        }
         if self.master.is_none() {
             self.master = self.discover();
         }
@@ -264,7 +336,7 @@ fn err_res(e: CallErr) -> Res {
 
 impl Session for SentinelSession {
     fn acquire(&mut self, key: usize, token: u64, ttl_ms: u64) -> Res {
-        let k = format!("lock:{key}");
+        let k = self.lock_key(key);
         let t = token.to_string();
         let ttl = ttl_ms.to_string();
         let got = match self.flavor {
@@ -322,7 +394,7 @@ impl Session for SentinelSession {
     }
 
     fn release(&mut self, key: usize, token: u64) -> Res {
-        let k = format!("lock:{key}");
+        let k = self.lock_key(key);
         let t = token.to_string();
         if self.flavor == Flavor::Redisson {
             let channel = format!("redisson_lock__channel:{{{k}}}");
@@ -362,7 +434,7 @@ impl Session for SentinelSession {
     }
 
     fn read(&mut self, key: usize) -> (Res, u64) {
-        let k = format!("fence:{key}");
+        let k = self.fence_key(key);
         match self.call(&[b"GET", k.as_bytes()]) {
             Ok(Reply::Bulk(None)) => (Res::Ok, 0),
             Ok(Reply::Bulk(Some(v))) => {
@@ -377,7 +449,7 @@ impl Session for SentinelSession {
     }
 
     fn write(&mut self, key: usize, value: u64) -> Res {
-        let k = format!("fence:{key}");
+        let k = self.fence_key(key);
         let v = value.to_string();
         match self.call(&[b"SET", k.as_bytes(), v.as_bytes()]) {
             Ok(Reply::Simple(s)) if s == "OK" => Res::Ok,
@@ -622,6 +694,40 @@ impl Target for DeadboltSingle {
 
 const PEER_PORT: u16 = 16379;
 
+/// The command line of cluster node `i` (of three) keeping its data in `dir`.
+fn cluster_node_argv(bin: &Path, dir: &Path, i: usize, clock_drift_ms: u64) -> Vec<String> {
+    let peers = (0..3)
+        .map(|i| format!("{}@{}:{REDIS_PORT}:{PEER_PORT}", i + 1, node_ip(i)))
+        .collect::<Vec<_>>()
+        .join(" ");
+    vec![
+        bin.to_string_lossy().into_owned(),
+        "--bind".into(),
+        node_ip(i).to_string(),
+        "--port".into(),
+        REDIS_PORT.to_string(),
+        // The same --dir on every restart: a killed node rejoins from its own raft log.
+        "--dir".into(),
+        dir.to_string_lossy().into_owned(),
+        "--cluster-node-id".into(),
+        (i + 1).to_string(),
+        "--cluster-peers".into(),
+        peers,
+        // Cluster mode refuses to start without the peer port's shared secret; the harness's
+        // nodes live in their own network namespaces, so a fixed one will do.
+        "--cluster-secret".into(),
+        "harness-peer-secret-0123456789abcdef".into(),
+        "--cluster-clock-drift".into(),
+        clock_drift_ms.to_string(),
+        "--appendfsync".into(),
+        "always".into(),
+        "--enable-debug-command".into(),
+        "yes".into(),
+        "--protected-mode".into(),
+        "no".into(),
+    ]
+}
+
 pub struct DeadboltCluster {
     prefix: String,
     dir: PathBuf,
@@ -712,43 +818,13 @@ impl Target for DeadboltCluster {
         3
     }
     fn start(&mut self) -> Result<(), String> {
-        let peers = (0..3)
-            .map(|i| format!("{}@{}:{REDIS_PORT}:{PEER_PORT}", i + 1, node_ip(i)))
-            .collect::<Vec<_>>()
-            .join(" ");
         for i in 0..3 {
             let d = self.dir.join(format!("n{i}"));
             std::fs::create_dir_all(&d).map_err(|e| e.to_string())?;
-            let a = vec![
-                self.bin.to_string_lossy().into_owned(),
-                "--bind".into(),
-                node_ip(i).to_string(),
-                "--port".into(),
-                REDIS_PORT.to_string(),
-                // The same --dir on every restart: a killed node rejoins from its own raft log.
-                "--dir".into(),
-                d.to_string_lossy().into_owned(),
-                "--cluster-node-id".into(),
-                (i + 1).to_string(),
-                "--cluster-peers".into(),
-                peers.clone(),
-                // Cluster mode refuses to start without the peer port's shared secret; the
-                // harness's nodes live in their own network namespaces, so a fixed one will do.
-                "--cluster-secret".into(),
-                "harness-peer-secret-0123456789abcdef".into(),
-                "--cluster-clock-drift".into(),
-                self.clock_drift_ms.to_string(),
-                "--appendfsync".into(),
-                "always".into(),
-                "--enable-debug-command".into(),
-                "yes".into(),
-                "--protected-mode".into(),
-                "no".into(),
-            ];
             let mut p = Proc::new(
                 &format!("deadbolt{i}"),
                 &node_ns(&self.prefix, i),
-                a,
+                cluster_node_argv(&self.bin, &d, i, self.clock_drift_ms),
                 d.join("deadbolt.log"),
             );
             p.start()?;
@@ -810,6 +886,228 @@ impl Target for DeadboltCluster {
         match Self::ask(l, &[b"RAFT", b"TRANSFER", id.as_bytes()]) {
             Some(Reply::Simple(s)) if s == "OK" => Ok(()),
             r => Err(format!("RAFT TRANSFER {id} on node {l}: {r:?}")),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// deadbolt sharded: the same three nodes with `cluster-enabled yes` and three Raft groups, each
+// owning a third of the slots; clients in cluster mode.
+
+/// The slots of groups 1 and 2 (the home group, 0, keeps the rest: 0-5460), the same on every
+/// node. With more than one group, group n's leadership settles on node n.
+const GROUPS_SPEC: &str = "1:5461-10922,2:10923-16383";
+/// The first slot of each group's one range, ascending.
+const GROUP_FIRST_SLOT: [u16; 3] = [0, 5461, 10923];
+/// How the nodes get `GROUPS_SPEC`: the test environment variable (true) or the config
+/// directive (false).
+const GROUPS_BY_ENV: bool = true;
+
+fn group_of_slot(slot: u16) -> usize {
+    GROUP_FIRST_SLOT
+        .iter()
+        .rposition(|&first| slot >= first)
+        .unwrap_or(0)
+}
+
+pub struct DeadboltSharded {
+    prefix: String,
+    dir: PathBuf,
+    bin: PathBuf,
+    flavor: Flavor,
+    clock_drift_ms: u64,
+    /// The lock key of each workload key: key k lives in group k mod 3.
+    names: Vec<String>,
+    servers: Vec<Proc>,
+}
+
+impl DeadboltSharded {
+    pub fn new(
+        prefix: &str,
+        dir: &Path,
+        bin: PathBuf,
+        flavor: Flavor,
+        clock_drift_ms: u64,
+        keys: usize,
+    ) -> Self {
+        let names = (0..keys)
+            .map(|k| {
+                (0u32..)
+                    .map(|i| format!("lock:{k}-{i}"))
+                    .find(|n| group_of_slot(key_slot(n.as_bytes())) == k % GROUP_FIRST_SLOT.len())
+                    .unwrap_or_default()
+            })
+            .collect();
+        DeadboltSharded {
+            prefix: prefix.to_string(),
+            dir: dir.to_path_buf(),
+            bin,
+            flavor,
+            clock_drift_ms,
+            names,
+            servers: vec![],
+        }
+    }
+
+    /// Each group's master (a node index) as node `i`'s `CLUSTER SLOTS` names it.
+    fn masters(i: usize, timeout: Duration) -> Option<[Option<usize>; 3]> {
+        let mut c =
+            Conn::connect(OBSERVER, DeadboltCluster::addr(i), CONNECT_TIMEOUT, timeout).ok()?;
+        let Reply::Array(Some(ranges)) = c.cmd(&[b"CLUSTER", b"SLOTS"]).ok()? else {
+            return None;
+        };
+        let mut out = [None; 3];
+        for r in &ranges {
+            let Reply::Array(Some(r)) = r else { continue };
+            let (Some(Reply::Int(first)), Some(Reply::Array(Some(m)))) = (r.first(), r.get(2))
+            else {
+                continue;
+            };
+            let Some(Reply::Bulk(Some(host))) = m.first() else {
+                continue;
+            };
+            let node = (0..3).find(|&n| node_ip(n).to_string().as_bytes() == host.as_slice());
+            out[group_of_slot((*first).clamp(0, 16383) as u16)] = node;
+        }
+        Some(out)
+    }
+
+    /// Each group's leader: the node that at least two nodes name as its master.
+    fn leaders(&self) -> [Option<usize>; 3] {
+        let views: Vec<_> = (0..3)
+            .filter_map(|i| Self::masters(i, Duration::from_millis(400)))
+            .collect();
+        let mut out = [None; 3];
+        for (g, slot) in out.iter_mut().enumerate() {
+            *slot = (0..3).find(|&n| views.iter().filter(|v| v[g] == Some(n)).count() >= 2);
+        }
+        out
+    }
+
+    /// A write through a cluster-mode client to a key of every group.
+    fn writes_everywhere(&self) -> bool {
+        let mut c = ClusterClient::new(OBSERVER, self.node_addrs(), CONNECT_TIMEOUT, IO_TIMEOUT);
+        self.names.iter().take(3).all(|n| {
+            let k = format!("__ready:{{{n}}}");
+            matches!(c.call(&[b"SET", k.as_bytes(), b"1"]), Ok(Reply::Simple(s)) if s == "OK")
+        })
+    }
+
+    fn node_addrs(&self) -> Vec<SocketAddr> {
+        (0..3).map(DeadboltCluster::addr).collect()
+    }
+}
+
+impl Target for DeadboltSharded {
+    fn name(&self) -> String {
+        let mut n = "deadbolt sharded 3 nodes x 3 groups".to_string();
+        if self.clock_drift_ms != 1000 {
+            n.push_str(&format!(", cluster-clock-drift {}", self.clock_drift_ms));
+        }
+        if self.flavor == Flavor::Redisson {
+            n.push_str(", Redisson scripts");
+        }
+        n
+    }
+    fn promises_safety(&self) -> bool {
+        true
+    }
+    fn nodes(&self) -> usize {
+        3
+    }
+    fn start(&mut self) -> Result<(), String> {
+        for i in 0..3 {
+            let d = self.dir.join(format!("n{i}"));
+            std::fs::create_dir_all(&d).map_err(|e| e.to_string())?;
+            let mut a = cluster_node_argv(&self.bin, &d, i, self.clock_drift_ms);
+            a.extend(["--cluster-enabled".into(), "yes".into()]);
+            if GROUPS_BY_ENV {
+                // `env` execs the server, so the child's pid stays the server's.
+                let var = format!("DEADBOLT_CLUSTER_GROUPS={GROUPS_SPEC}");
+                a.splice(0..0, ["env".to_string(), var]);
+            } else {
+                a.extend(["--cluster-groups".into(), GROUPS_SPEC.into()]);
+            }
+            let mut p = Proc::new(
+                &format!("deadbolt{i}"),
+                &node_ns(&self.prefix, i),
+                a,
+                d.join("deadbolt.log"),
+            );
+            p.start()?;
+            self.servers.push(p);
+        }
+        // Ready when all three nodes name the same master for every group and a write to each
+        // group commits; then wait a while for the leaderships to spread (one group per node).
+        poll(Duration::from_secs(40), || {
+            let views: Vec<_> = (0..3)
+                .filter_map(|i| Self::masters(i, Duration::from_millis(2500)))
+                .collect();
+            let agreed = views.len() == 3
+                && views[0].iter().all(Option::is_some)
+                && views.iter().all(|v| *v == views[0]);
+            (agreed && self.writes_everywhere()).then_some(())
+        })
+        .ok_or_else(|| {
+            "the sharded deadbolt cluster did not elect serving leaders for its 3 groups in 40 s"
+                .to_string()
+        })?;
+        let spread = poll(Duration::from_secs(15), || {
+            let l = self.leaders();
+            (l.iter().all(Option::is_some) && l[0] != l[1] && l[1] != l[2] && l[0] != l[2])
+                .then_some(l)
+        });
+        eprintln!(
+            "harness: group leaders {:?}{}",
+            self.leaders(),
+            if spread.is_some() {
+                ""
+            } else {
+                " (not spread over the nodes after 15 s)"
+            }
+        );
+        Ok(())
+    }
+    fn leader(&self) -> Option<usize> {
+        self.group_leader(0)
+    }
+    fn groups(&self) -> usize {
+        3
+    }
+    fn group_leader(&self, g: usize) -> Option<usize> {
+        self.leaders().get(g).copied().flatten()
+    }
+    fn group_leaders(&self) -> Vec<Option<usize>> {
+        self.leaders().to_vec()
+    }
+    /// deadbolt hands group n's leadership to the n-th voter in id order (node n here).
+    fn preferred_leader(&self, g: usize) -> Option<usize> {
+        Some(g)
+    }
+    fn led_by(&self, node: usize) -> Option<Vec<usize>> {
+        // Long enough for a follower's CLUSTER SLOTS to wait out an election.
+        let m = Self::masters(node, Duration::from_millis(2500))?;
+        Some((0..3).filter(|&g| m[g] == Some(node)).collect())
+    }
+    fn proc(&mut self, node: usize) -> Option<&mut Proc> {
+        self.servers.get_mut(node)
+    }
+    fn session(&self, src: Ipv4Addr) -> Box<dyn Session> {
+        Box::new(SentinelSession::cluster(
+            src,
+            self.node_addrs(),
+            self.names.clone(),
+            self.flavor,
+        ))
+    }
+    fn moves_clocks(&self) -> bool {
+        true
+    }
+    fn clock_offset(&mut self, node: usize, ms: i64) -> Result<(), String> {
+        let ms = ms.to_string();
+        match DeadboltCluster::ask(node, &[b"DEBUG", b"CLOCK-OFFSET", ms.as_bytes()]) {
+            Some(Reply::Simple(s)) if s == "OK" => Ok(()),
+            r => Err(format!("DEBUG CLOCK-OFFSET {ms} on node {node}: {r:?}")),
         }
     }
 }

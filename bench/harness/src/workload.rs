@@ -28,11 +28,13 @@ pub struct WorkCfg {
     pub ttl_ms: u64,
     pub hold_ms: (u64, u64),
     pub backoff_ms: (u64, u64),
-    /// Every Nth time a client gets key 0's lock it holds it for `long_hold_ms` (0: never).
-    /// Short holds end long before any lease could expire, so only long ones can catch a lease
-    /// that ends early (a new leader whose clock runs ahead). Only key 0: the others stay
+    /// Every Nth time a client gets the lock of one of the first `long_hold_keys` keys it holds
+    /// it for `long_hold_ms` (0: never). Short holds end long before any lease could expire, so
+    /// only long ones can catch a lease that ends early (a new leader whose clock runs ahead).
+    /// Only those keys (key 0; one per group on a sharded target): the others stay
     /// free-flowing, so that a stretch without any successful acquire measures the faults.
     pub long_hold_every: u64,
+    pub long_hold_keys: usize,
     pub long_hold_ms: u64,
     pub until: Instant,
 }
@@ -41,7 +43,7 @@ pub fn client_loop(id: usize, mut s: Box<dyn Session>, cfg: &WorkCfg, seed: u64)
     let mut rng = Rng::new(seed);
     let mut ops = Vec::new();
     let mut seq = 0u64;
-    let mut got_key0 = 0u64;
+    let mut got = vec![0u64; cfg.keys];
     let sleep_in = |rng: &mut Rng, (lo, hi): (u64, u64)| {
         std::thread::sleep(Duration::from_millis(lo + rng.below(hi - lo + 1)))
     };
@@ -75,10 +77,11 @@ pub fn client_loop(id: usize, mut s: Box<dyn Session>, cfg: &WorkCfg, seed: u64)
             let w = s.write(key, v + 1);
             ops.push(op(Kind::Write, t, w, v + 1));
         }
-        if key == 0 {
-            got_key0 += 1;
+        let long_held = key < cfg.long_hold_keys;
+        if long_held {
+            got[key] += 1;
         }
-        if key == 0 && cfg.long_hold_every > 0 && got_key0.is_multiple_of(cfg.long_hold_every) {
+        if long_held && cfg.long_hold_every > 0 && got[key].is_multiple_of(cfg.long_hold_every) {
             std::thread::sleep(Duration::from_millis(cfg.long_hold_ms));
         } else {
             sleep_in(&mut rng, cfg.hold_ms);
