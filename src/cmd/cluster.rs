@@ -306,24 +306,38 @@ fn nodes(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     Ok(Frame::Verbatim(Bytes::from(out)))
 }
 
-/// CLUSTER INFO, with Redis's fields (see the module comment for the epochs and counters).
+/// CLUSTER INFO, with Redis's fields (see the module comment for the epochs and counters),
+/// counted per Raft group as Redis counts per master: a group's slots are assigned while its
+/// leader is known, ok while that leader is live (fail otherwise); the state is ok only when
+/// every slot is; `cluster_size` counts the groups owning slots with a known leader (Redis's
+/// masters serving slots); the current epoch is the highest term, this node's the home group's.
 fn info(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     let view = view_or_disabled(ctx)?;
-    let up = leader(view).is_some_and(|m| m.active);
-    let (ok, fail) = if up { (SLOTS, 0) } else { (0, SLOTS) };
-    let assigned = if view.leader == 0 { 0 } else { SLOTS };
+    let (mut assigned, mut ok, mut size, mut epoch) = (0u32, 0u32, 0u32, view.term);
+    for (g, ranges) in ctx.host.cluster_shards() {
+        epoch = epoch.max(g.term);
+        if g.leader == 0 {
+            continue;
+        }
+        let n: u32 = ranges
+            .iter()
+            .map(|&(a, b)| u32::from(b) - u32::from(a) + 1)
+            .sum();
+        assigned += n;
+        size += 1;
+        if leader(g).is_some_and(|m| m.active) {
+            ok += n;
+        }
+    }
     let out = format!(
-        "cluster_state:{}\r\ncluster_slots_assigned:{assigned}\r\ncluster_slots_ok:{}\r\n\
+        "cluster_state:{}\r\ncluster_slots_assigned:{assigned}\r\ncluster_slots_ok:{ok}\r\n\
          cluster_slots_pfail:0\r\ncluster_slots_fail:{}\r\ncluster_known_nodes:{}\r\n\
-         cluster_size:{}\r\ncluster_current_epoch:{}\r\ncluster_my_epoch:{}\r\n\
+         cluster_size:{size}\r\ncluster_current_epoch:{epoch}\r\ncluster_my_epoch:{}\r\n\
          cluster_stats_messages_sent:0\r\ncluster_stats_messages_received:0\r\n\
          total_cluster_links_buffer_limit_exceeded:0\r\n",
-        if up { "ok" } else { "fail" },
-        if assigned == 0 { 0 } else { ok },
-        if assigned == 0 { 0 } else { fail },
+        if ok == u32::from(SLOTS) { "ok" } else { "fail" },
+        assigned - ok,
         view.members.len(),
-        u8::from(view.leader != 0),
-        view.term,
         view.term,
     );
     Ok(Frame::Verbatim(Bytes::from(out)))
