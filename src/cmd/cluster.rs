@@ -157,13 +157,28 @@ fn slot_node(m: &Member) -> Frame {
     ])
 }
 
+/// The members that lead some group (`cluster_shards`). A Redis Cluster node is a master or a
+/// replica, never both, and clients keep one role per address (redis-py's last listed role
+/// wins, so a group leader listed as another group's replica would be taken for a replica and
+/// miss SCRIPT LOAD): with several groups a member leading one is listed as a master only.
+fn leading(shards: &[(&ClusterView, Vec<(u16, u16)>)]) -> Vec<u64> {
+    shards
+        .iter()
+        .map(|(v, _)| v.leader)
+        .filter(|&l| l != 0)
+        .collect()
+}
+
 /// CLUSTER SLOTS: each Raft group's slot ranges (one group: 0-16383), with the group's leader
-/// and its live replicas (Redis lists only replicas that are available), ascending by slot; a
-/// group without a known leader is left out, so nothing while no leader is known.
+/// and its live replicas (Redis lists only replicas that are available; members leading a
+/// group are masters only, see `leading`), ascending by slot; a group without a known leader
+/// is left out, so nothing while no leader is known.
 fn slots(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     view_or_disabled(ctx)?;
     let mut out = Vec::new();
-    for (view, ranges) in ctx.host.cluster_shards() {
+    let shards = ctx.host.cluster_shards();
+    let leaders = leading(&shards);
+    for (view, ranges) in shards {
         let Some(master) = leader(view) else {
             continue;
         };
@@ -176,7 +191,7 @@ fn slots(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
             range.extend(
                 ordered(view)
                     .into_iter()
-                    .filter(|m| m.id != view.leader && m.active)
+                    .filter(|m| m.active && !leaders.contains(&m.id))
                     .map(slot_node),
             );
             out.push((first, Frame::Array(range)));
@@ -191,22 +206,24 @@ fn text(s: &'static str) -> Frame {
 }
 
 /// CLUSTER SHARDS: a shard per Raft group (one group: every slot) whose leader is known, its
-/// nodes as Redis's addNodeDetailsToShardReply describes them.
+/// nodes as Redis's addNodeDetailsToShardReply describes them (a member leading another group
+/// is in that group's shard only, see `leading`).
 fn shards(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     view_or_disabled(ctx)?;
-    let shards = ctx
-        .host
-        .cluster_shards()
+    let shards = ctx.host.cluster_shards();
+    let leaders = leading(&shards);
+    let shards = shards
         .into_iter()
         .filter(|(view, _)| view.leader != 0)
-        .map(|(view, ranges)| shard(view, &ranges))
+        .map(|(view, ranges)| shard(view, &ranges, &leaders))
         .collect();
     Ok(Frame::Array(shards))
 }
 
-fn shard(view: &ClusterView, ranges: &[(u16, u16)]) -> Frame {
+fn shard(view: &ClusterView, ranges: &[(u16, u16)], leaders: &[u64]) -> Frame {
     let nodes = ordered(view)
         .into_iter()
+        .filter(|m| m.id == view.leader || !leaders.contains(&m.id))
         .map(|m| {
             let (host, port, _) = addr(m);
             let master = m.id == view.leader;

@@ -310,6 +310,20 @@ fn three_groups_spread_their_leaders_and_report_every_group() {
             "-ERR CONFIG SET failed (possibly related to argument 'cluster-groups') - can't set immutable config\r\n"
         );
     }
+    // CLUSTER SLOTS: each range with its group's leader and no replica (every member leads a
+    // group, and a Redis Cluster node is a master or a replica, never both: redis-py keeps the
+    // role it read last per address).
+    for i in 0..3 {
+        let r = nodes.ask(i, &["CLUSTER", "SLOTS"]);
+        assert!(r.starts_with("*3\r\n"), "{r:?}");
+        for (g, range) in RANGES.iter().enumerate() {
+            let (a, b) = range.split_once('-').unwrap();
+            let port = nodes.ports[leaders[g]];
+            let entry = format!("*3\r\n:{a}\r\n:{b}\r\n*4\r\n$9\r\n127.0.0.1\r\n:{port}\r\n");
+            assert!(r.contains(&entry), "{entry:?} not in {r:?}");
+        }
+    }
+    redis_py_locks_in_every_group(&nodes);
     // Each group's leader acknowledges a write to one of its slots.
     for (g, range) in RANGES.iter().enumerate() {
         let (a, b) = range.split_once('-').unwrap();
@@ -454,4 +468,54 @@ fn the_cluster_script_starts_three_groups_in_one_command() {
         assert!(Instant::now() < deadline, "never one group per node: {out}");
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// redis-py's RedisCluster sees every node as a primary and locks (SET NX, then a release
+/// script: EVALSHA after SCRIPT LOAD on the primaries) keys of every group.
+fn redis_py_locks_in_every_group(nodes: &Nodes) {
+    let venv = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/clients/python/.venv/bin/python"
+    );
+    let python = if std::path::Path::new(venv).exists() {
+        venv.to_string()
+    } else {
+        std::env::var("DEADBOLT_TEST_PYTHON").unwrap_or_else(|_| "python3".into())
+    };
+    let startup: Vec<String> = nodes
+        .ports
+        .iter()
+        .map(|p| format!("ClusterNode('127.0.0.1', {p})"))
+        .collect();
+    let script = format!(
+        r#"
+from redis.cluster import RedisCluster, ClusterNode
+rc = RedisCluster(startup_nodes=[{}])
+groups = set()
+for n in range(200):
+    name = "lock%d" % n
+    slot = rc.keyslot(name)
+    g = 0 if slot <= 5460 else 1 if slot <= 10922 else 2
+    if g in groups:
+        continue
+    node = rc.get_node_from_key(name)
+    assert node.server_type == "primary", (name, node)
+    with rc.lock(name, timeout=10):
+        assert not rc.lock(name, timeout=10).acquire(blocking=False)
+    groups.add(g)
+assert groups == {{0, 1, 2}}, groups
+assert all(n.server_type == "primary" for n in rc.get_nodes()), rc.get_nodes()
+print("ok")
+"#,
+        startup.join(", ")
+    );
+    let out = Command::new(&python)
+        .args(["-c", &script])
+        .output()
+        .unwrap_or_else(|e| panic!("{python}: {e}"));
+    assert!(
+        out.status.success() && out.stdout == b"ok\n",
+        "redis-py ({python}; point DEADBOLT_TEST_PYTHON at a python with redis-py): {}",
+        common::all_output(&out)
+    );
 }
