@@ -157,13 +157,28 @@ fn slot_node(m: &Member) -> Frame {
     ])
 }
 
+/// The members that lead some group (`cluster_shards`). A Redis Cluster node is a master or a
+/// replica, never both, and clients keep one role per address (redis-py's last listed role
+/// wins, so a group leader listed as another group's replica would be taken for a replica and
+/// miss SCRIPT LOAD): with several groups a member leading one is listed as a master only.
+fn leading(shards: &[(&ClusterView, Vec<(u16, u16)>)]) -> Vec<u64> {
+    shards
+        .iter()
+        .map(|(v, _)| v.leader)
+        .filter(|&l| l != 0)
+        .collect()
+}
+
 /// CLUSTER SLOTS: each Raft group's slot ranges (one group: 0-16383), with the group's leader
-/// and its live replicas (Redis lists only replicas that are available), ascending by slot; a
-/// group without a known leader is left out, so nothing while no leader is known.
+/// and its live replicas (Redis lists only replicas that are available; members leading a
+/// group are masters only, see `leading`), ascending by slot; a group without a known leader
+/// is left out, so nothing while no leader is known.
 fn slots(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     view_or_disabled(ctx)?;
     let mut out = Vec::new();
-    for (view, ranges) in ctx.host.cluster_shards() {
+    let shards = ctx.host.cluster_shards();
+    let leaders = leading(&shards);
+    for (view, ranges) in shards {
         let Some(master) = leader(view) else {
             continue;
         };
@@ -176,7 +191,7 @@ fn slots(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
             range.extend(
                 ordered(view)
                     .into_iter()
-                    .filter(|m| m.id != view.leader && m.active)
+                    .filter(|m| m.active && !leaders.contains(&m.id))
                     .map(slot_node),
             );
             out.push((first, Frame::Array(range)));
@@ -191,22 +206,24 @@ fn text(s: &'static str) -> Frame {
 }
 
 /// CLUSTER SHARDS: a shard per Raft group (one group: every slot) whose leader is known, its
-/// nodes as Redis's addNodeDetailsToShardReply describes them.
+/// nodes as Redis's addNodeDetailsToShardReply describes them (a member leading another group
+/// is in that group's shard only, see `leading`).
 fn shards(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     view_or_disabled(ctx)?;
-    let shards = ctx
-        .host
-        .cluster_shards()
+    let shards = ctx.host.cluster_shards();
+    let leaders = leading(&shards);
+    let shards = shards
         .into_iter()
         .filter(|(view, _)| view.leader != 0)
-        .map(|(view, ranges)| shard(view, &ranges))
+        .map(|(view, ranges)| shard(view, &ranges, &leaders))
         .collect();
     Ok(Frame::Array(shards))
 }
 
-fn shard(view: &ClusterView, ranges: &[(u16, u16)]) -> Frame {
+fn shard(view: &ClusterView, ranges: &[(u16, u16)], leaders: &[u64]) -> Frame {
     let nodes = ordered(view)
         .into_iter()
+        .filter(|m| m.id == view.leader || !leaders.contains(&m.id))
         .map(|m| {
             let (host, port, _) = addr(m);
             let master = m.id == view.leader;
@@ -306,24 +323,38 @@ fn nodes(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     Ok(Frame::Verbatim(Bytes::from(out)))
 }
 
-/// CLUSTER INFO, with Redis's fields (see the module comment for the epochs and counters).
+/// CLUSTER INFO, with Redis's fields (see the module comment for the epochs and counters),
+/// counted per Raft group as Redis counts per master: a group's slots are assigned while its
+/// leader is known, ok while that leader is live (fail otherwise); the state is ok only when
+/// every slot is; `cluster_size` counts the groups owning slots with a known leader (Redis's
+/// masters serving slots); the current epoch is the highest term, this node's the home group's.
 fn info(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     let view = view_or_disabled(ctx)?;
-    let up = leader(view).is_some_and(|m| m.active);
-    let (ok, fail) = if up { (SLOTS, 0) } else { (0, SLOTS) };
-    let assigned = if view.leader == 0 { 0 } else { SLOTS };
+    let (mut assigned, mut ok, mut size, mut epoch) = (0u32, 0u32, 0u32, view.term);
+    for (g, ranges) in ctx.host.cluster_shards() {
+        epoch = epoch.max(g.term);
+        if g.leader == 0 {
+            continue;
+        }
+        let n: u32 = ranges
+            .iter()
+            .map(|&(a, b)| u32::from(b) - u32::from(a) + 1)
+            .sum();
+        assigned += n;
+        size += 1;
+        if leader(g).is_some_and(|m| m.active) {
+            ok += n;
+        }
+    }
     let out = format!(
-        "cluster_state:{}\r\ncluster_slots_assigned:{assigned}\r\ncluster_slots_ok:{}\r\n\
+        "cluster_state:{}\r\ncluster_slots_assigned:{assigned}\r\ncluster_slots_ok:{ok}\r\n\
          cluster_slots_pfail:0\r\ncluster_slots_fail:{}\r\ncluster_known_nodes:{}\r\n\
-         cluster_size:{}\r\ncluster_current_epoch:{}\r\ncluster_my_epoch:{}\r\n\
+         cluster_size:{size}\r\ncluster_current_epoch:{epoch}\r\ncluster_my_epoch:{}\r\n\
          cluster_stats_messages_sent:0\r\ncluster_stats_messages_received:0\r\n\
          total_cluster_links_buffer_limit_exceeded:0\r\n",
-        if up { "ok" } else { "fail" },
-        if assigned == 0 { 0 } else { ok },
-        if assigned == 0 { 0 } else { fail },
+        if ok == u32::from(SLOTS) { "ok" } else { "fail" },
+        assigned - ok,
         view.members.len(),
-        u8::from(view.leader != 0),
-        view.term,
         view.term,
     );
     Ok(Frame::Verbatim(Bytes::from(out)))

@@ -3,7 +3,9 @@
 //! does not list it. Not named CLUSTER: cluster-aware clients would read it as Redis Cluster.
 //!
 //! - `RAFT STATUS`: this node's view (role, leader, term, commit and applied indexes, and on
-//!   the leader each member's replicated index and lag), as INFO-style lines.
+//!   the leader each member's replicated index and lag), as INFO-style lines: the home
+//!   group's, then, on a node running several groups, each group's with its slot ranges.
+//! - Membership changes and transfers act on the home group.
 //! - `RAFT ADDLEARNER id host port peerport`, `RAFT PROMOTE id`, `RAFT REMOVE id`: membership
 //!   changes through the log (a new node catches up as a learner before it votes).
 //! - `RAFT TRANSFER id`: hands leadership to a caught-up voter (before maintenance).
@@ -12,7 +14,7 @@ use super::spec::Ctx;
 use super::spec::{flags::*, CommandSpec, NO_KEYS};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Frame;
-use crate::replication::{Admin, StateRole};
+use crate::replication::{Admin, ClusterView, Member, StateRole};
 use bytes::Bytes;
 use std::fmt::Write;
 
@@ -51,23 +53,46 @@ fn unknown(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Err(CmdError::unknown_command(argv))
 }
 
+fn role_name(role: StateRole) -> &'static str {
+    match role {
+        StateRole::Leader => "leader",
+        StateRole::Follower => "follower",
+        StateRole::Candidate => "candidate",
+        StateRole::PreCandidate => "pre-candidate",
+    }
+}
+
+/// `matched=<index>,lag=<entries behind commit>` of a member as `v`'s leader knows it (a
+/// follower knows neither: `?`).
+fn progress(out: &mut String, v: &ClusterView, m: &Member) {
+    if v.role == StateRole::Leader {
+        let _ = write!(
+            out,
+            "matched={},lag={}\r\n",
+            m.matched,
+            v.commit.saturating_sub(m.matched)
+        );
+    } else {
+        out.push_str("matched=?,lag=?\r\n");
+    }
+}
+
+/// The home group's view as `id:`, `role:` … `memberN:` lines; with several groups, then
+/// `groups:<n>` and per group `group<g>:role=…,leader=…,term=…,commit=…,applied=…,members=…,
+/// slots=<first>-<last> …` and `group<g>_member<i>:id=…,voter=…,matched=…,lag=…` lines (field
+/// names no earlier line uses, so a reader of the first lines reads them as before).
 fn status(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     let Some(v) = ctx.host.cluster() else {
         return Err(CmdError::err(
             "ERR This instance has cluster support disabled",
         ));
     };
-    let role = match v.role {
-        StateRole::Leader => "leader",
-        StateRole::Follower => "follower",
-        StateRole::Candidate => "candidate",
-        StateRole::PreCandidate => "pre-candidate",
-    };
     let mut out = String::new();
     let _ = write!(
         out,
-        "id:{}\r\nrole:{role}\r\nleader:{}\r\nterm:{}\r\ncommit:{}\r\napplied:{}\r\nmembers:{}\r\n",
+        "id:{}\r\nrole:{}\r\nleader:{}\r\nterm:{}\r\ncommit:{}\r\napplied:{}\r\nmembers:{}\r\n",
         v.id,
+        role_name(v.role),
         v.leader,
         v.term,
         v.commit,
@@ -87,15 +112,36 @@ fn status(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
             m.id,
             u8::from(m.voter)
         );
-        if v.role == StateRole::Leader {
+        progress(&mut out, v, m);
+    }
+    let groups = ctx.host.cluster_groups();
+    if groups.len() > 1 {
+        let _ = write!(out, "groups:{}\r\n", groups.len());
+        for (g, v, ranges) in &groups {
             let _ = write!(
                 out,
-                "matched={},lag={}\r\n",
-                m.matched,
-                v.commit.saturating_sub(m.matched)
+                "group{g}:role={},leader={},term={},commit={},applied={},members={},slots=",
+                role_name(v.role),
+                v.leader,
+                v.term,
+                v.commit,
+                v.applied,
+                v.members.len()
             );
-        } else {
-            out.push_str("matched=?,lag=?\r\n");
+            for (i, (a, b)) in ranges.iter().enumerate() {
+                let sep = if i == 0 { "" } else { " " };
+                let _ = write!(out, "{sep}{a}-{b}");
+            }
+            out.push_str("\r\n");
+            for (i, m) in v.members.iter().enumerate() {
+                let _ = write!(
+                    out,
+                    "group{g}_member{i}:id={},voter={},",
+                    m.id,
+                    u8::from(m.voter)
+                );
+                progress(&mut out, v, m);
+            }
         }
     }
     Ok(Frame::bulk_from(out))
@@ -106,7 +152,8 @@ fn help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         "RAFT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
         "STATUS",
         "    This node's view of the cluster: role, leader, term, commit and applied",
-        "    indexes, and each member (on the leader, with its replicated index and lag).",
+        "    indexes, and each member (on the leader, with its replicated index and lag);",
+        "    with several Raft groups, the same for each group with its slot ranges.",
         "ADDLEARNER <id> <host> <port> <peer-port>",
         "    Add a node as a learner: it catches up from the log without voting.",
         "PROMOTE <id>",

@@ -515,6 +515,28 @@ pub static DIRECTIVES: &[Directive] = &[
         doc: "Ours. The voters a new cluster starts with, this node included: space-separated id@host:port:peerport (clients connect to port, nodes to each other on peerport). Read only when the node's directory holds no cluster state yet; later changes go through RAFT ADDLEARNER/PROMOTE/REMOVE.",
     },
     Directive {
+        name: "cluster-groups",
+        aliases: &[],
+        apply: Apply::Immutable,
+        get: |c| c.cluster_groups.to_string(),
+        set: |c, v| {
+            c.cluster_groups = int_in(v, 1, i64::from(super::MAX_CLUSTER_GROUPS))? as u32;
+            Ok(())
+        },
+        doc: "Ours. How many Raft groups share the 16384 hash slots, split evenly as `redis-cli --cluster create` splits them among masters (3: 0-5460, 5461-10922, 10923-16383); each group has its own log and leader, and leadership spreads so each node leads about an equal share. More than 1 needs cluster-enabled yes. The same on every node, read when the node's directory holds no cluster state yet (a node refuses to start with a table other than the one its logs were created with); resharding moves slots later. At most 64.",
+    },
+    Directive {
+        name: "cluster-slot-groups",
+        aliases: &[],
+        apply: Apply::Immutable,
+        get: |c| super::show_slot_table(&c.cluster_slot_groups),
+        set: |c, v| {
+            c.cluster_slot_groups = super::parse_slot_table(v)?;
+            Ok(())
+        },
+        doc: "Ours. The slot table spelled out instead of cluster-groups: space-separated <group>:<first>-<last> (or <group>:<slot>), e.g. \"0:0-8191 1:8192-16383\"; every slot owned by exactly one group, groups numbered from 0 without gaps. Empty, the default: cluster-groups decides. Same rules as cluster-groups.",
+    },
+    Directive {
         name: "cluster-join",
         aliases: &[],
         apply: Apply::Immutable,

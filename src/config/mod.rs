@@ -125,6 +125,11 @@ pub struct Config {
     pub cluster_node_id: u64,
     /// Ours: every voter of a new cluster, this node included (`cluster-peers`).
     pub cluster_peers: Vec<ClusterPeer>,
+    /// Ours: the number of Raft groups the slots are split among evenly (`cluster-groups`).
+    pub cluster_groups: u32,
+    /// Ours: the slot table spelled out (`cluster-slot-groups`): (group, first, last) ranges,
+    /// ascending, covering every slot once; empty: `cluster_groups` decides.
+    pub cluster_slot_groups: Vec<SlotRange>,
     /// Ours: this node joins a running cluster (added by RAFT ADDLEARNER) instead of starting
     /// one from `cluster-peers`.
     pub cluster_join: bool,
@@ -289,6 +294,8 @@ impl Default for Config {
             metrics_port: 0,
             cluster_node_id: 0,
             cluster_peers: Vec::new(),
+            cluster_groups: 1,
+            cluster_slot_groups: Vec::new(),
             cluster_join: false,
             cluster_clock_drift: 500,
             cluster_snapshot_every: 100_000,
@@ -349,6 +356,22 @@ impl Config {
                  (docs/cluster.md, \"Cluster-mode clients\")",
             );
         }
+        if self.cluster_groups != 1 && !self.cluster_slot_groups.is_empty() {
+            return Some(
+                "cluster-groups and cluster-slot-groups: set one of them, not both (cluster-groups \
+                 splits the slots evenly, cluster-slot-groups spells the table out)",
+            );
+        }
+        if self.slot_table().iter().any(|r| r.group != 0)
+            && (self.cluster_node_id == 0 || self.compat_value("cluster-enabled") != "yes")
+        {
+            return Some(
+                "cluster-groups / cluster-slot-groups: several Raft groups need deadbolt's Raft \
+                 cluster mode (cluster-node-id, cluster-peers) with cluster-enabled yes: clients \
+                 find each group's leader through the Redis Cluster protocol (docs/cluster.md, \
+                 \"Raft groups\")",
+            );
+        }
         if self.cluster_node_id != 0 && !self.compat_value("replicaof").trim().is_empty() {
             return Some(
                 "replicaof: not allowed in cluster mode: the cluster replicates through Raft and \
@@ -361,6 +384,17 @@ impl Config {
              docs/cluster-security.md",
         )
     }
+
+    /// The slot table a new cluster starts with: `cluster-slot-groups` when set, else the
+    /// 16384 slots split evenly among `cluster-groups` groups (`even_slot_table`).
+    pub fn slot_table(&self) -> Vec<SlotRange> {
+        if self.cluster_slot_groups.is_empty() {
+            even_slot_table(self.cluster_groups)
+        } else {
+            self.cluster_slot_groups.clone()
+        }
+    }
+
     pub fn find(name: &str) -> Option<&'static Directive> {
         all_directives().find(|d| {
             d.name.eq_ignore_ascii_case(name)
@@ -545,6 +579,56 @@ mod tests {
     }
 
     #[test]
+    fn slot_tables() {
+        let show = |t: &[SlotRange]| show_slot_table(t);
+        // redis-cli --cluster create's split among 3, 2 and 1 masters.
+        assert_eq!(
+            show(&even_slot_table(3)),
+            "0:0-5460 1:5461-10922 2:10923-16383"
+        );
+        assert_eq!(show(&even_slot_table(2)), "0:0-8191 1:8192-16383");
+        assert_eq!(show(&even_slot_table(1)), "0:0-16383");
+        for n in 1..=MAX_CLUSTER_GROUPS {
+            let t = even_slot_table(n);
+            assert_eq!(parse_slot_table(&show(&t)).unwrap(), t, "{n}");
+        }
+        // Commas, single slots, items out of order; one group's adjacent ranges merge.
+        assert_eq!(
+            show(&parse_slot_table("1:100-16383,0:0-98 0:99").unwrap()),
+            "0:0-99 1:100-16383"
+        );
+        assert_eq!(parse_slot_table("").unwrap(), vec![]);
+        for (bad, why) in [
+            ("0:0-100", "slots 101-16383 are owned by no group"),
+            ("0:1-16383", "slot 0 is owned by no group"),
+            (
+                "0:0-9000 1:8000-16383",
+                "slot 8000 is given to both group 0 and group 1",
+            ),
+            ("0:0-8191 2:8192-16383", "group 1 owns no slot"),
+            ("1:0-16383", "group 0 owns no slot"),
+            ("0:0-16384", "is not <group>:<first>-<last>"),
+            ("0:10-5", "is not <group>:<first>-<last>"),
+            ("x:0-16383", "is not"),
+            ("0-16383", "is not"),
+            ("64:0-16383", "group ids go from 0 to 63"),
+        ] {
+            let e = parse_slot_table(bad).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+        let mut c = Config::default();
+        c.set("cluster-groups", "3").unwrap();
+        assert_eq!(show(&c.slot_table()), "0:0-5460 1:5461-10922 2:10923-16383");
+        assert!(c.set("cluster-groups", "0").is_err());
+        assert!(c.set("cluster-groups", "65").is_err());
+        // Both set: refused at start-up; several groups outside cluster mode too.
+        c.set("cluster-slot-groups", "0:0-1 1:2-16383").unwrap();
+        assert!(c.cluster_refusal().unwrap().contains("not both"));
+        c.set("cluster-groups", "1").unwrap();
+        assert!(c.cluster_refusal().unwrap().contains("cluster-enabled yes"));
+    }
+
+    #[test]
     fn every_directive_round_trips_its_default() {
         let mut c = Config::default();
         for d in DIRECTIVES {
@@ -609,6 +693,128 @@ pub fn parse_cluster_peers(v: &str) -> Result<Vec<ClusterPeer>, String> {
             port,
             peer_port,
         });
+    }
+    Ok(out)
+}
+
+/// Redis Cluster's hash slots.
+const SLOT_COUNT: u32 = 16384;
+/// The most Raft groups a node runs (each has its own log files, helper threads and probes).
+pub const MAX_CLUSTER_GROUPS: u32 = 64;
+
+/// One row of the slot table: `group` owns slots `first..=last`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlotRange {
+    pub group: u32,
+    pub first: u16,
+    pub last: u16,
+}
+
+/// The slots split among `n` groups as `redis-cli --cluster create` splits them among `n`
+/// masters (its clusterManagerCommandCreate, float arithmetic included): group i owns the i-th
+/// share, the last one up to 16383.
+pub fn even_slot_table(n: u32) -> Vec<SlotRange> {
+    let n = n.clamp(1, MAX_CLUSTER_GROUPS);
+    let per = SLOT_COUNT as f32 / n as f32;
+    let (mut first, mut cursor) = (0i64, 0f32);
+    let mut out = Vec::with_capacity(n as usize);
+    for i in 0..n {
+        let mut last = (cursor + per - 1.0).round() as i64;
+        if last > i64::from(SLOT_COUNT) || i == n - 1 {
+            last = i64::from(SLOT_COUNT) - 1;
+        }
+        last = last.max(first);
+        out.push(SlotRange {
+            group: i,
+            first: first as u16,
+            last: last as u16,
+        });
+        first = last + 1;
+        cursor += per;
+    }
+    out
+}
+
+/// `cluster-slot-groups`' text: the ranges in slot order, `<group>:<first>-<last>` each.
+pub fn show_slot_table(table: &[SlotRange]) -> String {
+    table
+        .iter()
+        .map(|r| format!("{}:{}-{}", r.group, r.first, r.last))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn show_slots(a: u32, b: u32) -> String {
+    if a == b {
+        format!("slot {a} is")
+    } else {
+        format!("slots {a}-{b} are")
+    }
+}
+
+/// Parses `cluster-slot-groups`: `<group>:<first>-<last>` or `<group>:<slot>` items separated
+/// by spaces or commas. Err unless every one of the 16384 slots is owned by exactly one group
+/// and the groups are numbered 0..n-1 (at most `MAX_CLUSTER_GROUPS`). Empty: an empty table.
+/// The ranges come back in slot order, adjacent ranges of one group merged.
+pub fn parse_slot_table(v: &str) -> Result<Vec<SlotRange>, String> {
+    let mut owner: Vec<Option<u32>> = vec![None; SLOT_COUNT as usize];
+    let mut any = false;
+    for item in v.split([',', ' ', '\t']).filter(|i| !i.is_empty()) {
+        any = true;
+        let bad = || format!("'{item}' is not <group>:<first>-<last> (slots 0-16383)");
+        let (g, range) = item.split_once(':').ok_or_else(bad)?;
+        let (a, b) = range.split_once('-').unwrap_or((range, range));
+        let (Ok(g), Ok(a), Ok(b)) = (g.parse::<u32>(), a.parse::<u32>(), b.parse::<u32>()) else {
+            return Err(bad());
+        };
+        if a > b || b >= SLOT_COUNT {
+            return Err(bad());
+        }
+        if g >= MAX_CLUSTER_GROUPS {
+            return Err(format!(
+                "'{item}': group ids go from 0 to {}",
+                MAX_CLUSTER_GROUPS - 1
+            ));
+        }
+        for s in a..=b {
+            match owner[s as usize] {
+                Some(o) if o != g => {
+                    return Err(format!("slot {s} is given to both group {o} and group {g}"))
+                }
+                _ => owner[s as usize] = Some(g),
+            }
+        }
+    }
+    if !any {
+        return Ok(Vec::new());
+    }
+    if let Some(a) = owner.iter().position(Option::is_none) {
+        let len = owner[a..].iter().take_while(|o| o.is_none()).count();
+        let (a, b) = (a as u32, (a + len - 1) as u32);
+        return Err(format!(
+            "{} owned by no group: every slot 0-16383 needs one",
+            show_slots(a, b)
+        ));
+    }
+    let mut out: Vec<SlotRange> = Vec::new();
+    for (s, o) in owner.iter().enumerate() {
+        let (s, g) = (s as u16, o.unwrap_or(0));
+        match out.last_mut() {
+            Some(r) if r.group == g => r.last = s,
+            _ => out.push(SlotRange {
+                group: g,
+                first: s,
+                last: s,
+            }),
+        }
+    }
+    let mut ids: Vec<u32> = out.iter().map(|r| r.group).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    if let Some(gap) = (0..).zip(&ids).find(|(i, g)| i != *g).map(|(i, _)| i) {
+        return Err(format!(
+            "group {gap} owns no slot: groups are numbered from 0 without gaps"
+        ));
     }
     Ok(out)
 }

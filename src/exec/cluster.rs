@@ -73,6 +73,14 @@ struct Building {
     began: Instant,
 }
 
+/// A leader hands its group to the group's preferred voter at most this often (`spread_leadership`).
+const SPREAD_RETRY: Duration = Duration::from_secs(2);
+/// ... only when a raft message from it arrived within this long (it answers every heartbeat,
+/// sent every 2 ticks) ...
+const SPREAD_HEARD: Duration = Duration::from_millis(500);
+/// ... and its log is at most this many entries behind the commit index.
+const SPREAD_MAX_LAG: u64 = 1000;
+
 /// A follower asks its barrier again when no answer came this long (the leader dropped it:
 /// not yet committed in its term, gone, or the message was lost).
 const READ_REASK: Duration = Duration::from_millis(200);
@@ -110,8 +118,8 @@ const HASTEN_DEFER: Duration = Duration::from_millis(250);
 
 /// A node's Raft groups and the transport they share: every group this node runs, keyed by
 /// its id, and the slot→group table that says which group a key's slot belongs to (every node
-/// holds the same). One group, `GroupId::HOME`, owning every slot, is the only configuration
-/// for now; each group owns its raft node and log, its proposals and held replies (the hold
+/// holds the same; `cluster-groups` / `cluster-slot-groups` at a cluster's creation, see
+/// `start_table`). Each group owns its raft node and log, its proposals and held replies (the hold
 /// queue's watermarks name their group), its EXTEND gate, read barriers and snapshots.
 pub struct Groups {
     /// Ascending by id; the home group first.
@@ -142,8 +150,8 @@ pub struct ClusterIo {
     /// several groups' leaders spread over the nodes: group n's is the n-th voter (modulo their
     /// number) in id order. A lone group has none.
     preferred: u64,
-    /// The term in which this leader last handed leadership to `preferred`.
-    spread_term: u64,
+    /// When this leader last tried to hand leadership to `preferred`.
+    spread_at: Option<Instant>,
     core: Cluster,
     /// What SENTINEL, ROLE, INFO and WAIT render (refreshed after each round that changed it).
     pub view: ClusterView,
@@ -219,6 +227,8 @@ impl Groups {
                 "cluster-node-id {me} is not one of cluster-peers"
             )));
         };
+        // Before any group's files exist: a new node records the table it starts with.
+        let slots = start_table(config)?;
         let mut home = ClusterIo::open(config, GroupId::HOME)?;
         let targets: Vec<(u64, String)> = home
             .dialed
@@ -227,13 +237,6 @@ impl Groups {
             .collect();
         let mut peers = Peers::from_config(me, config, own, &targets, inbox)?;
         home.core.set_waker(peers.loop_waker());
-        // The slot→group table: the home group owns every slot. `DEADBOLT_CLUSTER_GROUPS`
-        // (`<group>:<first>-<last>,…`, the same on every node) splits them, for tests of
-        // several groups only: resharding, and with it any configured split, is not built.
-        let slots = match std::env::var("DEADBOLT_CLUSTER_GROUPS") {
-            Ok(spec) => SlotMap::parse(&spec).map_err(std::io::Error::other)?,
-            Err(_) => SlotMap::default(),
-        };
         let mut list = vec![home];
         for &g in slots.groups().iter().filter(|&&g| g != GroupId::HOME) {
             let mut c = ClusterIo::open(config, g)?;
@@ -304,6 +307,14 @@ impl Groups {
             .iter()
             .map(|c| (&c.view, self.slots.ranges(c.group)))
             .filter(|(_, r)| !r.is_empty())
+            .collect()
+    }
+
+    /// Every group, ascending by id: its id, its view and its slot ranges (RAFT STATUS).
+    pub fn every(&self) -> Vec<crate::machine::GroupStatus<'_>> {
+        self.list
+            .iter()
+            .map(|c| (c.group.0, &c.view, self.slots.ranges(c.group)))
             .collect()
     }
 
@@ -411,6 +422,83 @@ impl Groups {
     }
 }
 
+/// The file in `<dir>/cluster` that records the slot table the node's logs were created with.
+const SLOT_TABLE_FILE: &str = "slot-groups";
+
+/// A table as `cluster-slot-groups` spells it: each range in slot order, `<group>:<a>-<b>`.
+fn spell_table(slots: &SlotMap) -> String {
+    let mut rows: Vec<(u16, u16, u32)> = slots
+        .groups()
+        .iter()
+        .flat_map(|&g| slots.ranges(g).into_iter().map(move |(a, b)| (a, b, g.0)))
+        .collect();
+    rows.sort_unstable();
+    let rows: Vec<String> = rows
+        .iter()
+        .map(|(a, b, g)| format!("{g}:{a}-{b}"))
+        .collect();
+    rows.join(" ")
+}
+
+/// The slot→group table this node starts with: `cluster-groups` / `cluster-slot-groups` (the
+/// same on every node; `DEADBOLT_CLUSTER_GROUPS`, `<group>:<first>-<last>,…` with the slots it
+/// does not name the home group's, stands for them when they are unset). A node's first start
+/// records it in `<dir>/cluster/slot-groups`; a later start with another table is refused (the
+/// groups' logs hold the keys of the slots they were created with). A directory whose logs
+/// predate the record was created with one group.
+fn start_table(config: &Config) -> std::io::Result<SlotMap> {
+    let configured = config.cluster_groups != 1 || !config.cluster_slot_groups.is_empty();
+    let slots = match std::env::var("DEADBOLT_CLUSTER_GROUPS") {
+        Ok(spec) if !configured => SlotMap::parse(&spec).map_err(std::io::Error::other)?,
+        _ => {
+            let mut m = SlotMap::default();
+            for r in config.slot_table() {
+                m.assign(r.first, r.last, GroupId(r.group))
+                    .map_err(std::io::Error::other)?;
+            }
+            m
+        }
+    };
+    let spelled = spell_table(&slots);
+    let dir = std::path::Path::new(&config.dir).join("cluster");
+    let path = dir.join(SLOT_TABLE_FILE);
+    let recorded = match std::fs::read_to_string(&path) {
+        Ok(text) => Some(text.trim().to_string()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let has_logs = ["raft.state", "raft.log", "snapshot.meta"]
+                .iter()
+                .any(|f| dir.join(f).exists());
+            has_logs.then(|| spell_table(&SlotMap::default()))
+        }
+        Err(e) => return Err(e),
+    };
+    match recorded {
+        Some(r) if r == spelled => {}
+        Some(r) => {
+            return Err(std::io::Error::other(format!(
+                "the slot table configured (cluster-groups / cluster-slot-groups: \"{spelled}\") \
+                 is not the one this node's cluster logs in {} were created with (\"{r}\"); \
+                 start it with cluster-slot-groups \"{r}\", as every node of the cluster \
+                 (resharding, not configuration, moves slots between groups)",
+                dir.display()
+            )))
+        }
+        None => {
+            std::fs::create_dir_all(&dir)?;
+            let tmp = dir.join(format!("{SLOT_TABLE_FILE}.tmp"));
+            let mut f = std::fs::File::create(&tmp)?;
+            std::io::Write::write_all(&mut f, format!("{spelled}\n").as_bytes())?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &path)?;
+            std::fs::File::open(&dir)?.sync_all()?;
+        }
+    }
+    if slots.groups().len() > 1 {
+        tracing::info!("Cluster slot table: {spelled}");
+    }
+    Ok(slots)
+}
+
 impl ClusterIo {
     /// Opens `group`'s log: the home group's in `<dir>/cluster`, any other's in
     /// `<dir>/cluster/group-<id>`.
@@ -456,7 +544,7 @@ impl ClusterIo {
         Ok(ClusterIo {
             group,
             preferred: 0,
-            spread_term: 0,
+            spread_at: None,
             core,
             view,
             dialed,
@@ -806,7 +894,7 @@ impl ClusterIo {
         if !self.core.is_leader() {
             self.hasten_election(now);
         } else {
-            self.spread_leadership();
+            self.spread_leadership(now);
         }
         if !self.discovery_parked.is_empty() {
             let ready = self.discovery_ready(now);
@@ -826,20 +914,34 @@ impl ClusterIo {
         p
     }
 
-    /// A serving leader of a group with a preferred leader elsewhere hands leadership to it,
-    /// once per term, when it is a live voter (raft catches it up first).
-    fn spread_leadership(&mut self) {
-        let (to, term) = (self.preferred, self.core.term());
-        if to == 0 || to == self.core.id() || !self.gate_open || self.spread_term == term {
+    /// A serving leader of a group with a preferred leader elsewhere hands leadership to it
+    /// when it is a voter whose raft answers (heard within `SPREAD_HEARD`) and whose log is
+    /// within `SPREAD_MAX_LAG` of the commit (raft sends it the rest first; proposals wait
+    /// while a transfer is under way, so none is started towards a node far behind), and
+    /// tries again every `SPREAD_RETRY` while it still leads: a node that was down takes its
+    /// share back once it has caught up.
+    fn spread_leadership(&mut self, now: Instant) {
+        let to = self.preferred;
+        if to == 0 || to == self.core.id() || !self.gate_open {
             return;
         }
         if self
-            .view
-            .members
-            .iter()
-            .any(|m| m.id == to && m.voter && m.active)
+            .spread_at
+            .is_some_and(|t| now.saturating_duration_since(t) < SPREAD_RETRY)
         {
-            self.spread_term = term;
+            return;
+        }
+        let answers = self
+            .heard
+            .iter()
+            .any(|&(id, t)| id == to && now.saturating_duration_since(t) < SPREAD_HEARD);
+        let commit = self.view.commit;
+        if answers
+            && self.view.members.iter().any(|m| {
+                m.id == to && m.voter && commit.saturating_sub(m.matched) <= SPREAD_MAX_LAG
+            })
+        {
+            self.spread_at = Some(now);
             tracing::info!("Cluster {}: handing leadership to node {to}", self.group);
             self.core.transfer_leader(to);
         }

@@ -822,6 +822,10 @@ impl Host for Io {
             .unwrap_or_default()
     }
 
+    fn cluster_groups(&self) -> Vec<crate::machine::GroupStatus<'_>> {
+        self.cluster.as_ref().map(|g| g.every()).unwrap_or_default()
+    }
+
     fn cluster_idle_ms(&self, id: u64) -> Option<u64> {
         self.cluster
             .as_ref()

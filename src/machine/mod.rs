@@ -41,6 +41,9 @@ pub const REDIS_VERSION: &str = "7.0.15";
 /// A command's index in the command table (cmd/table.rs).
 pub type CmdId = usize;
 
+/// One Raft group as `Host::cluster_groups` reports it: its id, its view, its slot ranges.
+pub type GroupStatus<'a> = (u32, &'a crate::replication::ClusterView, Vec<(u16, u16)>);
+
 /// What the state machine asks of the event loop that runs it. Implemented by `exec::Server`;
 /// handlers reach it as `ctx.host`.
 pub trait Host {
@@ -102,6 +105,15 @@ pub trait Host {
     fn cluster_shards(&self) -> Vec<(&crate::replication::ClusterView, Vec<(u16, u16)>)> {
         let all = vec![(0, crate::replication::group::SLOTS - 1)];
         self.cluster().map(|v| vec![(v, all)]).unwrap_or_default()
+    }
+    /// Every Raft group this node runs, ascending by id: its id, its view and its slot ranges
+    /// (none for a group that owns no slot) (RAFT STATUS, CLUSTER INFO). One group: the home
+    /// view, id 0, every slot.
+    fn cluster_groups(&self) -> Vec<GroupStatus<'_>> {
+        let all = vec![(0, crate::replication::group::SLOTS - 1)];
+        self.cluster()
+            .map(|v| vec![(0, v, all)])
+            .unwrap_or_default()
     }
     /// RAFT ADDLEARNER/PROMOTE/REMOVE/TRANSFER on the consensus core; Err: the error reply.
     fn cluster_admin(&mut self, op: &crate::replication::Admin) -> Result<(), String>;

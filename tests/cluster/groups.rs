@@ -1,5 +1,5 @@
-//! Two Raft groups on the same three nodes, split by the test-only `DEADBOLT_CLUSTER_GROUPS`
-//! (group 1 owns slots 8192-16383, the home group the rest): each group elects its own leader,
+//! Two Raft groups on the same three nodes, split by `cluster-slot-groups` (group 1 owns slots
+//! 8192-16383, the home group the rest): each group elects its own leader,
 //! the leaders settle on different nodes (leadership moves to each group's preferred voter),
 //! and a write to a key is acknowledged by the leader of the group owning its slot while every
 //! other node redirects it there with MOVED.
@@ -24,7 +24,7 @@ impl Nodes {
     fn spawn(&self, i: usize) -> Child {
         Command::new(common::deadbolt_bin())
             .args(&self.args[i])
-            .env("DEADBOLT_CLUSTER_GROUPS", &self.split)
+            .args(["--cluster-slot-groups", &self.split])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .stdin(Stdio::null())
@@ -138,7 +138,7 @@ fn acknowledged_by(nodes: &Nodes, slot: u16, replies: &[String]) -> Option<usize
 
 #[test]
 fn each_groups_writes_are_acknowledged_by_its_own_leader_on_different_nodes() {
-    let nodes = start("cluster-two-groups", "1:8192-16383", &[]);
+    let nodes = start("cluster-two-groups", "0:0-8191 1:8192-16383", &[]);
     // "bar" is slot 5061 (the home group's), "foo" slot 12182 (group 1's).
     let keys = [("bar", 5061u16), ("foo", 12182u16)];
     let mut round = 0;
@@ -192,7 +192,7 @@ fn each_groups_writes_are_acknowledged_by_its_own_leader_on_different_nodes() {
 fn a_groups_snapshot_install_replaces_only_that_groups_keys() {
     let mut nodes = start(
         "cluster-two-groups-snapshot",
-        "1:8192-16383",
+        "0:0-8191 1:8192-16383",
         &["--cluster-snapshot-every", "16"],
     );
     let keys = [("bar", 5061u16), ("foo", 12182u16)];

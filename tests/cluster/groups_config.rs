@@ -1,0 +1,544 @@
+//! Several Raft groups as an operator configures them: `cluster-groups 3` on three nodes splits
+//! the slots as `redis-cli --cluster create` splits them among three masters, each node leads
+//! one group once settled (and again after a restart), RAFT STATUS and CLUSTER INFO report
+//! every group; a bad table, or one other than the logs were created with, refuses to start
+//! with the reason; `scripts/cluster` starts such a cluster in one command.
+
+use crate::common;
+
+use common::{cluster_node_args, cluster_ports, Conn, TempDir};
+use std::io::Read;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const SECRET: &str = "cluster-groups-config-secret-0123456789abcdef";
+const RANGES: [&str; 3] = ["0-5460", "5461-10922", "10923-16383"];
+
+struct Nodes {
+    ports: Vec<u16>,
+    children: Vec<Option<Child>>,
+    args: Vec<Vec<String>>,
+    _dir: TempDir,
+}
+
+impl Nodes {
+    fn start(name: &str, extra: &[&str]) -> Nodes {
+        let dir = TempDir::new(name);
+        let (ports, peers) = cluster_ports(3);
+        let mut args = Vec::new();
+        for (i, (port, _)) in ports.iter().enumerate() {
+            let id = i as u64 + 1;
+            let node_dir = dir.0.join(format!("n{id}"));
+            std::fs::create_dir_all(&node_dir).unwrap();
+            let mut a = cluster_node_args(*port, &node_dir, id, &peers, SECRET);
+            a.extend(extra.iter().map(|s| s.to_string()));
+            args.push(a);
+        }
+        let mut nodes = Nodes {
+            ports: ports.iter().map(|p| p.0).collect(),
+            children: Vec::new(),
+            args,
+            _dir: dir,
+        };
+        for i in 0..3 {
+            let c = nodes.spawn(i, &[], false);
+            nodes.children.push(Some(c));
+        }
+        for i in 0..3 {
+            nodes.listening(i);
+        }
+        nodes
+    }
+
+    /// Node `i` with `extra` directives; `refused`: its output is read once it exits (a
+    /// running node's would fill the pipe).
+    fn spawn(&self, i: usize, extra: &[&str], refused: bool) -> Child {
+        let out = || {
+            if refused {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            }
+        };
+        Command::new(common::deadbolt_bin())
+            .args(&self.args[i])
+            .args(extra)
+            .stdout(out())
+            .stderr(out())
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("spawn deadbolt")
+    }
+
+    fn listening(&self, i: usize) {
+        let p = self.ports[i];
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", p)).is_err() {
+            assert!(Instant::now() < deadline, "node on {p} never listened");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn kill(&mut self, i: usize) {
+        if let Some(mut c) = self.children[i].take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn signal(&self, i: usize, sig: &str) {
+        let pid = self.children[i].as_ref().expect("running").id();
+        let ok = Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(ok.success(), "kill {sig} {pid}");
+    }
+
+    fn ask(&self, i: usize, args: &[&str]) -> String {
+        let mut c = Conn::connect(self.ports[i]);
+        c.send(args);
+        let r = c.try_read_reply(Duration::from_secs(2)).unwrap_or_default();
+        String::from_utf8_lossy(&r).into_owned()
+    }
+}
+
+impl Drop for Nodes {
+    fn drop(&mut self) {
+        for i in 0..self.children.len() {
+            if self.children[i].is_some() {
+                self.signal(i, "-CONT");
+            }
+            self.kill(i);
+        }
+    }
+}
+
+/// A RAFT STATUS field of a `group<g>:a=…,b=…` line.
+fn group_field(status: &str, g: usize, name: &str) -> Option<String> {
+    let line = status
+        .split("\r\n")
+        .find_map(|l| l.strip_prefix(&format!("group{g}:")))?;
+    line.split(',')
+        .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+        .map(str::to_string)
+}
+
+/// Each group's leader (node index) once every node names the same leader for each group and
+/// each node leads exactly one group.
+fn spread(nodes: &Nodes, within: Duration) -> [usize; 3] {
+    let deadline = Instant::now() + within;
+    loop {
+        let statuses: Vec<String> = (0..3).map(|i| nodes.ask(i, &["RAFT", "STATUS"])).collect();
+        let mut leaders = [usize::MAX; 3];
+        let mut agreed = true;
+        for (g, slot) in leaders.iter_mut().enumerate() {
+            let named: Vec<Option<String>> = statuses
+                .iter()
+                .map(|s| group_field(s, g, "leader"))
+                .collect();
+            let leads: Vec<usize> = (0..3)
+                .filter(|&i| group_field(&statuses[i], g, "role").as_deref() == Some("leader"))
+                .collect();
+            match (&named[..], &leads[..]) {
+                ([Some(a), Some(b), Some(c)], [l])
+                    if a == b && b == c && *a == (l + 1).to_string() =>
+                {
+                    *slot = *l
+                }
+                _ => agreed = false,
+            }
+        }
+        let mut distinct = leaders.to_vec();
+        distinct.sort_unstable();
+        if agreed && distinct == [0, 1, 2] {
+            return leaders;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "leaders never spread one group per node: {statuses:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn info_field(info: &str, name: &str) -> String {
+    info.split("\r\n")
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .unwrap_or_else(|| panic!("no {name} in {info:?}"))
+        .to_string()
+}
+
+/// Waits for the process to exit by itself (killing it after 20 s) and returns its stdout and
+/// stderr with its exit status.
+fn exit_output(mut child: Child) -> (std::process::ExitStatus, String) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the node did not refuse to start within 20 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut out = String::new();
+    for pipe in [
+        child.stdout.take().map(|p| Box::new(p) as Box<dyn Read>),
+        child.stderr.take().map(|p| Box::new(p) as Box<dyn Read>),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        let mut p = pipe;
+        let _ = p.read_to_string(&mut out);
+    }
+    (status, out)
+}
+
+#[test]
+fn a_bad_slot_table_refuses_to_start_with_the_reason() {
+    let dir = TempDir::new("cluster-groups-refused");
+    let (ports, peers) = cluster_ports(3);
+    let base = cluster_node_args(ports[0].0, &dir.0, 1, &peers, SECRET);
+    for (extra, why) in [
+        (
+            &["--cluster-enabled", "yes", "--cluster-slot-groups", "0:0-100 1:200-16383"][..],
+            "slots 101-199 are owned by no group",
+        ),
+        (
+            &["--cluster-enabled", "yes", "--cluster-slot-groups", "0:0-9000,1:8000-16383"],
+            "slot 8000 is given to both group 0 and group 1",
+        ),
+        (
+            &["--cluster-enabled", "yes", "--cluster-slot-groups", "0:0-8191 2:8192-16383"],
+            "group 1 owns no slot",
+        ),
+        (
+            &["--cluster-enabled", "yes", "--cluster-groups", "0"],
+            "argument must be between 1 and 64 inclusive",
+        ),
+        (
+            &["--cluster-enabled", "yes", "--cluster-groups", "3", "--cluster-slot-groups", "0:0-16383"],
+            "set one of them, not both",
+        ),
+        (
+            &["--cluster-groups", "3"],
+            "several Raft groups need deadbolt's Raft cluster mode (cluster-node-id, cluster-peers) with cluster-enabled yes",
+        ),
+    ] {
+        let child = Command::new(common::deadbolt_bin())
+            .args(&base)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let (status, out) = exit_output(child);
+        assert!(!status.success(), "{extra:?} started");
+        assert!(out.contains(why), "{extra:?}: {why:?} not in {out:?}");
+    }
+    // None of them left any cluster state behind.
+    assert!(!dir.0.join("cluster").exists());
+}
+
+#[test]
+fn three_groups_spread_their_leaders_and_report_every_group() {
+    let mut nodes = Nodes::start(
+        "cluster-three-groups",
+        &["--cluster-enabled", "yes", "--cluster-groups", "3"],
+    );
+    let leaders = spread(&nodes, Duration::from_secs(30));
+    for i in 0..3 {
+        let st = nodes.ask(i, &["RAFT", "STATUS"]);
+        // The first lines are the home group's, as with one group.
+        let home_role = if leaders[0] == i {
+            "leader"
+        } else {
+            "follower"
+        };
+        assert!(st.contains(&format!("\r\nrole:{home_role}\r\n")), "{st:?}");
+        assert!(
+            st.contains(&format!("\r\nleader:{}\r\n", leaders[0] + 1)),
+            "{st:?}"
+        );
+        assert!(st.contains("\r\ngroups:3\r\n"), "{st:?}");
+        for (g, range) in RANGES.iter().enumerate() {
+            assert_eq!(
+                group_field(&st, g, "slots").as_deref(),
+                Some(*range),
+                "{st:?}"
+            );
+            assert!(group_field(&st, g, "term").is_some_and(|t| t != "0"));
+            // The group's leader knows each member's lag; the others do not.
+            for m in 0..3 {
+                let line = st
+                    .split("\r\n")
+                    .find_map(|l| l.strip_prefix(&format!("group{g}_member{m}:")))
+                    .unwrap_or_else(|| panic!("group{g}_member{m} not in {st:?}"));
+                if leaders[g] == i {
+                    assert!(
+                        line.contains(",voter=1,matched=") && !line.contains('?'),
+                        "{line}"
+                    );
+                } else {
+                    assert!(line.ends_with("matched=?,lag=?"), "{line}");
+                }
+            }
+        }
+        let info = nodes.ask(i, &["CLUSTER", "INFO"]);
+        for (field, want) in [
+            ("cluster_state", "ok"),
+            ("cluster_slots_assigned", "16384"),
+            ("cluster_slots_ok", "16384"),
+            ("cluster_slots_fail", "0"),
+            ("cluster_known_nodes", "3"),
+            ("cluster_size", "3"),
+        ] {
+            assert_eq!(info_field(&info, field), want, "{field} in {info:?}");
+        }
+        // The table is fixed: CONFIG SET refuses it as Redis refuses an immutable directive.
+        assert_eq!(
+            nodes.ask(i, &["CONFIG", "GET", "cluster-groups"]),
+            "*2\r\n$14\r\ncluster-groups\r\n$1\r\n3\r\n"
+        );
+        assert_eq!(
+            nodes.ask(i, &["CONFIG", "SET", "cluster-groups", "1"]),
+            "-ERR CONFIG SET failed (possibly related to argument 'cluster-groups') - can't set immutable config\r\n"
+        );
+    }
+    // CLUSTER SLOTS: each range with its group's leader and no replica (every member leads a
+    // group, and a Redis Cluster node is a master or a replica, never both: redis-py keeps the
+    // role it read last per address).
+    for i in 0..3 {
+        let r = nodes.ask(i, &["CLUSTER", "SLOTS"]);
+        assert!(r.starts_with("*3\r\n"), "{r:?}");
+        for (g, range) in RANGES.iter().enumerate() {
+            let (a, b) = range.split_once('-').unwrap();
+            let port = nodes.ports[leaders[g]];
+            let entry = format!("*3\r\n:{a}\r\n:{b}\r\n*4\r\n$9\r\n127.0.0.1\r\n:{port}\r\n");
+            assert!(r.contains(&entry), "{entry:?} not in {r:?}");
+        }
+    }
+    // redis-cli's own cluster check reads CLUSTER NODES and INFO of every node: 3 masters
+    // owning their ranges, every slot covered, all nodes agreeing.
+    let out = Command::new("redis-cli")
+        .args([
+            "--cluster",
+            "check",
+            &format!("127.0.0.1:{}", nodes.ports[0]),
+        ])
+        .output()
+        .expect("redis-cli");
+    let out = common::all_output(&out);
+    for want in [
+        "[OK] 0 keys in 3 masters.",
+        "[OK] All nodes agree about slots configuration.",
+        "[OK] All 16384 slots covered.",
+    ] {
+        assert!(out.contains(want), "{want:?} not in {out}");
+    }
+    redis_py_locks_in_every_group(&nodes);
+    // Each group's leader acknowledges a write to one of its slots.
+    for (g, range) in RANGES.iter().enumerate() {
+        let (a, b) = range.split_once('-').unwrap();
+        let (a, b): (u16, u16) = (a.parse().unwrap(), b.parse().unwrap());
+        let key = (0..)
+            .map(|n| format!("k{n}"))
+            .find(|k| {
+                let r = nodes.ask(0, &["CLUSTER", "KEYSLOT", k]);
+                let s: u16 = r.trim_start_matches(':').trim_end().parse().unwrap();
+                (a..=b).contains(&s)
+            })
+            .unwrap();
+        assert_eq!(nodes.ask(leaders[g], &["SET", &key, "v"]), "+OK\r\n");
+    }
+    // Two nodes frozen: no group keeps a live leader, and the survivor says so.
+    let survivor = leaders[1];
+    let frozen: Vec<usize> = (0..3).filter(|&i| i != survivor).collect();
+    for &i in &frozen {
+        nodes.signal(i, "-STOP");
+    }
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        // While it still leads group 1 its reply waits for a read barrier no quorum confirms,
+        // and is dropped (the connection closed) when it steps down: asked again.
+        let info = nodes.ask(survivor, &["CLUSTER", "INFO"]);
+        let n = |f: &str| info_field(&info, f).parse::<u32>().unwrap();
+        if !info.is_empty()
+            && info_field(&info, "cluster_state") == "fail"
+            && n("cluster_slots_ok") == 0
+        {
+            assert_eq!(
+                n("cluster_slots_assigned"),
+                n("cluster_slots_fail"),
+                "{info:?}"
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the survivor still says {info:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for &i in &frozen {
+        nodes.signal(i, "-CONT");
+    }
+    spread(&nodes, Duration::from_secs(30));
+    // A node stopped as an operator stops it (SIGTERM: it hands its group over first) …
+    let k = 2;
+    nodes.signal(k, "-TERM");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while nodes.children[k]
+        .as_mut()
+        .unwrap()
+        .try_wait()
+        .unwrap()
+        .is_none()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "node {k} did not exit on SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    nodes.children[k] = None;
+    // … refuses to start with a table other than the one its logs were created with …
+    let child = nodes.spawn(k, &["--cluster-groups", "2"], true);
+    let (status, out) = exit_output(child);
+    assert!(!status.success());
+    assert!(
+        out.contains("is not the one this node's cluster logs")
+            && out.contains(
+                "start it with cluster-slot-groups \"0:0-5460 1:5461-10922 2:10923-16383\""
+            ),
+        "{out:?}"
+    );
+    // … and, started again with the same one, takes its share of the leaders back.
+    nodes.children[k] = Some(nodes.spawn(k, &[], false));
+    nodes.listening(k);
+    spread(&nodes, Duration::from_secs(30));
+}
+
+/// `scripts/cluster start DIR --cluster-enabled yes --cluster-groups 3` starts a 3-node,
+/// 3-group cluster; `status` shows each group, each node leading one once settled.
+#[test]
+fn the_cluster_script_starts_three_groups_in_one_command() {
+    let dir = TempDir::new("cluster-script-groups");
+    // Client ports base..base+2 and peer ports base+10000.., outside free_port's range.
+    let base = (0..200)
+        .map(|_| 33_000 + fastrand::u16(..6000))
+        .find(|&b| {
+            (0..3).all(|i| {
+                std::net::TcpListener::bind(("127.0.0.1", b + i)).is_ok()
+                    && std::net::TcpListener::bind(("127.0.0.1", b + 10_000 + i)).is_ok()
+            })
+        })
+        .expect("six free ports");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/cluster");
+    let dir_s = dir.0.to_str().unwrap().to_string();
+    let run = |args: &[&str]| {
+        let out = Command::new("bash")
+            .arg(script)
+            .args(args)
+            .env("DEADBOLT_BIN", common::deadbolt_bin())
+            .env("CLUSTER_BASE_PORT", base.to_string())
+            .output()
+            .unwrap();
+        (out.status.success(), common::all_output(&out))
+    };
+    struct Stop<'a>(&'a dyn Fn());
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            (self.0)();
+        }
+    }
+    let stop = || {
+        run(&["stop", &dir_s]);
+    };
+    let _stop = Stop(&stop);
+    let (ok, out) = run(&[
+        "start",
+        &dir_s,
+        "--cluster-enabled",
+        "yes",
+        "--cluster-groups",
+        "3",
+    ]);
+    assert!(ok, "{out}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (ok, out) = run(&["status", &dir_s]);
+        let leads: Vec<&str> = out
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("leads group(s): "))
+            .collect();
+        let mut sorted = leads.clone();
+        sorted.sort_unstable();
+        if ok && sorted == ["0", "1", "2"] {
+            for (g, range) in RANGES.iter().enumerate() {
+                assert!(
+                    out.contains(&format!("group {g} slots {range}: leader node ")),
+                    "{out}"
+                );
+            }
+            break;
+        }
+        assert!(Instant::now() < deadline, "never one group per node: {out}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// redis-py's RedisCluster sees every node as a primary and locks (SET NX, then a release
+/// script: EVALSHA after SCRIPT LOAD on the primaries) keys of every group.
+fn redis_py_locks_in_every_group(nodes: &Nodes) {
+    let venv = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/clients/python/.venv/bin/python"
+    );
+    let python = if std::path::Path::new(venv).exists() {
+        venv.to_string()
+    } else {
+        std::env::var("DEADBOLT_TEST_PYTHON").unwrap_or_else(|_| "python3".into())
+    };
+    let startup: Vec<String> = nodes
+        .ports
+        .iter()
+        .map(|p| format!("ClusterNode('127.0.0.1', {p})"))
+        .collect();
+    let script = format!(
+        r#"
+from redis.cluster import RedisCluster, ClusterNode
+rc = RedisCluster(startup_nodes=[{}])
+groups = set()
+for n in range(200):
+    name = "lock%d" % n
+    slot = rc.keyslot(name)
+    g = 0 if slot <= 5460 else 1 if slot <= 10922 else 2
+    if g in groups:
+        continue
+    node = rc.get_node_from_key(name)
+    assert node.server_type == "primary", (name, node)
+    with rc.lock(name, timeout=10):
+        assert not rc.lock(name, timeout=10).acquire(blocking=False)
+    groups.add(g)
+assert groups == {{0, 1, 2}}, groups
+assert all(n.server_type == "primary" for n in rc.get_nodes()), rc.get_nodes()
+print("ok")
+"#,
+        startup.join(", ")
+    );
+    let out = Command::new(&python)
+        .args(["-c", &script])
+        .output()
+        .unwrap_or_else(|e| panic!("{python}: {e}"));
+    assert!(
+        out.status.success() && out.stdout == b"ok\n",
+        "redis-py ({python}; point DEADBOLT_TEST_PYTHON at a python with redis-py): {}",
+        common::all_output(&out)
+    );
+}
