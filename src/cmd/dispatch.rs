@@ -936,6 +936,13 @@ fn role_of_keys<'h>(
         .find_map(|k| argv.get(k.pos));
     match key {
         Some(k) => host.role_for(super::slots::key_hash_slot(k)),
+        // A flush empties the groups this node leads (cmd/keys.rs), and SWAPDB answers as on
+        // a Redis Cluster master: READONLY only where the node leads no group, as a replica.
+        None if matches!(entry.spec.name, "flushall" | "flushdb" | "swapdb")
+            && host.cluster_serves_any() =>
+        {
+            None
+        }
         None => Some(home),
     }
 }
