@@ -449,3 +449,89 @@ fn a_node_leading_two_groups_splits_its_sweep_and_its_flush_by_group() {
         "writes after the flush",
     );
 }
+
+/// TIME's reply in milliseconds.
+fn time_ms(c: &mut Conn) -> i64 {
+    let r = c.cmd_str(&["TIME"]);
+    let parts: Vec<&str> = r.split("\r\n").collect();
+    assert_eq!(parts.len(), 6, "{r:?}");
+    let secs: i64 = parts[2].parse().expect("TIME seconds");
+    let micros: i64 = parts[4].parse().expect("TIME microseconds");
+    secs * 1000 + micros / 1000
+}
+
+/// With several groups the clock bound follows the group of the command's keys: a lock granted
+/// by a group's leader that follows the home group gets its whole lease (not a deadline taken
+/// from a follower's clock set back by the bound), and a node following the lock's group shows
+/// it until its deadline plus the bound has passed, then hides it without deleting it (its
+/// group's leader logs the deletion).
+#[test]
+fn the_clock_bound_follows_the_group_of_the_keys() {
+    let nodes = start(
+        "groups-clock-bound",
+        THREE,
+        &[
+            "--cluster-clock-drift",
+            "3000",
+            "--enable-debug-command",
+            "yes",
+        ],
+    );
+    let lead = leaders(&nodes, &TAGS3);
+    // Group 1's leader, which follows the home group; it leaves expiry to the test.
+    let mut b = Conn::connect(nodes.ports[lead[1]]);
+    assert_eq!(b.cmd(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]), b"+OK\r\n");
+    let t0 = time_ms(&mut b);
+    assert_eq!(
+        b.cmd(&["SET", "{c}:lease", "me", "PX", "60000"]),
+        b"+OK\r\n"
+    );
+    let at = int_reply(&mut b, &["PEXPIRETIME", "{c}:lease"]);
+    assert!(
+        at >= t0 + 60_000,
+        "a 60 s lease granted at {t0} ends at {at}"
+    );
+    // A short lock, read on the home group's leader, which follows group 1.
+    assert_eq!(b.cmd(&["SET", "{c}:lock", "me", "PX", "300"]), b"+OK\r\n");
+    let granted = Instant::now();
+    let mut a = Conn::connect(nodes.ports[lead[0]]);
+    assert_eq!(a.cmd(&["READONLY"]), b"+OK\r\n");
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while a.cmd(&["EXISTS", "{c}:lock"]) != b":1\r\n" {
+        assert!(
+            Instant::now() < deadline,
+            "the lock never reached node {}",
+            lead[0]
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Past its deadline, within the bound: still held, as seen there.
+    std::thread::sleep(Duration::from_millis(1000).saturating_sub(granted.elapsed()));
+    assert_eq!(a.cmd(&["GET", "{c}:lock"]), b"$2\r\nme\r\n");
+    let deadline = Instant::now() + Duration::from_secs(6);
+    while a.cmd(&["GET", "{c}:lock"]) != b"$-1\r\n" {
+        assert!(
+            Instant::now() < deadline,
+            "the lock never looked free on the follower"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        granted.elapsed() >= Duration::from_millis(3200),
+        "free on a follower after {:?}, before its deadline plus the bound",
+        granted.elapsed()
+    );
+    // Hidden, not deleted: the follower expired nothing itself.
+    assert_eq!(dbsize(&nodes, lead[0]), 5);
+    let info = a.cmd_str(&["INFO", "stats"]);
+    assert!(info.contains("\r\nexpired_keys:0\r\n"), "{info}");
+    // Group 1's leader deletes it once it expires again, and every node loses it.
+    assert_eq!(b.cmd(&["DEBUG", "SET-ACTIVE-EXPIRE", "1"]), b"+OK\r\n");
+    every_node_holds(
+        &nodes,
+        4,
+        4,
+        Duration::from_secs(5),
+        "group 1's lock expired",
+    );
+}
