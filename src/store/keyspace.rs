@@ -454,7 +454,8 @@ impl Db {
         tested > 0 && dead * 4 > tested
     }
 
-    /// A random live key (expired ones met on the way are dropped).
+    /// A random live key (expired ones met on the way are dropped, or only passed over where
+    /// lookups hide them: their deletion is someone else's to log).
     pub fn random_key(&mut self, now: u64) -> Option<Bytes> {
         for _ in 0..100 {
             if self.map.is_empty() {
@@ -462,7 +463,9 @@ impl Db {
             }
             let idx = fastrand::usize(..self.map.len());
             if self.map.value(idx).is_expired(now) {
-                self.expire_now(idx);
+                if self.expiry != Expiry::Hide {
+                    self.expire_now(idx);
+                }
                 continue;
             }
             return self
@@ -637,6 +640,24 @@ mod tests {
         // Nothing refused is sampled as dead: the step does not ask for another.
         assert!(!db.active_expire_step_of(101, 20, 0, mine));
         assert_eq!(db.expires_count(), 51);
+    }
+
+    #[test]
+    fn randomkey_where_dead_keys_are_hidden_deletes_none() {
+        let mut db = Db::default();
+        db.set(b"dead", s("1"), 100);
+        db.set(b"live", s("1"), 0);
+        db.expiry = Expiry::Hide;
+        for _ in 0..20 {
+            assert_eq!(db.random_key(101).as_deref(), Some(&b"live"[..]));
+        }
+        assert_eq!(db.len(), 2);
+        // Where they are removed, one of 64 draws meets it (all but surely).
+        db.expiry = Expiry::Remove;
+        for _ in 0..64 {
+            assert_eq!(db.random_key(101).as_deref(), Some(&b"live"[..]));
+        }
+        assert_eq!(db.len(), 1);
     }
 
     #[test]
