@@ -180,13 +180,16 @@ fn process_frame(
     let started = crate::stopwatch::Stopwatch::start();
     let mut now = crate::clock::unix_ms_at(started.tsc());
     client.last_interaction_ms = now;
-    if super::support::is_replica(host.cluster()) {
-        // A cluster follower expires nothing ahead of the leader (exec/cluster.rs).
-        now = now.saturating_sub(srv.config.cluster_clock_drift);
-    }
     let table = crate::cmd::registry::table();
     let id = match resolve_mode(table, argv, host.cluster().is_some()) {
-        Ok(id) => id,
+        Ok(id) => {
+            // A cluster follower (of the group owning the keys) expires nothing ahead of the
+            // leader (exec/cluster.rs).
+            if super::support::is_replica(role_of_unit(host, client, id, argv)) {
+                now = now.saturating_sub(srv.config.cluster_clock_drift);
+            }
+            id
+        }
         Err(e) => {
             super::support::flag_transaction(client);
             // Redis charges a wrong arity to the command (the subcommand, when one was named)
@@ -329,6 +332,14 @@ fn process_frame(
             return Some(Ok(Frame::simple("QUEUED")));
         }
     }
+    // A node running several groups logs what it deletes in the groups it leads: a key of a
+    // group it follows, dead by the clock bound, is hidden rather than deleted (that group's
+    // leader logs the deletion), as a Redis replica hides what its master will expire.
+    let hide = host.cluster_groups_split()
+        && super::support::is_replica(role_of_unit(host, client, id, argv));
+    if hide {
+        set_expiry(srv, crate::store::Expiry::Hide);
+    }
     let mut ctx = Ctx {
         srv,
         host,
@@ -337,7 +348,17 @@ fn process_frame(
         in_script: false,
     };
     // The write refusals were checked above, with EXEC's flags.
-    Some(execute_timed(&mut ctx, id, argv, started))
+    let result = execute_timed(&mut ctx, id, argv, started);
+    if hide {
+        set_expiry(ctx.srv, crate::store::Expiry::Remove);
+    }
+    Some(result)
+}
+
+fn set_expiry(srv: &mut State, e: crate::store::Expiry) {
+    for db in srv.dbs.iter_mut() {
+        db.expiry = e;
+    }
 }
 
 /// Runs the handler of the command (or subcommand) `argv` names, directly: no checks and no
@@ -921,6 +942,31 @@ pub fn cluster_redirect(
 /// The role a write is refused by on a follower: that of the group owning its first key's
 /// slot (a command reaching this point in cluster mode has keys of one slot), else the home
 /// group's. Only a node with several groups looks at the keys.
+/// `role_of_keys`, where EXEC is judged by its first queued command that names a key (a
+/// transaction's keys share a slot in cluster mode).
+fn role_of_unit<'h>(
+    host: &'h dyn Host,
+    client: &Client,
+    id: CmdId,
+    argv: &[Bytes],
+) -> Option<&'h crate::replication::ClusterView> {
+    let table = crate::cmd::registry::table();
+    if host.cluster_groups_split() && table.entries[id].spec.name == "exec" {
+        let keyed = client.multi.as_ref().and_then(|q| {
+            q.iter().find(|(qid, qargv)| {
+                super::keyspec::key_refs(&table.entries[*qid], qargv)
+                    .iter()
+                    .next()
+                    .is_some()
+            })
+        });
+        if let Some((qid, qargv)) = keyed {
+            return role_of_keys(host, *qid, qargv);
+        }
+    }
+    role_of_keys(host, id, argv)
+}
+
 fn role_of_keys<'h>(
     host: &'h dyn Host,
     id: CmdId,
@@ -936,6 +982,13 @@ fn role_of_keys<'h>(
         .find_map(|k| argv.get(k.pos));
     match key {
         Some(k) => host.role_for(super::slots::key_hash_slot(k)),
+        // A flush empties the groups this node leads (cmd/keys.rs), and SWAPDB answers as on
+        // a Redis Cluster master: READONLY only where the node leads no group, as a replica.
+        None if matches!(entry.spec.name, "flushall" | "flushdb" | "swapdb")
+            && host.cluster_serves_any() =>
+        {
+            None
+        }
         None => Some(home),
     }
 }

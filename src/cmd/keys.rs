@@ -397,10 +397,41 @@ fn flush_async(ctx: &Ctx, argv: &[Bytes]) -> bool {
     }
 }
 
+/// FLUSHDB / FLUSHALL on a cluster node running several Raft groups empties database `db` of
+/// what the node masters, as a Redis Cluster master flushes its own slots: the keys of the
+/// groups it serves as leader (each group logs their deletion as its own entry,
+/// `ChangeRecord::per_key`); the other groups' keys stay, for their leaders to flush.
+fn flush_served(ctx: &mut Ctx, db: usize, lazy: bool) {
+    let host = &*ctx.host;
+    let keys: Vec<Bytes> = ctx.srv.dbs[db]
+        .iter()
+        .filter(|(k, _)| host.cluster_serves_key(k))
+        .map(|(k, _)| Bytes::copy_from_slice(k))
+        .collect();
+    ctx.srv.dbs.changes_per_key();
+    ctx.srv.changes_since_save += keys.len() as u64;
+    let n = keys.len() as u64;
+    let mut old = Vec::with_capacity(keys.len());
+    for k in &keys {
+        // At time 0 no key is expired: a dead one goes too, without an `expired` event.
+        if let Some(e) = ctx.srv.dbs[db].remove(k, 0) {
+            old.push(e);
+        }
+    }
+    if lazy {
+        crate::store::lazyfree::free_all(Box::new(old), n);
+    }
+}
+
 fn flushdb(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     flush_mode_ok(argv)?;
     let db = ctx.client.db;
     ctx.srv.signal_flushed_db(Some(db));
+    if ctx.host.cluster_groups_split() {
+        let lazy = flush_async(ctx, argv);
+        flush_served(ctx, db, lazy);
+        return Ok(Frame::ok());
+    }
     ctx.srv.changes_since_save += ctx.db().len() as u64;
     if flush_async(ctx, argv) {
         let (old, keys) = ctx.db().clear_taking();
@@ -415,6 +446,12 @@ fn flushall(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     flush_mode_ok(argv)?;
     ctx.srv.signal_flushed_db(None);
     let lazy = flush_async(ctx, argv);
+    if ctx.host.cluster_groups_split() {
+        for db in 0..ctx.srv.dbs.len() {
+            flush_served(ctx, db, lazy);
+        }
+        return Ok(Frame::ok());
+    }
     for db in ctx.srv.dbs.iter_mut() {
         ctx.srv.changes_since_save += db.len() as u64;
         if lazy {
@@ -437,6 +474,10 @@ fn flushall(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 fn swapdb(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     super::slots::only_db0(ctx, "SWAPDB")?;
+    // Databases swap whole, across every Raft group's keys: one group's log cannot carry it.
+    if ctx.host.cluster_groups_split() {
+        return Err(CmdError::err("ERR SWAPDB is not allowed in cluster mode"));
+    }
     // Each index must be a C int (getIntFromObjectOrReply), or Redis names which is invalid.
     let index = |arg: &Bytes, which: &'static str| {
         int_arg(arg)

@@ -17,10 +17,10 @@
 //! - **Sentinel discovery** on a follower that cannot name a live leader waits for the
 //!   election (the client parked, like a read), and a follower that finds its leader's process
 //!   gone (probe.rs) starts the election without waiting out raft's timeout.
-//! - **A new leader first proposes EXTEND** (every deadline moves `cluster-clock-drift` later,
-//!   at the same log position on every node) and serves no client until it is applied: a lock
-//!   cannot expire earlier than under the leader that granted it, as long as no two clocks
-//!   differ by more than the bound.
+//! - **A new leader first proposes EXTEND** (every deadline of its group's keys moves
+//!   `cluster-clock-drift` later, at the same log position on every node) and serves no client
+//!   until it is applied: a lock cannot expire earlier than under the leader that granted it,
+//!   as long as no two clocks differ by more than the bound.
 //! - **A deposed leader** drops its held replies (their outcome is unknown, as after a crash),
 //!   closes its clients so they rediscover the leader, and rebuilds its state from the log when
 //!   it had run units that never committed.
@@ -128,6 +128,18 @@ pub struct Groups {
     peers: Peers,
     /// The group of the unit that ended last (its reply waits for that group's log).
     last: GroupId,
+    /// The other groups the last unit was logged in, when it was split by group
+    /// (`propose_per_group`): its reply waits for each of them too (`hold_split`).
+    split: Vec<GroupId>,
+}
+
+/// The keys a node's active expiry may delete: those of the Raft groups it serves as leader,
+/// whose deletions it logs (`Groups::may_expire`).
+pub enum Expirable {
+    Nothing,
+    All,
+    /// The keys of these groups' slots (the node leads some of its groups, not all).
+    Groups(Vec<GroupId>),
 }
 
 /// One Raft group on this node.
@@ -271,6 +283,7 @@ impl Groups {
             slots,
             peers,
             last: GroupId::HOME,
+            split: Vec::new(),
         })
     }
 
@@ -339,12 +352,50 @@ impl Groups {
         }
     }
 
-    /// Active expiry (deletions the log carries) is the serving leader's, and only while the
-    /// node runs one group: a sweep deletes keys of any slot, and its record is not split by
-    /// group, so with several it would be refused (`propose_changes`). Lazy expiry, inside a
-    /// command on one slot, goes on.
-    pub fn may_expire(&self) -> bool {
-        matches!(&self.list[..], [only] if only.may_expire())
+    /// Active expiry (deletions the log carries) is each group's serving leader's: a node's
+    /// sweep deletes the keys of the groups it serves as leader, and its record is split into
+    /// one entry per group (`propose_per_group`). One group: all keys or none, as a lone
+    /// leader's.
+    pub fn may_expire(&self) -> Expirable {
+        if let [only] = &self.list[..] {
+            return if only.may_expire() {
+                Expirable::All
+            } else {
+                Expirable::Nothing
+            };
+        }
+        let led: Vec<GroupId> = self
+            .list
+            .iter()
+            .filter(|c| c.may_expire())
+            .map(|c| c.group)
+            .collect();
+        if led.is_empty() {
+            Expirable::Nothing
+        } else if self.slots.groups().iter().all(|g| led.contains(g)) {
+            Expirable::All
+        } else {
+            Expirable::Groups(led)
+        }
+    }
+
+    /// Whether `key`'s slot belongs to one of `groups`.
+    pub fn key_in(&self, groups: &[GroupId], key: &[u8]) -> bool {
+        groups.contains(&self.slots.group_of_key(key))
+    }
+
+    /// Whether this node serves as leader the group owning `key`'s slot (what its FLUSHALL
+    /// and FLUSHDB empty where it runs several groups).
+    pub fn serves_key(&self, key: &[u8]) -> bool {
+        self.get(self.slots.group_of_key(key))
+            .is_some_and(|c| c.may_expire())
+    }
+
+    /// Whether this node serves as leader any group owning slots.
+    pub fn serves_any(&self) -> bool {
+        self.list
+            .iter()
+            .any(|c| c.may_expire() && self.slots.groups().contains(&c.group))
     }
 
     /// Whether this node leads no group (its log lines then say `S`).
@@ -1017,6 +1068,7 @@ impl Server {
         {
             client.repl_index = i;
         }
+        self.hold_split(client);
     }
 
     /// End of a unit in cluster mode: its effects become a log entry of the group owning the
@@ -1026,9 +1078,14 @@ impl Server {
             return;
         };
         let changed = self.state.dbs.take_changes(&mut self.changes);
+        gs.split.clear();
         let group = if changed {
             match group::group_of_record(&self.changes, &gs.slots) {
                 Ok(g) => g,
+                Err(_) if self.changes.per_key => {
+                    propose_per_group(gs, &self.state.dbs, &self.changes);
+                    return;
+                }
                 Err((a, b)) => {
                     // One entry cannot commit in two logs: the unit is undone, as a refused
                     // proposal is, in every group it may have touched (each one this node
@@ -1068,6 +1125,25 @@ impl Server {
                 c.broken = true;
                 c.last_unit_logged = false;
             }
+        }
+    }
+
+    /// A unit logged in several groups (`propose_per_group`) answers once each of them
+    /// committed its part: the client's output waits for the other groups' logs here, then
+    /// for the last one's as any reply (`deliver`), in the connection's order.
+    fn hold_split(&mut self, client: &crate::machine::client::Client) {
+        let Some(gs) = self.io.cluster.as_mut() else {
+            return;
+        };
+        if gs.split.is_empty() {
+            return;
+        }
+        for g in std::mem::take(&mut gs.split) {
+            let Some(c) = gs.get_mut(g).filter(|c| c.holds_replies()) else {
+                continue;
+            };
+            let wm = c.watermark();
+            self.holds.hold(&client.out, wm, false, false, |_| {});
         }
     }
 
@@ -1171,7 +1247,7 @@ impl Server {
             let mut sent = || peers.flush();
             let mut apply = |index: u64, a: Applied| match a {
                 Applied::Extend(ms) => {
-                    self.state.dbs.shift_deadlines(ms);
+                    shift_group_deadlines(&mut self.state.dbs, slots, group, ms);
                     self.state.dbs.discard_changes();
                     extend_applied = index;
                 }
@@ -1284,9 +1360,11 @@ impl Server {
     /// No longer leader (or a proposal failed): what was held will never be confirmed, so the
     /// connections waiting on it close (the client learns nothing, as if the node died); every
     /// other plain client is closed too so it rediscovers the leader (Sentinel's CLIENT KILL of
-    /// a demoted master). Units that ran but never committed are undone by replaying the
-    /// group's log over the keys of its slots (`apply_entry`'s snapshot install). A node that
-    /// still leads another group (`others_lead`) keeps recording changes.
+    /// a demoted master), except where the node runs several groups and another than the
+    /// home group stepped down: then only its blocked clients close. Units that ran but never
+    /// committed are undone by replaying the group's log over the keys of its slots
+    /// (`apply_entry`'s snapshot install). A node that still leads another group
+    /// (`others_lead`) keeps recording changes.
     fn step_down(&mut self, c: &mut ClusterIo, slots: &SlotMap, others_lead: bool) {
         let group = c.group;
         if !c.core.is_leader() {
@@ -1302,8 +1380,21 @@ impl Server {
             Watermark::Committed { .. } | Watermark::Fsynced => Verdict::Wait,
         });
         if !c.core.is_leader() {
+            // With several groups only the home group's step-down closes every plain client
+            // (the Sentinel protocol describes the home group). Another group's closes the
+            // clients blocked in a command, whose keys may be its own (Redis unblocks those of
+            // a demoted master): the others go on, a cluster-mode client is sent on by -MOVED
+            // for that group's slots, and a reply held for its log was dropped above, closing
+            // its connection.
+            let all = group == GroupId::HOME || slots.groups().len() == 1;
+            let waiters = &self.state.waiters;
             for client in self.state.clients.values() {
-                if !client.pubsub.subscribed() {
+                let closes = if all {
+                    !client.pubsub.subscribed()
+                } else {
+                    waiters.is_blocked(client.id)
+                };
+                if closes {
                     client.kill();
                 }
             }
@@ -1313,7 +1404,7 @@ impl Server {
             self.state.dbs.record_changes(false);
             let mut apply = |index: u64, a: Applied| match a {
                 Applied::Extend(ms) => {
-                    self.state.dbs.shift_deadlines(ms);
+                    shift_group_deadlines(&mut self.state.dbs, slots, group, ms);
                 }
                 other => self.apply_entry(group, slots, index, other),
             };
@@ -1525,6 +1616,74 @@ impl Server {
             Ok(false) => {}
             Err(e) => tracing::warn!("Cannot compact the cluster log: {e}"),
         }
+    }
+}
+
+/// Logs a unit whose key changes are independent of each other (`ChangeRecord::per_key`: an
+/// expiry sweep, a flush of the groups this node leads) as one entry per group it touched,
+/// each holding that group's keys' final states: every group's log carries its own keys'
+/// deletions, in that group's order. A group this node does not lead cannot take its part:
+/// the unit is undone there, as a refused proposal is. The unit's reply waits for each
+/// entry (`hold_split`).
+fn propose_per_group(gs: &mut Groups, dbs: &crate::store::Dbs, rec: &crate::store::ChangeRecord) {
+    let mut parts: Vec<(GroupId, crate::store::ChangeRecord)> = Vec::new();
+    for (db, key) in &rec.keys {
+        let g = gs.slots.group_of_key(key);
+        let i = match parts.iter().position(|p| p.0 == g) {
+            Some(i) => i,
+            None => {
+                parts.push((g, crate::store::ChangeRecord::default()));
+                parts.len() - 1
+            }
+        };
+        parts[i].1.keys.push((*db, key.clone()));
+    }
+    // The unit's publishes go with the home group's part (or the first one's). A database
+    // emptied or swapped, or a library change, is the home group's alone and cannot be
+    // split: such a unit is undone in every group (it does not come here in practice).
+    let home = parts.iter().position(|p| p.0 == GroupId::HOME).unwrap_or(0);
+    if let Some(p) = parts.get_mut(home) {
+        p.1.published = rec.published.clone();
+    }
+    let unkeyed = !rec.flushed.is_empty() || !rec.swaps.is_empty() || !rec.functions.is_empty();
+    for (g, part) in &parts {
+        let Some(c) = gs.get_mut(*g) else {
+            continue;
+        };
+        c.last_unit_transfer = std::mem::take(&mut c.transfer_asked);
+        c.buf.clear();
+        emit::unit(&mut c.buf, &mut None, dbs, part);
+        emit::publishes(&mut c.buf, part);
+        let proposed = if unkeyed || !c.core.is_leader() {
+            Err("not the leader of every group the unit changed".to_string())
+        } else {
+            c.core
+                .propose_unit(c.buf.clone())
+                .map_err(|e| e.to_string())
+        };
+        match proposed {
+            Ok(_) => c.last_unit_logged = true,
+            Err(e) => {
+                tracing::warn!(
+                    "A unit's part in {g} could not be logged ({e}): rebuilding from the log"
+                );
+                c.broken = true;
+                c.last_unit_logged = false;
+            }
+        }
+    }
+    // The last part's group holds the reply itself; the others' wait before it.
+    gs.split.extend(parts.iter().map(|p| p.0));
+    gs.last = gs.split.pop().unwrap_or(GroupId::HOME);
+}
+
+/// A group's EXTEND: the deadlines of the keys of its slots move `ms` later (one group: every
+/// key's, with no slot computed).
+fn shift_group_deadlines(dbs: &mut crate::store::Dbs, slots: &SlotMap, group: GroupId, ms: u64) {
+    if slots.owns_all(group) {
+        dbs.shift_deadlines(ms);
+    } else {
+        dbs.shift_deadlines_of(ms, |k| slots.group_of_key(k) == group);
     }
 }
 

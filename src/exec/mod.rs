@@ -491,15 +491,31 @@ impl Server {
         // A quarter of the period, as Redis's ACTIVE_EXPIRE_CYCLE_SLOW_TIME_PERC.
         let budget = cron_period(self.config.hz) / 4;
         let now = unix_ms();
-        // In a cluster only the serving leader expires keys (its deletions are logged).
-        // A Redis replica leaves expiry to its master (redisrepl/replica.rs).
-        let expire = self.io.cluster.as_ref().is_none_or(|c| c.may_expire())
+        // In a cluster only a group's serving leader expires its keys (its deletions are
+        // logged, one entry per group: `ChangeRecord::per_key`). A Redis replica leaves expiry
+        // to its master (redisrepl/replica.rs).
+        let scope = self
+            .io
+            .cluster
+            .as_ref()
+            .map_or(cluster::Expirable::All, |c| c.may_expire());
+        let expire = !matches!(scope, cluster::Expirable::Nothing)
             && self.state.debug.active_expire
             && !self.state.replica.following();
-        for db in self.dbs.iter_mut().filter(|_| expire) {
+        if expire {
+            self.state.dbs.changes_per_key();
+        }
+        let groups = self.io.cluster.as_ref();
+        for db in self.state.dbs.iter_mut().filter(|_| expire) {
             // Redis's active expire cycle: 20 keys a step while over a quarter of them were dead.
-            while db.active_expire_step(now, 20, 64) {
-                if started.elapsed() > budget {
+            loop {
+                let more = match (&scope, groups) {
+                    (cluster::Expirable::Groups(led), Some(gs)) => {
+                        db.active_expire_step_of(now, 20, 64, |k| gs.key_in(led, k))
+                    }
+                    _ => db.active_expire_step(now, 20, 64),
+                };
+                if !more || started.elapsed() > budget {
                     break;
                 }
             }
@@ -813,6 +829,14 @@ impl Host for Io {
         self.cluster
             .as_ref()
             .is_some_and(|g| g.slots().groups().len() > 1)
+    }
+
+    fn cluster_serves_key(&self, key: &[u8]) -> bool {
+        self.cluster.as_ref().is_none_or(|g| g.serves_key(key))
+    }
+
+    fn cluster_serves_any(&self) -> bool {
+        self.cluster.as_ref().is_none_or(|g| g.serves_any())
     }
 
     fn cluster_shards(&self) -> Vec<(&crate::replication::ClusterView, Vec<(u16, u16)>)> {

@@ -100,6 +100,16 @@ pub trait Host {
     fn cluster_groups_split(&self) -> bool {
         false
     }
+    /// Where a node runs several Raft groups: whether it serves as leader the group owning
+    /// `key`'s slot (its FLUSHALL and FLUSHDB empty those keys alone).
+    fn cluster_serves_key(&self, _key: &[u8]) -> bool {
+        true
+    }
+    /// Where a node runs several Raft groups: whether it serves as leader any of them (a
+    /// flush is refused, READONLY, on a node leading none, as on a Redis Cluster replica).
+    fn cluster_serves_any(&self) -> bool {
+        true
+    }
     /// Each Raft group owning slots: its view and its slot ranges (CLUSTER SLOTS, SHARDS,
     /// NODES). One group: the view and every slot.
     fn cluster_shards(&self) -> Vec<(&crate::replication::ClusterView, Vec<(u16, u16)>)> {

@@ -40,6 +40,10 @@ pub struct ChangeRecord {
     /// the same libraries gives the same libraries, so the commands are their record (as
     /// Redis propagates them); a rewrite starts from one FUNCTION LOAD per library.
     pub functions: Vec<Vec<Bytes>>,
+    /// Its key changes do not depend on each other (an expiry sweep, a cluster node's flush of
+    /// the keys of the Raft groups it leads): a replicated log may split them by group into
+    /// one entry each, where any other unit must stay one entry.
+    pub per_key: bool,
 }
 
 impl ChangeRecord {
@@ -57,6 +61,7 @@ impl ChangeRecord {
         self.keys.clear();
         self.published.clear();
         self.functions.clear();
+        self.per_key = false;
     }
 }
 
@@ -92,6 +97,8 @@ pub struct Dbs {
     recording_publishes: bool,
     published: Vec<(bool, Bytes, Bytes)>,
     functions: Vec<Vec<Bytes>>,
+    /// The unit's changes are independent of each other (`ChangeRecord::per_key`).
+    per_key: bool,
 }
 
 impl Dbs {
@@ -105,6 +112,7 @@ impl Dbs {
     /// Starts or stops recording (stopping drops what was recorded).
     pub fn record_changes(&mut self, on: bool) {
         self.recording = on;
+        self.per_key = false;
         self.swaps.clear();
         self.published.clear();
         self.functions.clear();
@@ -144,6 +152,12 @@ impl Dbs {
         }
     }
 
+    /// The unit running changes keys independently of each other (an expiry sweep, a
+    /// cluster node's flush of its groups' keys): see `ChangeRecord::per_key`.
+    pub fn changes_per_key(&mut self) {
+        self.per_key = self.recording;
+    }
+
     /// SWAPDB: the databases trade places, each with its own record.
     pub fn swap(&mut self, a: usize, b: usize) {
         self.dbs.swap(a, b);
@@ -167,6 +181,7 @@ impl Dbs {
         out.swaps.append(&mut self.swaps);
         out.published.append(&mut self.published);
         out.functions.append(&mut self.functions);
+        out.per_key = std::mem::take(&mut self.per_key);
         for (i, db) in self.dbs.iter_mut().enumerate() {
             let ch = &mut db.changes;
             if ch.is_empty() {
@@ -193,8 +208,18 @@ impl Dbs {
         self.dbs.iter_mut().map(|db| db.shift_deadlines(ms)).sum()
     }
 
+    /// `shift_deadlines` of the keys `ours` accepts, in every database (one Raft group's
+    /// EXTEND, where a node runs several: the keys of that group's slots).
+    pub fn shift_deadlines_of(&mut self, ms: u64, ours: impl Fn(&[u8]) -> bool) -> usize {
+        self.dbs
+            .iter_mut()
+            .map(|db| db.shift_deadlines_of(ms, &ours))
+            .sum()
+    }
+
     /// Drops the record of a unit that must leave no trace (cut short by shutdown).
     pub fn discard_changes(&mut self) {
+        self.per_key = false;
         self.swaps.clear();
         self.published.clear();
         self.functions.clear();
@@ -313,6 +338,36 @@ mod tests {
             ]
         );
         assert!(dbs[0].get(b"lock", 1_501).is_none());
+    }
+
+    #[test]
+    fn a_unit_of_independent_changes_says_so_once() {
+        let mut dbs = Dbs::new(1);
+        dbs.changes_per_key();
+        dbs[0].set(b"a", s("1"), 0);
+        let r = taken(&mut dbs);
+        assert!(r.is_empty() && !r.per_key, "not recording: nothing");
+        dbs.record_changes(true);
+        dbs.changes_per_key();
+        dbs[0].set(b"a", s("2"), 0);
+        dbs[0].set(b"b", s("2"), 0);
+        let r = taken(&mut dbs);
+        assert!(r.per_key);
+        assert_eq!(r.keys.len(), 2);
+        dbs[0].set(b"c", s("3"), 0);
+        assert!(!taken(&mut dbs).per_key, "the next unit is one entry again");
+        dbs.changes_per_key();
+        dbs.discard_changes();
+        dbs[0].set(b"d", s("4"), 0);
+        assert!(!taken(&mut dbs).per_key);
+        // Only the deadlines `ours` accepts move, in every database.
+        dbs[0].set_expire(b"a", 1_000, 0);
+        dbs[0].set_expire(b"b", 1_000, 0);
+        taken(&mut dbs);
+        assert_eq!(dbs.shift_deadlines_of(100, |k| k == b"a"), 1);
+        assert_eq!(dbs[0].peek(b"a").map(|e| e.expires_at), Some(1_100));
+        assert_eq!(dbs[0].peek(b"b").map(|e| e.expires_at), Some(1_000));
+        assert_eq!(taken(&mut dbs).keys, vec![(0, Bytes::from_static(b"a"))]);
     }
 
     #[test]

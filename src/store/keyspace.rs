@@ -389,6 +389,20 @@ impl Db {
     /// sweeps the next `sweep` indices. True when more than a quarter of the sample was dead
     /// (Redis's rule for going on with another step).
     pub fn active_expire_step(&mut self, now: u64, samples: usize, sweep: usize) -> bool {
+        self.active_expire_step_of(now, samples, sweep, |_| true)
+    }
+
+    /// `active_expire_step` over the keys `ours` accepts: a dead key it refuses stays (and
+    /// counts as neither dead nor sampled for the TTL estimate), for whoever may delete it (a
+    /// cluster node expires only the keys of the Raft groups it leads; another group's leader
+    /// logs their deletion).
+    pub fn active_expire_step_of(
+        &mut self,
+        now: u64,
+        samples: usize,
+        sweep: usize,
+        mut ours: impl FnMut(&[u8]) -> bool,
+    ) -> bool {
         // The cron's tick keeps the clock for keys written without a lookup (Redis's
         // serverCron updates `server.lruclock`).
         self.lru_now = lru_clock(now);
@@ -402,7 +416,10 @@ impl Db {
         while tested < samples && !self.map.is_empty() {
             let idx = fastrand::usize(..self.map.len());
             let expires_at = self.map.value(idx).expires_at;
-            if self.map.value(idx).is_expired(now) {
+            let (key, entry) = self.map.get_index(idx).expect("index below len");
+            if !ours(&key[..]) {
+                // Not this caller's to expire, nor to estimate.
+            } else if entry.is_expired(now) {
                 self.expire_now(idx);
                 dead += 1;
             } else if expires_at > now {
@@ -428,7 +445,8 @@ impl Db {
                 self.sweep_at = self.map.len();
             }
             self.sweep_at -= 1;
-            if self.map.value(self.sweep_at).is_expired(now) {
+            let (key, entry) = self.map.get_index(self.sweep_at).expect("index below len");
+            if entry.is_expired(now) && ours(&key[..]) {
                 // The last entry moves into the hole: it was visited when the sweep began.
                 self.expire_now(self.sweep_at);
             }
@@ -436,7 +454,8 @@ impl Db {
         tested > 0 && dead * 4 > tested
     }
 
-    /// A random live key (expired ones met on the way are dropped).
+    /// A random live key (expired ones met on the way are dropped, or only passed over where
+    /// lookups hide them: their deletion is someone else's to log).
     pub fn random_key(&mut self, now: u64) -> Option<Bytes> {
         for _ in 0..100 {
             if self.map.is_empty() {
@@ -444,7 +463,9 @@ impl Db {
             }
             let idx = fastrand::usize(..self.map.len());
             if self.map.value(idx).is_expired(now) {
-                self.expire_now(idx);
+                if self.expiry != Expiry::Hide {
+                    self.expire_now(idx);
+                }
                 continue;
             }
             return self
@@ -535,6 +556,12 @@ impl Db {
     /// returns how many moved. Each key that moved counts as changed (change.rs). The count of
     /// keys with a deadline cannot change: a nonzero deadline stays nonzero.
     pub fn shift_deadlines(&mut self, ms: u64) -> usize {
+        self.shift_deadlines_of(ms, |_| true)
+    }
+
+    /// `shift_deadlines` of the keys `ours` accepts (a Raft group's EXTEND moves the deadlines
+    /// of its own slots' keys alone).
+    pub fn shift_deadlines_of(&mut self, ms: u64, mut ours: impl FnMut(&[u8]) -> bool) -> usize {
         if ms == 0 || self.volatile == 0 {
             return 0;
         }
@@ -546,6 +573,9 @@ impl Db {
                 continue;
             }
             if let Some((key, _)) = self.map.get_index(idx) {
+                if !ours(&key[..]) {
+                    continue;
+                }
                 self.changes.key(key);
             }
             self.map.value_mut(idx).expires_at = shifted;
@@ -589,6 +619,58 @@ mod tests {
         assert_eq!(db.len(), 1);
         assert_eq!(db.expires_count(), 0);
         assert_eq!(db.expired_total, 2);
+    }
+
+    #[test]
+    fn active_expiry_of_some_keys_leaves_the_others_dead_keys() {
+        let mut db = Db::default();
+        for i in 0..50 {
+            db.set(format!("mine{i}").as_bytes(), s("1"), 100);
+            db.set(format!("theirs{i}").as_bytes(), s("1"), 100);
+        }
+        db.set(b"mine-live", s("1"), 1_000);
+        let mine = |k: &[u8]| k.starts_with(b"mine");
+        // Sampling alone, then one full sweep: every dead key of mine goes, none of theirs.
+        db.active_expire_step_of(101, 20, 0, mine);
+        db.active_expire_step_of(101, 0, 200, mine);
+        assert_eq!(db.len(), 51);
+        assert_eq!(db.expired_total, 50);
+        assert!(db.peek(b"mine-live").is_some());
+        assert!((0..50).all(|i| db.peek(format!("theirs{i}").as_bytes()).is_some()));
+        // Nothing refused is sampled as dead: the step does not ask for another.
+        assert!(!db.active_expire_step_of(101, 20, 0, mine));
+        assert_eq!(db.expires_count(), 51);
+    }
+
+    #[test]
+    fn randomkey_where_dead_keys_are_hidden_deletes_none() {
+        let mut db = Db::default();
+        db.set(b"dead", s("1"), 100);
+        db.set(b"live", s("1"), 0);
+        db.expiry = Expiry::Hide;
+        for _ in 0..20 {
+            assert_eq!(db.random_key(101).as_deref(), Some(&b"live"[..]));
+        }
+        assert_eq!(db.len(), 2);
+        // Where they are removed, one of 64 draws meets it (all but surely).
+        db.expiry = Expiry::Remove;
+        for _ in 0..64 {
+            assert_eq!(db.random_key(101).as_deref(), Some(&b"live"[..]));
+        }
+        assert_eq!(db.len(), 1);
+    }
+
+    #[test]
+    fn shifting_some_deadlines_leaves_the_others() {
+        let mut db = Db::default();
+        db.set(b"mine", s("1"), 1_000);
+        db.set(b"theirs", s("1"), 1_000);
+        db.set(b"mine-plain", s("1"), 0);
+        assert_eq!(db.shift_deadlines_of(500, |k| k.starts_with(b"mine")), 1);
+        assert_eq!(db.peek(b"mine").map(|e| e.expires_at), Some(1_500));
+        assert_eq!(db.peek(b"theirs").map(|e| e.expires_at), Some(1_000));
+        assert_eq!(db.peek(b"mine-plain").map(|e| e.expires_at), Some(0));
+        assert_eq!(db.expires_count(), 2);
     }
 
     #[test]

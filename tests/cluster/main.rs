@@ -9,6 +9,7 @@ mod clock_offset;
 mod cluster;
 mod groups;
 mod groups_config;
+mod groups_expiry;
 mod peer_attacks;
 mod protocol;
 mod replication_surface;
