@@ -1033,6 +1033,7 @@ fn run_executor(
             .unwrap_or_else(|e| fatal(&format!("Cannot start the cluster node: {e}")))
     });
     let mut server = Server::new(config, shared);
+    server.state.busy = net.busy_state();
     server.io.cluster = cluster;
     server.io.inbox = Some(inbox.clone());
     server.io.listen = Some(net.listen_set());

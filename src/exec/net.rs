@@ -354,6 +354,9 @@ pub struct Net {
     /// An accept failed (EMFILE…): try again on the next turn rather than wait for an event.
     accept_retry: bool,
     shared: Arc<Shared>,
+    /// A running script's state, shared with the executor's script engine (`State::busy`):
+    /// the busy hook's answers read it.
+    busy: Rc<crate::machine::busy::BusyState>,
     /// When the last poll returned: connection activity is stamped with it (the idle
     /// `timeout` counts in seconds), one clock read per turn rather than per request.
     now: Instant,
@@ -427,6 +430,7 @@ impl Net {
             handshakes: 0,
             accept_retry: false,
             shared,
+            busy: Default::default(),
             now: Instant::now(),
             io: None,
         };
@@ -518,6 +522,11 @@ impl Net {
     }
 
     /// The listening sockets, for the executor's CONFIG SET of `bind` and `port`.
+    /// The busy-script state this loop answers from, for `State::busy`.
+    pub fn busy_state(&self) -> Rc<crate::machine::busy::BusyState> {
+        self.busy.clone()
+    }
+
     pub fn listen_set(&self) -> Rc<RefCell<ListenSet>> {
         self.listen.clone()
     }
@@ -971,7 +980,9 @@ impl Net {
                 continue;
             };
             let auth_required = c.client.auth_required(&self.shared);
-            let answer = self.shared.script.answer(&batch, &c.client, auth_required);
+            let answer = self
+                .busy
+                .answer(&batch, &c.client, auth_required, &self.shared.script);
             batch.clear();
             // Never ran: the connection may send again.
             c.in_flight = false;

@@ -140,6 +140,9 @@ pub struct State {
     pub config: Config,
     pub stats: Stats,
     pub shared: Arc<Shared>,
+    /// What the loop answering other clients while a script is busy reads (the loop's own,
+    /// `Net::busy_state`, once the server runs).
+    pub busy: std::rc::Rc<busy::BusyState>,
     /// Every connected client except the one whose batch is running (see `Ctx::client`).
     /// Boxed: a batch takes its client out and puts it back, which must not copy the struct.
     pub clients: HashMap<u64, Box<Client>, ahash::RandomState>,
@@ -232,6 +235,7 @@ impl State {
             config,
             stats: Stats::new(ncommands),
             shared,
+            busy: Default::default(),
             clients: HashMap::default(),
             started: Instant::now(),
             // 40 hex digits, as Redis's getRandomHexChars (Sentinel clients read run ids).

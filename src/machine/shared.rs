@@ -51,8 +51,9 @@ pub struct Shared {
     /// Set when a client asked for SHUTDOWN; the main thread watches `shutdown_notify`.
     pub shutdown_requested: AtomicBool,
     pub shutdown_notify: Notify,
-    /// A running script past busy-reply-threshold, SCRIPT KILL and SHUTDOWN NOSAVE requests.
-    pub script: super::busy::BusyState,
+    /// A running script's stop flag (SHUTDOWN NOSAVE, a signal); the rest of the busy-script
+    /// state is the executor's alone (`State::busy`).
+    pub script: super::busy::ScriptStop,
     /// `metrics-port`: the Prometheus text the executor renders about once a second.
     pub metrics: std::sync::Mutex<String>,
     /// `metrics-port`: the lock insight page at `/`, rendered with the metrics.
@@ -105,7 +106,6 @@ impl Shared {
             .store(cfg.protected_mode_active(), Ordering::Relaxed);
         self.auth_required
             .store(cfg.auth_required(), Ordering::Relaxed);
-        self.script.set_users(&cfg.users);
     }
 
     /// Bytes written to a client's socket (INFO `total_net_output_bytes`). Counted where the
