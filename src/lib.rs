@@ -125,7 +125,7 @@ pub async fn run(
         tracing::warn!("WARNING no persistence: appendonly is no and deadbolt writes no RDB snapshots, so a restart starts empty. Set appendonly yes to keep locks across restarts.");
     }
     exec::adjust_open_files_limit(&mut cfg);
-    let shared = Arc::new(machine::Shared::new(&cfg));
+    let shared = Arc::new(machine::Shared::new());
     if cfg.metrics_port != 0 {
         let host = cfg
             .bind

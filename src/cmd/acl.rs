@@ -219,11 +219,11 @@ fn setuser(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Frame::ok())
 }
 
-/// Republishes what depends on the users (AUTH while a script is busy, the pre-AUTH limits
-/// and protected mode, which follow the default user) and gives the clients of `name` (None:
+/// Republishes what depends on the users (the pre-AUTH limits and protected mode, which
+/// follow the default user) and gives the clients of `name` (None:
 /// of every user) their user's rules as they are now.
 fn users_changed(ctx: &mut Ctx, name: Option<&str>) {
-    ctx.srv.shared.apply(&ctx.srv.config);
+    ctx.srv.local.apply(&ctx.srv.config);
     let users = &ctx.srv.config.users;
     let refresh = |c: &mut Client| {
         if name.is_none_or(|n| c.user == n) {

@@ -9,7 +9,6 @@ use crate::config::users::User;
 use crate::error::{CmdError, CmdResult};
 use crate::machine::client::Client;
 use crate::machine::{Host, State};
-use crate::protocol::encode::encode;
 use crate::protocol::Frame;
 use bytes::{Bytes, BytesMut};
 use std::time::Instant;
@@ -136,17 +135,11 @@ pub fn process(
     // CLIENT REPLY OFF / SKIP silence replies, not pushes.
     let silenced = client.reply_off || client.reply_skip;
     if !std::mem::take(&mut client.skip_reply) && !silenced {
-        match reply {
-            // A large value (GET of a big string) is not copied: its body joins the
-            // connection's chain by reference, between this header and the CRLF, when the
-            // batch output is delivered (`Server::deliver`).
-            Frame::Bulk(b) if b.len() >= crate::machine::output::BIG => {
-                crate::protocol::encode::bulk_header(out, b.len());
-                client.big_out.push((out.len(), b.clone()));
-                out.extend_from_slice(b"\r\n");
-            }
-            _ => encode(reply, client.resp3(), out),
-        }
+        // Large values (GET of a big string, or one inside MGET's or LRANGE's array) are not
+        // copied: each body joins the connection's chain by reference, between its header
+        // and its CRLF, when the batch output is delivered (`Server::deliver`).
+        let resp3 = client.resp3();
+        crate::protocol::encode::encode_referencing(reply, resp3, out, &mut client.big_out);
     }
     client.reply_skip = std::mem::take(&mut client.reply_skip_next);
     if let Some(t) = client.tracking.as_deref_mut() {

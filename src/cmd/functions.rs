@@ -53,10 +53,7 @@ pub static COMMANDS: &[CommandSpec] = &[
 fn changed(ctx: &mut Ctx, argv: &[Bytes]) {
     ctx.srv.dbs.functions_changed(argv);
     let (_, funcs, libs) = lib::stats(ctx.srv);
-    ctx.srv.shared.script.function_counts.store(
-        ((libs as u64) << 32) | (funcs as u64 & 0xffff_ffff),
-        std::sync::atomic::Ordering::Release,
-    );
+    ctx.srv.busy.function_counts.set((libs, funcs));
 }
 
 fn with<R>(ctx: &mut Ctx, f: impl FnOnce(&mut Functions, &mut Ctx) -> R) -> Result<R, CmdError> {

@@ -339,12 +339,7 @@ fn memory_stats(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 fn memory_doctor(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     let o = overhead(ctx.srv, &*ctx.host);
     let scripts = crate::script::memory_and_scripts(ctx.srv).1;
-    let clients = ctx
-        .srv
-        .shared
-        .connected_clients
-        .load(std::sync::atomic::Ordering::Relaxed)
-        .max(1);
+    let clients = ctx.srv.local.connected_clients.get().max(1);
     let over = |a: usize, b: usize, r: f64| ratio(a, b) > r && a.saturating_sub(b) > 10 << 20;
     let text = if o.used < 5 << 20 {
         "Hi Sam, this instance is empty or is using very little memory, my issues detector can't be used in these conditions. Please, leave for your mission on Earth and fill it with some data. The new Sam and I will be back to our programming as soon as I finished rebooting.\n".to_string()

@@ -302,20 +302,14 @@ pub fn apply_config(
 fn config_resetstat(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     ctx.srv.stats.reset();
     crate::store::lazyfree::reset_stats();
-    ctx.srv
-        .shared
-        .rejected_connections
-        .store(0, Ordering::Relaxed);
-    ctx.srv.shared.total_connections.store(0, Ordering::Relaxed);
+    ctx.srv.local.rejected_connections.set(0);
+    ctx.srv.local.total_connections.set(0);
     ctx.srv.shared.net_input_bytes.store(0, Ordering::Relaxed);
     ctx.srv.shared.net_output_bytes.store(0, Ordering::Relaxed);
     ctx.srv.shared.reads_processed.store(0, Ordering::Relaxed);
     ctx.srv.shared.writes_processed.store(0, Ordering::Relaxed);
-    ctx.srv.shared.io_threaded_reads.store(0, Ordering::Relaxed);
-    ctx.srv
-        .shared
-        .io_threaded_writes
-        .store(0, Ordering::Relaxed);
+    ctx.srv.local.io_threaded_reads.set(0);
+    ctx.srv.local.io_threaded_writes.set(0);
     for db in ctx.srv.dbs.iter_mut() {
         db.expired_total = 0;
     }
@@ -815,7 +809,7 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
                 (unix_us() / 1_000_000) & ((1 << 24) - 1),
                 std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
                 srv.config.config_file.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
-                u8::from(shared.io_threads_active.load(Ordering::Relaxed)),
+                u8::from(srv.local.io_threads_active.get()),
                 env!("CARGO_PKG_VERSION"),
             );
         }
@@ -824,7 +818,7 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
                 out,
                 "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\nblocked_clients:{}\r\ntracking_clients:{}\r\nclients_in_timeout_table:{}\r\n",
                 // Redis does not count its replicas here.
-                (shared.connected_clients.load(Ordering::Relaxed))
+                srv.local.connected_clients.get()
                     .saturating_sub(srv.redis_master.replicas.len() as _),
                 srv.config.maxclients,
                 srv.waiters.len(),
@@ -947,12 +941,12 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
             let _ = write!(
                 out,
                 "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\ninstantaneous_input_kbps:{in_kbps:.2}\r\ninstantaneous_output_kbps:{out_kbps:.2}\r\nrejected_connections:{}\r\nsync_full:{sync_full}\r\nsync_partial_ok:{sync_ok}\r\nsync_partial_err:{sync_err}\r\nexpired_keys:{expired}\r\nexpired_stale_perc:0.00\r\nexpired_time_cap_reached_count:0\r\nexpire_cycle_cpu_milliseconds:0\r\nevicted_keys:0\r\nevicted_clients:0\r\ntotal_eviction_exceeded_time:0\r\ncurrent_eviction_exceeded_time:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nlatest_fork_usec:0\r\ntotal_forks:0\r\nmigrate_cached_sockets:{migrate_sockets}\r\nslave_expires_tracked_keys:0\r\nactive_defrag_hits:0\r\nactive_defrag_misses:0\r\nactive_defrag_key_hits:0\r\nactive_defrag_key_misses:0\r\ntotal_active_defrag_time:0\r\ncurrent_active_defrag_time:0\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\nunexpected_error_replies:0\r\ntotal_error_replies:{}\r\ndump_payload_sanitizations:0\r\ntotal_reads_processed:{reads}\r\ntotal_writes_processed:{writes}\r\nio_threaded_reads_processed:{}\r\nio_threaded_writes_processed:{}\r\nreply_buffer_shrinks:0\r\nreply_buffer_expands:0\r\n",
-                shared.total_connections.load(Ordering::Relaxed),
+                srv.local.total_connections.get(),
                 st.total_commands,
                 st.instantaneous_ops(),
                 shared.net_input_bytes.load(Ordering::Relaxed),
                 shared.net_output_bytes.load(Ordering::Relaxed),
-                shared.rejected_connections.load(Ordering::Relaxed),
+                srv.local.rejected_connections.get(),
                 st.keyspace_hits,
                 st.keyspace_misses,
                 srv.pubsub.len(Kind::Channel),
@@ -962,8 +956,8 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
                 srv.tracking.total_items(),
                 srv.tracking.total_prefixes(),
                 st.total_error_replies,
-                shared.io_threaded_reads.load(Ordering::Relaxed),
-                shared.io_threaded_writes.load(Ordering::Relaxed),
+                srv.local.io_threaded_reads.get(),
+                srv.local.io_threaded_writes.get(),
             );
         }
         "replication" if super::support::info_redis_replica(srv, out) => {}

@@ -484,10 +484,7 @@ pub fn overhead(srv: &crate::machine::State, host: &dyn crate::machine::Host) ->
             n * crate::store::keyspace::ENTRY_BYTES + db.overhead_bytes(),
         ));
     }
-    let connected = srv
-        .shared
-        .connected_clients
-        .load(std::sync::atomic::Ordering::Relaxed);
+    let connected = srv.local.connected_clients.get();
     // CLIENT LIST's tot-mem: an idle connection's buffers (20000) and its pending output.
     let pending: usize = srv.clients.values().map(|c| c.pending_out()).sum();
     Overhead {

@@ -698,7 +698,7 @@ impl Host for Io {
                     tracing::warn!("{why}");
                 }
             }
-            Apply::Network => state.shared.apply(&state.config),
+            Apply::Network => state.local.apply(&state.config),
             Apply::Listen => {
                 let Some(listen) = &self.listen else {
                     return Ok(());
@@ -718,7 +718,7 @@ impl Host for Io {
                         format!("The operating system is not able to handle the specified number of clients, try with {can}")
                     })?;
                 }
-                state.shared.apply(&state.config);
+                state.local.apply(&state.config);
             }
             Apply::CronTimer => {
                 // Redis only uses the new period after the next run; re-arming now makes a
@@ -1061,6 +1061,8 @@ fn run_executor(
             .unwrap_or_else(|e| fatal(&format!("Cannot start the cluster node: {e}")))
     });
     let mut server = Server::new(config, shared);
+    server.state.busy = net.busy_state();
+    net.set_local(server.state.local.clone());
     server.io.cluster = cluster;
     server.io.inbox = Some(inbox.clone());
     server.io.listen = Some(net.listen_set());
@@ -1240,20 +1242,20 @@ mod tests {
     use super::*;
     use crate::config::{Apply, DIRECTIVES};
 
-    /// Everything `Shared::apply` publishes.
-    fn published(s: &Shared) -> [u64; 7] {
+    /// Everything `Local::apply` publishes.
+    fn published(s: &crate::machine::shared::Local) -> [u64; 7] {
         [
-            s.maxclients.load(Ordering::Relaxed) as u64,
-            s.proto_max_bulk_len.load(Ordering::Relaxed) as u64,
-            s.client_query_buffer_limit.load(Ordering::Relaxed) as u64,
-            s.timeout_secs.load(Ordering::Relaxed),
-            s.tcp_keepalive.load(Ordering::Relaxed),
-            s.protected_mode.load(Ordering::Relaxed) as u64,
-            s.auth_required.load(Ordering::Relaxed) as u64,
+            s.maxclients.get() as u64,
+            s.proto_max_bulk_len.get() as u64,
+            s.client_query_buffer_limit.get() as u64,
+            s.timeout_secs.get(),
+            s.tcp_keepalive.get(),
+            s.protected_mode.get() as u64,
+            s.auth_required.get() as u64,
         ]
     }
 
-    /// A directive read off the executor must reach `Shared`: changing any of them changes
+    /// A directive read by the event loop must reach `Local`: changing any of them changes
     /// what the network side reads. A new `Network` directive needs a value here and a field.
     #[test]
     fn every_network_directive_is_published() {
@@ -1276,15 +1278,15 @@ mod tests {
                 .unwrap_or_else(|| panic!("{}: add a sample value to this test", d.name))
                 .1;
             let base = Config::default();
-            let shared = Shared::new(&base);
-            let before = published(&shared);
+            let local = crate::machine::shared::Local::new(&base);
+            let before = published(&local);
             let mut cfg = base.clone();
             cfg.set(d.name, value).unwrap();
-            shared.apply(&cfg);
+            local.apply(&cfg);
             assert_ne!(
-                published(&shared),
+                published(&local),
                 before,
-                "{} is applied as Network but Shared::apply does not publish it",
+                "{} is applied as Network but Local::apply does not publish it",
                 d.name
             );
         }
@@ -1293,7 +1295,7 @@ mod tests {
     #[test]
     fn snapshot_at_zero_keeps_keys_its_clock_calls_dead() {
         let config = Config::default();
-        let shared = Shared::new(&config);
+        let shared = Shared::new();
         let mut state = State::new(config, shared.into(), 1);
         let v = |s: &'static [u8]| crate::store::Value::Str(Bytes::from_static(s));
         state.dbs[0].set(b"old", v(b"1"), 1_000);

@@ -25,6 +25,7 @@ use super::listen::ListenSet;
 use super::{Msg, Server};
 use crate::machine::client::{auth_may_change, Client, ClientShared};
 use crate::machine::output::{ConnOut, PendingList, MAX_IOV};
+use crate::machine::shared::{bump, Local};
 use crate::machine::Shared;
 use crate::protocol::{DecodeLimits, Decoder, ProtocolError};
 use bytes::{Bytes, BytesMut};
@@ -354,6 +355,12 @@ pub struct Net {
     /// An accept failed (EMFILE…): try again on the next turn rather than wait for an event.
     accept_retry: bool,
     shared: Arc<Shared>,
+    /// A running script's state, shared with the executor's script engine (`State::busy`):
+    /// the busy hook's answers read it.
+    busy: Rc<crate::machine::busy::BusyState>,
+    /// The limits this loop enforces and the connection counters, shared with the executor's
+    /// commands (`State::local`).
+    local: Rc<Local>,
     /// When the last poll returned: connection activity is stamped with it (the idle
     /// `timeout` counts in seconds), one clock read per turn rather than per request.
     now: Instant,
@@ -427,6 +434,8 @@ impl Net {
             handshakes: 0,
             accept_retry: false,
             shared,
+            busy: Default::default(),
+            local: Default::default(),
             now: Instant::now(),
             io: None,
         };
@@ -450,7 +459,7 @@ impl Net {
             reads,
             posts: Vec::new(),
         });
-        self.shared.io_threads_active.store(true, Ordering::Relaxed);
+        // `State::local` learns it in `set_local`.
         Ok(())
     }
 
@@ -502,11 +511,11 @@ impl Net {
             // (it only does its own share of this fan-out).
             unsafe { io.pool.run(&posts, phase, &mut io.local) };
             let counter = if read {
-                &self.shared.io_threaded_reads
+                &self.local.io_threaded_reads
             } else {
-                &self.shared.io_threaded_writes
+                &self.local.io_threaded_writes
             };
-            counter.fetch_add(posts.len() as u64, Ordering::Relaxed);
+            bump(counter, posts.len() as u64);
         } else {
             for &p in &posts {
                 // SAFETY: pointers just taken from `conns`, unchanged since.
@@ -518,6 +527,17 @@ impl Net {
     }
 
     /// The listening sockets, for the executor's CONFIG SET of `bind` and `port`.
+    /// Takes the executor's limits and connection counters (`State::local`).
+    pub fn set_local(&mut self, local: Rc<Local>) {
+        local.io_threads_active.set(self.io.is_some());
+        self.local = local;
+    }
+
+    /// The busy-script state this loop answers from, for `State::busy`.
+    pub fn busy_state(&self) -> Rc<crate::machine::busy::BusyState> {
+        self.busy.clone()
+    }
+
     pub fn listen_set(&self) -> Rc<RefCell<ListenSet>> {
         self.listen.clone()
     }
@@ -593,15 +613,15 @@ impl Net {
 
     /// A new connection joins the loop: plain TCP is admitted at once, TLS after its handshake.
     fn open(&mut self, sock: TcpStream, addr: SocketAddr, tls: Option<Arc<rustls::ServerConfig>>) {
-        let shared = &self.shared;
+        let local = &self.local;
         if sock.set_nonblocking(true).is_err() {
             return;
         }
         // `tcp-keepalive` as it is now: CONFIG SET reaches the sockets accepted after it.
-        crate::server::prepare(&sock, shared.tcp_keepalive.load(Ordering::Relaxed));
+        crate::server::prepare(&sock, local.tcp_keepalive.get());
         let io = match tls {
             None => {
-                if let Err(refusal) = crate::server::admission(shared, addr.ip()) {
+                if let Err(refusal) = crate::server::admission(local, addr.ip()) {
                     // Best effort on a fresh socket (its buffer takes a short line): never
                     // wait on a peer that does not read.
                     let _ = (&sock).write(refusal);
@@ -619,7 +639,7 @@ impl Net {
             },
         };
         let admitted = matches!(io, Transport::Tcp);
-        let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
+        let id = bump(&local.next_client_id, 1);
         if self
             .poll
             .registry()
@@ -631,12 +651,14 @@ impl Net {
             .is_err()
         {
             if admitted {
-                shared.connected_clients.fetch_sub(1, Ordering::SeqCst);
+                local
+                    .connected_clients
+                    .set(local.connected_clients.get().saturating_sub(1));
             }
             return;
         }
         let laddr = sock.local_addr().unwrap_or(addr);
-        let client = Rc::new(ClientShared::new_for(shared));
+        let client = Rc::new(ClientShared::new_for(local));
         self.conns.insert(
             id,
             Conn {
@@ -680,9 +702,7 @@ impl Net {
         };
         c.admitted = true;
         // As `Server::connect` decides, as of now.
-        c.client
-            .authenticated
-            .set(!self.shared.auth_required.load(Ordering::Relaxed));
+        c.client.authenticated.set(!self.local.auth_required.get());
         let client = Client::new(id, c.addr, c.laddr, c.out.clone(), c.client.clone());
         self.accepted.push(Box::new(client));
     }
@@ -695,7 +715,7 @@ impl Net {
         };
         c.handshake_deadline = None;
         self.handshakes -= 1;
-        match crate::server::admission(&self.shared, c.addr.ip()) {
+        match crate::server::admission(&self.local, c.addr.ip()) {
             Ok(()) => self.join(id),
             Err(refusal) => {
                 let _ = c.io.write(&c.sock, refusal);
@@ -745,10 +765,7 @@ impl Net {
             &mut self.scratch
         };
         if read {
-            let limit = self
-                .shared
-                .client_query_buffer_limit
-                .load(Ordering::Relaxed);
+            let limit = self.local.client_query_buffer_limit.get();
             if buf.len() + c.decoder.overhead() > limit {
                 tracing::warn!(
                     "Closing client id={id} that reached max query buffer length ({} bytes)",
@@ -778,10 +795,10 @@ impl Net {
         }
         if !c.in_flight && c.protocol_error.is_none() {
             let limits = DecodeLimits {
-                max_bulk_len: self.shared.proto_max_bulk_len.load(Ordering::Relaxed),
+                max_bulk_len: self.local.proto_max_bulk_len.get(),
             };
-            let auth_required = c.client.auth_required(&self.shared);
-            let server_auth = self.shared.auth_required.load(Ordering::Relaxed);
+            let auth_required = c.client.auth_required(&self.local);
+            let server_auth = self.local.auth_required.get();
             c.decoder.set_auth_required(auth_required);
             let unread = buf.len();
             loop {
@@ -914,7 +931,8 @@ impl Net {
             self.handshakes -= 1;
         }
         if c.admitted {
-            self.shared.connected_clients.fetch_sub(1, Ordering::SeqCst);
+            let n = &self.local.connected_clients;
+            n.set(n.get().saturating_sub(1));
             self.closed.push(id);
         }
     }
@@ -970,8 +988,10 @@ impl Net {
                 batch.clear();
                 continue;
             };
-            let auth_required = c.client.auth_required(&self.shared);
-            let answer = self.shared.script.answer(&batch, &c.client, auth_required);
+            let auth_required = c.client.auth_required(&self.local);
+            let answer = self
+                .busy
+                .answer(&batch, &c.client, auth_required, &self.shared.script);
             batch.clear();
             // Never ran: the connection may send again.
             c.in_flight = false;

@@ -1,35 +1,51 @@
-//! What a running script shares with the threads that answer other clients meanwhile (the
+//! What a running script shares with the event loop answering other clients meanwhile (the
 //! answering itself, which needs the command table, is script/busy.rs).
+//!
+//! The script runs on the executor thread and the loop that answers while it is busy is the
+//! executor's own loop, lent to the script's hook (`Host::while_busy`): the two never run at
+//! once, so `BusyState` is plain cells behind an `Rc`. Only the stop flag is also touched by
+//! another thread (the main thread's signal and shutdown handling): it is `ScriptStop`, in
+//! `Shared`.
 
 use crate::config::users::Users;
 use bytes::Bytes;
-use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::{Arc, Mutex, RwLock};
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
+/// The part of a running script's state another thread touches; lives in `Shared`.
+#[derive(Debug, Default)]
+pub struct ScriptStop {
+    /// Stop the running script at its next hook, whatever it wrote: set by SHUTDOWN NOSAVE
+    /// during a busy script (the executor, in its lent loop) and by the main thread on a
+    /// signal or a shutdown request; read by the executor (the hook, the end of a unit, the
+    /// loop) and by the main thread (to log the request).
+    pub shutdown: AtomicBool,
+}
+
+/// See the module comment: written by the script engine on the executor thread, read by the
+/// busy-answering path in the executor's lent loop (`exec::net`); no other thread sees it.
 #[derive(Debug, Default)]
 pub struct BusyState {
-    /// Run number of the script being run; 0 between scripts.
-    pub running: AtomicU64,
     /// Runs started so far (the last run number handed out).
-    pub runs: AtomicU64,
+    pub runs: Cell<u64>,
     /// Run number of the script that passed busy-reply-threshold; 0 while none has.
-    pub busy: AtomicU64,
+    pub busy: Cell<u64>,
     /// Run number SCRIPT KILL asked to stop (the hook compares it with its own).
-    pub kill: AtomicU64,
+    pub kill: Cell<u64>,
     /// The running script has called a write command: SCRIPT KILL answers -UNKILLABLE.
-    pub dirty: AtomicBool,
-    /// SHUTDOWN NOSAVE arrived during a busy script: the hook aborts it whatever it wrote.
-    pub shutdown: AtomicBool,
+    pub dirty: Cell<bool>,
     /// The busy script is a library function (FCALL): the -BUSY text names FUNCTION KILL,
     /// and SCRIPT KILL / FUNCTION KILL each refuse the other's kind, as Redis's scriptKill.
-    pub function: AtomicBool,
+    pub function: Cell<bool>,
     /// The busy function, for FUNCTION STATS (set when it turns busy).
-    pub running_function: Mutex<Option<RunningFunction>>,
-    /// Libraries (high 32 bits) and functions (low) loaded, for FUNCTION STATS while busy.
-    pub function_counts: AtomicU64,
-    /// The configured users (published with the config), for AUTH while a script is busy.
-    pub(crate) users: RwLock<Option<Arc<Users>>>,
+    pub running_function: RefCell<Option<RunningFunction>>,
+    /// Libraries and functions loaded, for FUNCTION STATS while busy.
+    pub function_counts: Cell<(usize, usize)>,
+    /// The configured users, for AUTH while a script is busy: taken when the script turns
+    /// busy (nothing can change them until it ends) and dropped when it ends.
+    pub(crate) users: RefCell<Option<Rc<Users>>>,
 }
 
 /// FUNCTION STATS's `running_script`.
@@ -38,22 +54,6 @@ pub struct RunningFunction {
     pub name: Bytes,
     pub argv: Vec<Bytes>,
     pub started: Instant,
-}
-
-impl BusyState {
-    pub fn set_running_function(&self, f: Option<RunningFunction>) {
-        match self.running_function.lock() {
-            Ok(mut g) => *g = f,
-            Err(poisoned) => *poisoned.into_inner() = f,
-        }
-    }
-
-    pub fn running_function(&self) -> Option<RunningFunction> {
-        match self.running_function.lock() {
-            Ok(g) => g.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
-    }
 }
 
 /// What a busy answer did to the client's transaction state, for the executor to apply before

@@ -6,7 +6,6 @@ use bytes::Bytes;
 use std::cell::Cell;
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 use tokio::sync::mpsc;
 
@@ -69,23 +68,23 @@ impl std::fmt::Debug for ClientShared {
 impl ClientShared {
     /// State for a new connection: authenticated when the default user needs no password, as
     /// `State::connect` decides.
-    pub fn new_for(shared: &super::Shared) -> ClientShared {
+    pub fn new_for(local: &super::shared::Local) -> ClientShared {
         ClientShared {
-            authenticated: Cell::new(!shared.auth_required.load(Ordering::Relaxed)),
+            authenticated: Cell::new(!local.auth_required.get()),
             ..Default::default()
         }
     }
 
     /// Redis's `authRequired(c)`, for the decoder of this client's next request.
-    pub fn auth_required(&self, shared: &super::Shared) -> bool {
-        shared.auth_required.load(Ordering::Relaxed) && !self.authenticated.get()
+    pub fn auth_required(&self, local: &super::shared::Local) -> bool {
+        local.auth_required.get() && !self.authenticated.get()
     }
 }
 
 /// Whether a batch must end after `args`: while a client is unauthenticated each request may
 /// change what the next may send (AUTH, HELLO … AUTH), and RESET may log it out again, so the
 /// next request is decoded only after it ran, as Redis decodes after every command.
-/// `server_auth`: `Shared::auth_required`, read once per batch.
+/// `server_auth`: `Local::auth_required`, read once per batch.
 pub fn auth_may_change(auth_required: bool, server_auth: bool, args: &[Bytes]) -> bool {
     auth_required
         || (server_auth

@@ -162,6 +162,12 @@ pub struct State {
     pub config: Config,
     pub stats: Stats,
     pub shared: Arc<Shared>,
+    /// What the loop answering other clients while a script is busy reads (the loop's own,
+    /// `Net::busy_state`, once the server runs).
+    pub busy: std::rc::Rc<busy::BusyState>,
+    /// The limits the event loop enforces and the connection counters, shared with the
+    /// loop (`Net::set_local`).
+    pub local: std::rc::Rc<shared::Local>,
     /// Every connected client except the one whose batch is running (see `Ctx::client`).
     /// Boxed: a batch takes its client out and puts it back, which must not copy the struct.
     pub clients: HashMap<u64, Box<Client>, ahash::RandomState>,
@@ -249,11 +255,14 @@ impl State {
             );
         }
         let latency_tracking = config.compat_value("latency-tracking") == "yes";
+        let local = std::rc::Rc::new(shared::Local::new(&config));
         let mut state = State {
             dbs: Dbs::new(config.databases),
             config,
             stats: Stats::new(ncommands),
             shared,
+            busy: Default::default(),
+            local,
             clients: HashMap::default(),
             started: Instant::now(),
             // 40 hex digits, as Redis's getRandomHexChars (Sentinel clients read run ids).

@@ -157,7 +157,7 @@ impl OutBuf {
         let mut ok = true;
         for (offset, body) in pieces.drain(..) {
             let offset = offset.clamp(at, data.len());
-            ok = self.extend(&data[at..offset]) && self.put(body);
+            ok = self.extend_before_piece(&data[at..offset]) && self.put(body);
             at = offset;
             if !ok {
                 break;
@@ -167,6 +167,23 @@ impl OutBuf {
         pieces.clear();
         data.clear();
         (ok, Some(data))
+    }
+
+    /// Appends a copy of `data`, which a referenced piece follows: that piece seals the block
+    /// `data` lands in, so a block opened for it is cut to its size rather than `BLOCK` (the
+    /// text between the large values of an MGET, a few bytes each, would otherwise hold
+    /// 16 KiB a value).
+    fn extend_before_piece(&mut self, data: &[u8]) -> bool {
+        if data.len() <= self.tail.capacity() - self.tail.len() || data.len() >= BIG {
+            return self.extend(data);
+        }
+        let Some(copy) = try_copy(data) else {
+            return false;
+        };
+        self.seal();
+        self.sealed.push_back(copy);
+        self.added(data.len());
+        true
     }
 
     fn added(&mut self, n: usize) {

@@ -2,7 +2,7 @@
 
 use super::frame::Frame;
 use super::number::fmt_g17;
-use bytes::{BufMut, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 
 /// The longest `<prefix><i64>\r\n` line: 1 + 20 + 2 bytes.
 const LINE_MAX: usize = 24;
@@ -69,32 +69,88 @@ fn put_line(out: &mut BytesMut, kind: u8, line: &[u8]) {
     out.extend_from_slice(b"\r\n");
 }
 
+/// Where a reply's bulk strings go: copied into the output, or, when large, referenced.
+trait Bodies {
+    /// Takes `body` by reference if it is to travel that way: writes its `$<len>` header,
+    /// records (offset, body) for the body's place and writes the CRLF after it; false, with
+    /// nothing written, when the body is to be copied.
+    fn take(&mut self, out: &mut BytesMut, body: &Bytes) -> bool;
+}
+
+/// Every bulk is copied.
+struct CopyAll;
+
+impl Bodies for CopyAll {
+    #[inline(always)]
+    fn take(&mut self, _: &mut BytesMut, _: &Bytes) -> bool {
+        false
+    }
+}
+
+/// Bulks of `output::BIG` bytes or more are referenced, (offset, body) in offset order: the
+/// connection's chain puts each body between `out[..offset]` and `out[offset..]`
+/// (`OutBuf::put_with`).
+impl Bodies for Vec<(usize, Bytes)> {
+    #[inline(always)]
+    fn take(&mut self, out: &mut BytesMut, body: &Bytes) -> bool {
+        if body.len() < crate::machine::output::BIG {
+            return false;
+        }
+        bulk_header(out, body.len());
+        self.push((out.len(), body.clone()));
+        out.extend_from_slice(b"\r\n");
+        true
+    }
+}
+
+/// Encodes `frame` into `out`, copying every bulk.
 pub fn encode(frame: &Frame, resp3: bool, out: &mut BytesMut) {
+    encode_with(frame, resp3, out, &mut CopyAll);
+}
+
+/// Encodes a reply for a connection's output: as `encode`, except that bulk strings of
+/// `output::BIG` bytes or more, at the top or nested at any depth (GET, MGET, LRANGE,
+/// HGETALL, XRANGE, EXEC and script replies), are not copied: their headers and CRLFs go
+/// into `out` and the bodies into `bodies` with their offsets, for `OutBuf::put_with`.
+pub fn encode_referencing(
+    frame: &Frame,
+    resp3: bool,
+    out: &mut BytesMut,
+    bodies: &mut Vec<(usize, Bytes)>,
+) {
+    encode_with(frame, resp3, out, bodies);
+}
+
+fn encode_with<B: Bodies>(frame: &Frame, resp3: bool, out: &mut BytesMut, bodies: &mut B) {
     match frame {
         // The reply of every SET: no scan for line breaks, one constant-size append.
         Frame::Simple(s) if s[..] == b"OK"[..] => out.extend_from_slice(b"+OK\r\n"),
         Frame::Simple(s) => put_line(out, b'+', s),
         Frame::Error(e) => put_line(out, b'-', e),
         Frame::Integer(i) => put_line_int(out, b':', *i),
-        Frame::Bulk(b) => put_bulk(out, b),
+        Frame::Bulk(b) => {
+            if !bodies.take(out, b) {
+                put_bulk(out, b)
+            }
+        }
         Frame::Null => out.extend_from_slice(if resp3 { b"_\r\n" } else { b"$-1\r\n" }),
         Frame::NullArray => out.extend_from_slice(if resp3 { b"_\r\n" } else { b"*-1\r\n" }),
         Frame::Array(items) => {
             put_len(out, b'*', items.len());
             for f in items {
-                encode(f, resp3, out);
+                encode_with(f, resp3, out, bodies);
             }
         }
         Frame::Set(items) => {
             put_len(out, if resp3 { b'~' } else { b'*' }, items.len());
             for f in items {
-                encode(f, resp3, out);
+                encode_with(f, resp3, out, bodies);
             }
         }
         Frame::Push(items) => {
             put_len(out, if resp3 { b'>' } else { b'*' }, items.len());
             for f in items {
-                encode(f, resp3, out);
+                encode_with(f, resp3, out, bodies);
             }
         }
         Frame::Map(pairs) => {
@@ -104,8 +160,8 @@ pub fn encode(frame: &Frame, resp3: bool, out: &mut BytesMut) {
                 put_len(out, b'*', pairs.len() * 2);
             }
             for (k, v) in pairs {
-                encode(k, resp3, out);
-                encode(v, resp3, out);
+                encode_with(k, resp3, out, bodies);
+                encode_with(v, resp3, out, bodies);
             }
         }
         Frame::Double(d) => {
@@ -155,11 +211,11 @@ pub fn encode(frame: &Frame, resp3: bool, out: &mut BytesMut) {
             if resp3 {
                 put_len(out, b'|', pairs.len());
                 for (k, v) in pairs {
-                    encode(k, resp3, out);
-                    encode(v, resp3, out);
+                    encode_with(k, resp3, out, bodies);
+                    encode_with(v, resp3, out, bodies);
                 }
             }
-            encode(reply, resp3, out);
+            encode_with(reply, resp3, out, bodies);
         }
     }
 }
@@ -167,7 +223,6 @@ pub fn encode(frame: &Frame, resp3: bool, out: &mut BytesMut) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytes::Bytes;
 
     fn enc(f: &Frame, resp3: bool) -> String {
         let mut out = BytesMut::new();
@@ -222,5 +277,56 @@ mod tests {
             enc(&Frame::Push(vec![Frame::Integer(1)]), true),
             ">1\r\n:1\r\n"
         );
+    }
+
+    /// Large bulks at any depth are referenced, small ones copied, and putting the bodies
+    /// back at their offsets gives exactly what `encode` writes.
+    #[test]
+    fn large_bulks_are_referenced_at_any_depth() {
+        use crate::machine::output::BIG;
+        let big = Bytes::from(vec![b'v'; BIG]);
+        let bigger = Bytes::from(vec![b'w'; BIG * 3 + 1]);
+        let small = Bytes::from(vec![b's'; BIG - 1]);
+        let frame = Frame::Array(vec![
+            Frame::Bulk(big.clone()),
+            Frame::Null,
+            Frame::Array(vec![
+                Frame::bulk_static("id"),
+                Frame::Map(vec![(
+                    Frame::Bulk(small.clone()),
+                    Frame::Bulk(bigger.clone()),
+                )]),
+            ]),
+            Frame::Bulk(small.clone()),
+        ]);
+        for resp3 in [false, true] {
+            let mut out = BytesMut::new();
+            let mut bodies = Vec::new();
+            encode_referencing(&frame, resp3, &mut out, &mut bodies);
+            assert_eq!(bodies.len(), 2);
+            assert_eq!(bodies[0].1.as_ptr(), big.as_ptr());
+            assert_eq!(bodies[1].1.as_ptr(), bigger.as_ptr());
+            assert!(bodies[0].0 < bodies[1].0);
+            let mut joined = Vec::new();
+            let mut at = 0;
+            for (offset, body) in &bodies {
+                joined.extend_from_slice(&out[at..*offset]);
+                joined.extend_from_slice(body);
+                at = *offset;
+            }
+            joined.extend_from_slice(&out[at..]);
+            let mut want = BytesMut::new();
+            encode(&frame, resp3, &mut want);
+            assert_eq!(joined, &want[..]);
+            // The small bulks were copied in place: only the two large bodies are missing.
+            assert_eq!(out.len(), want.len() - big.len() - bigger.len());
+        }
+        // A top-level bulk of exactly BIG bytes is referenced; one byte less is not.
+        let mut out = BytesMut::new();
+        let mut bodies = Vec::new();
+        encode_referencing(&Frame::Bulk(small), false, &mut out, &mut bodies);
+        assert!(bodies.is_empty() && out.len() == BIG - 1 + 10);
+        encode_referencing(&Frame::Bulk(big), false, &mut out, &mut bodies);
+        assert_eq!(bodies.len(), 1);
     }
 }

@@ -6,12 +6,11 @@ use crate::cmd::registry::table;
 
 use crate::cmd::spec::{flags, CommandSpec};
 use crate::config::users::Users;
-pub use crate::machine::busy::{BusyMarks, BusyState};
+pub use crate::machine::busy::{BusyMarks, BusyState, ScriptStop};
 use crate::machine::client::{Client, ClientShared};
 use crate::machine::State;
 use bytes::{Bytes, BytesMut};
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::rc::Rc;
 
 pub const BUSY: &[u8] =
     b"-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n";
@@ -55,36 +54,22 @@ impl BusyState {
     /// FUNCTION STATS while a function is busy: its name, command and running time.
     fn stats_reply(&self, out: &mut BytesMut, resp3: bool) {
         let running = self
-            .running_function()
+            .running_function
+            .borrow()
+            .clone()
             .map(|f| (f.name, f.argv, f.started.elapsed().as_millis() as u64));
-        let counts = self.function_counts.load(Ordering::Acquire);
-        let frame = crate::cmd::functions::stats_frame(
-            running,
-            (counts >> 32) as usize,
-            (counts & 0xffff_ffff) as usize,
-        );
+        let (libs, funcs) = self.function_counts.get();
+        let frame = crate::cmd::functions::stats_frame(running, libs, funcs);
         crate::protocol::encode::encode(&frame, resp3, out);
     }
 
-    /// Called with every configuration the server adopts (`Shared::apply`).
+    /// The running script turned busy with these users configured (see `users`).
     pub fn set_users(&self, users: &Users) {
-        let mut u = match self.users.write() {
-            Ok(u) => u,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        *u = Some(Arc::new(users.clone()));
+        *self.users.borrow_mut() = Some(Rc::new(users.clone()));
     }
 
-    fn users(&self) -> Arc<Users> {
-        let u = match self.users.read() {
-            Ok(u) => u,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        u.clone().unwrap_or_default()
-    }
-
-    pub fn is_busy(&self) -> bool {
-        self.busy.load(Ordering::Acquire) != 0
+    fn users(&self) -> Rc<Users> {
+        self.users.borrow().clone().unwrap_or_default()
     }
 
     /// Answers a batch in the event loop while the executor runs a busy script, as Redis's
@@ -96,14 +81,15 @@ impl BusyState {
     /// inside MULTI the others are queued; HELLO, RESET and WATCH outside MULTI need the
     /// executor and get -BUSY (WATCH cannot be registered later: the script's writes after it
     /// would be missed). None when no script is busy (the batch goes to the
-    /// executor).
+    /// executor). SHUTDOWN NOSAVE sets `stop` (`Shared`'s, which the main thread reads too).
     pub fn answer(
         &self,
         batch: &[Vec<Bytes>],
         client: &ClientShared,
         mut auth_required: bool,
+        stop: &ScriptStop,
     ) -> Option<BusyAnswer> {
-        let run = self.busy.load(Ordering::Acquire);
+        let run = self.busy.get();
         if run == 0 {
             return None;
         }
@@ -113,7 +99,7 @@ impl BusyState {
         // them the same way; both run on the executor thread, never interleaved).
         let mut marks = client.busy_marks.take();
         let mut close = false;
-        let function = self.function.load(Ordering::Acquire);
+        let function = self.function.get();
         let (busy, execabort) = if function {
             (BUSY_FUNCTION, EXECABORT_BUSY_FUNCTION)
         } else {
@@ -233,14 +219,14 @@ impl BusyState {
                 // SCRIPT KILL / FUNCTION KILL (Redis's scriptKill): each stops only its own
                 // kind, and neither a script that wrote.
                 let eval_kill = first.eq_ignore_ascii_case(b"script");
-                if self.dirty.load(Ordering::Acquire) {
+                if self.dirty.get() {
                     replies.extend_from_slice(UNKILLABLE);
                 } else if eval_kill && function {
                     replies.extend_from_slice(BUSY_FUNCTION);
                 } else if !eval_kill && !function {
                     replies.extend_from_slice(BUSY);
                 } else {
-                    self.kill.store(run, Ordering::Release);
+                    self.kill.set(run);
                     replies.extend_from_slice(b"+OK\r\n");
                 }
             } else if first.eq_ignore_ascii_case(b"function") {
@@ -253,7 +239,8 @@ impl BusyState {
             } else if first.eq_ignore_ascii_case(b"shutdown")
                 && argv[1..].iter().any(|a| a.eq_ignore_ascii_case(b"nosave"))
             {
-                self.shutdown.store(true, Ordering::Release);
+                stop.shutdown
+                    .store(true, std::sync::atomic::Ordering::Release);
                 client.in_multi.set(in_multi);
                 client.busy_marked.set(!marks.is_empty());
                 client.busy_marks.set(marks);

@@ -118,6 +118,7 @@ pub fn with_functions<R>(
         None => Box::new(Functions {
             engine: Engine::new(
                 ctx.srv.shared.clone(),
+                ctx.srv.busy.clone(),
                 ctx.srv.config.lua_memory_limit as usize,
             )
             .map_err(|e| CmdError::erf(format!("Failed to initialize the Lua engine: {e}")))?,

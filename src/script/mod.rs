@@ -15,6 +15,7 @@ pub mod structlib;
 
 use crate::cmd::Ctx;
 use crate::error::CmdError;
+use crate::machine::busy::BusyState;
 use crate::machine::{Shared, State, REDIS_VERSION};
 use crate::protocol::Frame;
 use bytes::Bytes;
@@ -158,6 +159,8 @@ struct RunState {
     /// Redis's rand48 state (`redisLrand48`), shared by all scripts and not reset per run.
     rand: Cell<u64>,
     shared: Arc<Shared>,
+    /// What the loop answering other clients reads while this script is busy (`State::busy`).
+    busy_state: Rc<BusyState>,
 }
 
 impl RunState {
@@ -182,6 +185,13 @@ impl RunState {
             }
             self.busy.set(true);
             first = true;
+            // SAFETY: non-null (checked above) only while the script runs, inside
+            // `runner.call` (see `Engine::run`); the hook runs between Lua instructions on
+            // this thread, never inside a callback that holds its own `&mut Ctx`, so this is
+            // the only reference made from the pointer while it lives.
+            let ctx = unsafe { &*(self.ctx.get() as *const Ctx<'static>) };
+            // Nothing changes the users while the script runs (ACL and CONFIG are noscript).
+            self.busy_state.set_users(&ctx.srv.config.users);
             let fname = self.fname.borrow().clone();
             let is_function = fname.is_some();
             if let Some(name) = &fname {
@@ -193,24 +203,17 @@ impl RunState {
                 } else {
                     unsafe { std::slice::from_raw_parts(p, n) }.to_vec()
                 };
-                self.shared.script.set_running_function(Some(
-                    crate::machine::busy::RunningFunction {
+                *self.busy_state.running_function.borrow_mut() =
+                    Some(crate::machine::busy::RunningFunction {
                         name: name.clone(),
                         argv,
                         started: self.started.get(),
-                    },
-                ));
+                    });
             }
-            self.shared
-                .script
-                .function
-                .store(is_function, Ordering::Release);
+            self.busy_state.function.set(is_function);
             // Other clients get -BUSY from here on; the log line comes after, so whoever sees
             // it can rely on the flag.
-            self.shared
-                .script
-                .busy
-                .store(self.run_id.get(), Ordering::Release);
+            self.busy_state.busy.set(self.run_id.get());
             let name = match &fname {
                 Some(n) => String::from_utf8_lossy(n).into_owned(),
                 None => String::from_utf8_lossy(&self.sha.get()).into_owned(),
@@ -234,8 +237,8 @@ impl RunState {
             let ctx = unsafe { &*(self.ctx.get() as *const Ctx<'static>) };
             ctx.host.while_busy();
         }
-        let b = &self.shared.script;
-        if b.kill.load(Ordering::Acquire) == self.run_id.get() || b.shutdown.load(Ordering::Acquire)
+        if self.busy_state.kill.get() == self.run_id.get()
+            || self.shared.script.shutdown.load(Ordering::Acquire)
         {
             self.killed.set(true);
             return Err(mlua::Error::runtime("script killed"));
@@ -320,6 +323,7 @@ pub fn with_engine<R>(
         None => Box::new(
             Engine::new(
                 ctx.srv.shared.clone(),
+                ctx.srv.busy.clone(),
                 ctx.srv.config.lua_memory_limit as usize,
             )
             .map_err(|e| CmdError::erf(format!("Failed to initialize the Lua engine: {e}")))?,
@@ -388,7 +392,7 @@ unsafe extern "C-unwind" fn trampoline(l: *mut mlua::ffi::lua_State) -> std::os:
 }
 
 impl Engine {
-    fn new(shared: Arc<Shared>, memory_limit: usize) -> mlua::Result<Engine> {
+    fn new(shared: Arc<Shared>, busy: Rc<BusyState>, memory_limit: usize) -> mlua::Result<Engine> {
         // SAFETY: `debug` is needed by the bootstrap's error handler; the bootstrap removes it
         // from the globals before any script runs, as Redis does.
         let lua = unsafe {
@@ -418,6 +422,7 @@ impl Engine {
             registered: RefCell::new(None),
             pending: Cell::new((std::ptr::null(), 0, std::ptr::null(), 0)),
             rand: Cell::new(0x1234_ABCD_330E),
+            busy_state: busy,
             shared,
         });
         let rs = lua.create_table()?;
@@ -828,8 +833,9 @@ impl Engine {
         st.busy.set(false);
         // Numbered across both engines (EVAL's and the functions'), so a kill meant for one
         // run never matches a later run of the other.
-        st.run_id
-            .set(st.shared.script.runs.fetch_add(1, Ordering::AcqRel) + 1);
+        let run_id = st.busy_state.runs.get() + 1;
+        st.busy_state.runs.set(run_id);
+        st.run_id.set(run_id);
         match name {
             RunName::Eval(sha) => st.sha.set(*sha),
             RunName::Function(n) => *st.fname.borrow_mut() = Some(n.clone()),
@@ -837,10 +843,6 @@ impl Engine {
         st.argv.set((argv.as_ptr(), argv.len()));
         st.threshold_ms.set(ctx.srv.config.busy_reply_threshold);
         st.started.set(Instant::now());
-        st.shared
-            .script
-            .running
-            .store(st.run_id.get(), Ordering::Release);
         let saved_db = ctx.client.db;
         let result = {
             // Commands called by the script run in their own context (in_script, the caller's
@@ -871,12 +873,12 @@ impl Engine {
             r
         };
         ctx.client.db = saved_db;
-        let shared = &st.shared.script;
-        shared.running.store(0, Ordering::Release);
+        let busy = &st.busy_state;
         if st.busy.get() {
-            shared.busy.store(0, Ordering::Release);
-            shared.function.store(false, Ordering::Release);
-            shared.set_running_function(None);
+            busy.busy.set(0);
+            busy.function.set(false);
+            *busy.running_function.borrow_mut() = None;
+            *busy.users.borrow_mut() = None;
         }
         st.argv.set((std::ptr::null(), 0));
         if matches!(name, RunName::Function(_)) {
@@ -887,9 +889,9 @@ impl Engine {
             RunName::Function(n) => n,
         };
         if st.dirty.get() {
-            shared.dirty.store(false, Ordering::Release);
+            busy.dirty.set(false);
         }
-        if shared.shutdown.load(Ordering::Acquire) {
+        if st.shared.script.shutdown.load(Ordering::Acquire) {
             // SHUTDOWN NOSAVE: the caller gets no reply; the server is going away.
             ctx.client.skip_reply = true;
             ctx.client.close_after_reply = true;

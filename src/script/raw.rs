@@ -13,7 +13,6 @@ use crate::protocol::Frame;
 use bytes::Bytes;
 use mlua::ffi;
 use std::os::raw::{c_int, c_void};
-use std::sync::atomic::Ordering;
 
 /// What `redis.call` hands to the protected pusher: the reply (or error text) to turn into Lua.
 struct PushJob<'a> {
@@ -94,7 +93,7 @@ unsafe fn call(l: *mut ffi::lua_State, st: &RunState) -> (bool, Frame) {
     let (frame, write) = dispatch::script_call(ctx, &argv, st.read_only.get(), deny_oom);
     if write && !st.dirty.get() {
         st.dirty.set(true);
-        st.shared.script.dirty.store(true, Ordering::Release);
+        st.busy_state.dirty.set(true);
     }
     match frame {
         Frame::Error(_) => (false, frame),

@@ -5,8 +5,7 @@ pub mod metrics;
 pub mod protected;
 pub mod tls;
 
-use crate::machine::Shared;
-use std::sync::atomic::Ordering;
+use crate::machine::shared::{bump, Local};
 
 /// TCP_NODELAY and `tcp-keepalive` on an accepted socket (plain or TLS), as Redis's
 /// anetKeepAlive: first probe after the interval, then every third of it, 3 probes.
@@ -29,17 +28,16 @@ pub fn prepare(stream: &impl std::os::fd::AsFd, keepalive_secs: u64) {
 /// The counters follow Redis 7.0's `acceptCommonHandler`: a maxclients refusal counts in
 /// `rejected_connections` only; a protected-mode refusal comes after the client exists, so it
 /// counts in `total_connections_received`.
-pub fn admission(shared: &Shared, peer: std::net::IpAddr) -> Result<(), &'static [u8]> {
-    let connected = shared.connected_clients.fetch_add(1, Ordering::SeqCst);
-    if connected >= shared.maxclients.load(Ordering::Relaxed) {
-        shared.connected_clients.fetch_sub(1, Ordering::SeqCst);
-        shared.rejected_connections.fetch_add(1, Ordering::Relaxed);
+pub fn admission(local: &Local, peer: std::net::IpAddr) -> Result<(), &'static [u8]> {
+    let connected = local.connected_clients.get();
+    if connected >= local.maxclients.get() {
+        bump(&local.rejected_connections, 1);
         return Err(b"-ERR max number of clients reached\r\n");
     }
-    shared.total_connections.fetch_add(1, Ordering::Relaxed);
-    if protected::refuse(shared.protected_mode.load(Ordering::Relaxed), peer) {
-        shared.connected_clients.fetch_sub(1, Ordering::SeqCst);
+    bump(&local.total_connections, 1);
+    if protected::refuse(local.protected_mode.get(), peer) {
         return Err(protected::DENIED);
     }
+    local.connected_clients.set(connected + 1);
     Ok(())
 }

@@ -110,3 +110,34 @@ fn a_script_that_wrote_is_unkillable_and_shutdown_nosave_exits() {
         );
     }
 }
+
+/// AUTH answered while a script is busy checks the users as configured when it turned busy,
+/// changed at run time here (a user added by ACL SETUSER, requirepass by CONFIG SET); the
+/// login holds once the script ends.
+#[test]
+fn auth_during_a_busy_script_sees_the_users_set_at_run_time() {
+    const WRONGPASS: &str = "-WRONGPASS invalid username-password pair or user is disabled.\r\n";
+    for (name, srv) in servers() {
+        let mut a = srv.conn();
+        let setuser = ["ACL", "SETUSER", "alice", "on", ">pw", "+@all", "~*"];
+        assert_eq!(a.cmd_str(&setuser), "+OK\r\n", "{name}");
+        let requirepass = ["CONFIG", "SET", "requirepass", "secret"];
+        assert_eq!(a.cmd_str(&requirepass), "+OK\r\n", "{name}");
+        a.send(&["EVAL", "while true do end", "0"]);
+        srv.wait_log("Slow script detected", Duration::from_secs(10));
+        let mut b = srv.conn();
+        let noauth = "-NOAUTH Authentication required.\r\n";
+        assert_eq!(b.cmd_str(&["GET", "x"]), noauth, "{name}");
+        assert_eq!(b.cmd_str(&["AUTH", "alice", "nope"]), WRONGPASS, "{name}");
+        assert_eq!(b.cmd_str(&["AUTH", "alice", "pw"]), "+OK\r\n", "{name}");
+        assert_eq!(b.cmd_str(&["GET", "x"]), BUSY, "{name}");
+        let mut c = srv.conn();
+        assert_eq!(c.cmd_str(&["AUTH", "wrong"]), WRONGPASS, "{name}");
+        assert_eq!(c.cmd_str(&["AUTH", "secret"]), "+OK\r\n", "{name}");
+        assert_eq!(c.cmd_str(&["SCRIPT", "KILL"]), "+OK\r\n", "{name}");
+        let killed = a.read_reply();
+        assert!(killed.starts_with(b"-ERR Script killed"), "{name}");
+        assert_eq!(b.cmd_str(&["ACL", "WHOAMI"]), "$5\r\nalice\r\n", "{name}");
+        assert_eq!(c.cmd_str(&["ACL", "WHOAMI"]), "$7\r\ndefault\r\n", "{name}");
+    }
+}

@@ -128,3 +128,85 @@ fn the_output_limit_counts_the_whole_chain() {
         assert_eq!(setup.cmd(&["PING"]), b"+PONG\r\n", "{name}");
     }
 }
+
+/// Large values nested in arrays and maps (MGET, LRANGE, HMGET, HGETALL, XRANGE, EXEC, a
+/// script's table, RESP2 and RESP3) are referenced by the chain, not copied: each reply
+/// arrives with exactly the bytes redis-server sends, pipelined without reading first so the
+/// chain is written in pieces, and around the 16 KiB threshold (one byte under, at, over).
+#[test]
+fn large_values_inside_arrays_arrive_exactly() {
+    const BIG: usize = 16 * 1024;
+    let vals = [
+        patterned(BIG - 1, 4),
+        patterned(BIG, 5),
+        patterned(1 << 20, 6),
+        patterned((1 << 20) + 13, 7),
+        b"small".to_vec(),
+    ];
+    let scenario = |s: &common::Server| -> Vec<Vec<u8>> {
+        let mut c = s.conn();
+        let mut setup: Vec<&[u8]> = vec![b"RPUSH", b"list"];
+        for (i, v) in vals.iter().enumerate() {
+            let k = format!("v:{i}");
+            c.cmd(&[b"SET".as_slice(), k.as_bytes(), v]);
+            setup.push(v);
+            let f = format!("f{i}");
+            c.cmd(&[b"HSET".as_slice(), b"hash", f.as_bytes(), v]);
+            let id = format!("{}-1", i + 1);
+            c.cmd(&[b"XADD".as_slice(), b"stream", id.as_bytes(), b"field", v]);
+        }
+        c.cmd(&setup);
+        c.cmd(&[b"HSET".as_slice(), b"one", b"f", &vals[3]]);
+        let body =
+            "return {redis.call('GET', KEYS[1]), {ARGV[1], redis.call('LRANGE', KEYS[2], 0, -1)}}";
+        let cmds: Vec<Vec<&str>> = vec![
+            vec!["MGET", "v:0", "v:1", "nokey", "v:2", "v:3", "v:4"],
+            vec!["LRANGE", "list", "0", "-1"],
+            vec!["HMGET", "hash", "f3", "f0", "f2", "nofield", "f1"],
+            vec!["HGETALL", "one"],
+            vec!["XRANGE", "stream", "-", "+"],
+            vec!["MULTI"],
+            vec!["GET", "v:3"],
+            vec!["MGET", "v:2", "v:4"],
+            vec!["EXEC"],
+            vec!["EVAL", body, "2", "v:2", "list", "tail"],
+            vec!["HELLO", "3"],
+            vec!["HGETALL", "one"],
+            vec!["XRANGE", "stream", "2-1", "3-1"],
+            vec!["MGET", "v:3", "v:1"],
+        ];
+        let mut req = Vec::new();
+        for cmd in &cmds {
+            req.extend_from_slice(&resp_cmd(cmd));
+        }
+        c.send_raw(&req);
+        let mut got: Vec<Vec<u8>> = cmds.iter().map(|_| c.read_reply()).collect();
+        // HELLO's reply names the server: not compared.
+        got.remove(10);
+        assert_eq!(c.cmd(&["PING"]), b"+PONG\r\n");
+        got
+    };
+    let ours = scenario(&common::deadbolt(&[]));
+    let theirs = scenario(&common::redis_server(&[]));
+    assert_eq!(ours.len(), theirs.len());
+    for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
+        assert!(
+            a == b,
+            "reply {i} differs: deadbolt {} bytes {:?}..., redis-server {} bytes {:?}...",
+            a.len(),
+            String::from_utf8_lossy(&a[..a.len().min(80)]),
+            b.len(),
+            String::from_utf8_lossy(&b[..b.len().min(80)])
+        );
+    }
+    // And they are what they should be: MGET's, written out by hand.
+    let mut mget = b"*6\r\n".to_vec();
+    for v in [&vals[0], &vals[1]] {
+        mget.extend_from_slice(&bulk(v));
+    }
+    mget.extend_from_slice(b"$-1\r\n");
+    for v in [&vals[2], &vals[3], &vals[4]] {
+        mget.extend_from_slice(&bulk(v));
+    }
+    assert!(ours[0] == mget, "MGET's reply is not the stored bytes");
+}

@@ -416,7 +416,7 @@ impl Host for Node {
 fn run_on(view: ClusterView, cmds: &[&str]) -> Vec<String> {
     use crate::machine::client::Client;
     let cfg = crate::config::Config::default();
-    let shared = std::sync::Arc::new(crate::machine::Shared::new(&cfg));
+    let shared = std::sync::Arc::new(crate::machine::Shared::new());
     let mut state = State::new(cfg, shared, crate::cmd::registry::table().entries.len());
     let mut host = Node(view);
     let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
