@@ -8,6 +8,7 @@ mod common;
 mod clock_offset;
 mod cluster;
 mod groups;
+mod groups_holds;
 mod peer_attacks;
 mod protocol;
 mod replication_surface;
