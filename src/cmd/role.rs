@@ -176,7 +176,10 @@ pub(super) fn acked(view: Option<&ClusterView>, index: u64) -> i64 {
 /// acknowledged (a lone server: when numreplicas <= 0) or inside MULTI; otherwise the client
 /// blocks until the timeout (0: forever) and then answers the count, as Redis does.
 fn wait(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    if is_replica(ctx.host.cluster()) || ctx.srv.replica.following() {
+    // In a cluster, the Raft group the client's last write went to (the home group's before
+    // any): its leader counts its followers.
+    let group = ctx.client.repl_group;
+    if is_replica(ctx.host.cluster_group(group)) || ctx.srv.replica.following() {
         return Err(CmdError::err("ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated."));
     }
     let n = int_arg(&argv[1])?;
@@ -185,7 +188,7 @@ fn wait(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let t = super::blocking::millis_timeout(t, ctx.now)?;
     // The followers holding this client's last write (Redis: the replicas that acknowledged
     // its offset).
-    let view = ctx.host.cluster();
+    let view = ctx.host.cluster_group(group);
     if view.is_none() {
         // A lone server: its Redis replicas that acknowledged the stream up to this WAIT's
         // start (the offset is kept while it is parked; re-run when an ACK arrives).
@@ -218,12 +221,18 @@ fn wait(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 /// What a parked command answers when its deadline passes: WAIT the replicas that acked
 /// (Redis's replyToBlockedClientTimedOut), the list and zset waits a null array.
-pub fn timed_out_reply(argv: &[Bytes], host: &dyn Host, master: &Master, repl_index: u64) -> Frame {
+pub fn timed_out_reply(
+    argv: &[Bytes],
+    host: &dyn Host,
+    master: &Master,
+    repl_index: u64,
+    repl_group: crate::replication::group::GroupId,
+) -> Frame {
     if argv
         .first()
         .is_some_and(|a| a.eq_ignore_ascii_case(b"wait"))
     {
-        return match host.cluster() {
+        return match host.cluster_group(repl_group) {
             None => Frame::Integer(master.acked(repl_index)),
             view => Frame::Integer(acked(view, repl_index)),
         };

@@ -83,6 +83,7 @@ fn resume(srv: &mut Server, id: u64, ready: Option<&bytes::Bytes>) {
                 &srv.io,
                 &srv.state.redis_master,
                 client.repl_index,
+                client.repl_group,
             )
         };
         if !(client.reply_off || client.reply_skip) {

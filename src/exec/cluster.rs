@@ -126,11 +126,16 @@ pub struct Groups {
     list: Vec<ClusterIo>,
     slots: SlotMap,
     peers: Peers,
-    /// The group of the unit that ended last (its reply waits for that group's log).
+    /// The group of the unit that ended last (its logged index is what WAIT counts).
     last: GroupId,
     /// The other groups the last unit was logged in, when it was split by group
-    /// (`propose_per_group`): its reply waits for each of them too (`hold_split`).
-    split: Vec<GroupId>,
+    /// (`propose_per_group`): its output waits for each of them too (`note_unit`).
+    split_parts: Vec<GroupId>,
+    /// The groups (a set of `bit`s) the units since the batch's output was last delivered
+    /// went to: its output waits for each one this node leads (`take_watermarks`).
+    touched: u64,
+    /// The groups whose keys the running unit names (`note_unit_keys`; 0: the home group).
+    unit_keys: u64,
 }
 
 /// The keys a node's active expiry may delete: those of the Raft groups it serves as leader,
@@ -140,6 +145,13 @@ pub enum Expirable {
     All,
     /// The keys of these groups' slots (the node leads some of its groups, not all).
     Groups(Vec<GroupId>),
+}
+
+/// A set of groups: bit `i` stands for `Groups::list[i]` (from the 64th on, all share the
+/// last bit, so a set naming that bit covers every one of them).
+#[inline]
+fn bit(i: usize) -> u64 {
+    1 << i.min(63)
 }
 
 /// One Raft group on this node.
@@ -180,6 +192,9 @@ pub struct ClusterIo {
     read_parked: Vec<(u64, u64, Instant)>,
     /// The client whose parked batch is being run now (it does not park again).
     pub read_cleared: u64,
+    /// Clients whose batch this group's barrier cleared while it still waits for another
+    /// group's (`Groups::park_reads`).
+    read_confirmed: Vec<u64>,
     read_reask_at: Instant,
     /// Clients whose batches ask where the master is while this node trusts no leader:
     /// (client, since, asks SENTINEL MASTERS), answered once it does (`discovery_ready`) or
@@ -283,7 +298,9 @@ impl Groups {
             slots,
             peers,
             last: GroupId::HOME,
-            split: Vec::new(),
+            split_parts: Vec::new(),
+            touched: 0,
+            unit_keys: 0,
         })
     }
 
@@ -331,12 +348,187 @@ impl Groups {
             .collect()
     }
 
-    /// A group this node leads whose EXTEND is not applied yet (client batches wait there).
-    pub fn gate_shut_mut(&mut self) -> Option<&mut ClusterIo> {
-        self.list.iter_mut().find(|c| c.gate_shut())
+    /// A group of `set` this node leads whose EXTEND is not applied yet (a batch touching
+    /// its keys waits there).
+    pub fn gate_shut_mut(&mut self, set: u64) -> Option<&mut ClusterIo> {
+        self.list
+            .iter_mut()
+            .enumerate()
+            .find(|(i, c)| set & bit(*i) != 0 && c.gate_shut())
+            .map(|(_, c)| c)
     }
 
-    /// The group whose unit ended last: its reply is held for that group's log.
+    /// Whether any group's gate is shut (`gate_shut_mut` then asks which batches wait).
+    pub fn any_gate_shut(&self) -> bool {
+        self.list.iter().any(|c| c.gate_shut())
+    }
+
+    /// Whether this node runs more than one group (only then are slots computed).
+    #[inline]
+    pub fn split(&self) -> bool {
+        self.list.len() > 1
+    }
+
+    fn position(&self, group: GroupId) -> usize {
+        self.list.iter().position(|c| c.group == group).unwrap_or(0)
+    }
+
+    /// The groups (a set of `bit`s) owning the keys `argv` names, EXEC's those of the commands
+    /// `queued` since MULTI; the home group for a request without keys (or unknown).
+    pub fn groups_of_request(
+        &self,
+        argv: &[Bytes],
+        queued: Option<&Vec<(crate::machine::CmdId, Vec<Bytes>)>>,
+    ) -> u64 {
+        if !self.split() {
+            return bit(0);
+        }
+        let table = crate::cmd::registry::table();
+        let Ok(id) = crate::cmd::dispatch::resolve(argv) else {
+            return bit(0);
+        };
+        let mut set = 0;
+        let mut keys_of = |id: crate::machine::CmdId, argv: &[Bytes]| {
+            for k in crate::cmd::keyspec::key_refs(&table.entries[id], argv).iter() {
+                if let Some(key) = argv.get(k.pos) {
+                    set |= bit(self.position(self.slots.group_of_key(key)));
+                }
+            }
+        };
+        if table.entries[id].spec.name == "exec" {
+            for (qid, qargv) in queued.into_iter().flatten() {
+                keys_of(*qid, qargv);
+            }
+        } else {
+            keys_of(id, argv);
+        }
+        if set == 0 {
+            bit(0)
+        } else {
+            set
+        }
+    }
+
+    /// Before a client's unit runs: the groups of its keys, which a unit that logs nothing
+    /// (a read, a refusal) reads from (`Server::note_write`).
+    #[inline]
+    pub fn note_unit_keys(
+        &mut self,
+        argv: &[Bytes],
+        queued: Option<&Vec<(crate::machine::CmdId, Vec<Bytes>)>>,
+    ) {
+        if self.split() {
+            self.unit_keys = self.groups_of_request(argv, queued);
+        }
+    }
+
+    /// The groups the batch's units went to since its output was last delivered, forgotten
+    /// here: a nested batch (a blocked client served inside another's) keeps its own, and
+    /// `restore_touched` gives the outer one's back.
+    pub fn take_touched(&mut self) -> u64 {
+        std::mem::take(&mut self.touched)
+    }
+
+    pub fn restore_touched(&mut self, touched: u64) {
+        self.touched = touched;
+    }
+
+    /// What the output of the units since the last delivery waits for: one watermark for each
+    /// group they went to that this node leads (none touched, as for output no unit made: the
+    /// home group's): the first, and the others (only a batch over several groups
+    /// allocates). None: the output waits for no log. The set is emptied.
+    #[inline(never)]
+    pub fn take_watermarks(&mut self) -> Option<(Watermark, Vec<Watermark>)> {
+        let touched = match std::mem::take(&mut self.touched) {
+            0 => bit(0),
+            t => t,
+        };
+        let mut held: Option<(Watermark, Vec<Watermark>)> = None;
+        for (i, c) in self.list.iter_mut().enumerate() {
+            if touched & bit(i) != 0 && c.holds_replies() {
+                let wm = c.watermark();
+                match held.as_mut() {
+                    None => held = Some((wm, Vec::new())),
+                    Some((_, rest)) => rest.push(wm),
+                }
+            }
+        }
+        held
+    }
+
+    /// Parks client `id`'s batch for the read barriers of the groups of `set` this node
+    /// follows (all of them at once), unless each one confirmed a barrier for it already: a
+    /// group that did keeps that until the batch runs, so a batch waiting for several never
+    /// parks again on one that cleared it (until it runs: `forget_confirmed`). True if it
+    /// waits. A batch whose barrier gave up in
+    /// one group runs at once (its reads answer MASTERDOWN).
+    pub fn park_reads(&mut self, id: u64, set: u64) -> bool {
+        let follows = |(i, c): &(usize, &mut ClusterIo)| set & bit(*i) != 0 && !c.is_leader();
+        if self
+            .list
+            .iter_mut()
+            .enumerate()
+            .filter(follows)
+            .any(|(_, c)| c.masterdown == id)
+        {
+            // Nor does it wait elsewhere: a barrier asked for it must not clear a later batch.
+            for c in &mut self.list {
+                c.read_parked.retain(|p| p.1 != id);
+            }
+            return false;
+        }
+        let mut waits = false;
+        for (_, c) in self.list.iter_mut().enumerate().filter(follows) {
+            if c.read_cleared == id || c.read_confirmed.contains(&id) {
+                continue;
+            }
+            waits = true;
+            if !c.read_parked.iter().any(|p| p.1 == id) {
+                c.park_read(id);
+            }
+        }
+        if waits {
+            for (_, c) in self.list.iter_mut().enumerate().filter(follows) {
+                if c.read_cleared == id && !c.read_confirmed.contains(&id) {
+                    c.read_confirmed.push(id);
+                }
+            }
+        }
+        waits
+    }
+
+    /// Whether client `id`'s batch runs because a group cleared it (a barrier confirmed, or
+    /// given up): it does not park for discovery then.
+    pub fn read_cleared(&self, id: u64) -> bool {
+        self.list
+            .iter()
+            .any(|c| c.read_cleared == id || c.masterdown == id || c.read_confirmed.contains(&id))
+    }
+
+    /// Client `id`'s batch runs, or the client is gone: no group keeps a barrier confirmed
+    /// for it (`park_reads`), which a later batch of the client must not count.
+    #[inline]
+    pub fn forget_confirmed(&mut self, id: u64) {
+        for c in &mut self.list {
+            if !c.read_confirmed.is_empty() {
+                c.read_confirmed.retain(|&x| x != id);
+            }
+        }
+    }
+
+    /// Whether this node follows some group (a batch reading its keys waits for a barrier).
+    #[inline]
+    pub fn follows_any(&self) -> bool {
+        self.list.iter().any(|c| !c.is_leader())
+    }
+
+    /// Whether a batch running now was let through by a read barrier that gave up (its reads
+    /// answer MASTERDOWN).
+    pub fn masterdown(&self) -> bool {
+        self.list.iter().any(|c| c.masterdown != 0)
+    }
+
+    /// The group whose unit ended last (`propose_changes` logs its record there).
     pub fn last_mut(&mut self) -> &mut ClusterIo {
         let last = self.last;
         let i = self.list.iter().position(|c| c.group == last).unwrap_or(0);
@@ -605,6 +797,7 @@ impl ClusterIo {
             gate_waiting: Vec::new(),
             read_parked: Vec::new(),
             read_cleared: 0,
+            read_confirmed: Vec::new(),
             read_reask_at: Instant::now(),
             discovery_parked: Vec::new(),
             raft_leader: 0,
@@ -837,11 +1030,6 @@ impl ClusterIo {
         }
     }
 
-    /// The index of the unit that just ended, when it was logged.
-    pub fn logged_index(&self) -> Option<u64> {
-        self.last_unit_logged.then(|| self.core.proposed())
-    }
-
     pub fn admin(&mut self, op: &crate::replication::Admin) -> Result<(), String> {
         self.core.admin(op)?;
         if matches!(op, crate::replication::Admin::Transfer(_)) {
@@ -1057,20 +1245,71 @@ fn client_addr(addr: &str) -> (&str, &str) {
 }
 
 impl Server {
-    /// After a client's unit: remember its last logged write for WAIT.
+    /// After a client's unit: the groups it went to join the batch's (its output waits for
+    /// each), and its last logged write is remembered for WAIT, with its group. A unit that
+    /// logged nothing read from the groups of its keys (`Groups::note_unit_keys`; none: the
+    /// home group): each one this node leads covers it with a read barrier. One that spanned
+    /// groups was refused and undone in every group this node leads: its output waits for
+    /// them all, and is dropped when they rebuild.
     #[inline]
     pub fn note_write(&mut self, client: &mut crate::machine::client::Client) {
-        if let Some(i) = self
-            .io
-            .cluster
-            .as_mut()
-            .and_then(|g| g.last_mut().logged_index())
-        {
-            client.repl_index = i;
+        if let Some(gs) = self.io.cluster.as_mut() {
+            gs.note_unit(client);
         }
-        self.hold_split(client);
     }
+}
 
+impl Groups {
+    /// `Server::note_write` in a cluster.
+    #[inline(never)]
+    fn note_unit(&mut self, client: &mut crate::machine::client::Client) {
+        let gs = self;
+        let keys = match std::mem::take(&mut gs.unit_keys) {
+            0 => bit(0),
+            k => k,
+        };
+        // A unit split by group (`propose_per_group`): its output waits for every part.
+        for g in std::mem::take(&mut gs.split_parts) {
+            let i = gs.position(g);
+            if gs.list[i].last_unit_logged {
+                gs.touched |= bit(i);
+            }
+        }
+        let last = gs.position(gs.last);
+        let c = &gs.list[last];
+        if c.last_unit_logged {
+            client.repl_index = c.core.proposed();
+            client.repl_group = gs.last;
+            gs.touched |= bit(last);
+            if keys & !bit(last) == 0 {
+                return;
+            }
+        }
+        if !gs.split() {
+            gs.touched |= bit(0);
+            return;
+        }
+        let mut set = keys & !bit(last);
+        if !c.last_unit_logged {
+            set |= keys;
+            if gs.list.iter().any(|c| c.broken) {
+                for (i, c) in gs.list.iter().enumerate() {
+                    if c.broken {
+                        set |= bit(i);
+                    }
+                }
+            }
+        }
+        for (i, c) in gs.list.iter_mut().enumerate() {
+            if set & bit(i) != 0 && !c.broken {
+                c.last_unit_logged = false;
+            }
+        }
+        gs.touched |= set;
+    }
+}
+
+impl Server {
     /// End of a unit in cluster mode: its effects become a log entry of the group owning the
     /// slot of the keys it changed (a leader records; a follower's apply records nothing).
     pub(super) fn propose_changes(&mut self) {
@@ -1078,7 +1317,7 @@ impl Server {
             return;
         };
         let changed = self.state.dbs.take_changes(&mut self.changes);
-        gs.split.clear();
+        gs.split_parts.clear();
         let group = if changed {
             match group::group_of_record(&self.changes, &gs.slots) {
                 Ok(g) => g,
@@ -1125,25 +1364,6 @@ impl Server {
                 c.broken = true;
                 c.last_unit_logged = false;
             }
-        }
-    }
-
-    /// A unit logged in several groups (`propose_per_group`) answers once each of them
-    /// committed its part: the client's output waits for the other groups' logs here, then
-    /// for the last one's as any reply (`deliver`), in the connection's order.
-    fn hold_split(&mut self, client: &crate::machine::client::Client) {
-        let Some(gs) = self.io.cluster.as_mut() else {
-            return;
-        };
-        if gs.split.is_empty() {
-            return;
-        }
-        for g in std::mem::take(&mut gs.split) {
-            let Some(c) = gs.get_mut(g).filter(|c| c.holds_replies()) else {
-                continue;
-            };
-            let wm = c.watermark();
-            self.holds.hold(&client.out, wm, false, false, |_| {});
         }
     }
 
@@ -1624,7 +1844,7 @@ impl Server {
 /// each holding that group's keys' final states: every group's log carries its own keys'
 /// deletions, in that group's order. A group this node does not lead cannot take its part:
 /// the unit is undone there, as a refused proposal is. The unit's reply waits for each
-/// entry (`hold_split`).
+/// entry (`Groups::note_unit`).
 fn propose_per_group(gs: &mut Groups, dbs: &crate::store::Dbs, rec: &crate::store::ChangeRecord) {
     let mut parts: Vec<(GroupId, crate::store::ChangeRecord)> = Vec::new();
     for (db, key) in &rec.keys {
@@ -1673,8 +1893,8 @@ fn propose_per_group(gs: &mut Groups, dbs: &crate::store::Dbs, rec: &crate::stor
         }
     }
     // The last part's group holds the reply itself; the others' wait before it.
-    gs.split.extend(parts.iter().map(|p| p.0));
-    gs.last = gs.split.pop().unwrap_or(GroupId::HOME);
+    gs.split_parts.extend(parts.iter().map(|p| p.0));
+    gs.last = gs.split_parts.pop().unwrap_or(GroupId::HOME);
 }
 
 /// A group's EXTEND: the deadlines of the keys of its slots move `ms` later (one group: every

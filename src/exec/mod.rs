@@ -864,9 +864,16 @@ impl Host for Io {
 
     fn cluster_masterdown(&self) -> bool {
         // Set only while that one client's batch runs (exec/cluster.rs).
+        self.cluster.as_ref().is_some_and(|g| g.masterdown())
+    }
+
+    fn cluster_group(
+        &self,
+        group: crate::replication::group::GroupId,
+    ) -> Option<&crate::replication::ClusterView> {
         self.cluster
             .as_ref()
-            .is_some_and(|g| g.home().masterdown != 0)
+            .map(|g| g.get(group).map_or(&g.home().view, |c| &c.view))
     }
 
     fn replicaof(

@@ -33,67 +33,8 @@ impl Server {
             postponed: true,
             closed: false,
         };
-        // A batch's keys are not known before it runs: it waits until every group this node
-        // leads has opened its gate, and on the home group for the election and the read
-        // barrier.
-        if let Some(c) = self.io.cluster.as_mut().and_then(|g| g.gate_shut_mut()) {
-            // A new leader serves nobody before its EXTEND is applied (exec/cluster.rs).
-            if let Some(client) = self.state.clients.get_mut(&id) {
-                client.pending.extend(cmds.drain(..));
-                if !c.gate_waiting.contains(&id) {
-                    c.gate_waiting.push(id);
-                }
-            }
-            cmds.clear();
+        if self.io.cluster.is_some() && self.park_in_cluster(id, cmds) {
             return PARKED;
-        }
-        if let Some(c) = self
-            .io
-            .cluster
-            .as_mut()
-            .map(|g| g.home_mut())
-            .filter(|c| !c.is_leader())
-        {
-            // Where-is-the-master asked while no live leader is known waits for the election
-            // (exec/cluster.rs `park_discovery`).
-            if c.discovery_cleared != id
-                && c.read_cleared != id
-                && c.masterdown != id
-                && !c.discovery_ready(Instant::now())
-            {
-                if let Some(client) = self.state.clients.get_mut(&id) {
-                    let mut asks = false;
-                    let mut masters = false;
-                    for argv in cmds.iter().chain(client.pending.iter()) {
-                        if crate::cmd::sentinel::discovery_waits_for_leader(argv) {
-                            asks = true;
-                            masters |= argv
-                                .get(1)
-                                .is_some_and(|s| s.eq_ignore_ascii_case(b"masters"));
-                        }
-                    }
-                    if asks {
-                        client.pending.extend(cmds.drain(..));
-                        c.park_discovery(id, masters);
-                        return PARKED;
-                    }
-                }
-            }
-            // A follower reads only what a barrier confirmed with the leader covers.
-            if c.read_cleared != id && c.masterdown != id {
-                if let Some(client) = self.state.clients.get_mut(&id) {
-                    let in_multi = client.multi.is_some();
-                    if cmds
-                        .iter()
-                        .chain(client.pending.iter())
-                        .any(|argv| crate::cmd::role::replica_read_needs_leader(argv, in_multi))
-                    {
-                        client.pending.extend(cmds.drain(..));
-                        c.park_read(id);
-                        return PARKED;
-                    }
-                }
-            }
         }
         let Some(mut client) = self.clients.remove(&id) else {
             cmds.clear();
@@ -117,6 +58,80 @@ impl Server {
             self.resume_paused();
         }
         end
+    }
+
+    /// A cluster node parks a batch before it runs (true: parked, its requests moved to the
+    /// client's pending ones). It waits in the gate of each group its keys belong to (a
+    /// request without keys: the home group's), for the election on the home group
+    /// (discovery) and for the read barrier of each group owning keys it reads that this
+    /// node follows. Out of line: a lone server never comes here.
+    #[inline(never)]
+    fn park_in_cluster(&mut self, id: u64, cmds: &mut Vec<Vec<Bytes>>) -> bool {
+        let Some(gs) = self.io.cluster.as_mut() else {
+            return false;
+        };
+        let Some(client) = self.state.clients.get_mut(&id) else {
+            gs.forget_confirmed(id);
+            return false;
+        };
+        if gs.any_gate_shut() {
+            let set = if gs.split() {
+                let queued = client.multi.as_ref();
+                cmds.iter()
+                    .chain(client.pending.iter())
+                    .fold(0, |set, argv| set | gs.groups_of_request(argv, queued))
+            } else {
+                1
+            };
+            if let Some(c) = gs.gate_shut_mut(set) {
+                // A new leader serves nobody before its EXTEND is applied (exec/cluster.rs).
+                client.pending.extend(cmds.drain(..));
+                if !c.gate_waiting.contains(&id) {
+                    c.gate_waiting.push(id);
+                }
+                return true;
+            }
+        }
+        let home = gs.home_mut();
+        if !home.is_leader() && home.discovery_cleared != id && !gs.read_cleared(id) {
+            // Where-is-the-master asked while no live leader is known waits for the election
+            // (exec/cluster.rs `park_discovery`).
+            let home = gs.home_mut();
+            if !home.discovery_ready(Instant::now()) {
+                let mut asks = false;
+                let mut masters = false;
+                for argv in cmds.iter().chain(client.pending.iter()) {
+                    if crate::cmd::sentinel::discovery_waits_for_leader(argv) {
+                        asks = true;
+                        masters |= argv
+                            .get(1)
+                            .is_some_and(|s| s.eq_ignore_ascii_case(b"masters"));
+                    }
+                }
+                if asks {
+                    client.pending.extend(cmds.drain(..));
+                    home.park_discovery(id, masters);
+                    return true;
+                }
+            }
+        }
+        // A follower reads only what a barrier confirmed with the leader covers.
+        if gs.follows_any() {
+            let in_multi = client.multi.is_some();
+            let queued = client.multi.as_ref();
+            let reads = cmds
+                .iter()
+                .chain(client.pending.iter())
+                .filter(|argv| crate::cmd::role::replica_read_needs_leader(argv, in_multi))
+                .fold(0, |set, argv| set | gs.groups_of_request(argv, queued));
+            if reads != 0 && gs.park_reads(id, reads) {
+                client.pending.extend(cmds.drain(..));
+                return true;
+            }
+        }
+        // It runs: no group keeps a barrier confirmed for it.
+        gs.forget_confirmed(id);
+        false
     }
 
     /// The pause ended: run what the held-back clients sent, in the order they were held.
@@ -174,13 +189,17 @@ impl Server {
         }
         // Before the connection can see the batch end and decode or answer the next request.
         client.publish_state();
-        // The group the batch's last unit went to (exec/cluster.rs `propose_changes`).
-        let last = self.io.cluster.as_mut().map(|g| g.last_mut());
-        let watermark = match last.filter(|c| c.holds_replies()) {
-            Some(c) => Some(c.watermark()),
+        // In a cluster: one for each group the batch's units went to since its output was last
+        // delivered, that this node leads (exec/cluster.rs `note_write`).
+        let held = match self.io.cluster.as_mut() {
+            Some(gs) => gs.take_watermarks(),
+            None => None,
+        };
+        let watermark = match held {
+            Some(h) => Some(h),
             None => self
                 .output_waits_for_fsync()
-                .then_some(hold::Watermark::Fsynced),
+                .then(|| (hold::Watermark::Fsynced, Vec::new())),
         };
         let mut back = None;
         match watermark {
@@ -200,11 +219,12 @@ impl Server {
                     client.out.batch_done(close);
                 }
             }
-            Some(wm) => {
+            Some((wm, rest)) => {
                 let pieces = &mut client.big_out;
-                self.holds.hold(&client.out, wm, batch_done, close, |o| {
-                    back = o.put_with(out, pieces);
-                })
+                self.holds
+                    .hold(&client.out, wm, rest, batch_done, close, |o| {
+                        back = o.put_with(out, pieces);
+                    })
             }
         }
         if let Some(b) = back {
@@ -277,6 +297,7 @@ pub fn drive(srv: &mut Server, mut client: Box<Client>, mut out: BytesMut) -> Un
     // stay its own.
     let outer_running = std::mem::replace(&mut srv.running, id);
     let outer_pushes = std::mem::take(&mut srv.self_pushes);
+    let outer_touched = srv.io.cluster.as_mut().map_or(0, |g| g.take_touched());
     let mut blocked = srv.waiters.is_blocked(id);
     let mut postponed = false;
     let mut ran = 0usize;
@@ -296,6 +317,9 @@ pub fn drive(srv: &mut Server, mut client: Box<Client>, mut out: BytesMut) -> Un
         let Some(argv) = client.pending.pop_front() else {
             break;
         };
+        if let Some(gs) = srv.io.cluster.as_mut() {
+            gs.note_unit_keys(&argv, client.multi.as_ref());
+        }
         let held = dispatch::process(&mut srv.state, &mut srv.io, &mut client, argv, &mut out);
         srv.end_unit();
         srv.note_write(&mut client);
@@ -350,6 +374,9 @@ pub fn drive(srv: &mut Server, mut client: Box<Client>, mut out: BytesMut) -> Un
     }
     if !out.is_empty() || !(blocked || postponed) {
         srv.deliver(&mut client, out, !(blocked || postponed), close);
+    }
+    if let Some(gs) = srv.io.cluster.as_mut() {
+        gs.restore_touched(outer_touched);
     }
     let end = UnitEnd {
         blocked,

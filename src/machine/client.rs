@@ -140,6 +140,8 @@ pub struct Client {
     /// Cluster mode: the log index of this client's last write (WAIT counts the followers
     /// holding it, as Redis counts the replicas that acknowledged the client's offset).
     pub repl_index: u64,
+    /// The Raft group that write went to (WAIT counts that group's replicas).
+    pub repl_group: crate::replication::group::GroupId,
     /// Parked in a blocking command (CLIENT LIST flag `b`); the waiter itself is in
     /// `State::waiters`.
     pub blocked: bool,
@@ -193,6 +195,7 @@ impl Client {
             block_deadline: None,
             block_ready_key: None,
             repl_index: 0,
+            repl_group: crate::replication::group::GroupId::HOME,
             blocked: false,
             pubsub: Default::default(),
             reply_off: false,

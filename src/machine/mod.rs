@@ -96,6 +96,13 @@ pub trait Host {
     fn role_for(&self, _slot: u16) -> Option<&crate::replication::ClusterView> {
         self.cluster()
     }
+    /// The view of Raft group `group` (the home group's where it does not run here).
+    fn cluster_group(
+        &self,
+        _group: crate::replication::group::GroupId,
+    ) -> Option<&crate::replication::ClusterView> {
+        self.cluster()
+    }
     /// Whether this cluster node runs several Raft groups (its role depends on the slot).
     fn cluster_groups_split(&self) -> bool {
         false

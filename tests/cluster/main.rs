@@ -10,6 +10,7 @@ mod cluster;
 mod groups;
 mod groups_config;
 mod groups_expiry;
+mod groups_holds;
 mod peer_attacks;
 mod protocol;
 mod replication_surface;

@@ -369,11 +369,23 @@ fn a_wait_that_times_out_answers_the_acks_other_waits_null() {
             .collect::<Vec<_>>()
     };
     assert_eq!(
-        timed_out_reply(&argv(&["WAIT", "1", "100"]), &Lone, &Default::default(), 0),
+        timed_out_reply(
+            &argv(&["WAIT", "1", "100"]),
+            &Lone,
+            &Default::default(),
+            0,
+            Default::default()
+        ),
         Frame::Integer(0)
     );
     assert_eq!(
-        timed_out_reply(&argv(&["blpop", "k", "1"]), &Lone, &Default::default(), 0),
+        timed_out_reply(
+            &argv(&["blpop", "k", "1"]),
+            &Lone,
+            &Default::default(),
+            0,
+            Default::default()
+        ),
         Frame::NullArray
     );
     assert_eq!(acked(Some(&view(1, StateRole::Leader, 1)), 1936), 1);
@@ -611,7 +623,8 @@ fn wait_counts_only_connected_replicas() {
             ],
             &Node(v),
             &Default::default(),
-            0
+            0,
+            Default::default()
         ),
         Frame::Integer(1)
     );
