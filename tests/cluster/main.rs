@@ -11,3 +11,4 @@ mod groups;
 mod peer_attacks;
 mod protocol;
 mod replication_surface;
+mod reshard;
