@@ -104,6 +104,8 @@ struct Derived {
     owner: Box<[GroupId]>,
     /// The slot's newest claim is a release not yet imported: the group it goes to.
     transit: Box<[Option<GroupId>]>,
+    /// How many slots are in transit (`any_frozen` asks on every command).
+    in_transit: usize,
     epoch: Box<[u64]>,
     /// Ranges this node, leading their owner, fenced and has not seen applied yet: (first,
     /// last, owner, term of the proposal). Refused like slots in transit while it leads in
@@ -160,6 +162,7 @@ impl SlotMap {
                 rows: Vec::new(),
                 owner: Box::default(),
                 transit: Box::default(),
+                in_transit: 0,
                 epoch: Box::default(),
                 fencing: Vec::new(),
                 importing: Vec::new(),
@@ -179,6 +182,7 @@ impl SlotMap {
             .collect();
         d.owner = self.start.clone();
         d.transit = vec![None; usize::from(SLOTS)].into_boxed_slice();
+        d.in_transit = 0;
         d.epoch = vec![0; usize::from(SLOTS)].into_boxed_slice();
         d.fencing.clear();
         d.importing.clear();
@@ -297,7 +301,7 @@ impl SlotMap {
     /// Whether any slot is in transit or fenced (the cheap test before `frozen`).
     pub fn any_frozen(&self) -> bool {
         let d = self.derived.borrow();
-        !d.fencing.is_empty() || d.transit.iter().any(Option::is_some)
+        !d.fencing.is_empty() || d.in_transit > 0
     }
 
     /// Remembers that this node, leading `group` in `term`, proposed the release of
@@ -413,16 +417,6 @@ impl SlotMap {
             d.derive(slot);
         }
     }
-
-    /// Whether the claims differ from the start-up table's (a snapshot then carries them).
-    pub fn moved(&self) -> bool {
-        let d = self.derived.borrow();
-        d.rows.iter().any(|(g, row)| {
-            row.iter()
-                .zip(self.start.iter())
-                .any(|(c, s)| *c != start_claim(*s, *g))
-        })
-    }
 }
 
 fn start_claim(owner: GroupId, group: GroupId) -> Claim {
@@ -470,6 +464,11 @@ impl Derived {
         }
         if let Some((e, _, g, to)) = best {
             self.owner[i] = g;
+            match (self.transit[i].is_some(), to.is_some()) {
+                (false, true) => self.in_transit += 1,
+                (true, false) => self.in_transit -= 1,
+                _ => {}
+            }
             self.transit[i] = to;
             self.epoch[i] = e;
         }
@@ -645,6 +644,73 @@ mod tests {
         for bad in ["1", "1:5", "x:1-2", "1:2-1", "1:0-16384", "1:-3-4"] {
             assert!(SlotMap::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn claims_decide_owners_whatever_order_the_logs_apply_in() {
+        let start = || SlotMap::parse("1:8192-16383").unwrap();
+        let (g0, g1) = (GroupId(0), GroupId(1));
+        // Group 1 releases 9000-9009 to group 0 at epoch 1, then group 0 imports them.
+        let a = start();
+        assert!(!a.any_frozen());
+        assert!(a.release(g1, 9000, 9009, g0, 1));
+        assert_eq!((a.group_of(9005), a.transit(9005)), (g1, Some(g0)));
+        assert!(a.any_frozen() && a.frozen(9000) && a.frozen(9009) && !a.frozen(9010));
+        assert!(
+            !a.release(g1, 9000, 9009, g0, 1),
+            "a replayed release changes nothing"
+        );
+        assert_eq!(a.import(g0, 9000, 9009, 1), vec![true; 10]);
+        assert_eq!(
+            (a.group_of(9005), a.transit(9005), a.epoch(9005)),
+            (g0, None, 1)
+        );
+        assert!(!a.any_frozen());
+        assert_eq!(a.ranges(g0), vec![(0, 8191), (9000, 9009)]);
+        assert_eq!(a.ranges(g1), vec![(8192, 8999), (9010, 16383)]);
+        // A node applying the import before the release ends with the same table.
+        let b = start();
+        assert_eq!(b.import(g0, 9000, 9009, 1), vec![true; 10]);
+        assert_eq!(b.group_of(9005), g0);
+        assert!(b.release(g1, 9000, 9009, g0, 1));
+        assert_eq!(a, b);
+        // And back at epoch 2: group 0's older import, replayed after, holds no slot.
+        assert!(a.release(g0, 9000, 9009, g1, 2));
+        assert_eq!(a.import(g1, 9000, 9009, 2), vec![true; 10]);
+        assert_eq!(a.import(g0, 9000, 9009, 1), vec![false; 10]);
+        assert_eq!((a.group_of(9000), a.epoch(9000)), (g1, 2));
+        // A snapshot carries a group's claims: installed elsewhere, the same table.
+        let c = start();
+        c.replace_claims(g0, Some(&a.claims_of(g0)));
+        c.replace_claims(g1, Some(&a.claims_of(g1)));
+        assert_eq!(c, a);
+        assert_eq!(
+            a.claims_of(g0)[1],
+            (9000, 9009, Claim::Released { to: g1, epoch: 2 })
+        );
+        // A snapshot without claims: the start-up table's.
+        c.replace_claims(g0, None);
+        c.replace_claims(g1, None);
+        assert_eq!(c, start());
+        // A fence holds while its leader leads in its term; the release applied ends it.
+        let d = start();
+        d.fence(100, 200, g0, 7);
+        assert!(d.frozen(150) && !d.frozen(201) && d.any_frozen());
+        d.prune_fences(g0, Some(7));
+        assert!(d.frozen(150));
+        d.prune_fences(g0, Some(8));
+        assert!(!d.any_frozen());
+        d.fence(100, 200, g0, 8);
+        assert!(d.release(g0, 100, 200, g1, 1));
+        assert!(d.frozen(150), "in transit now");
+        assert_eq!(d.import(g1, 100, 200, 1), vec![true; 101]);
+        assert!(!d.any_frozen());
+        // Each import is proposed once per term.
+        assert!(d.importing(g1, 3, 5, 6));
+        assert!(!d.importing(g1, 3, 5, 6));
+        assert!(d.importing(g1, 4, 5, 6));
+        d.import_failed(g1, 5, 6);
+        assert!(d.importing(g1, 4, 5, 6));
     }
 
     #[test]

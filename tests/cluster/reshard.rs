@@ -34,7 +34,7 @@ struct Nodes {
 }
 
 impl Nodes {
-    fn start(name: &str) -> Nodes {
+    fn start(name: &str, extra: &[&str]) -> Nodes {
         let dir = TempDir::new(name);
         let (ports, peers) = cluster_ports(3);
         let mut args = Vec::new();
@@ -44,6 +44,7 @@ impl Nodes {
             std::fs::create_dir_all(&node_dir).unwrap();
             let mut a = cluster_node_args(*port, &node_dir, id, &peers, SECRET);
             a.extend(["--cluster-enabled".into(), "yes".into()]);
+            a.extend(extra.iter().map(|s| s.to_string()));
             args.push(a);
         }
         let mut nodes = Nodes {
@@ -540,7 +541,24 @@ fn reshard(c: &mut ClusterClient, to: &str) -> Reply {
 
 #[test]
 fn a_range_moves_under_load_without_losing_a_lock_and_a_restart_rebuilds_it() {
-    let mut nodes = Nodes::start("cluster-reshard");
+    move_under_load_and_restart("cluster-reshard", &[], 0);
+}
+
+/// The same with a snapshot every 64 entries: the logs compact before, during and after the
+/// move, so nodes (and the restarted one) install snapshots carrying the groups' claims.
+#[test]
+fn a_move_survives_compactions_and_snapshot_installs() {
+    move_under_load_and_restart(
+        "cluster-reshard-snapshots",
+        &["--cluster-snapshot-every", "64"],
+        2000,
+    );
+}
+
+/// `fill`: writes to the home group after the move, past a compaction by count (at least one
+/// entry per key), so its snapshot then holds the import's claims.
+fn move_under_load_and_restart(name: &str, extra: &[&str], fill: usize) {
+    let mut nodes = Nodes::start(name, extra);
     let all = [0, 1, 2];
     // "bar" is the home group's (slot 5061); the range is group 1's until it moves.
     let (home, source) = settled_leaders(&nodes, &all);
@@ -584,6 +602,13 @@ fn a_range_moves_under_load_without_losing_a_lock_and_a_restart_rebuilds_it() {
             assert!(acquire(&mut c, &ledger, key, &t));
         }
     }
+    for i in 0..fill {
+        let k = format!("{{bar}}:fill:{}", i % 50);
+        assert_eq!(
+            c.run(&[b"SET", k.as_bytes(), b"x"]),
+            Ok(Reply::Status("OK".into()))
+        );
+    }
     // A few writes to either group after those: a follower's log then records a commit
     // index past them, so the restarted node applies them from its own disk, the home group's
     // log first (the order a missing filter gets wrong).
@@ -623,7 +648,7 @@ fn a_range_moves_under_load_without_losing_a_lock_and_a_restart_rebuilds_it() {
 
 #[test]
 fn a_move_survives_the_source_leader_killed_right_after_reshard() {
-    let mut nodes = Nodes::start("cluster-reshard-kill");
+    let mut nodes = Nodes::start("cluster-reshard-kill", &[]);
     let all = [0, 1, 2];
     settled_leaders(&nodes, &all);
     let ledger = Arc::new(Mutex::new(Ledger::default()));
