@@ -702,3 +702,72 @@ fn a_move_survives_the_source_leader_killed_right_after_reshard() {
         l.uncertain.len()
     );
 }
+
+/// RAFT RESHARD's refusals: a node not leading the range's group redirects to its leader (as
+/// redis-cli -c follows), bad ranges and groups are errors, a range spanning two groups or
+/// already moving is refused; one group moves nothing.
+#[test]
+fn reshard_refusals() {
+    let nodes = Nodes::start("cluster-reshard-refusals", &[]);
+    let all = [0, 1, 2];
+    let (_, source) = settled_leaders(&nodes, &all);
+    let call = |i: usize, args: &[&str]| {
+        let mut c = Client::connect(nodes.ports[i]).unwrap();
+        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        c.call(&args).unwrap()
+    };
+    let err = |s: &str| Reply::Error(s.to_string());
+    let follower = (source + 1) % 3;
+    assert_eq!(
+        call(follower, &["RAFT", "RESHARD", "9000", "9001", "0"]),
+        err(&format!("MOVED 9000 127.0.0.1:{}", nodes.ports[source]))
+    );
+    for (args, want) in [
+        (["9001", "9000", "0"], "ERR Invalid or out of range slot"),
+        (["9000", "16384", "0"], "ERR Invalid or out of range slot"),
+        (["x", "9000", "0"], "ERR Invalid or out of range slot"),
+        (["9000", "9001", "7"], "ERR Unknown group 7"),
+        (
+            ["9000", "9001", "-1"],
+            "ERR group must be a non-negative integer",
+        ),
+        (
+            ["9000", "9001", "1"],
+            "ERR Slots 9000-9001 are group 1's already",
+        ),
+        (
+            ["8000", "9000", "0"],
+            "ERR Slots 8000-9000 span several groups (slot 8192 is 1's, slot 8000 0's)",
+        ),
+    ] {
+        let mut a = vec!["RAFT", "RESHARD"];
+        a.extend(args);
+        assert_eq!(call(source, &a), err(want), "{args:?}");
+    }
+    assert_eq!(
+        call(source, &["RAFT", "RESHARD", "9000"]),
+        err("ERR wrong number of arguments for 'raft|reshard' command")
+    );
+    // A move of one slot, then the same slot again at once: refused while it moves, the
+    // range's new group's afterwards.
+    assert_eq!(
+        call(source, &["RAFT", "RESHARD", "9000", "9000", "0"]),
+        Reply::Status("OK".into())
+    );
+    let again = call(source, &["RAFT", "RESHARD", "9000", "9000", "0"]);
+    assert!(
+        again == err("ERR Slot 9000 is being moved already")
+            || matches!(&again, Reply::Error(e) if e.starts_with("MOVED 9000 ")),
+        "{again:?}"
+    );
+    let home = leader_for(&nodes, "bar", &all);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = call(home, &["RAFT", "RESHARD", "9000", "9000", "0"]);
+        if r == err("ERR Slots 9000-9000 are group 0's already") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "slot 9000 never moved: {r:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
