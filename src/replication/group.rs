@@ -1,8 +1,10 @@
 //! Raft groups and the hash slots they own. A cluster node runs one consensus core per group
 //! (`Cluster`), each with its own log, leader, proposals, held replies, read barriers and
-//! snapshots; a key belongs to the group that owns its Redis Cluster hash slot, through one
-//! slot→group table every node holds alike (`SlotMap`). Today a cluster has one group, group 0,
-//! owning all 16,384 slots; resharding is the table's edit.
+//! snapshots; a key belongs to the group that owns its Redis Cluster hash slot, through the
+//! slot→group table (`SlotMap`): the same start-up table on every node, then moved range by
+//! range through the groups' logs (online resharding, `exec/reshard.rs`), each node deriving
+//! the same table from the entries it applied. Without a split one group, group 0, owns all
+//! 16,384 slots.
 //!
 //! What is not keyed (the function libraries, and anything a unit changes besides keys: a
 //! FLUSHALL, a SWAPDB, its publishes) belongs to the home group, `GroupId::HOME`: its log
