@@ -30,6 +30,10 @@ const FENCE: u8 = b'F';
 const IMPORT: u8 = b'I';
 const CLAIMS: u8 = b'C';
 
+/// Keys one import entry carries at most (unless one slot holds more): about as many as a
+/// snapshot encodes per round.
+const IMPORT_KEYS: u64 = 8192;
+
 /// A decoded release or import.
 #[derive(Debug, PartialEq)]
 enum Entry<'a> {
@@ -346,48 +350,64 @@ impl Server {
             return;
         }
         let term = c.core.term();
-        let mut ranges: Vec<(u16, u16, u64)> = Vec::new();
-        for s in 0..SLOTS {
-            if slots.transit(s) != Some(c.group) {
-                continue;
-            }
-            let e = slots.epoch(s);
-            match ranges.last_mut() {
-                Some(r) if r.1 + 1 == s && r.2 == e => r.1 = s,
-                _ => ranges.push((s, s, e)),
+        // The slots released to this group that no import of this term covers yet.
+        let pending: Vec<u16> = (0..SLOTS)
+            .filter(|&s| {
+                slots.transit(s) == Some(c.group) && !slots.import_proposed(c.group, term, s)
+            })
+            .collect();
+        let Some(&start) = pending.first() else {
+            return;
+        };
+        // One import per round, of at most IMPORT_KEYS keys (or of one slot holding more): a
+        // whole range at once would stall this loop, and every follower's applying it, past
+        // an election timeout.
+        let mut count = vec![0u32; usize::from(SLOTS)];
+        for db in self.state.dbs.iter() {
+            for (k, _) in db.iter() {
+                let s = group::key_hash_slot(k);
+                if s >= start {
+                    count[usize::from(s)] += 1;
+                }
             }
         }
-        for (first, last, epoch) in ranges {
-            if !slots.importing(c.group, term, first, last) {
-                continue;
+        let epoch = slots.epoch(start);
+        let (first, mut last, mut n) = (start, start, u64::from(count[usize::from(start)]));
+        for &s in &pending[1..] {
+            let more = u64::from(count[usize::from(s)]);
+            if s != last + 1 || slots.epoch(s) != epoch || n + more > IMPORT_KEYS {
+                break;
             }
-            let mut data = encode_import_head(first, last, epoch);
-            let in_range = |k: &[u8]| (first..=last).contains(&group::key_hash_slot(k));
-            let mut n = 0u64;
-            for (i, db) in self.state.dbs.iter().enumerate() {
-                let mut selected = false;
-                for (k, e) in db.iter().filter(|(k, _)| in_range(k)) {
-                    if !selected {
-                        emit::command(
-                            &mut data,
-                            &[b"SELECT", itoa::Buffer::new().format(i).as_bytes()],
-                        );
-                        selected = true;
-                    }
-                    emit::key_state(&mut data, k, Some(e));
-                    n += 1;
+            last = s;
+            n += more;
+        }
+        if !slots.importing(c.group, term, first, last) {
+            return;
+        }
+        let mut data = encode_import_head(first, last, epoch);
+        let in_range = |k: &[u8]| (first..=last).contains(&group::key_hash_slot(k));
+        for (i, db) in self.state.dbs.iter().enumerate() {
+            let mut selected = false;
+            for (k, e) in db.iter().filter(|(k, _)| in_range(k)) {
+                if !selected {
+                    emit::command(
+                        &mut data,
+                        &[b"SELECT", itoa::Buffer::new().format(i).as_bytes()],
+                    );
+                    selected = true;
                 }
+                emit::key_state(&mut data, k, Some(e));
             }
-            emit::command(&mut data, &[b"SELECT", b"0"]);
-            match c.core.propose_unit(data) {
-                Ok(i) => tracing::info!(
-                    "Cluster {}: importing slots {first}-{last} at epoch {epoch} ({n} keys, entry {i})",
-                    c.group
-                ),
-                Err(e) => {
-                    slots.import_failed(c.group, first, last);
-                    tracing::warn!("Import of slots {first}-{last} not proposed: {e}");
-                }
+        }
+        emit::command(&mut data, &[b"SELECT", b"0"]);
+        match c.core.propose_unit(data) {
+            Ok(i) => tracing::info!(
+                "Cluster {}: importing slots {first}-{last} at epoch {epoch} ({n} keys, entry {i})",
+                c.group
+            ),
+            Err(e) => {
+                slots.import_failed(c.group, first, last);
+                tracing::warn!("Import of slots {first}-{last} not proposed: {e}");
             }
         }
     }

@@ -327,6 +327,15 @@ impl SlotMap {
         true
     }
 
+    /// Whether the leader of `group` in `term` proposed an import covering `slot`.
+    pub fn import_proposed(&self, group: GroupId, term: u64, slot: u16) -> bool {
+        self.derived
+            .borrow()
+            .importing
+            .iter()
+            .any(|i| i.0 == group && i.1 == term && (i.2..=i.3).contains(&slot))
+    }
+
     /// The import of `first..=last` was not proposed after all: asked again next round.
     pub fn import_failed(&self, group: GroupId, first: u16, last: u16) {
         let mut d = self.derived.borrow_mut();
@@ -710,6 +719,7 @@ mod tests {
         // Each import is proposed once per term.
         assert!(d.importing(g1, 3, 5, 6));
         assert!(!d.importing(g1, 3, 5, 6));
+        assert!(d.import_proposed(g1, 3, 6) && !d.import_proposed(g1, 3, 7));
         assert!(d.importing(g1, 4, 5, 6));
         d.import_failed(g1, 5, 6);
         assert!(d.importing(g1, 4, 5, 6));

@@ -788,3 +788,56 @@ fn reshard_refusals() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A range holding more keys than one import entry carries (8192) moves in several imports,
+/// one per round of the new group's leader; each node ends with every key.
+#[test]
+fn a_large_range_moves_in_several_imports() {
+    let nodes = Nodes::start("cluster-reshard-large", &[]);
+    let all = [0, 1, 2];
+    let (_, source) = settled_leaders(&nodes, &all);
+    let keys = range_keys(0, 20_000);
+    let pipeline = |c: &mut Client, cmds: &[Vec<&[u8]>]| -> Vec<Reply> {
+        let mut out = Vec::new();
+        for args in cmds {
+            out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+            for a in args {
+                out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+                out.extend_from_slice(a);
+                out.extend_from_slice(b"\r\n");
+            }
+        }
+        c.r.get_mut().write_all(&out).unwrap();
+        cmds.iter().map(|_| c.read().unwrap()).collect()
+    };
+    let mut c = Client::connect(nodes.ports[source]).unwrap();
+    for chunk in keys.chunks(1000) {
+        let cmds: Vec<Vec<&[u8]>> = chunk
+            .iter()
+            .map(|k| vec![&b"SET"[..], k.as_bytes(), k.as_bytes()])
+            .collect();
+        for r in pipeline(&mut c, &cmds) {
+            assert_eq!(r, Reply::Status("OK".into()));
+        }
+    }
+    let mut cc = ClusterClient::new(&nodes.ports);
+    cc.hint = nodes.ports[source];
+    assert_eq!(reshard(&mut cc, "0"), Reply::Status("OK".into()));
+    assert!(
+        wait_home(&nodes, &all, Duration::from_secs(30)),
+        "the range never moved"
+    );
+    for i in all {
+        let mut c = Client::connect(nodes.ports[i]).unwrap();
+        c.call(&[b"READONLY"]).unwrap();
+        for chunk in keys.chunks(1000) {
+            let cmds: Vec<Vec<&[u8]>> = chunk
+                .iter()
+                .map(|k| vec![&b"GET"[..], k.as_bytes()])
+                .collect();
+            for (k, r) in chunk.iter().zip(pipeline(&mut c, &cmds)) {
+                assert_eq!(r, Reply::Bulk(Some(k.as_bytes().to_vec())), "node {i}: {k}");
+            }
+        }
+    }
+}
