@@ -232,6 +232,7 @@ impl Server {
                 slots.replace_claims(group, claims.as_deref());
             }
             data = rest;
+            slots.keys_replaced();
             let clear = group::clear_commands(&self.state.dbs, slots, group);
             if let Err(e) = self.apply_commands(clear, 0) {
                 fatal(&format!(
@@ -253,6 +254,21 @@ impl Server {
                             "Slots {first}-{last} released by {group} to {to} at epoch {epoch} (entry {index})"
                         );
                     }
+                    return;
+                }
+                Ok(Some(Entry::Import {
+                    first,
+                    last,
+                    epoch,
+                    keys: _,
+                })) if own && slots.import_untouched(group, first, last) => {
+                    // Its leader built it from its own keys, which nobody wrote since (the
+                    // range is in transit) and no install replaced: the table changes, the
+                    // keys are there already.
+                    slots.import(group, first, last, epoch);
+                    tracing::info!(
+                        "Slots {first}-{last} imported by {group} at epoch {epoch} (entry {index})"
+                    );
                     return;
                 }
                 Ok(Some(Entry::Import {
@@ -302,6 +318,7 @@ impl Server {
         (first, last, epoch): (u16, u16, u64),
         keys: &[u8],
     ) {
+        slots.keys_replaced();
         let before: Vec<GroupId> = (first..=last).map(|s| slots.group_of(s)).collect();
         let current = slots.import(group, first, last, epoch);
         let gained: Vec<bool> = (first..=last)

@@ -114,7 +114,11 @@ struct Derived {
     /// that term.
     fencing: Vec<(u16, u16, GroupId, u64)>,
     /// Imports this node proposed as the leader of their group: (group, term, first, last).
-    importing: Vec<(GroupId, u64, u16, u16)>,
+    /// The count of `replaced` when each was proposed.
+    importing: Vec<(GroupId, u64, u16, u16, u64)>,
+    /// Snapshot installs and imports applied on this node (each may replace keys of any
+    /// range a leader is importing).
+    replaced: u64,
 }
 
 /// The slot→group table: which group owns each of the 16,384 slots, and at which epoch.
@@ -168,6 +172,7 @@ impl SlotMap {
                 epoch: Box::default(),
                 fencing: Vec::new(),
                 importing: Vec::new(),
+                replaced: 0,
             }),
         };
         m.reset();
@@ -320,11 +325,29 @@ impl SlotMap {
     pub fn importing(&self, group: GroupId, term: u64, first: u16, last: u16) -> bool {
         let mut d = self.derived.borrow_mut();
         d.importing.retain(|i| i.0 != group || i.1 == term);
-        if d.importing.contains(&(group, term, first, last)) {
+        if d.importing
+            .iter()
+            .any(|i| (i.0, i.1, i.2, i.3) == (group, term, first, last))
+        {
             return false;
         }
-        d.importing.push((group, term, first, last));
+        let replaced = d.replaced;
+        d.importing.push((group, term, first, last, replaced));
         true
+    }
+
+    /// A snapshot install or an import replaced keys on this node.
+    pub fn keys_replaced(&self) {
+        self.derived.borrow_mut().replaced += 1;
+    }
+
+    /// Whether this node proposed the import of `first..=last` to `group` and no snapshot
+    /// install or import replaced keys since: its keys of the range are still the import's.
+    pub fn import_untouched(&self, group: GroupId, first: u16, last: u16) -> bool {
+        let d = self.derived.borrow();
+        d.importing
+            .iter()
+            .any(|i| (i.0, i.2, i.3, i.4) == (group, first, last, d.replaced))
     }
 
     /// Whether the leader of `group` in `term` proposed an import covering `slot`.
@@ -720,6 +743,9 @@ mod tests {
         assert!(d.importing(g1, 3, 5, 6));
         assert!(!d.importing(g1, 3, 5, 6));
         assert!(d.import_proposed(g1, 3, 6) && !d.import_proposed(g1, 3, 7));
+        assert!(d.import_untouched(g1, 5, 6));
+        d.keys_replaced();
+        assert!(!d.import_untouched(g1, 5, 6));
         assert!(d.importing(g1, 4, 5, 6));
         d.import_failed(g1, 5, 6);
         assert!(d.importing(g1, 4, 5, 6));
