@@ -841,3 +841,40 @@ fn a_large_range_moves_in_several_imports() {
         }
     }
 }
+
+/// The importing group has no leader when the range is released (its leader was killed just
+/// before): the leader it elects next finds the import pending in the applied table and makes
+/// it; no lock is lost.
+#[test]
+fn a_release_without_a_leader_in_the_importing_group_is_imported_by_the_next_one() {
+    let mut nodes = Nodes::start("cluster-reshard-no-importer", &[]);
+    let all = [0, 1, 2];
+    let (home, source) = settled_leaders(&nodes, &all);
+    assert_ne!(
+        home, source,
+        "the groups' leaders settle on different nodes"
+    );
+    let ledger = Arc::new(Mutex::new(Ledger::default()));
+    let mut c = ClusterClient::new(&nodes.ports);
+    let mut rng = Rng(0x5851_f42d_4c95_7f2d ^ now_ms());
+    for key in range_keys(0, 1000) {
+        let t = rng.token();
+        assert!(acquire(&mut c, &ledger, &key, &t), "{key} not acquired");
+    }
+    nodes.kill(home);
+    c.hint = nodes.ports[source];
+    assert_eq!(reshard(&mut c, "0"), Reply::Status("OK".into()));
+    let live: Vec<usize> = all.iter().copied().filter(|&i| i != home).collect();
+    assert!(
+        wait_home(&nodes, &live, Duration::from_secs(30)),
+        "the range never reached group 0's next leader"
+    );
+    let l = ledger.lock().unwrap();
+    for &i in &live {
+        check_node(&nodes, i, &l, &mut HashMap::new(), 3_000, 0);
+    }
+    drop(l);
+    nodes.restart(home);
+    let l = ledger.lock().unwrap();
+    check_node(&nodes, home, &l, &mut HashMap::new(), 3_000, 0);
+}
