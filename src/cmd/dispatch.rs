@@ -908,6 +908,9 @@ pub fn cluster_redirect(
         return Some(e);
     }
     let slot = slot?;
+    if let Some(e) = super::slots::moving(host, slot) {
+        return Some(e);
+    }
     let view = host.role_for(slot)?;
     if view.role == crate::replication::StateRole::Leader {
         return None;

@@ -9,6 +9,8 @@
 //! - `RAFT ADDLEARNER id host port peerport`, `RAFT PROMOTE id`, `RAFT REMOVE id`: membership
 //!   changes through the log (a new node catches up as a learner before it votes).
 //! - `RAFT TRANSFER id`: hands leadership to a caught-up voter (before maintenance).
+//! - `RAFT RESHARD first last group`: moves a slot range to another Raft group, on the node
+//!   leading the range's group (exec/reshard.rs; elsewhere MOVED to that leader).
 
 use super::spec::Ctx;
 use super::spec::{flags::*, CommandSpec, NO_KEYS};
@@ -44,6 +46,8 @@ pub static COMMANDS: &[CommandSpec] = &[CommandSpec {
         // Never inside MULTI: its reply leaves without a read barrier (see exec/cluster.rs),
         // so it must be a unit of its own, with no reads riding on it.
         spec("transfer", 3, OPS | NO_MULTI, transfer),
+        // Never inside MULTI: it proposes to a log of its own, outside the unit's entry.
+        spec("reshard", 5, OPS | NO_MULTI, reshard),
         spec("help", 2, OPS | LOADING | STALE, help),
     ],
 }];
@@ -162,6 +166,8 @@ fn help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         "    Remove a node from the cluster.",
         "TRANSFER <id>",
         "    Hand leadership to a caught-up voter.",
+        "RESHARD <first-slot> <last-slot> <group>",
+        "    Move a slot range to another Raft group (on the leader of its group).",
         "HELP",
         "    Print this help.",
     ]))
@@ -218,4 +224,23 @@ fn remove(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 fn transfer(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let id = node_id(&argv[2])?;
     run(ctx, Admin::Transfer(id))
+}
+
+fn reshard(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let slot = |a: &[u8]| {
+        std::str::from_utf8(a)
+            .ok()
+            .and_then(|s| s.parse::<u16>().ok())
+            .filter(|&s| s < crate::replication::group::SLOTS)
+            .ok_or_else(|| CmdError::err("ERR Invalid or out of range slot"))
+    };
+    let (first, last) = (slot(&argv[2])?, slot(&argv[3])?);
+    let group = std::str::from_utf8(&argv[4])
+        .ok()
+        .and_then(|s| s.parse::<u32>().ok())
+        .ok_or_else(|| CmdError::err("ERR group must be a non-negative integer"))?;
+    ctx.host
+        .cluster_reshard(first, last, group)
+        .map(|()| Frame::ok())
+        .map_err(CmdError::err)
 }

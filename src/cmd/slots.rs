@@ -12,6 +12,17 @@ pub use crate::replication::group::{crc16, key_hash_slot, SLOTS};
 
 pub const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
 pub const CLUSTERDOWN: &str = "CLUSTERDOWN The cluster is down";
+/// Redis's reply while a slot migrates (cluster.c, getNodeByQuery's CLUSTER_REDIR_UNSTABLE):
+/// clients retry it after a pause.
+pub const TRYAGAIN: &str = "TRYAGAIN Multiple keys request during rehashing of slot";
+
+/// A slot being moved between Raft groups (released by its group, not yet imported by the
+/// other): nobody serves its keys, every node answers -TRYAGAIN until the move completes,
+/// then -MOVED to the new group's leader, as Redis answers during a slot migration.
+pub fn moving(host: &dyn Host, slot: u16) -> Option<CmdError> {
+    host.cluster_slot_frozen(slot)
+        .then(|| CmdError::err(TRYAGAIN))
+}
 
 /// Whether this node speaks Redis Cluster: a Raft cluster node with `cluster-enabled yes`.
 pub fn enabled(srv: &State, host: &dyn Host) -> bool {

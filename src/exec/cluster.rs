@@ -25,13 +25,15 @@
 //!   closes its clients so they rediscover the leader, and rebuilds its state from the log when
 //!   it had run units that never committed.
 
+#[path = "reshard.rs"]
+mod reshard;
+
 use super::hold::{Verdict, Watermark};
 use super::peer::Peers;
 use super::{fatal, Inbox, Server};
 use crate::clock::unix_ms;
 use crate::config::Config;
 use crate::persist::emit;
-use crate::persist::load::{LoadError, Loader, Step};
 use crate::replication::group::{self, GroupId, SlotMap};
 use crate::replication::{Addrs, Applied, Cluster, ClusterView};
 use crate::store::waiters::REPLICAS_KEY;
@@ -564,23 +566,28 @@ impl Groups {
             .collect();
         if led.is_empty() {
             Expirable::Nothing
-        } else if self.slots.groups().iter().all(|g| led.contains(g)) {
+        } else if !self.slots.any_frozen() && self.slots.groups().iter().all(|g| led.contains(g)) {
             Expirable::All
         } else {
             Expirable::Groups(led)
         }
     }
 
-    /// Whether `key`'s slot belongs to one of `groups`.
+    /// Whether `key`'s slot belongs to one of `groups` and is not being moved to another group
+    /// (a slot in transit is written by no log until its import: exec/reshard.rs).
     pub fn key_in(&self, groups: &[GroupId], key: &[u8]) -> bool {
-        groups.contains(&self.slots.group_of_key(key))
+        let slot = group::key_hash_slot(key);
+        groups.contains(&self.slots.group_of(slot)) && !self.slots.frozen(slot)
     }
 
-    /// Whether this node serves as leader the group owning `key`'s slot (what its FLUSHALL
-    /// and FLUSHDB empty where it runs several groups).
+    /// Whether this node serves as leader the group owning `key`'s slot, and the slot is not
+    /// being moved (what its FLUSHALL and FLUSHDB empty where it runs several groups).
     pub fn serves_key(&self, key: &[u8]) -> bool {
-        self.get(self.slots.group_of_key(key))
-            .is_some_and(|c| c.may_expire())
+        let slot = group::key_hash_slot(key);
+        !self.slots.frozen(slot)
+            && self
+                .get(self.slots.group_of(slot))
+                .is_some_and(|c| c.may_expire())
     }
 
     /// Whether this node serves as leader any group owning slots.
@@ -1406,6 +1413,7 @@ impl Server {
             let c = &mut list[i];
             self.release_held_by(c);
             self.maybe_compact(c, slots);
+            self.reshard_round(c, slots);
             parked.push((c.group, c.take_parked(now)));
         }
         self.io.cluster = Some(gs);
@@ -1543,33 +1551,16 @@ impl Server {
     /// data (the keys of its slots; the home group's, the function libraries too), a unit runs
     /// as the loader's commands at time 0 (nothing expires by this node's clock).
     fn apply_entry(&mut self, group: GroupId, slots: &SlotMap, index: u64, a: Applied) {
-        let data = match a {
-            Applied::Unit { own: true, .. } => return,
-            Applied::Unit { data, .. } => data,
+        // A home group's snapshot holds the leader's libraries too (build_snapshot); a
+        // release or an import (reshard.rs) applies on its leader too.
+        match a {
+            Applied::Unit { data, own } => {
+                self.apply_group_data(group, slots, index, data, own, false)
+            }
             Applied::Snapshot(data) => {
-                // A home group's snapshot holds the leader's libraries too (build_snapshot).
-                let clear = group::clear_commands(&self.state.dbs, slots, group);
-                if let Err(e) = self.apply_commands(clear, 0) {
-                    fatal(&format!(
-                        "Cannot install the snapshot of {group} at {index}: {e}"
-                    ));
-                }
-                data
+                self.apply_group_data(group, slots, index, data, false, true)
             }
             Applied::Extend(_) | Applied::Conf(_) => return,
-        };
-        let mut loader = Loader::from_bytes(Bytes::copy_from_slice(data))
-            .knowing(|a| crate::cmd::dispatch::resolve(a).is_ok());
-        loop {
-            match loader.next_unit() {
-                Ok(Step::Apply(cmds)) => {
-                    if let Err(e) = self.apply_commands(cmds, 0) {
-                        fatal(&format!("Bad command in cluster entry {index}: {e}"));
-                    }
-                }
-                Ok(Step::Done) => break,
-                Err(LoadError::Fatal(msg)) => fatal(&format!("Cluster entry {index}: {msg}")),
-            }
         }
         // A leader applying an earlier leader's entries records them, but they are logged
         // already.
@@ -1751,6 +1742,13 @@ impl Server {
     /// entries it may be behind are applied, the compaction itself.
     fn build_snapshot(&mut self, c: &mut ClusterIo, slots: &SlotMap) {
         let state_index = c.state_index();
+        // Taken while the dump goes on: put in once it ends.
+        let claims = c
+            .building
+            .as_ref()
+            .filter(|b| b.to.is_none())
+            .and_then(|_| c.claims_head(slots))
+            .map(|h| (c.core.wire_prefix().len(), h));
         let Some(b) = c.building.as_mut() else {
             return;
         };
@@ -1797,6 +1795,12 @@ impl Server {
                 b.cursor = Some(next);
             }
         }
+        if let (Some(claims), Some(_)) = (claims, b.to) {
+            // The group's claims as of the dump's end, ahead of its keys: the window's entries
+            // replayed after them hold no release or import (`replayable_units`).
+            let at = claims.0.min(b.data.len());
+            b.data.splice(at..at, claims.1);
+        }
         let Some(to) = b.to else {
             return;
         };
@@ -1806,6 +1810,15 @@ impl Server {
         let Some(mut b) = c.building.take() else {
             return;
         };
+        if let Some(now) = c.claims_head(slots) {
+            // Unchanged since the dump ended, so exact at `to` whichever side of it they
+            // were applied on (a release proposed before the dump began may apply after).
+            let at = c.core.wire_prefix().len().min(b.data.len());
+            if !b.data[at..].starts_with(&now) {
+                tracing::info!("Cluster snapshot started over: the group's slot claims changed");
+                return;
+            }
+        }
         let encoded = b.began.elapsed();
         let started = Instant::now();
         match c.core.replayable_units(b.from, to, &mut b.data) {

@@ -884,6 +884,19 @@ impl Host for Io {
         crate::redisrepl::replica::replicaof(state, self.inbox.as_ref(), master, false)
     }
 
+    fn cluster_reshard(&mut self, first: u16, last: u16, to: u32) -> Result<(), String> {
+        match self.cluster.as_mut() {
+            Some(g) => g.reshard(first, last, to),
+            None => Err("ERR This instance has cluster support disabled".into()),
+        }
+    }
+
+    fn cluster_slot_frozen(&self, slot: u16) -> bool {
+        self.cluster
+            .as_ref()
+            .is_some_and(|g| g.slots().any_frozen() && g.slots().frozen(slot))
+    }
+
     fn cluster_admin(&mut self, op: &crate::replication::Admin) -> Result<(), String> {
         match self.cluster.as_mut() {
             Some(g) => g.home_mut().admin(op),

@@ -132,6 +132,15 @@ pub trait Host {
             .map(|v| vec![(0, v, all)])
             .unwrap_or_default()
     }
+    /// RAFT RESHARD: release `first..=last` from the group leading it here to group `to`
+    /// (exec/reshard.rs); Err: the whole error reply.
+    fn cluster_reshard(&mut self, _first: u16, _last: u16, _to: u32) -> Result<(), String> {
+        Err("ERR This instance has cluster support disabled".into())
+    }
+    /// Whether a hash slot is being moved between Raft groups: its keys get -TRYAGAIN.
+    fn cluster_slot_frozen(&self, _slot: u16) -> bool {
+        false
+    }
     /// RAFT ADDLEARNER/PROMOTE/REMOVE/TRANSFER on the consensus core; Err: the error reply.
     fn cluster_admin(&mut self, op: &crate::replication::Admin) -> Result<(), String>;
     /// A cluster follower gave up confirming this batch's reads with a leader: commands that

@@ -14,3 +14,4 @@ mod groups_holds;
 mod peer_attacks;
 mod protocol;
 mod replication_surface;
+mod reshard;

@@ -179,6 +179,16 @@ static OURS: &[Doc] = &[
         NODE_ID,
     ),
     ours(
+        "raft|reshard",
+        "Moves a slot range to another Raft group, on the leader of the range's group",
+        "O(N) where N is the number of keys in the range",
+        &[
+            a("first-slot", "integer", -1, "", "", "", 0, &[]),
+            a("last-slot", "integer", -1, "", "", "", 0, &[]),
+            a("group", "integer", -1, "", "", "", 0, &[]),
+        ],
+    ),
+    ours(
         "raft|status",
         "This node's view of the cluster: role, leader, term, indexes and members",
         "O(N) where N is the number of members",
