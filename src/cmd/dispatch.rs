@@ -328,8 +328,12 @@ fn process_frame(
     // A node running several groups logs what it deletes in the groups it leads: a key of a
     // group it follows, dead by the clock bound, is hidden rather than deleted (that group's
     // leader logs the deletion), as a Redis replica hides what its master will expire.
+    // A unit without keys (SCAN, RANDOMKEY, KEYS …) may meet keys of any group: it hides
+    // them too unless this node serves every group as leader and no slot is moving (a deletion
+    // it logged would go to a group it follows, or to one whose slot is frozen).
     let hide = host.cluster_groups_split()
-        && super::support::is_replica(role_of_unit(host, client, id, argv));
+        && (super::support::is_replica(role_of_unit(host, client, id, argv))
+            || (!host.cluster_serves_all() && unit_is_keyless(client, id, argv)));
     if hide {
         set_expiry(srv, crate::store::Expiry::Hide);
     }
@@ -961,6 +965,24 @@ fn role_of_unit<'h>(
         }
     }
     role_of_keys(host, id, argv)
+}
+
+/// Whether the unit `argv` starts names no key (EXEC: none of its queued commands does).
+fn unit_is_keyless(client: &Client, id: CmdId, argv: &[Bytes]) -> bool {
+    let table = crate::cmd::registry::table();
+    let keyless = |id: CmdId, argv: &[Bytes]| {
+        super::keyspec::key_refs(&table.entries[id], argv)
+            .iter()
+            .next()
+            .is_none()
+    };
+    if table.entries[id].spec.name == "exec" {
+        return client
+            .multi
+            .as_ref()
+            .is_none_or(|q| q.iter().all(|(qid, qargv)| keyless(*qid, qargv)));
+    }
+    keyless(id, argv)
 }
 
 fn role_of_keys<'h>(

@@ -138,6 +138,9 @@ pub struct Groups {
     touched: u64,
     /// The groups whose keys the running unit names (`note_unit_keys`; 0: the home group).
     unit_keys: u64,
+    /// The groups the unit that ended last broke (`propose_changes`): a refused proposal, or
+    /// a unit spanning groups, undone by their rebuild.
+    unit_broke: u64,
 }
 
 /// The keys a node's active expiry may delete: those of the Raft groups it serves as leader,
@@ -303,6 +306,7 @@ impl Groups {
             split_parts: Vec::new(),
             touched: 0,
             unit_keys: 0,
+            unit_broke: 0,
         })
     }
 
@@ -390,11 +394,22 @@ impl Groups {
             return bit(0);
         };
         let mut set = 0;
+        let every = match self.list.len() {
+            n if n >= 64 => u64::MAX,
+            n => (1u64 << n) - 1,
+        };
         let mut keys_of = |id: crate::machine::CmdId, argv: &[Bytes]| {
-            for k in crate::cmd::keyspec::key_refs(&table.entries[id], argv).iter() {
+            let entry = &table.entries[id];
+            let mut keyed = false;
+            for k in crate::cmd::keyspec::key_refs(entry, argv).iter() {
                 if let Some(key) = argv.get(k.pos) {
+                    keyed = true;
                     set |= bit(self.position(self.slots.group_of_key(key)));
                 }
+            }
+            // A read without keys (SCAN, KEYS, RANDOMKEY, DBSIZE) reads every group's keys.
+            if !keyed && entry.spec.has(crate::cmd::spec::flags::READONLY) {
+                set |= every;
             }
         };
         if table.entries[id].spec.name == "exec" {
@@ -515,6 +530,12 @@ impl Groups {
             if !c.read_confirmed.is_empty() {
                 c.read_confirmed.retain(|&x| x != id);
             }
+            // Nor a barrier asked for it in another group while one group's cleared batch was
+            // tried (it parked there again, then ran when that group cleared it too): asked
+            // before the client's next batch arrived, it must not clear that one.
+            if !c.read_parked.is_empty() {
+                c.read_parked.retain(|p| p.1 != id);
+            }
         }
     }
 
@@ -588,6 +609,16 @@ impl Groups {
             && self
                 .get(self.slots.group_of(slot))
                 .is_some_and(|c| c.may_expire())
+    }
+
+    /// Whether this node serves as leader every group owning slots, and no slot is moving.
+    pub fn serves_all(&self) -> bool {
+        !self.slots.any_frozen()
+            && self
+                .list
+                .iter()
+                .filter(|c| self.slots.groups().contains(&c.group))
+                .all(|c| c.may_expire())
     }
 
     /// Whether this node serves as leader any group owning slots.
@@ -846,14 +877,16 @@ impl ClusterIo {
         }
     }
 
-    /// A leader whose EXTEND is not applied yet: client batches wait.
+    /// A leader whose EXTEND is not applied yet, or that is handing leadership over (raft
+    /// drops proposals meanwhile, which would undo the unit and close its client): client
+    /// batches wait, and run once it serves again or has stepped down (then redirected).
     pub fn gate_shut(&self) -> bool {
-        self.core.is_leader() && !self.gate_open
+        self.core.is_leader() && (!self.gate_open || self.core.transferring())
     }
 
     /// Active expiry (deletions the log carries) is the serving leader's alone.
     pub fn may_expire(&self) -> bool {
-        self.core.is_leader() && self.gate_open
+        self.core.is_leader() && self.gate_open && !self.core.transferring()
     }
 
     /// Replies wait for the log only on a leader: a follower's are errors or replica reads.
@@ -1069,9 +1102,17 @@ impl ClusterIo {
     pub fn watermark(&mut self) -> Watermark {
         let term = self.core.term();
         if self.last_unit_transfer && !self.last_unit_logged && !self.broken {
+            // An earlier write of the batch (pipelined before RAFT TRANSFER) still waits for
+            // its commit: its reply must not leave with the transfer's OK.
+            let proposed = self.core.proposed();
+            let index = if proposed <= self.core.commit() {
+                0
+            } else {
+                proposed
+            };
             return Watermark::Committed {
                 group: self.group,
-                index: 0,
+                index,
                 read: 0,
                 term,
             };
@@ -1153,7 +1194,7 @@ impl ClusterIo {
                 }
             });
         }
-        let open_now = self.gate_open && !self.gate_waiting.is_empty();
+        let open_now = !self.gate_shut() && !self.gate_waiting.is_empty();
         if open_now || !self.core.is_leader() {
             p.waiting = std::mem::take(&mut self.gate_waiting);
         }
@@ -1275,13 +1316,14 @@ impl Groups {
             0 => bit(0),
             k => k,
         };
-        // A unit split by group (`propose_per_group`): its output waits for every part.
+        // A unit split by group (`propose_per_group`): its output waits for every part, and
+        // is dropped with a part that was undone (its group's watermark is never reached).
         for g in std::mem::take(&mut gs.split_parts) {
-            let i = gs.position(g);
-            if gs.list[i].last_unit_logged {
-                gs.touched |= bit(i);
-            }
+            gs.touched |= bit(gs.position(g));
         }
+        // The groups this unit broke (a refused proposal, a unit spanning groups): its output
+        // is dropped with their rebuild.
+        gs.touched |= std::mem::take(&mut gs.unit_broke);
         let last = gs.position(gs.last);
         let c = &gs.list[last];
         if c.last_unit_logged {
@@ -1296,16 +1338,11 @@ impl Groups {
             gs.touched |= bit(0);
             return;
         }
+        // The groups of the keys it read; one another unit broke has applied what its log
+        // will undo, so a read of its keys waits for a watermark never reached and is dropped.
         let mut set = keys & !bit(last);
         if !c.last_unit_logged {
             set |= keys;
-            if gs.list.iter().any(|c| c.broken) {
-                for (i, c) in gs.list.iter().enumerate() {
-                    if c.broken {
-                        set |= bit(i);
-                    }
-                }
-            }
         }
         for (i, c) in gs.list.iter_mut().enumerate() {
             if set & bit(i) != 0 && !c.broken {
@@ -1325,6 +1362,7 @@ impl Server {
         };
         let changed = self.state.dbs.take_changes(&mut self.changes);
         gs.split_parts.clear();
+        gs.unit_broke = 0;
         let group = if changed {
             match group::group_of_record(&self.changes, &gs.slots) {
                 Ok(g) => g,
@@ -1337,9 +1375,12 @@ impl Server {
                     // proposal is, in every group it may have touched (each one this node
                     // leads is rebuilt from its log at the end of the round).
                     tracing::warn!("A unit changed keys of {a} and {b}: not logged, rebuilding");
-                    for c in gs.list.iter_mut().filter(|c| c.core.is_leader()) {
-                        c.broken = true;
-                        c.last_unit_logged = false;
+                    for (i, c) in gs.list.iter_mut().enumerate() {
+                        if c.core.is_leader() {
+                            c.broken = true;
+                            c.last_unit_logged = false;
+                            gs.unit_broke |= bit(i);
+                        }
                     }
                     gs.last = GroupId::HOME;
                     return;
@@ -1370,6 +1411,7 @@ impl Server {
                 tracing::warn!("A unit could not be logged ({e}): rebuilding from the log");
                 c.broken = true;
                 c.last_unit_logged = false;
+                gs.unit_broke |= bit(gs.position(group));
             }
         }
     }
@@ -1589,6 +1631,7 @@ impl Server {
         self.holds.settle(|wm| match *wm {
             Watermark::Committed { group: g, .. } if g == group => Verdict::Drop,
             Watermark::Committed { .. } | Watermark::Fsynced => Verdict::Wait,
+            Watermark::Ordered => Verdict::Release,
         });
         if !c.core.is_leader() {
             // With several groups only the home group's step-down closes every plain client

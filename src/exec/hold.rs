@@ -16,6 +16,9 @@ use std::rc::Rc;
 pub enum Watermark {
     /// The fsync of the append-only file that follows the round.
     Fsynced,
+    /// Nothing: output that waits for no log but follows held output of its connection that
+    /// closes after it (QUIT), so the close waits for the output before it.
+    Ordered,
     /// `group`'s log has committed `index` and its read barrier `read` is confirmed, while
     /// this node still leads that group in `term`. `index` and `read` 0: nothing (RAFT
     /// TRANSFER's OK).
@@ -276,6 +279,7 @@ mod tests {
                 }
             }
             Watermark::Fsynced => Verdict::Wait,
+            Watermark::Ordered => Verdict::Release,
         }
     }
 

@@ -109,7 +109,14 @@ impl std::ops::DerefMut for Server {
 }
 
 impl Server {
-    pub fn new(config: Config, shared: Arc<Shared>) -> Server {
+    /// `busy`: what the loop answering other clients reads while a script is busy, given
+    /// before anything loads, since a scripting engine created while loading (the function
+    /// libraries of an RDB file) keeps the one it was made with.
+    pub fn new(
+        config: Config,
+        shared: Arc<Shared>,
+        busy: std::rc::Rc<crate::machine::busy::BusyState>,
+    ) -> Server {
         let loader = if config.appendonly {
             match Aof::files_to_load(&aof_dir(&config), &config.appendfilename) {
                 Ok(files) => Some(
@@ -146,6 +153,7 @@ impl Server {
             next_idle_check: Instant::now(),
             serving_ready: false,
         };
+        server.state.busy = busy;
         if !server.config.appendonly && server.config.cluster_node_id == 0 {
             server.load_rdb();
         }
@@ -249,6 +257,7 @@ fn settle_holds(
     holds.settle(|wm| match *wm {
         hold::Watermark::Fsynced if fsynced => hold::Verdict::Release,
         hold::Watermark::Fsynced => hold::Verdict::Wait,
+        hold::Watermark::Ordered => hold::Verdict::Release,
         hold::Watermark::Committed {
             group,
             index,
@@ -839,6 +848,10 @@ impl Host for Io {
         self.cluster.as_ref().is_none_or(|g| g.serves_any())
     }
 
+    fn cluster_serves_all(&self) -> bool {
+        self.cluster.as_ref().is_none_or(|g| g.serves_all())
+    }
+
     fn cluster_shards(&self) -> Vec<(&crate::replication::ClusterView, Vec<(u16, u16)>)> {
         self.cluster
             .as_ref()
@@ -1080,8 +1093,7 @@ fn run_executor(
         cluster::Groups::open(&config, inbox.clone())
             .unwrap_or_else(|e| fatal(&format!("Cannot start the cluster node: {e}")))
     });
-    let mut server = Server::new(config, shared);
-    server.state.busy = net.busy_state();
+    let mut server = Server::new(config, shared, net.busy_state());
     net.set_local(server.state.local.clone());
     server.io.cluster = cluster;
     server.io.inbox = Some(inbox.clone());

@@ -197,9 +197,11 @@ impl Server {
         };
         let watermark = match held {
             Some(h) => Some(h),
-            None => self
-                .output_waits_for_fsync()
-                .then(|| (hold::Watermark::Fsynced, Vec::new())),
+            None if self.output_waits_for_fsync() => Some((hold::Watermark::Fsynced, Vec::new())),
+            // Earlier output of the connection is still held (for a group this node leads, the
+            // last units went to groups it follows): the close must not overtake it.
+            None if close && client.out.is_held() => Some((hold::Watermark::Ordered, Vec::new())),
+            None => None,
         };
         let mut back = None;
         match watermark {

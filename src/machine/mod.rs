@@ -117,6 +117,12 @@ pub trait Host {
     fn cluster_serves_any(&self) -> bool {
         true
     }
+    /// Where a node runs several Raft groups: whether it serves every group owning slots as
+    /// leader and no slot is moving between groups (only then may a command without keys
+    /// delete the expired keys it meets).
+    fn cluster_serves_all(&self) -> bool {
+        true
+    }
     /// Each Raft group owning slots: its view and its slot ranges (CLUSTER SLOTS, SHARDS,
     /// NODES). One group: the view and every slot.
     fn cluster_shards(&self) -> Vec<(&crate::replication::ClusterView, Vec<(u16, u16)>)> {

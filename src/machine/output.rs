@@ -26,7 +26,7 @@ const FIRST_BLOCK: usize = 1024;
 /// A drained connection keeps a block up to this size.
 const KEEP_BLOCK: usize = 4096;
 /// Output at least this large is referenced rather than copied.
-pub const BIG: usize = 16 * 1024;
+pub const BIG: usize = crate::protocol::encode::REFERENCED;
 /// Pieces handed to one `writev` (far below IOV_MAX; 1 MiB of 16 KiB blocks).
 pub const MAX_IOV: usize = 64;
 
@@ -330,6 +330,8 @@ pub struct ConnOut {
     close: Cell<bool>,
     /// Close now (CLIENT KILL, output limits): nothing more is waited for.
     killed: Cell<bool>,
+    /// Closed without the output past the gate (`close_now_quietly`): the gate never moves on.
+    dropped: Cell<bool>,
     /// Listed in `pending`.
     listed: Cell<bool>,
     pending: PendingList,
@@ -357,6 +359,7 @@ impl ConnOut {
             batch_done: Cell::new(false),
             close: Cell::new(false),
             killed: Cell::new(false),
+            dropped: Cell::new(false),
             listed: Cell::new(false),
             pending,
             sink,
@@ -451,6 +454,7 @@ impl ConnOut {
     pub fn close_now_quietly(&self) {
         self.batch_done.set(true);
         self.close.set(true);
+        self.dropped.set(true);
         // Nothing appended from here on leaves.
         let end = self.buf.borrow().end();
         self.gate.set(self.gate.get().min(end));
@@ -468,6 +472,11 @@ impl ConnOut {
         self.killed.get()
     }
 
+    /// Whether some of its output waits behind a hold.
+    pub fn is_held(&self) -> bool {
+        self.held.get() > 0
+    }
+
     /// Holds everything appended from now on until `release`; returns the offset it starts at.
     pub fn hold(&self) -> u64 {
         let from = self.buf.borrow().end();
@@ -483,7 +492,9 @@ impl ConnOut {
     pub fn release(&self, to: u64, batch_done: bool, close: bool) {
         let left = self.held.get().saturating_sub(1);
         self.held.set(left);
-        self.gate.set(if left == 0 { u64::MAX } else { to });
+        if !self.dropped.get() {
+            self.gate.set(if left == 0 { u64::MAX } else { to });
+        }
         if batch_done {
             self.batch_done.set(true);
         }

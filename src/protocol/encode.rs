@@ -41,6 +41,10 @@ fn put_len(out: &mut BytesMut, prefix: u8, n: usize) {
     put_line_int(out, prefix, n as i64);
 }
 
+/// A bulk body at least this large is referenced rather than copied into the output (the
+/// connection's chain takes the stored value itself: machine/output.rs `BIG`).
+pub const REFERENCED: usize = 16 * 1024;
+
 /// `$<len>\r\n`: the header of a bulk whose body travels by reference (a large reply appended
 /// to the connection's chain as the stored value itself, machine/output.rs).
 pub fn bulk_header(out: &mut BytesMut, len: usize) {
@@ -93,7 +97,7 @@ impl Bodies for CopyAll {
 impl Bodies for Vec<(usize, Bytes)> {
     #[inline(always)]
     fn take(&mut self, out: &mut BytesMut, body: &Bytes) -> bool {
-        if body.len() < crate::machine::output::BIG {
+        if body.len() < REFERENCED {
             return false;
         }
         bulk_header(out, body.len());
@@ -283,7 +287,7 @@ mod tests {
     /// back at their offsets gives exactly what `encode` writes.
     #[test]
     fn large_bulks_are_referenced_at_any_depth() {
-        use crate::machine::output::BIG;
+        const BIG: usize = REFERENCED;
         let big = Bytes::from(vec![b'v'; BIG]);
         let bigger = Bytes::from(vec![b'w'; BIG * 3 + 1]);
         let small = Bytes::from(vec![b's'; BIG - 1]);

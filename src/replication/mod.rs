@@ -442,6 +442,12 @@ impl Cluster {
         self.node.transfer_leader(id);
     }
 
+    /// A leadership transfer this leader started is under way: raft drops proposals until it
+    /// ends (the transferee is elected, or an election timeout passes).
+    pub fn transferring(&self) -> bool {
+        self.node.raft.lead_transferee.is_some()
+    }
+
     /// Starts an election now (with pre-vote, as raft's own timeout would).
     pub fn campaign(&mut self) {
         if let Err(e) = self.node.campaign() {

@@ -939,3 +939,32 @@ fn restore_of_a_looping_library_times_out() {
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(c.cmd_str(&["FUNCTION", "LIST"]), "*0\r\n");
 }
+
+/// A library loaded from the RDB file at start-up (which creates the functions engine before
+/// the event loop runs) still lets the loop answer others while its function is busy: BUSY,
+/// then FUNCTION KILL stops it.
+#[test]
+fn a_busy_function_loaded_from_the_rdb_file_answers_busy_and_is_killed() {
+    let dir = common::TempDir::new("busy-fn-rdb");
+    let d = dir.0.to_str().unwrap();
+    {
+        let srv = common::deadbolt(&["--dir", d]);
+        let mut c = srv.conn();
+        assert_eq!(
+            c.cmd_str(&[
+                "FUNCTION",
+                "LOAD",
+                &code("spin", "spin", "local a = 1 while true do a = a + 1 end")
+            ]),
+            "$4\r\nspin\r\n"
+        );
+        assert_eq!(c.cmd_str(&["SAVE"]), "+OK\r\n");
+    }
+    let srv = common::deadbolt(&["--dir", d, "--busy-reply-threshold", "100"]);
+    let mut a = start_busy(&srv, "spin");
+    let mut b = srv.conn();
+    assert_eq!(b.cmd_str(&["PING"]), BUSY_FUNCTION);
+    assert_eq!(b.cmd_str(&["FUNCTION", "KILL"]), "+OK\r\n");
+    assert!(a.read_reply().starts_with(b"-ERR Script killed by user"));
+    assert_eq!(b.cmd_str(&["PING"]), "+PONG\r\n");
+}
