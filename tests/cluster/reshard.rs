@@ -440,13 +440,17 @@ fn check_node(
     later: u64,
 ) {
     let deadline = Instant::now() + Duration::from_secs(20);
-    let mut c = loop {
+    // A READONLY connection; a node closes its plain clients when it stops leading the home
+    // group (leadership moving back to its preferred node after a restart), so the check
+    // connects again then.
+    let connect = || loop {
         let mut c = Client::connect(nodes.ports[i]).expect("connect");
         if c.call(&[b"READONLY"]).is_ok() {
             break c;
         }
         assert!(Instant::now() < deadline);
     };
+    let mut c = connect();
     let mut checked = 0;
     for (key, state) in &ledger.held {
         if ledger.uncertain.contains(key) {
@@ -454,10 +458,17 @@ fn check_node(
         }
         // A follower's read waits for its read barrier; retried while the node catches up.
         let (value, pexp) = loop {
-            let v = c.call(&[b"GET", key.as_bytes()]).expect("GET");
-            let p = c
-                .call(&[b"PEXPIRETIME", key.as_bytes()])
-                .expect("PEXPIRETIME");
+            let read = c
+                .call(&[b"GET", key.as_bytes()])
+                .and_then(|v| Ok((v, c.call(&[b"PEXPIRETIME", key.as_bytes()])?)));
+            let (v, p) = match read {
+                Ok(r) => r,
+                Err(e) => {
+                    assert!(Instant::now() < deadline, "node {i}: GET {key}: {e}");
+                    c = connect();
+                    continue;
+                }
+            };
             let settled = match (state, &v) {
                 (Some((token, ..)), Reply::Bulk(Some(b))) => b == token.as_bytes(),
                 (None, Reply::Bulk(None)) => true,
