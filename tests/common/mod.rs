@@ -364,10 +364,17 @@ impl Conn {
     }
 
     /// Reads what arrives next (through the TLS session if there is one).
+    /// One read; a signal delivered to the test process meanwhile (EINTR) is not an answer.
     fn read_some(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        match &mut self.tls {
-            None => self.stream.read(buf),
-            Some(t) => rustls::Stream::new(&mut **t, &mut self.stream).read(buf),
+        loop {
+            let read = match &mut self.tls {
+                None => self.stream.read(buf),
+                Some(t) => rustls::Stream::new(&mut **t, &mut self.stream).read(buf),
+            };
+            match read {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                other => return other,
+            }
         }
     }
 
