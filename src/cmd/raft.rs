@@ -5,10 +5,13 @@
 //! - `RAFT STATUS`: this node's view (role, leader, term, commit and applied indexes, and on
 //!   the leader each member's replicated index and lag), as INFO-style lines: the home
 //!   group's, then, on a node running several groups, each group's with its slot ranges.
-//! - Membership changes and transfers act on the home group.
 //! - `RAFT ADDLEARNER id host port peerport`, `RAFT PROMOTE id`, `RAFT REMOVE id`: membership
-//!   changes through the log (a new node catches up as a learner before it votes).
-//! - `RAFT TRANSFER id`: hands leadership to a caught-up voter (before maintenance).
+//!   changes through the log (a new node catches up as a learner before it votes). Each Raft
+//!   group has its own membership: without `GROUP g` the change is proposed in every group
+//!   this node leads (one group: the home group, as before), and the error names the groups it
+//!   does not lead with their leaders; `GROUP g` proposes it in group g alone, on its leader.
+//! - `RAFT TRANSFER id [GROUP g]`: hands leadership of the home group (or group g) to a
+//!   caught-up voter (before maintenance).
 //! - `RAFT RESHARD first last group`: moves a slot range to another Raft group, on the node
 //!   leading the range's group (exec/reshard.rs; elsewhere MOVED to that leader).
 
@@ -40,12 +43,12 @@ pub static COMMANDS: &[CommandSpec] = &[CommandSpec {
     handler: unknown,
     subcommands: &[
         spec("status", 2, OPS | LOADING | STALE, status),
-        spec("addlearner", 6, OPS, add_learner),
-        spec("promote", 3, OPS, promote),
-        spec("remove", 3, OPS, remove),
+        spec("addlearner", -6, OPS, add_learner),
+        spec("promote", -3, OPS, promote),
+        spec("remove", -3, OPS, remove),
         // Never inside MULTI: its reply leaves without a read barrier (see exec/cluster.rs),
         // so it must be a unit of its own, with no reads riding on it.
-        spec("transfer", 3, OPS | NO_MULTI, transfer),
+        spec("transfer", -3, OPS | NO_MULTI, transfer),
         // Never inside MULTI: it proposes to a log of its own, outside the unit's entry.
         spec("reshard", 5, OPS | NO_MULTI, reshard),
         spec("help", 2, OPS | LOADING | STALE, help),
@@ -158,14 +161,16 @@ fn help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         "    This node's view of the cluster: role, leader, term, commit and applied",
         "    indexes, and each member (on the leader, with its replicated index and lag);",
         "    with several Raft groups, the same for each group with its slot ranges.",
-        "ADDLEARNER <id> <host> <port> <peer-port>",
+        "ADDLEARNER <id> <host> <port> <peer-port> [GROUP <group>]",
         "    Add a node as a learner: it catches up from the log without voting.",
-        "PROMOTE <id>",
+        "PROMOTE <id> [GROUP <group>]",
         "    Make a caught-up learner a voter.",
-        "REMOVE <id>",
+        "REMOVE <id> [GROUP <group>]",
         "    Remove a node from the cluster.",
-        "TRANSFER <id>",
-        "    Hand leadership to a caught-up voter.",
+        "    Without GROUP these change every Raft group this node leads; with GROUP,",
+        "    that group only (send it to the group's leader).",
+        "TRANSFER <id> [GROUP <group>]",
+        "    Hand leadership of the home group (or of the group) to a caught-up voter.",
         "RESHARD <first-slot> <last-slot> <group>",
         "    Move a slot range to another Raft group (on the leader of its group).",
         "HELP",
@@ -181,9 +186,23 @@ fn node_id(arg: &[u8]) -> Result<u64, CmdError> {
         .ok_or_else(|| CmdError::err("ERR node id must be a positive integer"))
 }
 
-fn run(ctx: &mut Ctx, op: Admin) -> CmdResult {
+/// The optional `GROUP <g>` after a subcommand's fixed arguments (`argv[from..]`).
+fn group_arg(argv: &[Bytes], from: usize) -> Result<Option<u32>, CmdError> {
+    match argv.get(from..).unwrap_or_default() {
+        [] => Ok(None),
+        [word, g] if word.eq_ignore_ascii_case(b"group") => std::str::from_utf8(g)
+            .ok()
+            .and_then(|s| s.parse::<u32>().ok())
+            .map(Some)
+            .ok_or_else(|| CmdError::err("ERR group must be a non-negative integer")),
+        _ => Err(CmdError::err("ERR syntax error")),
+    }
+}
+
+fn run(ctx: &mut Ctx, op: Admin, argv: &[Bytes], from: usize) -> CmdResult {
+    let group = group_arg(argv, from)?;
     ctx.host
-        .cluster_admin(&op)
+        .cluster_admin(&op, group)
         .map(|()| Frame::ok())
         .map_err(CmdError::erf)
 }
@@ -208,22 +227,24 @@ fn add_learner(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             id,
             addr: format!("{host} {p} {pp}"),
         },
+        argv,
+        6,
     )
 }
 
 fn promote(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let id = node_id(&argv[2])?;
-    run(ctx, Admin::Promote(id))
+    run(ctx, Admin::Promote(id), argv, 3)
 }
 
 fn remove(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let id = node_id(&argv[2])?;
-    run(ctx, Admin::Remove(id))
+    run(ctx, Admin::Remove(id), argv, 3)
 }
 
 fn transfer(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let id = node_id(&argv[2])?;
-    run(ctx, Admin::Transfer(id))
+    run(ctx, Admin::Transfer(id), argv, 3)
 }
 
 fn reshard(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {

@@ -128,6 +128,8 @@ pub struct Groups {
     list: Vec<ClusterIo>,
     slots: SlotMap,
     peers: Peers,
+    /// The peers the transport links: every other member of any group (`targets_of`).
+    linked: Addrs,
     /// The group of the unit that ended last (its logged index is what WAIT counts).
     last: GroupId,
     /// The other groups the last unit was logged in, when it was split by group
@@ -181,6 +183,10 @@ pub struct ClusterIo {
     preferred: u64,
     /// When this leader last tried to hand leadership to `preferred`.
     spread_at: Option<Instant>,
+    /// This node runs several groups (leaders spread over the voters).
+    several: bool,
+    /// The membership changed: the transport follows it after the round (`link_members`).
+    relink: bool,
     core: Cluster,
     /// What SENTINEL, ROLE, INFO and WAIT render (refreshed after each round that changed it).
     pub view: ClusterView,
@@ -275,23 +281,21 @@ impl Groups {
             c.core.set_waker(peers.loop_waker());
             list.push(c);
         }
-        if list.len() > 1 {
-            for c in &mut list {
-                let mut voters: Vec<u64> = c
-                    .view
-                    .members
-                    .iter()
-                    .filter(|m| m.voter)
-                    .map(|m| m.id)
-                    .collect();
-                voters.sort_unstable();
-                if !voters.is_empty() {
-                    c.preferred = voters[c.group.0 as usize % voters.len()];
-                }
-            }
+        let several = list.len() > 1;
+        for c in &mut list {
+            c.several = several;
+            c.prefer();
         }
         let groups: Vec<GroupId> = list.iter().map(|c| c.group).collect();
         peers.set_groups(&groups);
+        // The transport links every member of every group (another group may name a member
+        // the home group does not have yet, or no longer has).
+        let linked: Addrs = targets_of(&list);
+        for (id, addr) in &linked {
+            if list[0].dialed.get(id) != Some(addr) {
+                peers.set_peer(*id, peer_target(addr));
+            }
+        }
         tracing::info!(
             "Cluster node {me}: peers on {}, {} members, log in {}",
             peers.listening(),
@@ -302,6 +306,7 @@ impl Groups {
             list,
             slots,
             peers,
+            linked,
             last: GroupId::HOME,
             split_parts: Vec::new(),
             touched: 0,
@@ -323,6 +328,78 @@ impl Groups {
     /// The group owning `slot` (`role_for(slot)`: who leads it, its term and commit index).
     pub fn by_slot(&self, slot: u16) -> &ClusterIo {
         self.get(self.slots.group_of(slot)).unwrap_or(&self.list[0])
+    }
+
+    /// RAFT ADDLEARNER/PROMOTE/REMOVE/TRANSFER. With `group`, in that group alone, on its
+    /// leader. Without: TRANSFER in the home group; a membership change in every group this
+    /// node leads (one group: the home group, whose errors are the replies' texts as they
+    /// always were), and where that is not every group, the error names each other group's
+    /// leader (or what refused the change there) and the groups it was proposed in. Nothing
+    /// is forwarded: an operator (scripts/cluster `add`) sends it with `GROUP g` to each
+    /// group's leader.
+    pub fn admin(
+        &mut self,
+        op: &crate::replication::Admin,
+        group: Option<u32>,
+    ) -> Result<(), String> {
+        if let Some(g) = group {
+            let Some(c) = self.get_mut(GroupId(g)) else {
+                return Err(format!("no Raft group {g} on this node"));
+            };
+            if !c.is_leader() {
+                return Err(format!(
+                    "this node is not the leader of group {g}: {}",
+                    c.leader_named()
+                ));
+            }
+            return c.admin(op);
+        }
+        if self.list.len() == 1 || matches!(op, crate::replication::Admin::Transfer(_)) {
+            return self.home_mut().admin(op);
+        }
+        let mut done: Vec<String> = Vec::new();
+        let mut refused: Vec<String> = Vec::new();
+        for c in &mut self.list {
+            let g = c.group.0;
+            let outcome = if c.is_leader() {
+                c.admin(op)
+            } else {
+                Err(format!(
+                    "not the leader, {} (send it there with GROUP {g})",
+                    c.leader_named()
+                ))
+            };
+            match outcome {
+                Ok(()) => done.push(g.to_string()),
+                Err(e) => refused.push(format!("group {g}: {e}")),
+            }
+        }
+        if refused.is_empty() {
+            return Ok(());
+        }
+        let done = if done.is_empty() {
+            "no group".to_string()
+        } else {
+            format!("group(s) {}", done.join(" "))
+        };
+        Err(format!("{} (proposed in {done})", refused.join("; ")))
+    }
+
+    /// The transport follows the groups' memberships: a node any group has is linked, one no
+    /// group has any more is forgotten.
+    fn link_members(&mut self) {
+        let now = targets_of(&self.list);
+        for (id, addr) in &now {
+            if self.linked.get(id) != Some(addr) {
+                self.peers.set_peer(*id, peer_target(addr));
+            }
+        }
+        for id in self.linked.keys() {
+            if !now.contains_key(id) {
+                self.peers.set_peer(*id, None);
+            }
+        }
+        self.linked = now;
     }
 
     pub fn get(&self, group: GroupId) -> Option<&ClusterIo> {
@@ -826,6 +903,8 @@ impl ClusterIo {
             group,
             preferred: 0,
             spread_at: None,
+            several: false,
+            relink: false,
             core,
             view,
             dialed,
@@ -1072,10 +1151,52 @@ impl ClusterIo {
 
     pub fn admin(&mut self, op: &crate::replication::Admin) -> Result<(), String> {
         self.core.admin(op)?;
-        if matches!(op, crate::replication::Admin::Transfer(_)) {
+        // The reply of RAFT (keyless) waits for the home group only: another group's transfer
+        // cannot outrun a barrier it is not behind.
+        if matches!(op, crate::replication::Admin::Transfer(_)) && self.group == GroupId::HOME {
             self.transfer_asked = true;
         }
         Ok(())
+    }
+
+    /// Who leads this group, for an error naming where to send a command: "node N at
+    /// host:port leads it", or that none is known yet.
+    fn leader_named(&self) -> String {
+        let leader = self.view.leader;
+        match self.view.members.iter().find(|m| m.id == leader) {
+            Some(m) if leader != 0 => {
+                let (host, port) = client_addr(&m.addr);
+                format!("node {leader} at {host}:{port} leads it")
+            }
+            _ => "no leader is known yet: retry".to_string(),
+        }
+    }
+
+    /// With several groups, group n's preferred leader is the n-th of its voters in id order
+    /// (modulo their number), recomputed whenever its membership changes, so the groups'
+    /// leaders spread over the current voters (a node added leads its share, a node removed
+    /// none). A changed preference is acted on at the leader's next round.
+    fn prefer(&mut self) {
+        if !self.several {
+            return;
+        }
+        let mut voters: Vec<u64> = self
+            .view
+            .members
+            .iter()
+            .filter(|m| m.voter)
+            .map(|m| m.id)
+            .collect();
+        voters.sort_unstable();
+        let preferred = if voters.is_empty() {
+            0
+        } else {
+            voters[self.group.0 as usize % voters.len()]
+        };
+        if preferred != self.preferred {
+            self.preferred = preferred;
+            self.spread_at = None;
+        }
     }
 
     /// Ticks raft for the periods elapsed by `now`, at most `MAX_CATCH_UP` of them. After a
@@ -1266,6 +1387,18 @@ impl ClusterIo {
     }
 }
 
+/// The other members of every group, by id (a member's address as the first group naming it
+/// has it: the home group's first).
+fn targets_of(list: &[ClusterIo]) -> Addrs {
+    let mut all = Addrs::new();
+    for c in list {
+        for (id, addr) in &c.dialed {
+            all.entry(*id).or_insert_with(|| addr.clone());
+        }
+    }
+    all
+}
+
 /// "host port peerport" → "host:peerport".
 fn peer_target(addr: &str) -> Option<String> {
     let mut w = addr.split(' ');
@@ -1440,6 +1573,12 @@ impl Server {
         if role_changed {
             crate::logging::set_replica(gs.replica_everywhere());
         }
+        if gs.list.iter().any(|c| c.relink) {
+            for c in &mut gs.list {
+                c.relink = false;
+            }
+            gs.link_members();
+        }
         // What arrived during the round's fsync (a leader's acks, a follower's next appends)
         // is stepped now rather than after the next poll and the client batches it brings:
         // acks commit replies that leave at the end of this turn. The turn after comes at
@@ -1574,7 +1713,7 @@ impl Server {
             c.refresh_view(now);
         }
         if conf_changed {
-            self.follow_membership(c, peers);
+            self.follow_membership(c);
         }
         let commit_moved = c.view.commit != commit_before;
         if commit_moved && c.core.is_leader() {
@@ -1679,8 +1818,9 @@ impl Server {
         c.building = None;
     }
 
-    /// The transport follows the membership: new members are dialled, removed ones forgotten.
-    fn follow_membership(&mut self, c: &mut ClusterIo, peers: &mut Peers) {
+    /// The group follows its membership: new members are probed, removed ones forgotten, the
+    /// preferred leader recomputed; the transport follows after the round (`link_members`).
+    fn follow_membership(&mut self, c: &mut ClusterIo) {
         let me = c.core.id();
         let now: Addrs = c
             .view
@@ -1691,17 +1831,17 @@ impl Server {
             .collect();
         for (id, addr) in &now {
             if c.dialed.get(id) != Some(addr) {
-                peers.set_peer(*id, peer_target(addr));
                 c.probes.set(*id, probe_target(addr));
             }
         }
         for id in c.dialed.keys() {
             if !now.contains_key(id) {
-                peers.set_peer(*id, None);
                 c.probes.set(*id, None);
             }
         }
+        c.relink |= c.dialed != now;
         c.dialed = now;
+        c.prefer();
     }
 
     /// Tells this node's Sentinel subscribers the leader moved, as redis-sentinel does on every

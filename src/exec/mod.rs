@@ -910,9 +910,13 @@ impl Host for Io {
             .is_some_and(|g| g.slots().any_frozen() && g.slots().frozen(slot))
     }
 
-    fn cluster_admin(&mut self, op: &crate::replication::Admin) -> Result<(), String> {
+    fn cluster_admin(
+        &mut self,
+        op: &crate::replication::Admin,
+        group: Option<u32>,
+    ) -> Result<(), String> {
         match self.cluster.as_mut() {
-            Some(g) => g.home_mut().admin(op),
+            Some(g) => g.admin(op, group),
             None => Err("This instance has cluster support disabled".into()),
         }
     }

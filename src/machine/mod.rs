@@ -147,8 +147,14 @@ pub trait Host {
     fn cluster_slot_frozen(&self, _slot: u16) -> bool {
         false
     }
-    /// RAFT ADDLEARNER/PROMOTE/REMOVE/TRANSFER on the consensus core; Err: the error reply.
-    fn cluster_admin(&mut self, op: &crate::replication::Admin) -> Result<(), String>;
+    /// RAFT ADDLEARNER/PROMOTE/REMOVE/TRANSFER on the consensus core, in Raft group `group`
+    /// (None: PROMOTE and the like in every group this node leads, TRANSFER in the home
+    /// group); Err: the error reply's text after `ERR `.
+    fn cluster_admin(
+        &mut self,
+        op: &crate::replication::Admin,
+        group: Option<u32>,
+    ) -> Result<(), String>;
     /// A cluster follower gave up confirming this batch's reads with a leader: commands that
     /// may not run on stale data answer MASTERDOWN, as on a Redis replica whose master link is
     /// down with `replica-serve-stale-data no`.

@@ -11,6 +11,7 @@ mod groups;
 mod groups_config;
 mod groups_expiry;
 mod groups_holds;
+mod groups_members;
 mod peer_attacks;
 mod protocol;
 mod replication_surface;

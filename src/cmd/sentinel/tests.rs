@@ -359,7 +359,11 @@ fn a_wait_that_times_out_answers_the_acks_other_waits_null() {
         fn cluster(&self) -> Option<&ClusterView> {
             None
         }
-        fn cluster_admin(&mut self, _op: &crate::replication::Admin) -> Result<(), String> {
+        fn cluster_admin(
+            &mut self,
+            _op: &crate::replication::Admin,
+            _group: Option<u32>,
+        ) -> Result<(), String> {
             Err("no cluster".into())
         }
     }
@@ -419,7 +423,11 @@ impl Host for Node {
     fn cluster(&self) -> Option<&ClusterView> {
         Some(&self.0)
     }
-    fn cluster_admin(&mut self, _op: &crate::replication::Admin) -> Result<(), String> {
+    fn cluster_admin(
+        &mut self,
+        _op: &crate::replication::Admin,
+        _group: Option<u32>,
+    ) -> Result<(), String> {
         Err("a fabricated view".into())
     }
 }
