@@ -92,15 +92,103 @@ function rawCmd(port, args, timeout = 2000) {
   });
 }
 
+// One RESP2 reply parsed from buf at i: [value, next index], or null while incomplete. Errors
+// come back as Error objects.
+function parseResp(buf, i = 0) {
+  const nl = buf.indexOf('\r\n', i);
+  if (nl < 0) return null;
+  const kind = String.fromCharCode(buf[i]);
+  const line = buf.toString('latin1', i + 1, nl);
+  if (kind === '+') return [line, nl + 2];
+  if (kind === '-') return [new Error(line), nl + 2];
+  if (kind === ':') return [Number(line), nl + 2];
+  if (kind === '$') {
+    const n = Number(line);
+    if (n < 0) return [null, nl + 2];
+    return buf.length >= nl + 2 + n + 2 ? [buf.toString('utf8', nl + 2, nl + 2 + n), nl + 2 + n + 2] : null;
+  }
+  if (kind === '*') {
+    const out = [];
+    let j = nl + 2;
+    for (let k = 0; k < Number(line); k++) {
+      const r = parseResp(buf, j);
+      if (!r) return null;
+      out.push(r[0]);
+      [, j] = r;
+    }
+    return [out, j];
+  }
+  throw new Error(`not RESP2: ${buf.toString('latin1', i, i + 20)}`);
+}
+
+// One command on a fresh connection, its reply parsed (undefined on a connection error or timeout).
+function call(port, args, timeout = 2000) {
+  return new Promise((resolve) => {
+    const s = net.connect(port, '127.0.0.1');
+    let buf = Buffer.alloc(0);
+    const done = (r) => { s.destroy(); resolve(r); };
+    s.setTimeout(timeout, () => done(undefined));
+    s.on('error', () => done(undefined));
+    // A node may close a connection without a reply (a leader stepping down closes its clients).
+    s.on('close', () => done(undefined));
+    s.on('connect', () => s.write(`*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(String(a))}\r\n${a}\r\n`).join('')}`));
+    s.on('data', (d) => {
+      buf = Buffer.concat([buf, d]);
+      const r = parseResp(buf);
+      if (r) done(r[0]);
+    });
+  });
+}
+
+function crc16(bytes) {
+  let crc = 0;
+  for (const b of bytes) {
+    crc ^= b << 8;
+    for (let k = 0; k < 8; k++) crc = (crc & 0x8000 ? (crc << 1) ^ 0x1021 : crc << 1) & 0xffff;
+  }
+  return crc;
+}
+
+// Redis Cluster's hash slot of a key ({hash tag} included), computed here.
+function keySlot(key) {
+  let k = Buffer.from(key);
+  const s = k.indexOf('{');
+  if (s >= 0) {
+    const e = k.indexOf('}', s + 1);
+    if (e > s + 1) k = k.subarray(s + 1, e);
+  }
+  return crc16(k) & 16383;
+}
+
+// `cluster-groups 3`: the slots split as `redis-cli --cluster create` splits them among three
+// masters; group n's preferred leader is node n + 1.
+const GROUP_RANGES = [[0, 5460], [5461, 10922], [10923, 16383]];
+
+// A key `prefix:<n>` whose slot satisfies `want(slot)`.
+function keyWhere(prefix, want) {
+  for (let n = 0; ; n++) if (want(keySlot(`${prefix}:${n}`))) return `${prefix}:${n}`;
+}
+const keyInGroup = (prefix, g) => keyWhere(prefix, (s) => s >= GROUP_RANGES[g][0] && s <= GROUP_RANGES[g][1]);
+const keyInSlot = (prefix, slot) => keyWhere(prefix, (s) => s === slot);
+
+// The master port CLUSTER SLOTS on `port` names for `slot` (null if none or no answer).
+async function slotMasterPort(port, slot) {
+  const r = await call(port, ['CLUSTER', 'SLOTS']);
+  if (!Array.isArray(r)) return null;
+  for (const [lo, hi, m] of r) if (slot >= lo && slot <= hi) return Number(m[1]);
+  return null;
+}
+
 // A cluster of deadbolt nodes on free ports, each also a Sentinel for master `mymaster`.
 // FAILOVER_SABOTAGE=single (one node) or =nokill (kill() leaves the leader running) shows that
 // the failover tests fail without a real failover.
 // With `{ clusterEnabled: true }` every node also speaks the Redis Cluster protocol
 // (`cluster-enabled yes`): the leader masters all 16,384 slots, followers answer MOVED.
 class Cluster {
-  constructor(n, { clusterEnabled = false } = {}) {
+  constructor(n, { clusterEnabled = false, groups = 0 } = {}) {
     this.n = process.env.FAILOVER_SABOTAGE === 'single' ? 1 : n;
     this.extra = clusterEnabled ? ['--cluster-enabled', 'yes'] : [];
+    if (groups) this.extra.push('--cluster-groups', String(groups));
     this.dir = fs.mkdtempSync(path.join(os.tmpdir(), 'clients-cluster-'));
   }
 
@@ -171,6 +259,38 @@ class Cluster {
       await sleep(20);
     }
     throw new Error(`no agreed leader within ${timeout} ms: ${seen}\n${this.logs()}`);
+  }
+
+  live() { return this.procs.map((p, i) => i).filter((i) => !this.procs[i].exited); }
+
+  // Index of the node every live node's CLUSTER SLOTS names as master of `slot` (not `not`),
+  // once it accepts a write to a key of that slot (its group has a serving leader).
+  async slotMaster(slot, timeout = 15000, not = -1) {
+    const probe = keyInSlot('__probe', slot);
+    const deadline = Date.now() + timeout;
+    let seen = [];
+    while (Date.now() < deadline) {
+      seen = await Promise.all(this.live().map((i) => slotMasterPort(this.clientPorts()[i], slot)));
+      const i = this.clientPorts().indexOf(seen[0]);
+      if (seen[0] && seen.every((s) => s === seen[0]) && i >= 0 && i !== not && !this.procs[i].exited
+          && (await call(seen[0], ['SET', probe, '1'])) === 'OK') return i;
+      await sleep(20);
+    }
+    throw new Error(`no agreed master of slot ${slot} within ${timeout} ms: ${seen}\n${this.logs()}`);
+  }
+
+  // With `groups: 3` on three nodes: waits until each node leads one group as every node's
+  // CLUSTER SLOTS says (the spread), and resolves to the leader's index per group.
+  async groupLeaders(timeout = 20000) {
+    const deadline = Date.now() + timeout;
+    let seen = [];
+    while (Date.now() < deadline) {
+      seen = [];
+      for (const [lo] of GROUP_RANGES) seen.push(await this.slotMaster(lo, Math.max(100, deadline - Date.now())));
+      if ([...seen].sort().join() === '0,1,2') return seen;
+      await sleep(20);
+    }
+    throw new Error(`the groups' leaders never spread over the nodes: ${seen}\n${this.logs()}`);
   }
 
   // SIGKILL node i, as a crash would; resolves to the time of the kill (performance.now()).
@@ -337,4 +457,7 @@ async function startClusterTarget(kind, { replicas = 0 } = {}) {
 let seq = 0;
 function uniq(prefix = 't') { return `${prefix}:${process.pid}:${Date.now().toString(36)}:${seq++}`; }
 
-module.exports = { TARGETS, startServer, startCluster, startClusterTarget, rawCmd, sleep, uniq };
+module.exports = {
+  TARGETS, startServer, startCluster, startClusterTarget, rawCmd, call, sleep, uniq,
+  keySlot, keyInGroup, keyInSlot, slotMasterPort, GROUP_RANGES,
+};

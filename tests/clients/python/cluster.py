@@ -8,6 +8,10 @@ accepts a write.
 
 FAILOVER_SABOTAGE=single (one node, so nothing can take over) or =nokill (the leader is left
 running) shows that the failover tests fail when there is no real failover.
+
+For cluster-mode clients (`cluster-enabled yes`, and `cluster-groups 3`): `slot_master(slot)` is
+the node every live node's CLUSTER SLOTS names for a slot, once it accepts a write there;
+`group_leaders()` waits until each node leads one group; `key_slot`, `key_in_group` pick keys.
 """
 
 import os
@@ -70,6 +74,97 @@ def _complete(buf):
         return False
 
 
+def _parse(buf, i=0):
+    """One RESP2 reply from buf[i:]: (value, next index). Errors come back as RespError."""
+    nl = buf.index(b"\r\n", i)
+    kind, line = buf[i:i + 1], buf[i + 1:nl]
+    if kind == b"+":
+        return line.decode(), nl + 2
+    if kind == b"-":
+        return RespError(line.decode()), nl + 2
+    if kind == b":":
+        return int(line), nl + 2
+    if kind == b"$":
+        n = int(line)
+        return (None, nl + 2) if n < 0 else (buf[nl + 2:nl + 2 + n], nl + 2 + n + 2)
+    if kind == b"*":
+        out, j = [], nl + 2
+        for _ in range(max(0, int(line))):
+            v, j = _parse(buf, j)
+            out.append(v)
+        return out, j
+    raise ValueError(f"not RESP2: {buf[i:i + 20]!r}")
+
+
+class RespError(str):
+    pass
+
+
+def call(port, *args, timeout=2.0):
+    """One command on a fresh RESP2 connection, parsed; None when the node did not answer."""
+    raw = _cmd(port, *args, timeout=timeout)
+    if not raw or not _complete(raw):
+        return None
+    return _parse(raw)[0]
+
+
+def _crc16(data):
+    crc = 0
+    for b in data:
+        crc ^= b << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
+            crc &= 0xFFFF
+    return crc
+
+
+def key_slot(key):
+    """Redis Cluster's hash slot of a key ({hash tag} included), computed here."""
+    k = key.encode() if isinstance(key, str) else key
+    s = k.find(b"{")
+    if s >= 0:
+        e = k.find(b"}", s + 1)
+        if e > s + 1:
+            k = k[s + 1:e]
+    return _crc16(k) & 16383
+
+
+# `cluster-groups 3`: the slots split as `redis-cli --cluster create` splits them among three
+# masters; group n's preferred leader is node n + 1.
+GROUP_RANGES = [(0, 5460), (5461, 10922), (10923, 16383)]
+
+
+def key_in_group(prefix, group):
+    """A key `prefix:<n>` whose slot the group owns at creation."""
+    lo, hi = GROUP_RANGES[group]
+    n = 0
+    while not lo <= key_slot(f"{prefix}:{n}") <= hi:
+        n += 1
+    return f"{prefix}:{n}"
+
+
+def key_in_slot(prefix, slot):
+    n = 0
+    while key_slot(f"{prefix}:{n}") != slot:
+        n += 1
+    return f"{prefix}:{n}"
+
+
+def slot_masters(port):
+    """CLUSTER SLOTS on one node as [(first, last, master port)], or None if it did not answer."""
+    r = call(port, "CLUSTER", "SLOTS")
+    if not isinstance(r, list):
+        return None
+    return [(lo, hi, int(m[1])) for lo, hi, m, *_ in r]
+
+
+def master_port_of(port, slot):
+    for lo, hi, m in slot_masters(port) or []:
+        if lo <= slot <= hi:
+            return m
+    return None
+
+
 class Cluster:
     def __init__(self, n=3, extra=()):
         if os.environ.get("FAILOVER_SABOTAGE") == "single":
@@ -80,25 +175,66 @@ class Cluster:
         # Cluster mode refuses to start without the peer port's shared secret.
         secret = secrets.token_hex(32)
         self.procs = []
+        self.argv = []
         exe = deadbolt_bin()
         assert os.path.exists(exe), f"deadbolt binary not found at {exe} (cargo build)"
         for i, (port, _) in enumerate(self.ports):
             d = os.path.join(self.dir, f"n{i + 1}")
             os.makedirs(d)
-            argv = [exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", d,
-                    "--cluster-node-id", str(i + 1), "--cluster-peers", peers,
-                    "--cluster-secret", secret, *extra]
-            log = open(os.path.join(d, "server.log"), "wb")
-            self.procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                               stdin=subprocess.DEVNULL, cwd=d))
+            self.argv.append([exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", d,
+                              "--cluster-node-id", str(i + 1), "--cluster-peers", peers,
+                              "--cluster-secret", secret, *extra])
+            self.procs.append(self._spawn(i))
         deadline = time.monotonic() + 20
         for port in self.client_ports():
             while not _cmd(port, "PING", timeout=0.3).startswith(b"+PONG"):
                 assert time.monotonic() < deadline, f"node on {port} never answered PING\n{self.logs()}"
                 time.sleep(0.02)
 
+    def _spawn(self, i):
+        d = os.path.join(self.dir, f"n{i + 1}")
+        log = open(os.path.join(d, "server.log"), "ab")
+        return subprocess.Popen(self.argv[i], stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, cwd=d)
+
+    def restart(self, i, timeout=20.0):
+        """Starts a killed node again on its data directory (it rejoins as a follower)."""
+        assert not self.alive(i), f"node {i + 1} is still running"
+        self.procs[i] = self._spawn(i)
+        deadline = time.monotonic() + timeout
+        while not _cmd(self.client_ports()[i], "PING", timeout=0.3).startswith(b"+PONG"):
+            assert time.monotonic() < deadline, f"node {i + 1} never answered PING after a restart\n{self.logs()}"
+            time.sleep(0.02)
+
     def client_ports(self):
         return [p for p, _ in self.ports]
+
+    def slot_master(self, slot, timeout=15.0, not_=None):
+        """Index of the node every live node's CLUSTER SLOTS names as master of `slot`, once it
+        accepts a write to a key of that slot (so its group has a serving leader)."""
+        probe = key_in_slot("__probe", slot)
+        deadline = time.monotonic() + timeout
+        seen = None
+        while time.monotonic() < deadline:
+            seen = [master_port_of(self.client_ports()[i], slot) for i in range(len(self.procs)) if self.alive(i)]
+            if seen and seen[0] and all(s == seen[0] for s in seen) and seen[0] in self.client_ports():
+                i = self.index_of(seen[0])
+                if i != not_ and self.alive(i) and call(seen[0], "SET", probe, "1") == "OK":
+                    return i
+            time.sleep(0.02)
+        raise AssertionError(f"no agreed master of slot {slot} within {timeout}s: {seen}\n{self.logs()}")
+
+    def group_leaders(self, timeout=20.0):
+        """With `cluster-groups 3` on three nodes: waits until each node leads one group (the
+        spread) as every node's CLUSTER SLOTS names it, and returns the leader index per group."""
+        deadline = time.monotonic() + timeout
+        seen = None
+        while time.monotonic() < deadline:
+            seen = [self.slot_master(lo, timeout=max(0.1, deadline - time.monotonic())) for lo, _ in GROUP_RANGES]
+            if sorted(seen) == list(range(len(GROUP_RANGES))):
+                return seen
+            time.sleep(0.02)
+        raise AssertionError(f"the groups' leaders never spread over the nodes: {seen}\n{self.logs()}")
 
     def sentinels(self):
         return [("127.0.0.1", p) for p in self.client_ports()]

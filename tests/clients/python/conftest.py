@@ -145,8 +145,10 @@ def name():
 def pytest_terminal_summary(terminalreporter):
     import sys
 
-    # Kill-to-first-acquire times of the Sentinel failover tests (printed, not written to a file).
-    failover = [line for mod in ("test_sentinel_redis_py", "test_sentinel_redisson", "test_cluster_mode")
+    # Kill-to-first-acquire times of the failover tests and the resharding gaps (printed, not
+    # written to a file).
+    failover = [line for mod in ("test_sentinel_redis_py", "test_sentinel_redisson", "test_cluster_mode",
+                                          "test_cluster_groups")
                 for line in getattr(sys.modules.get(mod), "FIGURES", [])]
     if failover:
         terminalreporter.section("failover figures")

@@ -7,6 +7,8 @@
 
 use std::time::Duration;
 
+mod groups;
+
 use redis::cluster::ClusterClient;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{AsyncCommands, Script};

@@ -189,12 +189,100 @@ pub struct ClusterTarget {
     dir: PathBuf,
 }
 
+/// `cluster-groups 3`: the slots split as `redis-cli --cluster create` splits them among three
+/// masters; group n's preferred leader is node n + 1.
+pub const GROUP_RANGES: [(u16, u16); 3] = [(0, 5460), (5461, 10922), (10923, 16383)];
+
+/// Redis Cluster's hash slot of a key ({hash tag} included), computed here.
+pub fn key_slot(key: &str) -> u16 {
+    let mut k = key.as_bytes();
+    if let Some(s) = k.iter().position(|&b| b == b'{') {
+        if let Some(e) = k[s + 1..].iter().position(|&b| b == b'}') {
+            if e > 0 {
+                k = &k[s + 1..s + 1 + e];
+            }
+        }
+    }
+    let mut crc: u16 = 0;
+    for &b in k {
+        crc ^= (b as u16) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc & 16383
+}
+
+/// A key `prefix:<n>` whose slot satisfies `want`.
+pub fn key_where(prefix: &str, want: impl Fn(u16) -> bool) -> String {
+    (0..)
+        .map(|n| format!("{prefix}:{n}"))
+        .find(|k| want(key_slot(k)))
+        .expect("some key")
+}
+
+/// A key whose slot group `g` owns at creation.
+pub fn key_in_group(prefix: &str, g: usize) -> String {
+    let (lo, hi) = GROUP_RANGES[g];
+    key_where(prefix, |s| (lo..=hi).contains(&s))
+}
+
+/// The master port that CLUSTER SLOTS on `port` names for `slot` (None: none, or no answer).
+pub fn slot_master_port(port: u16, slot: u16) -> Option<u16> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).ok()?;
+    let mut c = client
+        .get_connection_with_timeout(Duration::from_millis(1000))
+        .ok()?;
+    c.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    let v: redis::Value = redis::cmd("CLUSTER").arg("SLOTS").query(&mut c).ok()?;
+    let redis::Value::Array(ranges) = v else {
+        return None;
+    };
+    for r in ranges {
+        let redis::Value::Array(f) = r else { continue };
+        let (
+            Some(redis::Value::Int(lo)),
+            Some(redis::Value::Int(hi)),
+            Some(redis::Value::Array(m)),
+        ) = (f.first(), f.get(1), f.get(2))
+        else {
+            continue;
+        };
+        if (*lo..=*hi).contains(&(slot as i64)) {
+            if let Some(redis::Value::Int(p)) = m.get(1) {
+                return u16::try_from(*p).ok();
+            }
+        }
+    }
+    None
+}
+
 impl ClusterTarget {
     pub fn start(kind: Kind) -> ClusterTarget {
         Self::start_with_replicas(kind, 0)
     }
 
+    /// Three deadbolt nodes with `cluster-enabled yes` and `cluster-groups 3`, once each node
+    /// leads one group.
+    pub fn start_groups() -> ClusterTarget {
+        let c = Self::start_inner(Kind::Deadbolt, 0, &["--cluster-groups", "3"]);
+        c.group_leaders(Duration::from_secs(20));
+        c
+    }
+
     pub fn start_with_replicas(kind: Kind, replicas: usize) -> ClusterTarget {
+        let c = Self::start_inner(kind, replicas, &[]);
+        if let Kind::Deadbolt = kind {
+            c.leader(Duration::from_secs(15));
+        }
+        c
+    }
+
+    fn start_inner(kind: Kind, replicas: usize, extra: &[&str]) -> ClusterTarget {
         let dir = std::env::temp_dir().join(format!(
             "clients-rs-cluster-{kind:?}-{}-{}",
             std::process::id(),
@@ -243,7 +331,8 @@ impl ClusterTarget {
                     c.args(["--port", &p, "--bind", "127.0.0.1", "--dir", &ds])
                         .args(["--cluster-node-id", &id, "--cluster-peers", &peers])
                         .args(["--cluster-secret", "clients-rs-cluster-secret-0123456789"])
-                        .args(["--cluster-enabled", "yes"]);
+                        .args(["--cluster-enabled", "yes"])
+                        .args(extra);
                     c
                 }
             };
@@ -295,10 +384,69 @@ impl ClusterTarget {
                     std::thread::sleep(Duration::from_millis(50));
                 }
             }
-        } else {
-            c.leader(Duration::from_secs(15));
         }
         c
+    }
+
+    pub fn live(&self) -> Vec<usize> {
+        (0..self.ports.len())
+            .filter(|&i| self.procs[i].is_some())
+            .collect()
+    }
+
+    /// deadbolt: the index of the node every live node's CLUSTER SLOTS names as master of
+    /// `slot` (not `not`), once it accepts a write to a key of that slot.
+    pub fn slot_master(&self, slot: u16, timeout: Duration, not: Option<usize>) -> usize {
+        let probe = key_where("__probe", |s| s == slot);
+        let deadline = Instant::now() + timeout;
+        loop {
+            let seen: Vec<Option<u16>> = self
+                .live()
+                .iter()
+                .map(|&i| slot_master_port(self.ports[i], slot))
+                .collect();
+            if let Some(Some(p)) = seen.first() {
+                if seen.iter().all(|s| s == &Some(*p)) {
+                    if let Some(i) = self.ports.iter().position(|q| q == p) {
+                        if Some(i) != not
+                            && self.procs[i].is_some()
+                            && raw_cmd(*p, &["SET", &probe, "1"]) == "+OK\r\n"
+                        {
+                            return i;
+                        }
+                    }
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no agreed master of slot {slot} within {timeout:?}: {seen:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// With `cluster-groups 3` on three nodes: waits until each node leads one group as every
+    /// node's CLUSTER SLOTS says (the spread); the leader's index per group.
+    pub fn group_leaders(&self, timeout: Duration) -> Vec<usize> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let seen: Vec<usize> = GROUP_RANGES
+                .iter()
+                .map(|&(lo, _)| {
+                    self.slot_master(lo, deadline.saturating_duration_since(Instant::now()), None)
+                })
+                .collect();
+            let mut sorted = seen.clone();
+            sorted.sort_unstable();
+            if sorted == [0, 1, 2] {
+                return seen;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the groups' leaders never spread over the nodes: {seen:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     pub fn urls(&self) -> Vec<String> {
