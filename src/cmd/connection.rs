@@ -286,7 +286,7 @@ fn hello(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             Frame::bulk_static(if ctx.srv.replica.following() {
                 "replica"
             } else {
-                super::support::hello_role(ctx.host.cluster())
+                super::support::hello_role(ctx.host.cluster_own())
             }),
         ),
         (Frame::bulk_static("modules"), Frame::Array(vec![])),

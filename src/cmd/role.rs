@@ -90,7 +90,7 @@ fn role(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
             Frame::Integer(offset),
         ]));
     }
-    match ctx.host.cluster() {
+    match ctx.host.cluster_own() {
         None => Ok(lone_master_role(&ctx.srv.redis_master)),
         view => Ok(role_frame(view)),
     }
@@ -176,9 +176,14 @@ pub(super) fn acked(view: Option<&ClusterView>, index: u64) -> i64 {
 /// acknowledged (a lone server: when numreplicas <= 0) or inside MULTI; otherwise the client
 /// blocks until the timeout (0: forever) and then answers the count, as Redis does.
 fn wait(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    // In a cluster, the Raft group the client's last write went to (the home group's before
-    // any): its leader counts its followers.
-    let group = ctx.client.repl_group;
+    // In a cluster, the Raft group the client's last write went to: its leader counts its
+    // followers. Before the connection's first write, the group the node describes itself by
+    // (a node leading any group answers as a master: Redisson probes with WAIT 0 0 on connect).
+    let group = if ctx.client.repl_index == 0 {
+        ctx.host.cluster_own_group()
+    } else {
+        ctx.client.repl_group
+    };
     if is_replica(ctx.host.cluster_group(group)) || ctx.srv.replica.following() {
         return Err(CmdError::err("ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated."));
     }
@@ -232,7 +237,12 @@ pub fn timed_out_reply(
         .first()
         .is_some_and(|a| a.eq_ignore_ascii_case(b"wait"))
     {
-        return match host.cluster_group(repl_group) {
+        let group = if repl_index == 0 {
+            host.cluster_own_group()
+        } else {
+            repl_group
+        };
+        return match host.cluster_group(group) {
             None => Frame::Integer(master.acked(repl_index)),
             view => Frame::Integer(acked(view, repl_index)),
         };

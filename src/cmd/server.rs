@@ -961,7 +961,7 @@ fn write_section(srv: &mut State, host: &dyn Host, _resp: u8, sec: &str, out: &m
             );
         }
         "replication" if super::support::info_redis_replica(srv, out) => {}
-        "replication" => match host.cluster() {
+        "replication" => match host.cluster_own() {
             None => super::support::info_lone_master(srv, out),
             view => super::support::info_section(view, &srv.repl_id, out),
         },

@@ -688,6 +688,18 @@ impl Groups {
                 .is_some_and(|c| c.may_expire())
     }
 
+    /// The group this node describes itself by (ROLE, INFO replication, HELLO): the first
+    /// group owning slots that it leads, else the home group.
+    pub fn own_group(&self) -> GroupId {
+        if !self.split() {
+            return GroupId::HOME;
+        }
+        self.list
+            .iter()
+            .find(|c| c.core.is_leader() && self.slots.groups().contains(&c.group))
+            .map_or(GroupId::HOME, |c| c.group)
+    }
+
     /// Whether this node serves as leader every group owning slots, and no slot is moving.
     pub fn serves_all(&self) -> bool {
         !self.slots.any_frozen()

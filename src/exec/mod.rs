@@ -880,6 +880,12 @@ impl Host for Io {
         self.cluster.as_ref().is_some_and(|g| g.masterdown())
     }
 
+    fn cluster_own_group(&self) -> crate::replication::group::GroupId {
+        self.cluster
+            .as_ref()
+            .map_or(crate::replication::group::GroupId::HOME, |g| g.own_group())
+    }
+
     fn cluster_group(
         &self,
         group: crate::replication::group::GroupId,

@@ -103,6 +103,16 @@ pub trait Host {
     ) -> Option<&crate::replication::ClusterView> {
         self.cluster()
     }
+    /// The group this node answers ROLE, INFO replication, HELLO and a WAIT before any write
+    /// for: with several groups the first one it leads (a Redis Cluster node leading slots is
+    /// a master), else the home group.
+    fn cluster_own_group(&self) -> crate::replication::group::GroupId {
+        crate::replication::group::GroupId::HOME
+    }
+    /// `cluster_own_group`'s view (None outside cluster mode).
+    fn cluster_own(&self) -> Option<&crate::replication::ClusterView> {
+        self.cluster_group(self.cluster_own_group())
+    }
     /// Whether this cluster node runs several Raft groups (its role depends on the slot).
     fn cluster_groups_split(&self) -> bool {
         false

@@ -300,6 +300,23 @@ fn three_groups_spread_their_leaders_and_report_every_group() {
         ] {
             assert_eq!(info_field(&info, field), want, "{field} in {info:?}");
         }
+        // Each node leads a group, so it answers as a Redis Cluster master does (Redisson
+        // probes a slot's master with WAIT 0 0 on connect), whichever group is the home one.
+        assert!(
+            nodes
+                .ask(i, &["ROLE"])
+                .starts_with("*3\r\n$6\r\nmaster\r\n"),
+            "node {}: ROLE {:?}",
+            i + 1,
+            nodes.ask(i, &["ROLE"])
+        );
+        let repl = nodes.ask(i, &["INFO", "replication"]);
+        assert!(repl.contains("role:master\r\n"), "node {}: {repl:?}", i + 1);
+        assert!(
+            nodes.ask(i, &["WAIT", "0", "0"]).starts_with(':'),
+            "node {}: WAIT 0 0",
+            i + 1
+        );
         // The table is fixed: CONFIG SET refuses it as Redis refuses an immutable directive.
         assert_eq!(
             nodes.ask(i, &["CONFIG", "GET", "cluster-groups"]),

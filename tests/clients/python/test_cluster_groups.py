@@ -137,11 +137,6 @@ def test_groups_locks_in_every_group(groups, new_rc, protocol):
     assert len(served) == 3, "each group's locks go to its own leader"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "deadbolt: on a node leading a group other than the home group, a fresh connection's "
-    "WAIT 0 0 (Redisson's start-up probe) answers -ERR WAIT cannot be used with replica "
-    "instances, and INFO says role:slave, although CLUSTER SLOTS names the node as the slots' "
-    "master (a Redis Cluster master answers :0 and role:master)"))
 def test_groups_redisson_cluster_servers_path_in_every_group(groups, new_rc):
     """Redisson's useClusterServers() path (test_cluster_mode.ClusterRLock) in each group's slots:
     its start-up probes on a fresh connection to the slot's master, synced evals there, the
