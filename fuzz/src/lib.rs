@@ -95,9 +95,9 @@ impl Executor {
             let _ = cfg.set(k, v);
         }
         deadbolt::stopwatch::calibrate();
-        let shared = Arc::new(Shared::new(&cfg));
+        let shared = Arc::new(Shared::new());
         Executor {
-            server: Server::new(cfg.clone(), shared),
+            server: Server::new(cfg.clone(), shared, Default::default()),
             base: cfg,
             next_id: 1000,
             live: Vec::new(),
@@ -169,7 +169,7 @@ impl Executor {
         }
         self.server.config = self.base.clone();
         self.server.sync_created_recording();
-        self.server.shared.apply(&self.base);
+        self.server.local.apply(&self.base);
         self.server.ops = Default::default();
         self.server
             .shared

@@ -261,7 +261,7 @@ impl Server {
                     last,
                     epoch,
                     keys: _,
-                })) if own && slots.import_untouched(group, first, last) => {
+                })) if own && slots.import_untouched(group, first, last, epoch) => {
                     // Its leader built it from its own keys, which nobody wrote since (the
                     // range is in transit) and no install replaced: the table changes, the
                     // keys are there already.
@@ -370,7 +370,8 @@ impl Server {
         // The slots released to this group that no import of this term covers yet.
         let pending: Vec<u16> = (0..SLOTS)
             .filter(|&s| {
-                slots.transit(s) == Some(c.group) && !slots.import_proposed(c.group, term, s)
+                slots.transit(s) == Some(c.group)
+                    && !slots.import_proposed(c.group, term, s, slots.epoch(s))
             })
             .collect();
         let Some(&start) = pending.first() else {
@@ -398,7 +399,7 @@ impl Server {
             last = s;
             n += more;
         }
-        if !slots.importing(c.group, term, first, last) {
+        if !slots.importing(c.group, term, first, last, epoch) {
             return;
         }
         let mut data = encode_import_head(first, last, epoch);

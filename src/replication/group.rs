@@ -113,9 +113,11 @@ struct Derived {
     /// last, owner, term of the proposal). Refused like slots in transit while it leads in
     /// that term.
     fencing: Vec<(u16, u16, GroupId, u64)>,
-    /// Imports this node proposed as the leader of their group: (group, term, first, last).
-    /// The count of `replaced` when each was proposed.
-    importing: Vec<(GroupId, u64, u16, u16, u64)>,
+    /// Imports this node proposed as the leader of their group: (group, term, first, last,
+    /// the count of `replaced` when it was proposed, the epoch of the release it answers: a
+    /// range released to the group again in the same term, at a newer epoch, is imported
+    /// again).
+    importing: Vec<(GroupId, u64, u16, u16, u64, u64)>,
     /// Snapshot installs and imports applied on this node (each may replace keys of any
     /// range a leader is importing).
     replaced: u64,
@@ -321,18 +323,19 @@ impl SlotMap {
     }
 
     /// True the first time the leader of `group` in `term` asks to import `first..=last`
-    /// (remembered: it proposes each import once per term).
-    pub fn importing(&self, group: GroupId, term: u64, first: u16, last: u16) -> bool {
+    /// released at `epoch` (remembered: it proposes each import once per term and release).
+    pub fn importing(&self, group: GroupId, term: u64, first: u16, last: u16, epoch: u64) -> bool {
         let mut d = self.derived.borrow_mut();
         d.importing.retain(|i| i.0 != group || i.1 == term);
         if d.importing
             .iter()
-            .any(|i| (i.0, i.1, i.2, i.3) == (group, term, first, last))
+            .any(|i| (i.0, i.1, i.2, i.3, i.5) == (group, term, first, last, epoch))
         {
             return false;
         }
         let replaced = d.replaced;
-        d.importing.push((group, term, first, last, replaced));
+        d.importing
+            .push((group, term, first, last, replaced, epoch));
         true
     }
 
@@ -343,20 +346,21 @@ impl SlotMap {
 
     /// Whether this node proposed the import of `first..=last` to `group` and no snapshot
     /// install or import replaced keys since: its keys of the range are still the import's.
-    pub fn import_untouched(&self, group: GroupId, first: u16, last: u16) -> bool {
+    pub fn import_untouched(&self, group: GroupId, first: u16, last: u16, epoch: u64) -> bool {
         let d = self.derived.borrow();
         d.importing
             .iter()
-            .any(|i| (i.0, i.2, i.3, i.4) == (group, first, last, d.replaced))
+            .any(|i| (i.0, i.2, i.3, i.4, i.5) == (group, first, last, d.replaced, epoch))
     }
 
-    /// Whether the leader of `group` in `term` proposed an import covering `slot`.
-    pub fn import_proposed(&self, group: GroupId, term: u64, slot: u16) -> bool {
+    /// Whether the leader of `group` in `term` proposed an import covering `slot` released at
+    /// `epoch`.
+    pub fn import_proposed(&self, group: GroupId, term: u64, slot: u16, epoch: u64) -> bool {
         self.derived
             .borrow()
             .importing
             .iter()
-            .any(|i| i.0 == group && i.1 == term && (i.2..=i.3).contains(&slot))
+            .any(|i| i.0 == group && i.1 == term && i.5 == epoch && (i.2..=i.3).contains(&slot))
     }
 
     /// The import of `first..=last` was not proposed after all: asked again next round.
@@ -740,15 +744,19 @@ mod tests {
         assert_eq!(d.import(g1, 100, 200, 1), vec![true; 101]);
         assert!(!d.any_frozen());
         // Each import is proposed once per term.
-        assert!(d.importing(g1, 3, 5, 6));
-        assert!(!d.importing(g1, 3, 5, 6));
-        assert!(d.import_proposed(g1, 3, 6) && !d.import_proposed(g1, 3, 7));
-        assert!(d.import_untouched(g1, 5, 6));
+        assert!(d.importing(g1, 3, 5, 6, 1));
+        assert!(!d.importing(g1, 3, 5, 6, 1));
+        assert!(d.import_proposed(g1, 3, 6, 1) && !d.import_proposed(g1, 3, 7, 1));
+        // The same slots released to the group again in the same term (moved away and back):
+        // a new import, not covered by the first.
+        assert!(!d.import_proposed(g1, 3, 6, 3));
+        assert!(d.importing(g1, 3, 6, 6, 3));
+        assert!(d.import_untouched(g1, 5, 6, 1));
         d.keys_replaced();
-        assert!(!d.import_untouched(g1, 5, 6));
-        assert!(d.importing(g1, 4, 5, 6));
+        assert!(!d.import_untouched(g1, 5, 6, 1));
+        assert!(d.importing(g1, 4, 5, 6, 1));
         d.import_failed(g1, 5, 6);
-        assert!(d.importing(g1, 4, 5, 6));
+        assert!(d.importing(g1, 4, 5, 6, 1));
     }
 
     #[test]

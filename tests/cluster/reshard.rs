@@ -889,3 +889,42 @@ fn a_release_without_a_leader_in_the_importing_group_is_imported_by_the_next_one
     let l = ledger.lock().unwrap();
     check_node(&nodes, home, &l, &mut HashMap::new(), 3_000, 0);
 }
+
+/// A range moved to a group, away from it and back to it again while that group keeps its
+/// leader (one term): each release is imported, the third as the first (the leader once took
+/// its first import of the range for the second release's and left the range in transit).
+#[test]
+fn a_range_moved_back_to_a_group_in_the_same_term_is_imported_again() {
+    let nodes = Nodes::start("cluster-reshard-back-and-forth", &[]);
+    let all = [0, 1, 2];
+    let (home, _) = settled_leaders(&nodes, &all);
+    let mut c = ClusterClient::new(&nodes.ports);
+    let key = range_keys(7, 1).remove(0);
+    assert_eq!(
+        c.run(&[b"SET", key.as_bytes(), b"t", b"PX", b"60000"]),
+        Ok(Reply::Status("OK".into()))
+    );
+    for to in ["0", "1", "0"] {
+        assert_eq!(reshard(&mut c, to), Reply::Status("OK".into()), "to {to}");
+        // Done once the range's leader (where the client's MOVED leads) calls it the target
+        // group's already.
+        let done = Reply::Error(format!("ERR Slots {FIRST}-{LAST} are group {to}'s already"));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let r = reshard(&mut c, to);
+            if r == done {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the move to group {to} never finished: {r:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    assert!(wait_moved(&nodes, home, &all, Duration::from_secs(10)));
+    assert_eq!(
+        c.run(&[b"GET", key.as_bytes()]),
+        Ok(Reply::Bulk(Some(b"t".to_vec())))
+    );
+}
