@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use targets::Target;
 
 const USAGE: &str = "usage: harness [--target redis|redis-wait|etcd|deadbolt|deadbolt-cluster|deadbolt-sharded]
-               [--faults none|kill|kill-follower|pause|partition|clock|mixed]
+               [--faults none|kill|kill-follower|pause|partition|clock|reshard|mixed]
                [--duration SECS] [--clients N] [--keys N] [--seed N] [--out DIR] [--deadbolt-bin PATH]
                [--lock setnx|redisson] [--clock-drift MS] [--clock-offset-max MS] [--long-holds N] [--no-header]";
 
@@ -172,6 +172,10 @@ fn fault_label(faults: &[Fault]) -> &'static str {
         [Fault::PauseLeader] => "pause leader",
         [Fault::PartitionLeader] => "partition leader",
         [Fault::ClockOffset] => "clock offset",
+        [Fault::Reshard, Fault::ReshardKill] => "reshard",
+        f if f.contains(&Fault::ClockOffset) && f.contains(&Fault::Reshard) => {
+            "mixed + clock + reshard"
+        }
         f if f.contains(&Fault::ClockOffset) => "mixed + clock",
         _ => "mixed",
     }
@@ -236,6 +240,15 @@ fn inner(args: &Args, prefix: &str) -> Result<bool, String> {
     let long_hold_every = args
         .long_holds
         .unwrap_or(if target.moves_clocks() { 4 } else { 0 });
+    if !target.reshards() {
+        faults.retain(|f| !matches!(f, Fault::Reshard | Fault::ReshardKill));
+        if faults.is_empty() && args.faults == "reshard" {
+            return Err(format!(
+                "{} has no slots to move: no reshard fault",
+                target.name()
+            ));
+        }
+    }
     if target.nodes() == 1 {
         // One node has no followers and nothing to partition it from: pause is the fault that
         // still means something (the process stops answering, then resumes with its state).
@@ -284,6 +297,7 @@ fn inner(args: &Args, prefix: &str) -> Result<bool, String> {
             clock_max_ms: args.clock_max_ms,
             quiet: Duration::from_secs(3),
             until,
+            keys,
         };
         let (events, errors) = nemesis::run(&mut *target, &ncfg, args.seed);
         let ops: Vec<Op> = handles
@@ -293,6 +307,9 @@ fn inner(args: &Args, prefix: &str) -> Result<bool, String> {
         (ops, events, errors)
     });
     let run_end = now_us();
+    // Stretches without a successful acquire end when the load stops: a fault the nemesis
+    // still holds after that (a clock fault takes ~10 s) is not unavailability.
+    let load_end = run_end.min(t0 + args.duration * 1_000_000);
     {
         // Settle, then read every register once more from a client that was never cut off:
         // what survived the faults is what the next user of each lock will see.
@@ -324,6 +341,7 @@ fn inner(args: &Args, prefix: &str) -> Result<bool, String> {
     }
     let name = target.name();
     let safe = target.promises_safety();
+    let target_groups = target.groups();
     drop(target);
 
     let mut hist = std::fs::File::create(dir.join("history.jsonl")).map_err(|e| e.to_string())?;
@@ -346,7 +364,7 @@ fn inner(args: &Args, prefix: &str) -> Result<bool, String> {
     let (dg, dg_ex) = check::double_grants(&holds);
     let (lost, lost_ex) = check::lost_writes(&ops);
     let lin = check::linearizable(&ops, keys, Duration::from_secs(60));
-    let avail = check::availability(&ops, &events, run_end);
+    let avail = check::availability(&ops, &events, load_end);
     let ok_acq = ops
         .iter()
         .filter(|o| o.kind == Kind::Acquire && o.res == Res::Ok)
@@ -377,8 +395,40 @@ fn inner(args: &Args, prefix: &str) -> Result<bool, String> {
     for ex in [dg_ex, lost_ex].into_iter().flatten() {
         eprintln!("harness: example: {ex}");
     }
+    let mut kinds: Vec<(String, usize)> = Vec::new();
+    for e in &events {
+        let k = format!("{:?}", e.fault);
+        match kinds.iter_mut().find(|(n, _)| *n == k) {
+            Some((_, c)) => *c += 1,
+            None => kinds.push((k, 1)),
+        }
+    }
+    let kinds: Vec<String> = kinds.iter().map(|(k, c)| format!("{k} {c}")).collect();
+    eprintln!(
+        "harness: {} faults injected: {}",
+        events.len(),
+        kinds.join(", ")
+    );
     if sharded {
         eprintln!("harness: cluster clients: {}", cluster::summary());
+        // The longest stretch after a fault without a successful acquire of a key that started
+        // in group g (a reshard moves a key's slot to another group for a while).
+        let groups = target_groups;
+        let per_group: Vec<String> = (0..groups)
+            .map(|g| {
+                let of_group: Vec<Op> = ops
+                    .iter()
+                    .filter(|o| o.key % groups == g)
+                    .cloned()
+                    .collect();
+                let a = check::availability(&of_group, &events, load_end);
+                format!("group {g} {:.1} s", a.longest_after_fault_s)
+            })
+            .collect();
+        eprintln!(
+            "harness: longest unavailability per group (keys that started in it): {}",
+            per_group.join(", ")
+        );
     }
     eprintln!(
         "harness: history in {}",

@@ -20,6 +20,13 @@ pub enum Fault {
     /// leader (it then expires the locks the old leader granted by its own clock); afterwards
     /// hand leadership away again and put the clock back while the node is a follower.
     ClockOffset,
+    /// Move the slot range holding a workload key to another group (`RAFT RESHARD` on the
+    /// range's leader), or back to the group it started in, and wait until a majority of the
+    /// nodes show the new owner.
+    Reshard,
+    /// The same, and the importing group's leader killed right after the release was
+    /// accepted (restarted after the hold): the group's next leader makes the import.
+    ReshardKill,
 }
 
 impl Fault {
@@ -30,23 +37,30 @@ impl Fault {
             "pause" => vec![Fault::PauseLeader],
             "partition" => vec![Fault::PartitionLeader],
             "clock" => vec![Fault::ClockOffset],
+            "reshard" => vec![Fault::Reshard, Fault::ReshardKill],
             "none" => vec![],
-            // The clock fault is dropped again for targets that cannot move a node's clock.
+            // The clock fault is dropped again for targets that cannot move a node's clock,
+            // the reshard faults for those without slots.
             "mixed" => vec![
                 Fault::KillLeader,
                 Fault::PauseLeader,
                 Fault::PartitionLeader,
                 Fault::KillFollower,
                 Fault::ClockOffset,
+                Fault::Reshard,
+                Fault::ReshardKill,
             ],
             _ => return None,
         })
     }
+    /// How long the fault is held (a reshard: about how long the move takes; it ends once a
+    /// majority shows the new owner).
     pub fn hold(self) -> Duration {
         match self {
-            Fault::KillLeader | Fault::KillFollower => Duration::from_secs(4),
+            Fault::KillLeader | Fault::KillFollower | Fault::ReshardKill => Duration::from_secs(4),
             Fault::PauseLeader | Fault::ClockOffset => Duration::from_secs(4),
             Fault::PartitionLeader => Duration::from_secs(6),
+            Fault::Reshard => Duration::from_secs(1),
         }
     }
 }
@@ -70,6 +84,8 @@ pub struct NemesisCfg<'a> {
     pub clock_max_ms: u64,
     pub quiet: Duration,
     pub until: Instant,
+    /// The workload's keys (each reshard fault moves a random one's slot).
+    pub keys: usize,
 }
 
 /// The faults injected, and those that could not be (a run with any is a harness error: it
@@ -111,7 +127,7 @@ pub fn run(target: &mut dyn Target, cfg: &NemesisCfg, seed: u64) -> (Vec<FaultEv
             _ => false,
         };
         let preferred = target.preferred_leader(group);
-        let node = if fault == Fault::ClockOffset && groups > 1 && preferred.is_some() {
+        let mut node = if fault == Fault::ClockOffset && groups > 1 && preferred.is_some() {
             // The node the group's leadership goes back to once it is up.
             preferred.unwrap_or(leader)
         } else if on_follower && nodes > 1 {
@@ -128,6 +144,23 @@ pub fn run(target: &mut dyn Target, cfg: &NemesisCfg, seed: u64) -> (Vec<FaultEv
         };
         let mut injected = true;
         match fault {
+            Fault::Reshard | Fault::ReshardKill => {
+                // A random key: one away from its first group goes back there.
+                let key = rng.below(cfg.keys as u64) as usize;
+                match reshard(target, &mut rng, key, fault == Fault::ReshardKill) {
+                    Ok(r) => {
+                        node = r.node;
+                        detail = r.detail;
+                        if let Some(e) = r.problem {
+                            errors.push(e);
+                        }
+                    }
+                    Err(e) => {
+                        errors.push(format!("reshard: {e}"));
+                        injected = false;
+                    }
+                }
+            }
             Fault::KillLeader | Fault::KillFollower => target.kill(node),
             Fault::ClockOffset if groups > 1 => {
                 let ms = clock_offset_ms(&mut rng, cfg.clock_max_ms);
@@ -171,8 +204,12 @@ pub fn run(target: &mut dyn Target, cfg: &NemesisCfg, seed: u64) -> (Vec<FaultEv
                 }
             }
         }
-        std::thread::sleep(fault.hold());
+        if !matches!(fault, Fault::Reshard | Fault::ReshardKill) {
+            // A reshard holds itself: the move ends when a majority shows it.
+            std::thread::sleep(fault.hold());
+        }
         match fault {
+            Fault::Reshard | Fault::ReshardKill => {}
             Fault::KillLeader | Fault::KillFollower => {
                 if let Err(e) = target.restart(node) {
                     errors.push(format!("restart of node {node}: {e}"));
@@ -357,4 +394,106 @@ fn sharded_clock_heal(target: &mut dyn Target, cfg: &NemesisCfg, f: usize) -> St
             format!("clock reset failed ({e}): killed and restarted")
         }
     }
+}
+
+pub struct Reshard {
+    /// The node that accepted `RAFT RESHARD` (the source group's leader).
+    pub node: usize,
+    pub detail: String,
+    /// A move that a majority did not show within its bound (the release was logged).
+    pub problem: Option<String>,
+}
+
+/// How long a majority may take to show a move's new owner.
+const RESHARD_BOUND: Duration = Duration::from_secs(15);
+
+/// Moves the slot of workload key `key` (with up to 0, 8 or 200 slots either side that its
+/// group owns, never a pinned slot) to another group if it is in the group it started in,
+/// else back there; with `kill`, the importing group's leader is SIGKILLed right after the
+/// release was accepted and restarted `ReshardKill`'s hold later. Returns once a majority of
+/// the nodes shows the new owner (their own table and their CLUSTER SLOTS), or after
+/// `RESHARD_BOUND`.
+fn reshard(
+    target: &mut dyn Target,
+    rng: &mut Rng,
+    key: usize,
+    kill: bool,
+) -> Result<Reshard, String> {
+    let slot = target.key_slot(key).ok_or("the target has no slots")?;
+    let owners = target
+        .slot_owners()
+        .ok_or("fewer than two nodes answered RAFT STATUS")?;
+    let from = owners[usize::from(slot)];
+    let home = target.home_group(key);
+    let groups = target.groups();
+    if from >= groups {
+        return Err(format!("no node's table gives slot {slot} a group"));
+    }
+    let to = if from != home {
+        home
+    } else {
+        let others: Vec<usize> = (0..groups).filter(|&g| g != from).collect();
+        others[rng.below(others.len() as u64) as usize]
+    };
+    let width = [0u16, 8, 200][rng.below(3) as usize];
+    let pinned = target.pinned_slots();
+    let movable = |s: u16| owners[usize::from(s)] == from && !pinned.contains(&s);
+    let (mut first, mut last) = (slot, slot);
+    while first > 0 && slot - first < width && movable(first - 1) {
+        first -= 1;
+    }
+    while last < 16383 && last - slot < width && movable(last + 1) {
+        last += 1;
+    }
+    // Asked before the move, so that the kill follows the accepted release at once.
+    let importer = if kill { target.group_leader(to) } else { None };
+    let (node, sent) = target.reshard(first, last, from, to, Duration::from_secs(10))?;
+    let t = Instant::now();
+    let mut detail = format!(
+        "key {key} (slot {slot}): slots {first}-{last} group {from} -> {to} on node {node}: {sent}"
+    );
+    let mut killed = None;
+    if kill {
+        match importer {
+            Some(n) => {
+                target.kill(n);
+                killed = Some(n);
+                detail.push_str(&format!("; group {to}'s leader, node {n}, killed"));
+            }
+            None => detail.push_str(&format!("; group {to} had no leader to kill")),
+        }
+    }
+    let mut shown = target.showing_owner(first, last, to);
+    while shown < 2 && t.elapsed() < RESHARD_BOUND {
+        std::thread::sleep(Duration::from_millis(100));
+        shown = target.showing_owner(first, last, to);
+    }
+    let took = t.elapsed();
+    let problem = if shown >= 2 {
+        detail.push_str(&format!(
+            "; a majority shows group {to} after {:.1} s",
+            took.as_secs_f64()
+        ));
+        None
+    } else {
+        detail.push_str(&format!(
+            "; NOT shown by a majority after {:.1} s ({shown} node(s))",
+            took.as_secs_f64()
+        ));
+        Some(format!(
+            "reshard of slots {first}-{last} to group {to}: a majority did not show it within {RESHARD_BOUND:?}"
+        ))
+    };
+    if let Some(n) = killed {
+        std::thread::sleep(Fault::ReshardKill.hold().saturating_sub(t.elapsed()));
+        match target.restart(n) {
+            Ok(()) => detail.push_str(&format!("; node {n} restarted")),
+            Err(e) => detail.push_str(&format!("; restart of node {n}: {e}")),
+        }
+    }
+    Ok(Reshard {
+        node,
+        detail,
+        problem,
+    })
 }

@@ -90,6 +90,46 @@ pub trait Target {
     fn transfer(&mut self, _node: usize) -> Result<(), String> {
         Err("this target cannot transfer leadership".into())
     }
+    /// Can hash slots move between groups here (and so the reshard faults apply)?
+    fn reshards(&self) -> bool {
+        false
+    }
+    /// The hash slot of workload key `key` (its lock, its fence register and Redisson's keys for
+    /// it all hash there).
+    fn key_slot(&self, _key: usize) -> Option<u16> {
+        None
+    }
+    /// The group owning workload key `key`'s slot when the cluster was created.
+    fn home_group(&self, _key: usize) -> usize {
+        0
+    }
+    /// Slots that never move: the ones each group's leader is found by.
+    fn pinned_slots(&self) -> Vec<u16> {
+        vec![]
+    }
+    /// Each slot's group, by a majority of the nodes' own tables (None: fewer than two nodes
+    /// answered).
+    fn slot_owners(&self) -> Option<Vec<usize>> {
+        None
+    }
+    /// Logs the move of slots `first..=last` (group `from`'s) to group `to` on `from`'s
+    /// leader, following `-MOVED`, retrying refusals that pass for `within`. Ok: the node that
+    /// accepted it and a note (a lost reply that a retry showed had been proposed says so).
+    fn reshard(
+        &mut self,
+        _first: u16,
+        _last: u16,
+        _from: usize,
+        _to: usize,
+        _within: Duration,
+    ) -> Result<(usize, String), String> {
+        Err("this target cannot move slots".into())
+    }
+    /// How many nodes show slots `first..=last` as group `to`'s: their own table (RAFT STATUS)
+    /// lists them under `to`, and their CLUSTER SLOTS names `to`'s master for them.
+    fn showing_owner(&self, _first: u16, _last: u16, _to: usize) -> usize {
+        0
+    }
 }
 
 fn poll<T>(deadline: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
@@ -894,20 +934,59 @@ impl Target for DeadboltCluster {
 // deadbolt sharded: the same three nodes with `cluster-enabled yes` and three Raft groups, each
 // owning a third of the slots; clients in cluster mode.
 
-/// The slots of groups 1 and 2 (the home group, 0, keeps the rest: 0-5460), the same on every
-/// node. With more than one group, group n's leadership settles on node n.
-const GROUPS_SPEC: &str = "1:5461-10922,2:10923-16383";
-/// The first slot of each group's one range, ascending.
-const GROUP_FIRST_SLOT: [u16; 3] = [0, 5461, 10923];
-/// How the nodes get `GROUPS_SPEC`: the test environment variable (true) or the config
-/// directive (false).
-const GROUPS_BY_ENV: bool = true;
+/// `cluster-groups 3`: the slots split as `redis-cli --cluster create` splits them among three
+/// masters, the same on every node. With more than one group, group n's leadership settles on
+/// node n.
+const GROUPS: usize = 3;
+/// The first slot of each group's one range at creation, ascending. These slots never move
+/// (resharding leaves them out): each group's leader is found as the master of its first slot.
+const GROUP_FIRST_SLOT: [u16; GROUPS] = [0, 5461, 10923];
 
+/// The group owning `slot` when the cluster was created.
 fn group_of_slot(slot: u16) -> usize {
     GROUP_FIRST_SLOT
         .iter()
         .rposition(|&first| slot >= first)
         .unwrap_or(0)
+}
+
+/// A group and its slot ranges, first and last slot of each.
+type GroupSlots = (usize, Vec<(u16, u16)>);
+
+/// One group's line of `RAFT STATUS` (`group<g>:role=…,leader=…,term=…,…,slots=<a>-<b> …`):
+/// the slot ranges this node's table gives the group.
+fn status_group_slots(text: &str) -> Vec<GroupSlots> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let Some(rest) = line.trim_end().strip_prefix("group") else {
+            continue;
+        };
+        let Some((id, fields)) = rest.split_once(':') else {
+            continue;
+        };
+        // `group<g>_member<i>:` lines and `groups:<n>` are not a group's own line.
+        let Ok(g) = id.parse::<usize>() else { continue };
+        let Some(slots) = fields.split(',').find_map(|f| f.strip_prefix("slots=")) else {
+            continue;
+        };
+        let ranges = slots
+            .split(' ')
+            .filter_map(|r| {
+                let (a, b) = r.split_once('-')?;
+                Some((a.parse().ok()?, b.parse().ok()?))
+            })
+            .collect();
+        out.push((g, ranges));
+    }
+    out
+}
+
+/// The master `ranges` (one node's CLUSTER SLOTS) name for `slot`.
+fn master_of(ranges: &[(u16, u16, Option<usize>)], slot: u16) -> Option<usize> {
+    ranges
+        .iter()
+        .find(|(a, b, _)| (*a..=*b).contains(&slot))
+        .and_then(|r| r.2)
 }
 
 pub struct DeadboltSharded {
@@ -934,7 +1013,10 @@ impl DeadboltSharded {
             .map(|k| {
                 (0u32..)
                     .map(|i| format!("lock:{k}-{i}"))
-                    .find(|n| group_of_slot(key_slot(n.as_bytes())) == k % GROUP_FIRST_SLOT.len())
+                    .find(|n| {
+                        let s = key_slot(n.as_bytes());
+                        group_of_slot(s) == k % GROUPS && !GROUP_FIRST_SLOT.contains(&s)
+                    })
                     .unwrap_or_default()
             })
             .collect();
@@ -949,17 +1031,18 @@ impl DeadboltSharded {
         }
     }
 
-    /// Each group's master (a node index) as node `i`'s `CLUSTER SLOTS` names it.
-    fn masters(i: usize, timeout: Duration) -> Option<[Option<usize>; 3]> {
+    /// Node `i`'s `CLUSTER SLOTS`: each range with its master (a node index).
+    fn slot_ranges(i: usize, timeout: Duration) -> Option<Vec<(u16, u16, Option<usize>)>> {
         let mut c =
             Conn::connect(OBSERVER, DeadboltCluster::addr(i), CONNECT_TIMEOUT, timeout).ok()?;
         let Reply::Array(Some(ranges)) = c.cmd(&[b"CLUSTER", b"SLOTS"]).ok()? else {
             return None;
         };
-        let mut out = [None; 3];
+        let mut out = Vec::new();
         for r in &ranges {
             let Reply::Array(Some(r)) = r else { continue };
-            let (Some(Reply::Int(first)), Some(Reply::Array(Some(m)))) = (r.first(), r.get(2))
+            let (Some(Reply::Int(first)), Some(Reply::Int(last)), Some(Reply::Array(Some(m)))) =
+                (r.first(), r.get(1), r.get(2))
             else {
                 continue;
             };
@@ -967,9 +1050,26 @@ impl DeadboltSharded {
                 continue;
             };
             let node = (0..3).find(|&n| node_ip(n).to_string().as_bytes() == host.as_slice());
-            out[group_of_slot((*first).clamp(0, 16383) as u16)] = node;
+            let clamp = |v: i64| v.clamp(0, 16383) as u16;
+            out.push((clamp(*first), clamp(*last), node));
         }
         Some(out)
+    }
+
+    /// Each group's master (a node index) as node `i`'s `CLUSTER SLOTS` names it: the master of
+    /// the group's first slot, which never moves.
+    fn masters(i: usize, timeout: Duration) -> Option<[Option<usize>; 3]> {
+        let r = Self::slot_ranges(i, timeout)?;
+        Some(GROUP_FIRST_SLOT.map(|s| master_of(&r, s)))
+    }
+
+    /// Node `i`'s own slot table: the ranges its `RAFT STATUS` lists under each group.
+    fn group_slots(i: usize) -> Option<Vec<GroupSlots>> {
+        let Some(Reply::Bulk(Some(b))) = DeadboltCluster::ask(i, &[b"RAFT", b"STATUS"]) else {
+            return None;
+        };
+        let groups = status_group_slots(&String::from_utf8_lossy(&b));
+        (!groups.is_empty()).then_some(groups)
     }
 
     /// Each group's leader: the node that at least two nodes name as its master.
@@ -1020,14 +1120,12 @@ impl Target for DeadboltSharded {
             let d = self.dir.join(format!("n{i}"));
             std::fs::create_dir_all(&d).map_err(|e| e.to_string())?;
             let mut a = cluster_node_argv(&self.bin, &d, i, self.clock_drift_ms);
-            a.extend(["--cluster-enabled".into(), "yes".into()]);
-            if GROUPS_BY_ENV {
-                // `env` execs the server, so the child's pid stays the server's.
-                let var = format!("DEADBOLT_CLUSTER_GROUPS={GROUPS_SPEC}");
-                a.splice(0..0, ["env".to_string(), var]);
-            } else {
-                a.extend(["--cluster-groups".into(), GROUPS_SPEC.into()]);
-            }
+            a.extend([
+                "--cluster-enabled".into(),
+                "yes".into(),
+                "--cluster-groups".into(),
+                GROUPS.to_string(),
+            ]);
             let mut p = Proc::new(
                 &format!("deadbolt{i}"),
                 &node_ns(&self.prefix, i),
@@ -1109,6 +1207,151 @@ impl Target for DeadboltSharded {
             Some(Reply::Simple(s)) if s == "OK" => Ok(()),
             r => Err(format!("DEBUG CLOCK-OFFSET {ms} on node {node}: {r:?}")),
         }
+    }
+    fn reshards(&self) -> bool {
+        true
+    }
+    fn key_slot(&self, key: usize) -> Option<u16> {
+        self.names.get(key).map(|n| key_slot(n.as_bytes()))
+    }
+    fn home_group(&self, key: usize) -> usize {
+        self.key_slot(key).map_or(0, group_of_slot)
+    }
+    fn pinned_slots(&self) -> Vec<u16> {
+        GROUP_FIRST_SLOT.to_vec()
+    }
+    fn slot_owners(&self) -> Option<Vec<usize>> {
+        let views: Vec<Vec<usize>> = (0..3)
+            .filter_map(Self::group_slots)
+            .map(|groups| {
+                let mut t = vec![usize::MAX; cluster::SLOTS as usize];
+                for (g, ranges) in groups {
+                    for (a, b) in ranges {
+                        for slot in t.iter_mut().take(usize::from(b) + 1).skip(a.into()) {
+                            *slot = g;
+                        }
+                    }
+                }
+                t
+            })
+            .collect();
+        if views.len() < 2 {
+            return None;
+        }
+        // Two tables that agree on a slot are a majority; else the first one's.
+        Some(
+            (0..cluster::SLOTS as usize)
+                .map(|s| {
+                    let agreed = views
+                        .iter()
+                        .find(|v| views.iter().filter(|w| w[s] == v[s]).count() >= 2);
+                    agreed.unwrap_or(&views[0])[s]
+                })
+                .collect(),
+        )
+    }
+    fn reshard(
+        &mut self,
+        first: u16,
+        last: u16,
+        from: usize,
+        to: usize,
+        within: Duration,
+    ) -> Result<(usize, String), String> {
+        let args = [
+            "RAFT",
+            "RESHARD",
+            &first.to_string(),
+            &last.to_string(),
+            &to.to_string(),
+        ];
+        let argv: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        let end = Instant::now() + within;
+        let mut node = self.group_leader(from);
+        let mut path = String::new();
+        // A reply lost after the command was written: it may have been proposed, which a
+        // retry then shows ("being moved already", or the slots are the target's already).
+        let mut lost = false;
+        let mut last_err = String::from("no leader of the range's group");
+        while Instant::now() < end {
+            let Some(n) = node else {
+                std::thread::sleep(Duration::from_millis(200));
+                node = self.group_leader(from);
+                continue;
+            };
+            let Ok(mut c) = Conn::connect(
+                OBSERVER,
+                DeadboltCluster::addr(n),
+                CONNECT_TIMEOUT,
+                Duration::from_millis(2000),
+            ) else {
+                last_err = format!("node {n} did not accept a connection");
+                std::thread::sleep(Duration::from_millis(200));
+                node = self.group_leader(from);
+                continue;
+            };
+            let e = match c.cmd(&argv) {
+                Ok(Reply::Simple(s)) if s == "OK" => return Ok((n, format!("+OK{path}"))),
+                Ok(Reply::Error(e)) => e,
+                Ok(r) => return Err(format!("{} on node {n}: {r:?}", args.join(" "))),
+                Err(e) => {
+                    lost = true;
+                    path.push_str(&format!(" (node {n}'s reply lost: {e})"));
+                    node = self.group_leader(from);
+                    continue;
+                }
+            };
+            if lost
+                && (e.contains("being moved already")
+                    || e.contains(&format!("group {to}'s already")))
+            {
+                return Ok((n, format!("proposed{path}; the retry: {e}")));
+            }
+            if let Some(rest) = e.strip_prefix("MOVED ") {
+                let host = rest.split(' ').nth(1).and_then(|a| a.split(':').next());
+                let m = (0..3).find(|&m| Some(node_ip(m).to_string().as_str()) == host);
+                path.push_str(&format!(" (node {n}: -MOVED to node {m:?})"));
+                node = m.or_else(|| self.group_leader(from));
+                continue;
+            }
+            // Passing refusals: an election, a leader not serving yet, a table that has not
+            // applied the previous move yet.
+            let passing = [
+                "TRYAGAIN",
+                "CLUSTERDOWN",
+                "try again",
+                "being moved already",
+                "span several groups",
+                "'s already",
+            ];
+            if passing.iter().any(|p| e.contains(p)) {
+                last_err = format!("node {n}: -{e}");
+                std::thread::sleep(Duration::from_millis(200));
+                node = self.group_leader(from);
+                continue;
+            }
+            return Err(format!("{} on node {n}: -{e}", args.join(" ")));
+        }
+        Err(format!(
+            "{} not accepted within {within:?}: {last_err}{path}",
+            args.join(" ")
+        ))
+    }
+    fn showing_owner(&self, first: u16, last: u16, to: usize) -> usize {
+        (0..3)
+            .filter(|&i| {
+                let owned = Self::group_slots(i).is_some_and(|groups| {
+                    groups.iter().any(|(g, ranges)| {
+                        *g == to && ranges.iter().any(|(a, b)| *a <= first && last <= *b)
+                    })
+                });
+                owned
+                    && Self::slot_ranges(i, Duration::from_millis(400)).is_some_and(|r| {
+                        let m = master_of(&r, GROUP_FIRST_SLOT[to]);
+                        m.is_some() && (first..=last).all(|s| master_of(&r, s) == m)
+                    })
+            })
+            .count()
     }
 }
 
@@ -1351,6 +1594,55 @@ impl Session for EtcdSession {
         ) {
             Ok(_) => Res::Ok,
             Err(maybe) => unknown_or_fail(maybe),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raft_status_group_lines_give_each_groups_slots() {
+        // The shape `RAFT STATUS` writes (src/cmd/raft.rs): the home group's lines, then per
+        // group its line and its members' lines.
+        let text = "role:leader\r\nleader:1\r\nterm:3\r\ncommit:9\r\napplied:9\r\nmembers:3\r\n\
+            member0:id=1,ip=10.77.0.11,port=6379,peer_port=16379,voter=1,matched=9,lag=0\r\n\
+            groups:3\r\n\
+            group0:role=leader,leader=1,term=3,commit=9,applied=9,members=3,slots=0-5460\r\n\
+            group0_member0:id=1,voter=1,matched=9,lag=0\r\n\
+            group1:role=follower,leader=2,term=2,commit=7,applied=7,members=3,slots=1234-1234 5461-10922\r\n\
+            group2:role=follower,leader=0,term=4,commit=5,applied=5,members=3,slots=\r\n";
+        let g = status_group_slots(text);
+        assert_eq!(
+            g,
+            vec![
+                (0, vec![(0, 5460)]),
+                (1, vec![(1234, 1234), (5461, 10922)]),
+                (2, vec![]),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_groups_master_is_its_first_slots() {
+        let r = [(0, 99, Some(0)), (100, 100, Some(2)), (101, 5460, Some(0))];
+        assert_eq!(master_of(&r, 100), Some(2));
+        assert_eq!(master_of(&r, 0), Some(0));
+        assert_eq!(master_of(&r, 6000), None);
+        // No workload key sits on a slot the leaders are found by.
+        let t = DeadboltSharded::new(
+            "p",
+            Path::new("/tmp"),
+            PathBuf::new(),
+            Flavor::SetNx,
+            1000,
+            6,
+        );
+        for k in 0..6 {
+            let s = t.key_slot(k).unwrap();
+            assert!(!GROUP_FIRST_SLOT.contains(&s));
+            assert_eq!(t.home_group(k), k % GROUPS);
         }
     }
 }
