@@ -206,7 +206,7 @@ for (const target of TARGETS) {
           // Redis replicates asynchronously: without WAIT a failover may lose an acknowledged
           // lock. deadbolt acknowledges only what a majority holds.
           const master = c.nodes('master').find((n) => n.options.port === cluster.clientPorts()[old]);
-          assert.equal(await master.call('WAIT', 1, 1000), 1);
+          assert.equal(await master.call('WAIT', 1, 5000), 1);
         }
         const killedAt = await cluster.kill(old);
         let first = null;
@@ -250,7 +250,7 @@ for (const target of TARGETS) {
         const k = `{${uniq('cm-nr-kill')}}`;
         const old = await cluster.masterOf(`${k}:held`);
         assert.equal(await c.set(`${k}:held`, 'mine', { NX: true, PX: 30000 }), 'OK');
-        if (target === 'redis') assert.equal(await c.sendCommand(`${k}:held`, false, ['WAIT', '1', '1000']), 1);
+        if (target === 'redis') assert.equal(await c.sendCommand(`${k}:held`, false, ['WAIT', '1', '5000']), 1);
         const killedAt = await cluster.kill(old);
         let first = null;
         for (let n = 0; first === null; n++) {
