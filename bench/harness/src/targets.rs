@@ -840,16 +840,58 @@ impl DeadboltCluster {
     }
 }
 
+/// A deadbolt cluster target's name: `base`, the clock bound when not the default, the
+/// script flavour when not plain.
+fn cluster_target_name(base: &str, clock_drift_ms: u64, flavor: Flavor) -> String {
+    let mut n = base.to_string();
+    if clock_drift_ms != 1000 {
+        n.push_str(&format!(", cluster-clock-drift {clock_drift_ms}"));
+    }
+    if flavor == Flavor::Redisson {
+        n.push_str(", Redisson scripts");
+    }
+    n
+}
+
+/// Starts the three nodes of a deadbolt cluster (each in its namespace, its data in
+/// `<dir>/n<i>`), with `extra` directives after the common ones.
+fn start_cluster_nodes(
+    dir: &Path,
+    prefix: &str,
+    bin: &Path,
+    clock_drift_ms: u64,
+    extra: &[String],
+) -> Result<Vec<Proc>, String> {
+    let mut servers = Vec::with_capacity(3);
+    for i in 0..3 {
+        let d = dir.join(format!("n{i}"));
+        std::fs::create_dir_all(&d).map_err(|e| e.to_string())?;
+        let mut a = cluster_node_argv(bin, &d, i, clock_drift_ms);
+        a.extend(extra.iter().cloned());
+        let mut p = Proc::new(
+            &format!("deadbolt{i}"),
+            &node_ns(prefix, i),
+            a,
+            d.join("deadbolt.log"),
+        );
+        p.start()?;
+        servers.push(p);
+    }
+    Ok(servers)
+}
+
+/// DEBUG CLOCK-OFFSET on a cluster node.
+fn debug_clock_offset(node: usize, ms: i64) -> Result<(), String> {
+    let ms = ms.to_string();
+    match DeadboltCluster::ask(node, &[b"DEBUG", b"CLOCK-OFFSET", ms.as_bytes()]) {
+        Some(Reply::Simple(s)) if s == "OK" => Ok(()),
+        r => Err(format!("DEBUG CLOCK-OFFSET {ms} on node {node}: {r:?}")),
+    }
+}
+
 impl Target for DeadboltCluster {
     fn name(&self) -> String {
-        let mut n = "deadbolt cluster 3 nodes".to_string();
-        if self.clock_drift_ms != 1000 {
-            n.push_str(&format!(", cluster-clock-drift {}", self.clock_drift_ms));
-        }
-        if self.flavor == Flavor::Redisson {
-            n.push_str(", Redisson scripts");
-        }
-        n
+        cluster_target_name("deadbolt cluster 3 nodes", self.clock_drift_ms, self.flavor)
     }
     fn promises_safety(&self) -> bool {
         true
@@ -858,18 +900,8 @@ impl Target for DeadboltCluster {
         3
     }
     fn start(&mut self) -> Result<(), String> {
-        for i in 0..3 {
-            let d = self.dir.join(format!("n{i}"));
-            std::fs::create_dir_all(&d).map_err(|e| e.to_string())?;
-            let mut p = Proc::new(
-                &format!("deadbolt{i}"),
-                &node_ns(&self.prefix, i),
-                cluster_node_argv(&self.bin, &d, i, self.clock_drift_ms),
-                d.join("deadbolt.log"),
-            );
-            p.start()?;
-            self.servers.push(p);
-        }
+        self.servers =
+            start_cluster_nodes(&self.dir, &self.prefix, &self.bin, self.clock_drift_ms, &[])?;
         // Ready when all three agree on a leader and it commits a write.
         poll(Duration::from_secs(40), || {
             let l = self.leader()?;
@@ -914,11 +946,7 @@ impl Target for DeadboltCluster {
         true
     }
     fn clock_offset(&mut self, node: usize, ms: i64) -> Result<(), String> {
-        let ms = ms.to_string();
-        match Self::ask(node, &[b"DEBUG", b"CLOCK-OFFSET", ms.as_bytes()]) {
-            Some(Reply::Simple(s)) if s == "OK" => Ok(()),
-            r => Err(format!("DEBUG CLOCK-OFFSET {ms} on node {node}: {r:?}")),
-        }
+        debug_clock_offset(node, ms)
     }
     fn transfer(&mut self, node: usize) -> Result<(), String> {
         let l = self.leader().ok_or("no leader to transfer from")?;
@@ -1100,14 +1128,11 @@ impl DeadboltSharded {
 
 impl Target for DeadboltSharded {
     fn name(&self) -> String {
-        let mut n = "deadbolt sharded 3 nodes x 3 groups".to_string();
-        if self.clock_drift_ms != 1000 {
-            n.push_str(&format!(", cluster-clock-drift {}", self.clock_drift_ms));
-        }
-        if self.flavor == Flavor::Redisson {
-            n.push_str(", Redisson scripts");
-        }
-        n
+        cluster_target_name(
+            "deadbolt sharded 3 nodes x 3 groups",
+            self.clock_drift_ms,
+            self.flavor,
+        )
     }
     fn promises_safety(&self) -> bool {
         true
@@ -1116,25 +1141,18 @@ impl Target for DeadboltSharded {
         3
     }
     fn start(&mut self) -> Result<(), String> {
-        for i in 0..3 {
-            let d = self.dir.join(format!("n{i}"));
-            std::fs::create_dir_all(&d).map_err(|e| e.to_string())?;
-            let mut a = cluster_node_argv(&self.bin, &d, i, self.clock_drift_ms);
-            a.extend([
+        self.servers = start_cluster_nodes(
+            &self.dir,
+            &self.prefix,
+            &self.bin,
+            self.clock_drift_ms,
+            &[
                 "--cluster-enabled".into(),
                 "yes".into(),
                 "--cluster-groups".into(),
                 GROUPS.to_string(),
-            ]);
-            let mut p = Proc::new(
-                &format!("deadbolt{i}"),
-                &node_ns(&self.prefix, i),
-                a,
-                d.join("deadbolt.log"),
-            );
-            p.start()?;
-            self.servers.push(p);
-        }
+            ],
+        )?;
         // Ready when all three nodes name the same master for every group and a write to each
         // group commits; then wait a while for the leaderships to spread (one group per node).
         poll(Duration::from_secs(40), || {
@@ -1202,11 +1220,7 @@ impl Target for DeadboltSharded {
         true
     }
     fn clock_offset(&mut self, node: usize, ms: i64) -> Result<(), String> {
-        let ms = ms.to_string();
-        match DeadboltCluster::ask(node, &[b"DEBUG", b"CLOCK-OFFSET", ms.as_bytes()]) {
-            Some(Reply::Simple(s)) if s == "OK" => Ok(()),
-            r => Err(format!("DEBUG CLOCK-OFFSET {ms} on node {node}: {r:?}")),
-        }
+        debug_clock_offset(node, ms)
     }
     fn reshards(&self) -> bool {
         true
