@@ -445,39 +445,9 @@ fn three_groups_spread_their_leaders_and_report_every_group() {
 /// 3-group cluster; `status` shows each group, each node leading one once settled.
 #[test]
 fn the_cluster_script_starts_three_groups_in_one_command() {
-    let dir = TempDir::new("cluster-script-groups");
-    // Client ports base..base+2 and peer ports base+10000.., outside free_port's range.
-    let base = (0..200)
-        .map(|_| 33_000 + fastrand::u16(..6000))
-        .find(|&b| {
-            (0..3).all(|i| {
-                std::net::TcpListener::bind(("127.0.0.1", b + i)).is_ok()
-                    && std::net::TcpListener::bind(("127.0.0.1", b + 10_000 + i)).is_ok()
-            })
-        })
-        .expect("six free ports");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/cluster");
-    let dir_s = dir.0.to_str().unwrap().to_string();
-    let run = |args: &[&str]| {
-        let out = Command::new("bash")
-            .arg(script)
-            .args(args)
-            .env("DEADBOLT_BIN", common::deadbolt_bin())
-            .env("CLUSTER_BASE_PORT", base.to_string())
-            .output()
-            .unwrap();
-        (out.status.success(), common::all_output(&out))
-    };
-    struct Stop<'a>(&'a dyn Fn());
-    impl Drop for Stop<'_> {
-        fn drop(&mut self) {
-            (self.0)();
-        }
-    }
-    let stop = || {
-        run(&["stop", &dir_s]);
-    };
-    let _stop = Stop(&stop);
+    let sc = ScriptCluster::new("cluster-script-groups", 3);
+    let dir_s = sc.dir_str();
+    let run = |args: &[&str]| sc.run(args);
     let (ok, out) = run(&[
         "start",
         &dir_s,
@@ -558,4 +528,52 @@ print("ok")
         "redis-py ({python}; point DEADBOLT_TEST_PYTHON at a python with redis-py): {}",
         common::all_output(&out)
     );
+}
+
+/// A cluster started by `scripts/cluster` in its own directory, on `nodes` client ports (and
+/// their peer ports) found free outside free_port's range; stopped when dropped.
+pub(crate) struct ScriptCluster {
+    pub dir: TempDir,
+    pub base: u16,
+}
+
+impl ScriptCluster {
+    pub fn new(name: &str, nodes: u16) -> ScriptCluster {
+        let base = (0..200)
+            .map(|_| 33_000 + fastrand::u16(..6000))
+            .find(|&b| {
+                (0..nodes).all(|i| {
+                    std::net::TcpListener::bind(("127.0.0.1", b + i)).is_ok()
+                        && std::net::TcpListener::bind(("127.0.0.1", b + 10_000 + i)).is_ok()
+                })
+            })
+            .expect("free client and peer ports");
+        ScriptCluster {
+            dir: TempDir::new(name),
+            base,
+        }
+    }
+
+    pub fn dir_str(&self) -> String {
+        self.dir.0.to_str().unwrap().to_string()
+    }
+
+    /// `scripts/cluster ARGS`: (exit status 0, its whole output).
+    pub fn run(&self, args: &[&str]) -> (bool, String) {
+        let out = Command::new("bash")
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/cluster"))
+            .args(args)
+            .env("DEADBOLT_BIN", common::deadbolt_bin())
+            .env("CLUSTER_BASE_PORT", self.base.to_string())
+            .output()
+            .unwrap();
+        (out.status.success(), common::all_output(&out))
+    }
+}
+
+impl Drop for ScriptCluster {
+    fn drop(&mut self) {
+        let dir = self.dir_str();
+        self.run(&["stop", &dir]);
+    }
 }

@@ -5,6 +5,7 @@
 //! leads (the error names the others' leaders). Leaders spread over the current voters: a
 //! removed node's groups move to the others. RAFT TRANSFER takes `GROUP g` too.
 
+use super::groups_config::ScriptCluster;
 use crate::common;
 
 use common::{cluster_node_args, cluster_ports, Conn, TempDir};
@@ -474,39 +475,9 @@ fn a_node_joins_every_group_and_a_removed_one_leaves_every_group() {
 /// `scripts/cluster remove 1` takes node 1 out of every group and stops it.
 #[test]
 fn the_cluster_script_adds_and_removes_a_node_in_every_group() {
-    let dir = TempDir::new("cluster-script-members");
-    // Client ports base..base+3 and peer ports base+10000.., outside free_port's range.
-    let base = (0..200)
-        .map(|_| 33_000 + fastrand::u16(..6000))
-        .find(|&b| {
-            (0..4).all(|i| {
-                std::net::TcpListener::bind(("127.0.0.1", b + i)).is_ok()
-                    && std::net::TcpListener::bind(("127.0.0.1", b + 10_000 + i)).is_ok()
-            })
-        })
-        .expect("eight free ports");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/cluster");
-    let dir_s = dir.0.to_str().unwrap().to_string();
-    let run = |args: &[&str]| {
-        let out = Command::new("bash")
-            .arg(script)
-            .args(args)
-            .env("DEADBOLT_BIN", common::deadbolt_bin())
-            .env("CLUSTER_BASE_PORT", base.to_string())
-            .output()
-            .unwrap();
-        (out.status.success(), common::all_output(&out))
-    };
-    struct Stop<'a>(&'a dyn Fn());
-    impl Drop for Stop<'_> {
-        fn drop(&mut self) {
-            (self.0)();
-        }
-    }
-    let stop = || {
-        run(&["stop", &dir_s]);
-    };
-    let _stop = Stop(&stop);
+    let sc = ScriptCluster::new("cluster-script-members", 4);
+    let (base, dir_s) = (sc.base, sc.dir_str());
+    let run = |args: &[&str]| sc.run(args);
     let (ok, out) = run(&[
         "start",
         &dir_s,
