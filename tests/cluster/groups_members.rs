@@ -8,7 +8,7 @@
 use super::groups_config::ScriptCluster;
 use crate::common;
 
-use common::{cluster_node_args, cluster_ports, Conn, TempDir};
+use common::{cluster_node_args, cluster_ports, resp_cmd, Conn, TempDir};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -216,17 +216,25 @@ fn holds_all(nodes: &Nodes, i: usize, keys: &[(String, String)]) {
     let deadline = Instant::now() + Duration::from_secs(15);
     // A node closes its plain clients when it stops leading the home group (a removal, the
     // leadership moving to its preferred voter): the read connects again then.
-    let connect = || {
+    let connect = || loop {
         let mut c = Conn::connect(nodes.ports[i].0);
-        assert_eq!(c.cmd_str(&["READONLY"]), "+OK\r\n");
-        c
+        c.send(&["READONLY"]);
+        match c.try_read_reply(Duration::from_secs(5)) {
+            Some(r) if r == b"+OK\r\n" => return c,
+            got => assert!(
+                Instant::now() < deadline,
+                "node {} answers READONLY with {got:?}",
+                i + 1
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(100));
     };
     let mut c = connect();
     for (k, v) in keys {
         let want = format!("${}\r\n{v}\r\n", v.len());
         loop {
-            c.send(&["GET", k]);
-            let got = match c.try_read_reply(Duration::from_secs(5)) {
+            let sent = c.try_send_raw(&resp_cmd(&["GET", k])).is_ok();
+            let got = match c.try_read_reply(Duration::from_secs(5)).filter(|_| sent) {
                 Some(r) => String::from_utf8_lossy(&r).into_owned(),
                 None => {
                     c = connect();
