@@ -273,7 +273,10 @@ impl Groups {
             .iter()
             .filter_map(|(&id, a)| peer_target(a).map(|t| (id, t)))
             .collect();
-        let mut peers = Peers::from_config(me, config, own, &targets, inbox)?;
+        // Peers compare the tables their logs were created with before they talk.
+        let table = spell_table(&slots);
+        let one_group = table == spell_table(&SlotMap::default());
+        let mut peers = Peers::from_config(me, config, own, &targets, (&table, one_group), inbox)?;
         home.core.set_waker(peers.loop_waker());
         let mut list = vec![home];
         for &g in slots.groups().iter().filter(|&&g| g != GroupId::HOME) {

@@ -15,9 +15,13 @@
 //! - 1 HELLO (dialer → acceptor): node id (u64 BE) | HMAC-SHA256(secret, nonce | node id),
 //!   the secret being `cluster-secret` (else `masterauth`); the transport refuses to start
 //!   without one (docs/cluster-security.md).
-//! - 4 WELCOME (acceptor → dialer, empty): the HELLO was accepted. Without it a dialer with the
+//! - 4 WELCOME (acceptor → dialer): the HELLO was accepted. Without it a dialer with the
 //!   wrong secret could not tell a rejection from a peer that went away, and would believe (and
-//!   log) itself connected on every retry while its messages vanish.
+//!   log) itself connected on every retry while its messages vanish. Its body is SHA-256 of the
+//!   slot table the acceptor's logs were created with (`PeerKey::table`; empty from a node of
+//!   the wire's first version, which knows one group only). A dialer whose table differs sends
+//!   nothing: two nodes that split the slots differently would each apply only their own
+//!   groups' keys from one log, and the copies would drift apart with every write.
 //! - 6 RAFT (dialer → acceptor): `u32 BE group id | eraftpb::Message in protobuf`.
 //! - 7 SNAPSHOT (dialer → acceptor): `u32 BE group id | u32 BE head length | head | data`, a
 //!   `MsgSnapshot`, the head being the message in protobuf with its snapshot's data left out
@@ -82,6 +86,8 @@ const GROUP_LEN: usize = 4;
 
 const NONCE_LEN: usize = 32;
 const HELLO_LEN: usize = 8 + 32;
+/// A WELCOME's body: the digest of the acceptor's slot table.
+const TABLE_LEN: usize = 32;
 /// Snapshots travel as one SNAPSHOT frame (`cluster-max-frame`, 512mb in DESIGN.md §2).
 pub const MAX_FRAME: usize = 512 << 20;
 /// Bytes queued for one peer before messages are dropped. raft keeps up to `MAX_INFLIGHT` (32)
@@ -127,7 +133,7 @@ pub struct Peers {
     groups: Vec<GroupId>,
     /// Every address the peer port listens on (the port filled in where it was 0).
     local: Vec<SocketAddr>,
-    key: Arc<[u8]>,
+    key: Arc<PeerKey>,
     inbox: Inbox,
     cap: usize,
     links: HashMap<u64, (Arc<Link>, JoinHandle<()>)>,
@@ -337,15 +343,39 @@ fn report(inbox: &Inbox, id: u64) {
     let _ = inbox.send(Msg::PeerUnreachable(id));
 }
 
+/// What a node proves and compares in the handshake: the shared secret, and the slot table its
+/// logs were created with.
+pub struct PeerKey {
+    secret: Box<[u8]>,
+    /// SHA-256 of the table as `cluster-slot-groups` spells it.
+    table: [u8; 32],
+    /// The table is one group owning every slot (what a node of the wire's first version has).
+    one_group: bool,
+}
+
+impl PeerKey {
+    /// `table` as `cluster-slot-groups` spells it; `one_group` when it is one group holding
+    /// every slot.
+    pub fn new(secret: &[u8], table: &str, one_group: bool) -> PeerKey {
+        PeerKey {
+            secret: secret.into(),
+            table: Sha256::digest(table.as_bytes()).into(),
+            one_group,
+        }
+    }
+}
+
 impl Peers {
     /// The transport of cluster node `me` as the configuration sets it up: the secret
     /// (`cluster-secret`, else `masterauth`; an error without one) and the listen addresses
-    /// (`cluster-peer-bind`, else `bind`, on `own`'s peer port). `peers` as for `start`.
+    /// (`cluster-peer-bind`, else `bind`, on `own`'s peer port). `peers` as for `start`;
+    /// `table` and `one_group` as for `PeerKey::new`.
     pub fn from_config(
         me: u64,
         config: &Config,
         own: &ClusterPeer,
         peers: &[(u64, String)],
+        (table, one_group): (&str, bool),
         inbox: Inbox,
     ) -> io::Result<Peers> {
         let secret = config
@@ -387,7 +417,8 @@ impl Peers {
         } else {
             None
         };
-        let p = Peers::start(me, &listen, peers, secret.as_bytes(), tls, inbox)?;
+        let key = PeerKey::new(secret.as_bytes(), table, one_group);
+        let p = Peers::start(me, &listen, peers, key, tls, inbox)?;
         if p.tls.is_some() {
             tracing::info!("cluster: peer connections use TLS (tls-replication yes)");
         }
@@ -416,17 +447,17 @@ impl Peers {
 
     /// Binds every address of `listen` (an optional one may fail, with a warning; at least one
     /// must bind) and starts one sender per peer (`peers`: id and `host:peerport`, see
-    /// `addr_of`; an entry for `me` is ignored). `secret` must not be empty: an empty key is
+    /// `addr_of`; an entry for `me` is ignored). The secret must not be empty: an empty key is
     /// one anybody can prove.
     pub fn start(
         me: u64,
         listen: &[(SocketAddr, bool)],
         peers: &[(u64, String)],
-        secret: &[u8],
+        key: PeerKey,
         tls: Option<PeerTls>,
         inbox: Inbox,
     ) -> io::Result<Peers> {
-        if secret.is_empty() {
+        if key.secret.is_empty() {
             return Err(io::Error::other(
                 "the peer transport needs a non-empty secret",
             ));
@@ -457,7 +488,7 @@ impl Peers {
             l.set_nonblocking(true)?;
             local.push(l.local_addr()?);
         }
-        let key: Arc<[u8]> = secret.into();
+        let key = Arc::new(key);
         let stop = Arc::new(AtomicBool::new(false));
         let conns = Arc::new(Mutex::new(Conns::default()));
         let poll = mio::Poll::new()?;
@@ -1014,12 +1045,15 @@ enum LinkState {
     New,
     Unreachable,
     Rejected,
+    OtherTable,
 }
 
 enum DialError {
     Io(io::Error),
     /// The peer closed the connection after our HELLO: it does not share our secret.
     Rejected,
+    /// The peer's logs were created with another slot table.
+    OtherTable,
     Stopped,
 }
 
@@ -1038,7 +1072,7 @@ enum PumpEnd {
     Lost(io::Error),
 }
 
-fn run_sender(me: u64, link: Arc<Link>, key: Arc<[u8]>, inbox: Inbox) {
+fn run_sender(me: u64, link: Arc<Link>, key: Arc<PeerKey>, inbox: Inbox) {
     let id = link.id;
     let mut state = LinkState::New;
     let mut backoff = BACKOFF_MIN;
@@ -1096,12 +1130,18 @@ fn run_sender(me: u64, link: Arc<Link>, key: Arc<[u8]>, inbox: Inbox) {
         };
         let next = match &failure {
             DialError::Rejected => LinkState::Rejected,
+            DialError::OtherTable => LinkState::OtherTable,
             _ => LinkState::Unreachable,
         };
         if next != state {
             match &failure {
                 DialError::Rejected => tracing::warn!(
                     "cluster: peer {id} at {addr} refused our HELLO (is cluster-secret the same on every node?)"
+                ),
+                DialError::OtherTable => tracing::error!(
+                    "cluster: peer {id} at {addr} was created with another slot table than this \
+                     node (cluster-groups / cluster-slot-groups must be the same on every node, \
+                     see <dir>/cluster/slot-groups): sending it nothing"
                 ),
                 DialError::Io(e) => tracing::info!("cluster: peer {id} at {addr} is unreachable: {e}"),
                 DialError::Stopped => {}
@@ -1178,7 +1218,7 @@ fn server_name(addr: &str) -> io::Result<rustls::pki_types::ServerName<'static>>
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{host}: {e}")))
 }
 
-fn dial(me: u64, addr: &str, key: &[u8], link: &Link) -> Result<PeerStream, DialError> {
+fn dial(me: u64, addr: &str, key: &PeerKey, link: &Link) -> Result<PeerStream, DialError> {
     let mut last = io::Error::new(io::ErrorKind::NotFound, "the address resolves to nothing");
     let mut stream = None;
     for a in addr.to_socket_addrs()? {
@@ -1212,11 +1252,19 @@ fn dial(me: u64, addr: &str, key: &[u8], link: &Link) -> Result<PeerStream, Dial
     let nonce: [u8; NONCE_LEN] = read_exact_frame(&mut s, NONCE)?;
     let mut hello = [0u8; HELLO_LEN];
     hello[..8].copy_from_slice(&me.to_be_bytes());
-    hello[8..].copy_from_slice(&hello_mac(key, &nonce, me));
+    hello[8..].copy_from_slice(&hello_mac(&key.secret, &nonce, me));
     write_frame(&mut s, HELLO, &hello)?;
     s.flush()?;
     match read_header(&mut s) {
-        Ok(Some((0, WELCOME))) => {}
+        Ok(Some((0, WELCOME))) if key.one_group => {}
+        Ok(Some((0, WELCOME))) => return Err(DialError::OtherTable),
+        Ok(Some((TABLE_LEN, WELCOME))) => {
+            let mut table = [0u8; TABLE_LEN];
+            s.read_exact(&mut table)?;
+            if table != key.table {
+                return Err(DialError::OtherTable);
+            }
+        }
         Ok(Some((len, t))) => {
             return Err(DialError::Io(io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -1336,7 +1384,7 @@ fn write_batch(w: &mut impl Write, batch: &VecDeque<Frame>, out: &mut Vec<u8>) -
 
 fn run_listener(
     listeners: Vec<TcpListener>,
-    key: Arc<[u8]>,
+    key: Arc<PeerKey>,
     tls: Option<Arc<rustls::ServerConfig>>,
     waker: Arc<mio::Waker>,
     stop: Arc<AtomicBool>,
@@ -1511,7 +1559,7 @@ enum ServeEnd {
 fn handshake(
     s: &TcpStream,
     from: SocketAddr,
-    key: &[u8],
+    key: &PeerKey,
     tls: Option<Arc<rustls::ServerConfig>>,
 ) -> Option<(u64, Option<Box<ServerConnection>>)> {
     match handshake_tls(s, key, tls) {
@@ -1533,7 +1581,7 @@ fn handshake(
 
 fn handshake_tls(
     s: &TcpStream,
-    key: &[u8],
+    key: &PeerKey,
     tls: Option<Arc<rustls::ServerConfig>>,
 ) -> Result<(u64, Option<Box<ServerConnection>>), ServeEnd> {
     let fail = |e: io::Error| ServeEnd::Failed(e.to_string());
@@ -1559,7 +1607,7 @@ fn handshake_tls(
 }
 
 /// NONCE, HELLO, WELCOME over `rw` (the socket, or a TLS session over it).
-fn handshake_inner(rw: &mut (impl Read + Write), key: &[u8]) -> Result<u64, ServeEnd> {
+fn handshake_inner(rw: &mut (impl Read + Write), key: &PeerKey) -> Result<u64, ServeEnd> {
     let fail = |e: io::Error| ServeEnd::Failed(e.to_string());
     let nonce = random_nonce().map_err(|e| ServeEnd::Failed(format!("no random nonce: {e}")))?;
     write_frame(&mut *rw, NONCE, &nonce)
@@ -1583,14 +1631,14 @@ fn handshake_inner(rw: &mut (impl Read + Write), key: &[u8]) -> Result<u64, Serv
     let mut idb = [0u8; 8];
     idb.copy_from_slice(&hello[..8]);
     let id = u64::from_be_bytes(idb);
-    if !ct_eq(&hello[8..], &hello_mac(key, &nonce, id)) {
+    if !ct_eq(&hello[8..], &hello_mac(&key.secret, &nonce, id)) {
         return Err(ServeEnd::BadHello(format!(
             "node {id} did not prove the shared secret (is cluster-secret the same on every node?)"
         )));
     }
     // Only the header of the HELLO was read above, never past it: whatever RAFT frames follow
     // WELCOME stay in the socket (or, with TLS, in the session) for the executor.
-    write_frame(&mut *rw, WELCOME, &[])
+    write_frame(&mut *rw, WELCOME, &key.table)
         .and_then(|_| rw.flush())
         .map_err(fail)?;
     Ok(id)
@@ -1895,10 +1943,20 @@ mod tests {
 
     /// The secret of a node started with `None`.
     const KEY: &[u8] = b"test-secret";
+    /// The slot table of one group, as `cluster-slot-groups` spells it.
+    const ONE_GROUP: &str = "0:0-16383";
+
+    fn one_group(secret: &[u8]) -> PeerKey {
+        PeerKey::new(secret, ONE_GROUP, true)
+    }
 
     fn node_at(id: u64, listen: &str, secret: Option<&str>) -> (Peers, Got) {
+        let key = one_group(secret.map_or(KEY, str::as_bytes));
+        node_with(id, listen, key)
+    }
+
+    fn node_with(id: u64, listen: &str, key: PeerKey) -> (Peers, Got) {
         let (tx, rx) = unbounded_channel();
-        let key = secret.map_or(KEY, str::as_bytes);
         let p = Peers::start(id, &[(listen.parse().unwrap(), false)], &[], key, None, tx).unwrap();
         let g = Got {
             rx,
@@ -2238,6 +2296,78 @@ mod tests {
         assert_eq!(ga.reports(3), 0);
     }
 
+    #[test]
+    fn a_peer_created_with_another_slot_table_is_sent_nothing() {
+        const THREE: &str = "0:0-5460 1:5461-10922 2:10923-16383";
+        let three = || PeerKey::new(KEY, THREE, false);
+        let (mut a, mut ga) = node_with(1, "127.0.0.1:0", three());
+        // The same table; one group; another split of the slots into three groups.
+        let (mut b, mut gb) = node_with(2, "127.0.0.1:0", three());
+        let (mut c, mut gc) = node(3, None);
+        let other = PeerKey::new(KEY, "0:0-5000 1:5001-10922 2:10923-16383", false);
+        let (mut d, mut gd) = node_with(4, "127.0.0.1:0", other);
+        a.set_peer(2, at(&b));
+        a.set_peer(3, at(&c));
+        a.set_peer(4, at(&d));
+        // And the other way: the one-group node dials the three-group one.
+        c.set_peer(1, at(&a));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut seq = 0;
+        while !(gb.raft.len() >= 20 && ga.reports(3) > 0 && ga.reports(4) > 0) {
+            assert!(Instant::now() < deadline, "b got {}", gb.raft.len());
+            for to in 2..=4 {
+                a.send_now(msg(1, to, seq));
+            }
+            c.send_now(msg(3, 1, seq));
+            seq += 1;
+            gb.until(&mut b, 0, |_| true);
+            ga.until(&mut a, 0, |_| true);
+            thread::sleep(Duration::from_millis(5));
+        }
+        gc.pump(&mut c);
+        gd.pump(&mut d);
+        assert!(gc.raft.is_empty() && gd.raft.is_empty());
+        assert!(
+            ga.from(3).is_empty(),
+            "a took messages from a one-group peer"
+        );
+        assert_eq!(ga.reports(2), 0);
+    }
+
+    /// An acceptor of the wire's first version (its WELCOME is empty), serving one connection:
+    /// true if the dialer sent anything after the WELCOME.
+    fn first_version_acceptor() -> (String, thread::JoinHandle<bool>) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let served = thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            write_frame(&mut s, NONCE, &[0u8; NONCE_LEN]).unwrap();
+            let _: [u8; HELLO_LEN] = read_exact_frame(&mut s, HELLO).unwrap();
+            write_frame(&mut s, WELCOME, &[]).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut buf = [0u8; 64];
+            matches!(s.read(&mut buf), Ok(n) if n > 0)
+        });
+        (addr, served)
+    }
+
+    #[test]
+    fn an_empty_welcome_is_the_one_group_table() {
+        let (addr, served) = first_version_acceptor();
+        let (mut one, _g) = node(1, None);
+        one.set_peer(9, Some(addr));
+        one.send_now(msg(1, 9, 0));
+        assert!(served.join().unwrap(), "a one-group node talks to it");
+
+        let (addr, served) = first_version_acceptor();
+        let three = PeerKey::new(KEY, "0:0-8191 1:8192-16383", false);
+        let (mut two, _g) = node_with(2, "127.0.0.1:0", three);
+        two.set_peer(9, Some(addr));
+        two.send_now(msg(2, 9, 0));
+        assert!(!served.join().unwrap(), "a node of two groups sent to it");
+        assert!(!lock(&two.links[&9].0.q).connected);
+    }
+
     /// A raw connection to `to` that has passed the handshake as node `id`.
     fn raw_peer(to: SocketAddr, id: u64, key: &[u8]) -> TcpStream {
         let mut s = TcpStream::connect(to).unwrap();
@@ -2246,8 +2376,12 @@ mod tests {
         let mut hello = id.to_be_bytes().to_vec();
         hello.extend_from_slice(&hello_mac(key, &nonce, id));
         write_frame(&mut s, HELLO, &hello).unwrap();
-        let w: [u8; 0] = read_exact_frame(&mut s, WELCOME).unwrap();
-        assert_eq!(w.len(), 0);
+        let w: [u8; TABLE_LEN] = read_exact_frame(&mut s, WELCOME).unwrap();
+        assert_eq!(
+            w,
+            one_group(key).table,
+            "the WELCOME carries the table's digest"
+        );
         s
     }
 
@@ -2452,7 +2586,7 @@ mod tests {
     fn an_empty_secret_is_refused() {
         let (tx, _rx) = unbounded_channel();
         let listen = [("127.0.0.1:0".parse().unwrap(), false)];
-        assert!(Peers::start(1, &listen, &[], b"", None, tx).is_err());
+        assert!(Peers::start(1, &listen, &[], one_group(b""), None, tx).is_err());
     }
 
     /// Whether `s` was closed by the other end within `wait`.
@@ -2565,7 +2699,7 @@ mod tests {
     fn tls_node(id: u64, tls: &PeerTls) -> (Peers, Got) {
         let (tx, rx) = unbounded_channel();
         let listen = [("127.0.0.1:0".parse().unwrap(), false)];
-        let p = Peers::start(id, &listen, &[], KEY, Some(tls.clone()), tx).unwrap();
+        let p = Peers::start(id, &listen, &[], one_group(KEY), Some(tls.clone()), tx).unwrap();
         let g = Got {
             rx,
             raft: Vec::new(),

@@ -130,6 +130,11 @@ fn cluster(name: &str) -> Cluster {
 }
 
 fn cluster_with(name: &str, extra: &[String]) -> Cluster {
+    cluster_with_each(name, |_| extra.to_vec())
+}
+
+/// Three nodes, node `i` (0-based) started with `extra(i)` too.
+fn cluster_with_each(name: &str, extra: impl Fn(usize) -> Vec<String>) -> Cluster {
     let dir = TempDir::new(name);
     let (ports, peers) = cluster_ports(3);
     let mut nodes = Vec::new();
@@ -138,7 +143,7 @@ fn cluster_with(name: &str, extra: &[String]) -> Cluster {
         let node_dir = dir.0.join(format!("n{id}"));
         std::fs::create_dir_all(&node_dir).unwrap();
         let mut args = cluster_node_args(port, &node_dir, id, &peers, SECRET);
-        args.extend_from_slice(extra);
+        args.extend(extra(i));
         nodes.push(Node {
             id,
             port,
@@ -286,7 +291,10 @@ fn handshake(peer_port: u16, id: u64, key: &[u8], after: &[u8]) -> (TcpStream, b
     let mut out = frame(HELLO, &hello);
     out.extend_from_slice(after);
     let _ = s.write_all(&out);
-    let welcomed = matches!(s.read_exact(&mut head), Ok(()) if head == [0, 0, 0, 0, WELCOME]);
+    // A WELCOME carries the digest of the acceptor's slot table.
+    let mut table = [0u8; 32];
+    let welcomed = matches!(s.read_exact(&mut head), Ok(()) if head == [0, 0, 0, 32, WELCOME])
+        && s.read_exact(&mut table).is_ok();
     (s, welcomed)
 }
 
@@ -668,4 +676,53 @@ fn with_tls_replication_peers_talk_tls_only() {
         "a plain-text NONCE: {head:?}"
     );
     assert!(closed_within(&mut s, Duration::from_secs(5)));
+}
+
+/// A node started with another slot table than the others' (a configuration mistake: each
+/// table is valid alone) is sent nothing and sends nothing: with one log applied under two
+/// tables, each node would keep only its own groups' keys and the copies would drift apart.
+#[test]
+fn a_node_created_with_another_slot_table_is_kept_out() {
+    let cl = cluster_with_each("peer-other-table", |i| {
+        if i == 2 {
+            ["--cluster-enabled", "yes", "--cluster-groups", "2"]
+                .map(String::from)
+                .to_vec()
+        } else {
+            Vec::new()
+        }
+    });
+    const WHY: &str = "was created with another slot table than this node";
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let l = loop {
+        let leaders: Vec<u64> = cl.nodes[..2]
+            .iter()
+            .filter_map(|n| n.status().map(|s| s.1))
+            .collect();
+        if let [a, b] = leaders[..] {
+            if a == b && (a == 1 || a == 2) {
+                let i = (a - 1) as usize;
+                let set = resp(cl.nodes[i].port, &["SET", "k", "v"], Duration::from_secs(2));
+                if set.as_deref() == Some("+OK\r\n") {
+                    break i;
+                }
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "nodes 1 and 2 agree on no leader: {leaders:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !(cl.nodes[2].logged(WHY) && cl.nodes[l].logged(WHY)) {
+        assert!(
+            Instant::now() < deadline,
+            "the mismatch is not logged on both sides"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Node 3 follows nobody: it heard from no member.
+    let st = cl.nodes[2].status().expect("node 3 answers RAFT STATUS");
+    assert_eq!(st.1, 0, "node 3 names a leader: {st:?}");
 }
