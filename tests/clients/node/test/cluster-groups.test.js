@@ -21,12 +21,13 @@
 const { describe, it, after } = require('node:test');
 const assert = require('node:assert/strict');
 const Redis = require('ioredis');
-const { createCluster, defineScript } = require('redis');
+const { defineScript } = require('redis');
 const { Mutex } = require('redis-semaphore');
 const { Redlock, ExecutionError } = require('@sesamecare-oss/redlock');
 const {
-  TARGETS, startCluster, call, sleep, uniq, keySlot, keyInGroup, slotMasterPort,
+  TARGETS, call, sleep, uniq, keySlot, keyInGroup,
 } = require('../servers');
+const { groupsCluster, nodeRedisCluster } = require('./groups');
 const { version: ioredisVersion } = require('ioredis/package.json');
 const { version: nodeRedisVersion } = require('redis/package.json');
 
@@ -47,20 +48,19 @@ function longest(times) {
 }
 
 describe('cluster-mode clients on a deadbolt cluster with cluster-groups 3', { skip }, () => {
+  const g = groupsCluster();
   let cluster;
   const open = [];
   const closers = [];
   const up = async () => {
-    if (!cluster) {
-      cluster = await startCluster(3, { clusterEnabled: true, groups: 3 });
-      cluster.nodes = () => cluster.clientPorts().map((port) => ({ host: '127.0.0.1', port }));
-    }
-    return cluster.groupLeaders();
+    const leaders = await g.up();
+    ({ cluster } = g);
+    return leaders;
   };
   after(async () => {
     for (const c of open) { try { c.disconnect(); } catch { /* already closed */ } }
     for (const c of closers) await c.close().catch(() => {});
-    if (cluster) await cluster.stop();
+    await g.stop();
   });
 
   function ioCluster() {
@@ -77,23 +77,15 @@ describe('cluster-mode clients on a deadbolt cluster with cluster-groups 3', { s
   }
 
   async function nodeRedis() {
-    const c = createCluster({
-      rootNodes: cluster.nodes().map(({ host, port }) => ({ url: `redis://${host}:${port}` })),
-      defaults: { socket: { connectTimeout: 1000, reconnectStrategy: (n) => Math.min(20 * n, 200) } },
+    const c = await nodeRedisCluster(cluster, {
       scripts: { release: defineScript({ NUMBER_OF_KEYS: 1, SCRIPT: RELEASE,
         parseCommand(parser, key, token) { parser.pushKey(key); parser.push(token); } }) },
     });
-    c.on('error', () => {});
-    await c.connect();
     closers.push(c);
     return c;
   }
 
-  // The group serving a slot now, from the live CLUSTER SLOTS (an earlier test may have moved one).
-  async function groupOf(leaders, slot) {
-    const port = await slotMasterPort(cluster.clientPorts()[cluster.live()[0]], slot);
-    return leaders.indexOf(cluster.clientPorts().indexOf(port));
-  }
+  const groupOf = (leaders, slot) => g.groupOf(leaders, slot);
 
   it('locks in every group\'s slots: ioredis Mutex and Redlock, node-redis; each served by its group\'s leader', { timeout: 60000 }, async () => {
     const leaders = await up();
@@ -198,12 +190,7 @@ describe('cluster-mode clients on a deadbolt cluster with cluster-groups 3', { s
       const t0 = performance.now();
       assert.equal(await call(srcPort, ['RAFT', 'RESHARD', slot, slot, dest]), 'OK');
       // The move is done when every node's CLUSTER SLOTS names the other group's leader.
-      for (;;) {
-        const seen = await Promise.all(cluster.clientPorts().map((p) => slotMasterPort(p, slot)));
-        if (seen.every((p) => p === destPort)) break;
-        assert.ok(performance.now() - t0 < RESHARD_BUDGET, `slot ${slot} never moved to group ${dest}: ${seen}\n${cluster.logs()}`);
-        await sleep(5);
-      }
+      await g.slotServedBy(slot, destPort, RESHARD_BUDGET - (performance.now() - t0));
       moved = performance.now() - t0;
       const at = [state.io.length, state.nr.length];
       while (state.io.length < at[0] + 20 || state.nr.length < at[1] + 20) {
