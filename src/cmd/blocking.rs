@@ -7,7 +7,7 @@ use crate::error::{CmdError, CmdResult};
 use crate::protocol::number::LongDouble;
 use crate::protocol::Frame;
 use crate::store::value::own;
-use crate::store::waiters::{Blocked, WaitKind};
+use crate::store::waiters::{Blocked, Unblock, WaitKind};
 use bytes::Bytes;
 
 /// Parses a blocking command's timeout in seconds into milliseconds; 0 waits for ever.
@@ -77,7 +77,7 @@ pub fn block(
         deadline,
         kind,
         argv: argv.iter().map(own).collect(),
-        unblocked_with_error: false,
+        unblock: Unblock::Timeout,
     };
     ctx.srv.waiters.block(ctx.client.id, b);
     ctx.client.blocked = true;

@@ -9,7 +9,7 @@
 use super::Server;
 use crate::clock::unix_ms;
 use crate::protocol::encode::encode;
-use crate::store::waiters::WaitKind;
+use crate::store::waiters::{Unblock, WaitKind};
 use crate::store::Value;
 use bytes::BytesMut;
 
@@ -56,9 +56,9 @@ pub fn time_out(srv: &mut Server) {
 }
 
 /// Unblocks a client: replies the timeout null (`ready` None) or runs its command again for
-/// the key that became ready, then the rest of its pipeline.
+/// the key that became ready, then the rest of its pipeline. A client unblocked early is
+/// answered as `Blocked::unblock` says, whatever woke it.
 fn resume(srv: &mut Server, id: u64, ready: Option<&bytes::Bytes>) {
-    let timed_out = ready.is_none();
     let Some(b) = srv.waiters.unblock(id) else {
         return;
     };
@@ -70,31 +70,50 @@ fn resume(srv: &mut Server, id: u64, ready: Option<&bytes::Bytes>) {
     let subscribed = client.pubsub.subscribed();
     client.shared.timeout_exempt.set(subscribed);
     let mut out = BytesMut::new();
-    if timed_out {
-        // Redis 7.0 answers every timed-out list/zset wait with a null array (even BLMOVE),
-        // WAIT with the count of replicas that acknowledged.
-        let reply = if b.unblocked_with_error {
-            crate::protocol::Frame::Error(bytes::Bytes::from_static(
-                b"UNBLOCKED client unblocked via CLIENT UNBLOCK",
-            ))
-        } else {
-            crate::cmd::role::timed_out_reply(
-                &b.argv,
-                &srv.io,
-                &srv.state.redis_master,
-                client.repl_index,
-                client.repl_group,
-            )
-        };
-        if !(client.reply_off || client.reply_skip) {
-            encode(&reply, client.resp3(), &mut out);
+    let error =
+        |text: &'static [u8]| crate::protocol::Frame::Error(bytes::Bytes::from_static(text));
+    match (b.unblock, ready) {
+        (Unblock::Demoted, _) => {
+            // Redis's CLIENT_CLOSE_AFTER_REPLY: nothing else it sent runs.
+            client.pending.clear();
+            client.close_after_reply = true;
+            let reply = error(
+                b"UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)",
+            );
+            if !(client.reply_off || client.reply_skip) {
+                encode(&reply, client.resp3(), &mut out);
+            }
         }
-    } else {
-        // `drive` runs it first, as this client (the running client: its own tracking
-        // invalidations and pushes follow its reply), then the rest of its pipeline.
-        client.block_deadline = Some(b.deadline);
-        client.block_ready_key = ready.cloned();
-        client.pending.push_front(b.argv);
+        (Unblock::Rerun(deadline), _) => {
+            client.block_deadline = Some(deadline);
+            client.block_ready_key = None;
+            client.pending.push_front(b.argv);
+        }
+        (Unblock::Timeout | Unblock::Error, None) => {
+            // Redis 7.0 answers every timed-out list/zset wait with a null array (even
+            // BLMOVE), WAIT with the count of replicas that acknowledged.
+            let reply = if b.unblock == Unblock::Error {
+                error(b"UNBLOCKED client unblocked via CLIENT UNBLOCK")
+            } else {
+                crate::cmd::role::timed_out_reply(
+                    &b.argv,
+                    &srv.io,
+                    &srv.state.redis_master,
+                    client.repl_index,
+                    client.repl_group,
+                )
+            };
+            if !(client.reply_off || client.reply_skip) {
+                encode(&reply, client.resp3(), &mut out);
+            }
+        }
+        (Unblock::Timeout | Unblock::Error, Some(key)) => {
+            // `drive` runs it first, as this client (the running client: its own tracking
+            // invalidations and pushes follow its reply), then the rest of its pipeline.
+            client.block_deadline = Some(b.deadline);
+            client.block_ready_key = Some(key.clone());
+            client.pending.push_front(b.argv);
+        }
     }
     super::unit::drive(srv, client, out);
 }

@@ -36,7 +36,7 @@ use crate::config::Config;
 use crate::persist::emit;
 use crate::replication::group::{self, GroupId, SlotMap};
 use crate::replication::{Addrs, Applied, Cluster, ClusterView};
-use crate::store::waiters::REPLICAS_KEY;
+use crate::store::waiters::{Unblock, WaitKind, REPLICAS_KEY};
 use bytes::Bytes;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -185,6 +185,9 @@ pub struct ClusterIo {
     spread_at: Option<Instant>,
     /// This node runs several groups (leaders spread over the voters).
     several: bool,
+    /// Stepped down while leading another group: the clients blocked on this group's keys
+    /// run their commands again once its new leader is known (`rerun_blocked`).
+    redirect_blocked: bool,
     /// The membership changed: the transport follows it after the round (`link_members`).
     relink: bool,
     core: Cluster,
@@ -919,6 +922,7 @@ impl ClusterIo {
             preferred: 0,
             spread_at: None,
             several: false,
+            redirect_blocked: false,
             relink: false,
             core,
             view,
@@ -1727,6 +1731,15 @@ impl Server {
         {
             c.refresh_view(now);
         }
+        if c.redirect_blocked && c.view.leader != 0 {
+            // Redirected only once the group's new leader is known, never to CLUSTERDOWN in
+            // the moment between its vote and its first append; not at all if this node
+            // leads the group again.
+            c.redirect_blocked = false;
+            if !c.core.is_leader() {
+                self.rerun_blocked(group, slots);
+            }
+        }
         if conf_changed {
             self.follow_membership(c);
         }
@@ -1765,10 +1778,10 @@ impl Server {
     }
 
     /// No longer leader (or a proposal failed): what was held will never be confirmed, so the
-    /// connections waiting on it close (the client learns nothing, as if the node died); every
-    /// other plain client is closed too so it rediscovers the leader (Sentinel's CLIENT KILL of
-    /// a demoted master), except where the node runs several groups and another than the
-    /// home group stepped down: then only its blocked clients close. Units that ran but never
+    /// connections waiting on it close (the client learns nothing, as if the node died). Without
+    /// `cluster-enabled` every other plain client is closed too so it rediscovers the leader
+    /// (Sentinel's CLIENT KILL of a demoted master); a Redis Cluster node keeps them and answers
+    /// its blocked clients alone (`unblock_stepped_down`). Units that ran but never
     /// committed are undone by replaying the group's log over the keys of its slots
     /// (`apply_entry`'s snapshot install). A node that still leads another group
     /// (`others_lead`) keeps recording changes.
@@ -1788,22 +1801,25 @@ impl Server {
             Watermark::Ordered => Verdict::Release,
         });
         if !c.core.is_leader() {
-            // With several groups only the home group's step-down closes every plain client
-            // (the Sentinel protocol describes the home group). Another group's closes the
-            // clients blocked in a command, whose keys may be its own (Redis unblocks those of
-            // a demoted master): the others go on, a cluster-mode client is sent on by -MOVED
-            // for that group's slots, and a reply held for its log was dropped above, closing
-            // its connection.
-            let all = group == GroupId::HOME || slots.groups().len() == 1;
-            let waiters = &self.state.waiters;
-            for client in self.state.clients.values() {
-                let closes = if all {
-                    !client.pubsub.subscribed()
-                } else {
-                    waiters.is_blocked(client.id)
-                };
-                if closes {
-                    client.kill();
+            if self.state.config.compat_value("cluster-enabled") == "yes" {
+                self.unblock_stepped_down(group, others_lead);
+                c.redirect_blocked = others_lead;
+            } else {
+                // Sentinel's view of a demoted master: every plain client is closed (CLIENT
+                // KILL TYPE normal) so it asks where the master went. Several groups without
+                // cluster-enabled (only the DEADBOLT_CLUSTER_GROUPS test hook starts that):
+                // another than the home group closes its blocked clients alone.
+                let all = group == GroupId::HOME || slots.groups().len() == 1;
+                let waiters = &self.state.waiters;
+                for client in self.state.clients.values() {
+                    let closes = if all {
+                        !client.pubsub.subscribed()
+                    } else {
+                        waiters.is_blocked(client.id)
+                    };
+                    if closes {
+                        client.kill();
+                    }
                 }
             }
         }
@@ -1831,6 +1847,60 @@ impl Server {
         c.broken = false;
         c.last_unit_logged = false;
         c.building = None;
+    }
+
+    /// A Redis Cluster node (`cluster-enabled yes`) that stopped leading `group` keeps its
+    /// clients, as Redis 7.0 keeps them when a failover demotes a master: their commands on
+    /// the group's slots get `-MOVED` to its new leader (EXEC of a transaction queued before:
+    /// `-MOVED`, the transaction and its WATCHes discarded, as Redis's processCommand), the
+    /// rest is served as before. Only clients blocked in a command are answered:
+    /// - leading no group now (a Redis master turned replica, replicationSetMaster's
+    ///   disconnectAllBlockedClients), at the next turn of the loop: every blocked client gets
+    ///   `-UNBLOCKED force unblock from blocking operation, instance state changed (master ->
+    ///   replica?)` and is closed;
+    /// - still leading another group (a Redis master that lost some slots): a WAIT counting
+    ///   `group`'s followers is answered as above (the count is no longer this node's to
+    ///   give); the clients blocked on keys of `group`'s slots are redirected once its leader
+    ///   is known (`rerun_blocked`); the others stay blocked.
+    ///
+    /// A reply held for the group's log was dropped before (`step_down`), closing its
+    /// connection: whether its write committed is unknown.
+    fn unblock_stepped_down(&mut self, group: GroupId, others_lead: bool) {
+        let waiters = &mut self.state.waiters;
+        if waiters.is_empty() {
+            return;
+        }
+        for client in self.state.clients.values() {
+            let Some(b) = waiters.blocked(client.id) else {
+                continue;
+            };
+            let answered =
+                !others_lead || (b.kind == WaitKind::Replicas && client.repl_group == group);
+            if answered && !client.out.killed() {
+                waiters.answer_now(client.id, Unblock::Demoted);
+            }
+        }
+    }
+
+    /// Redis's clusterRedirectBlockedClientIfNeeded for a group this node stopped leading:
+    /// each client blocked on keys of its slots runs its command again at the next turn of
+    /// the loop, which answers `-MOVED` to the group's leader (a READONLY read blocks again,
+    /// on this follower, until the deadline it had).
+    fn rerun_blocked(&mut self, group: GroupId, slots: &SlotMap) {
+        let waiters = &mut self.state.waiters;
+        if waiters.is_empty() {
+            return;
+        }
+        for client in self.state.clients.values() {
+            let Some(b) = waiters.blocked(client.id) else {
+                continue;
+            };
+            let ours = b.kind != WaitKind::Replicas
+                && b.keys.iter().any(|k| slots.group_of_key(k) == group);
+            if ours && !client.out.killed() {
+                waiters.answer_now(client.id, Unblock::Rerun(0));
+            }
+        }
     }
 
     /// The group follows its membership: new members are probed, removed ones forgotten, the

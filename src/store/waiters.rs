@@ -118,8 +118,28 @@ pub struct Blocked {
     pub kind: WaitKind,
     /// The command to run again when a key is served.
     pub argv: Vec<Bytes>,
-    /// CLIENT UNBLOCK ... ERROR: the timeout answers `-UNBLOCKED` instead of its null.
-    pub unblocked_with_error: bool,
+    /// How the client is answered when its deadline passes (`Unblock::Timeout` unless it was
+    /// unblocked early).
+    pub unblock: Unblock,
+}
+
+/// What a blocked client's deadline answers, the weakest first: a later early unblock never
+/// turns a stronger one into a weaker one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Unblock {
+    /// Its timeout reply (a null array, WAIT's count).
+    #[default]
+    Timeout,
+    /// CLIENT UNBLOCK ... ERROR: `-UNBLOCKED client unblocked via CLIENT UNBLOCK`.
+    Error,
+    /// Its command runs again, blocking again until the deadline it had (carried here; 0:
+    /// none) if it finds nothing: a Redis Cluster node that stopped serving its keys' slot
+    /// answers it with the redirection, as Redis's clusterRedirectBlockedClientIfNeeded.
+    Rerun(u64),
+    /// The node stopped being a master: `-UNBLOCKED force unblock from blocking operation,
+    /// instance state changed (master -> replica?)`, then the connection closes, as Redis's
+    /// disconnectAllBlockedClients.
+    Demoted,
 }
 
 /// Clients blocked on keys, served first-come first-served per key.
@@ -185,17 +205,38 @@ impl Waiters {
     /// CLIENT UNBLOCK: the client times out at the next turn of the loop (with an error
     /// instead of its timeout reply if `error`). False if it is not blocked.
     pub fn unblock_now(&mut self, client: u64, error: bool) -> bool {
+        let how = if error {
+            Unblock::Error
+        } else {
+            Unblock::Timeout
+        };
+        self.answer_now(client, how)
+    }
+
+    /// The client is answered `how` at the next turn of the loop (or more strongly, if it was
+    /// asked so before). False if it is not blocked.
+    pub fn answer_now(&mut self, client: u64, how: Unblock) -> bool {
         let Some(b) = self.clients.get_mut(&client) else {
             return false;
+        };
+        let how = match (how, b.unblock) {
+            (Unblock::Rerun(_), Unblock::Rerun(d)) => Unblock::Rerun(d),
+            (Unblock::Rerun(_), _) => Unblock::Rerun(b.deadline),
+            (h, _) => h,
         };
         if b.deadline != 0 {
             self.deadlines.remove(&(b.deadline, client));
         }
         // 1, not 0 (which means "forever"): before any clock reading.
         b.deadline = 1;
-        b.unblocked_with_error = error;
+        b.unblock = b.unblock.max(how);
         self.deadlines.insert((1, client));
         true
+    }
+
+    /// What `client` is blocked on, if it is.
+    pub fn blocked(&self, client: u64) -> Option<&Blocked> {
+        self.clients.get(&client)
     }
 
     /// A key was written: if anyone waits on it, queue it for serving.
@@ -285,7 +326,7 @@ mod tests {
             deadline,
             kind: WaitKind::List,
             argv: vec![],
-            unblocked_with_error: false,
+            unblock: Unblock::Timeout,
         }
     }
 

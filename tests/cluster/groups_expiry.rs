@@ -344,11 +344,12 @@ fn a_flush_empties_the_groups_its_node_leads_on_every_node() {
     );
 }
 
-/// A node that stops leading one group while it leads another keeps its clients, except those
-/// blocked in a command: an idle connection, and one whose replies were all released, go on.
-/// (The home group's step-down still closes every plain client: Sentinel clients follow it.)
+/// A node that stops leading one group while it leads another keeps its clients, as a Redis
+/// Cluster master that lost some slots: an idle connection, and one whose replies were all
+/// released, go on; one blocked on the group's key gets `-MOVED` to its new leader
+/// (clusterRedirectBlockedClientIfNeeded) and stays connected.
 #[test]
-fn a_non_home_groups_step_down_closes_only_blocked_clients() {
+fn a_non_home_groups_step_down_redirects_its_blocked_clients() {
     let mut nodes = start("groups-step-down", THREE, &[]);
     let lead = leaders(&nodes, &TAGS3);
     // Group 2's leader goes; one of the other two leads it for a while, beside its own group.
@@ -394,10 +395,18 @@ fn a_non_home_groups_step_down_closes_only_blocked_clients() {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(
-        blocked.is_closed(Duration::from_secs(2)),
-        "a client blocked on the node that stepped down stays open"
+    assert_eq!(
+        blocked.try_read_reply(Duration::from_secs(10)),
+        Some(
+            format!(
+                "-MOVED {} 127.0.0.1:{}\r\n",
+                TAGS3[2].1, nodes.ports[lead[2]]
+            )
+            .into_bytes()
+        ),
+        "the client blocked on group 2's key"
     );
+    assert_eq!(blocked.cmd(&["PING"]), b"+PONG\r\n");
     assert_eq!(idle.cmd(&["PING"]), b"+PONG\r\n");
     assert_eq!(
         idle.cmd(&["SET", "{a}:x", "2"]),

@@ -2,7 +2,9 @@
 //! yes`, compared with a real `redis-server --cluster-enabled yes` owning every slot: the
 //! CLUSTER replies' shapes and field names, KEYSLOT values, CROSSSLOT inside and outside
 //! MULTI and scripts, MOVED from a follower (and READONLY reads there), `redis-cli -c`
-//! following MOVED, and redis-py's `RedisCluster` holding a `Lock` across a leader kill.
+//! following MOVED, redis-py's `RedisCluster` holding a `Lock` across a leader kill, and what a
+//! node's clients see when it stops leading a group (kept and redirected, as by a Redis
+//! Cluster master a failover demoted; closed without cluster-enabled, as Sentinel does).
 
 use crate::common;
 
@@ -40,6 +42,11 @@ struct Cluster {
 
 /// Three nodes with `cluster-enabled yes`, listening.
 fn cluster(name: &str) -> Cluster {
+    cluster_with(name, &["--cluster-enabled", "yes"])
+}
+
+/// Three nodes (ids 1, 2, 3: index + 1) started with `extra` directives, listening.
+fn cluster_with(name: &str, extra: &[&str]) -> Cluster {
     let dir = TempDir::new(name);
     let (ports, peers) = cluster_ports(3);
     let mut nodes = Vec::new();
@@ -48,7 +55,7 @@ fn cluster(name: &str) -> Cluster {
         let node_dir = dir.0.join(format!("n{id}"));
         std::fs::create_dir_all(&node_dir).unwrap();
         let mut args = cluster_node_args(*port, &node_dir, id, &peers, SECRET);
-        args.extend(["--cluster-enabled".into(), "yes".into()]);
+        args.extend(extra.iter().map(|s| s.to_string()));
         let child = Command::new(common::deadbolt_bin())
             .args(&args)
             .stdout(Stdio::null())
@@ -658,4 +665,313 @@ print("ok %.2f s, redis-py %s%s" % (took, redis.__version__, "" if rediscovers e
     let o = py.wait_with_output().unwrap();
     assert!(line.starts_with("ok "), "{line}{}", text(&o.stderr));
     eprintln!("redis-py RedisCluster: kill → next lock {}", line.trim());
+}
+
+// ---- A node that stops leading a group ----
+
+fn status(port: u16) -> String {
+    let mut c = Conn::connect(port);
+    c.send(&["RAFT", "STATUS"]);
+    text(&c.try_read_reply(Duration::from_secs(2)).unwrap_or_default())
+}
+
+/// A `group<g>:a=…,b=…` field of RAFT STATUS.
+fn group_field(status: &str, g: usize, name: &str) -> Option<String> {
+    let line = status
+        .split("\r\n")
+        .find_map(|l| l.strip_prefix(&format!("group{g}:")))?;
+    line.split(',')
+        .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+        .map(str::to_string)
+}
+
+impl Cluster {
+    fn pid(&self, i: usize) -> u32 {
+        self.nodes[i].child.as_ref().expect("running").id()
+    }
+
+    fn signal(&self, i: usize, sig: &str) {
+        let pid = self.pid(i).to_string();
+        let ok = Command::new("kill").args([sig, &pid]).status().unwrap();
+        assert!(ok.success(), "kill {sig} {pid}");
+    }
+
+    /// Polls `args` on node `i` (a new connection each time: a node may close its clients
+    /// while leadership moves) until the reply satisfies `done`; returns it.
+    fn until(&self, i: usize, args: &[&str], done: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let mut c = Conn::connect(self.nodes[i].port);
+            c.send(args);
+            let r = text(&c.try_read_reply(Duration::from_secs(2)).unwrap_or_default());
+            if done(&r) {
+                return r;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{args:?} on node {i}: still {r:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The node serving writes of the home group (RAFT STATUS, with or without cluster-enabled).
+    fn raft_leader(&self) -> usize {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            for (i, n) in self.nodes.iter().enumerate() {
+                if status(n.port).contains("\r\nrole:leader\r\n") {
+                    let mut c = Conn::connect(n.port);
+                    c.send(&["SET", "__probe", "1"]);
+                    if c.try_read_reply(Duration::from_secs(2)).as_deref() == Some(b"+OK\r\n") {
+                        return i;
+                    }
+                }
+            }
+            assert!(Instant::now() < deadline, "no leader serving writes");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+fn keyslot(port: u16, key: &str) -> String {
+    let r = text(&Conn::connect(port).cmd(&["CLUSTER", "KEYSLOT", key]));
+    r.trim_start_matches(':').trim().to_string()
+}
+
+/// Sends a command to a client that may be redirected while the leader is being elected:
+/// again while it answers CLUSTERDOWN, which the moment between the transferee's vote and
+/// its first append gives. Panics if the connection closes.
+fn past_clusterdown(c: &mut Conn, args: &[&str]) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        c.send(args);
+        let r = c
+            .try_read_reply(Duration::from_secs(10))
+            .map(|r| text(&r))
+            .unwrap_or_else(|| panic!("{args:?}: no reply, or the connection closed"));
+        if r != "-CLUSTERDOWN The cluster is down\r\n" {
+            return r;
+        }
+        assert!(Instant::now() < deadline, "{args:?}: still CLUSTERDOWN");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+const DEMOTED: &str = "-UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)\r\n";
+
+/// With `cluster-enabled yes` and one group, leadership moves off a node (RAFT TRANSFER) while
+/// clients are connected to it. As a Redis Cluster master demoted by a failover
+/// (replicationSetMaster: disconnectAllBlockedClients only), the node keeps its clients: a
+/// plain one gets `-MOVED` to the new leader; EXEC of a transaction queued before gets
+/// `-MOVED`, discarding it and its WATCHes (processCommand's cluster redirection); a WATCH
+/// stays armed (a write of the new leader, applied here, aborts EXEC; an untouched key's does
+/// not); a READONLY client reads here; a sharded subscriber keeps its channel (every node
+/// serves it); the blocked client gets `-UNBLOCKED …` and is closed, as in Redis.
+#[test]
+fn a_cluster_node_that_stops_leading_keeps_its_clients_like_redis() {
+    let cl = cluster("protocol-stepdown");
+    let l = cl.leader(Duration::from_secs(15));
+    let t = (l + 1) % 3;
+    let (lport, tport) = (cl.nodes[l].port, cl.nodes[t].port);
+    let mut plain = Conn::connect(lport);
+    assert_eq!(plain.cmd(&["SET", "lock", "v1"]), b"+OK\r\n");
+    let mut multi = Conn::connect(lport);
+    assert_eq!(multi.cmd(&["WATCH", "lock"]), b"+OK\r\n");
+    assert_eq!(multi.cmd(&["MULTI"]), b"+OK\r\n");
+    assert_eq!(multi.cmd(&["SET", "lock", "mine"]), b"+QUEUED\r\n");
+    let mut watched = Conn::connect(lport);
+    assert_eq!(watched.cmd(&["WATCH", "lock"]), b"+OK\r\n");
+    assert_eq!(watched.cmd(&["MULTI"]), b"+OK\r\n");
+    assert_eq!(watched.cmd(&["PING"]), b"+QUEUED\r\n");
+    let mut untouched = Conn::connect(lport);
+    assert_eq!(untouched.cmd(&["WATCH", "nokey"]), b"+OK\r\n");
+    assert_eq!(untouched.cmd(&["MULTI"]), b"+OK\r\n");
+    assert_eq!(untouched.cmd(&["PING"]), b"+QUEUED\r\n");
+    let mut ro = Conn::connect(lport);
+    assert_eq!(ro.cmd(&["READONLY"]), b"+OK\r\n");
+    let mut sub = Conn::connect(lport);
+    assert_eq!(
+        text(&sub.cmd(&["SSUBSCRIBE", "ch"])),
+        "*3\r\n$10\r\nssubscribe\r\n$2\r\nch\r\n:1\r\n"
+    );
+    let mut blocked = Conn::connect(lport);
+    blocked.send(&["BLPOP", "queue", "0"]);
+    common::wait_blocked(&mut plain, 1);
+
+    let mut admin = Conn::connect(lport);
+    admin.send(&["RAFT", "TRANSFER", &(t + 1).to_string()]);
+    // The blocked client: Redis's disconnectAllBlockedClients.
+    let (got, closed) = blocked.drain(Duration::from_secs(20));
+    assert_eq!(text(&got), DEMOTED);
+    assert!(closed, "the blocked client was not closed");
+
+    // The plain client stays and is sent to the new leader.
+    let moved = |k: &str| format!("-MOVED {} 127.0.0.1:{tport}\r\n", keyslot(tport, k));
+    assert_eq!(
+        past_clusterdown(&mut plain, &["GET", "lock"]),
+        moved("lock")
+    );
+    assert_eq!(text(&plain.cmd(&["SET", "lock", "x"])), moved("lock"));
+    assert_eq!(plain.cmd(&["PING"]), b"+PONG\r\n");
+    assert!(text(&plain.cmd(&["ROLE"])).starts_with("*5\r\n$5\r\nslave\r\n"));
+    // EXEC of the transaction queued on the leader: redirected, the transaction discarded.
+    assert_eq!(text(&multi.cmd(&["EXEC"])), moved("lock"));
+    assert_eq!(text(&multi.cmd(&["EXEC"])), "-ERR EXEC without MULTI\r\n");
+    // The WATCH on `lock` is still armed: the new leader's write, applied here, aborts EXEC.
+    cl.until(t, &["SET", "lock", "v2"], |r| r == "+OK\r\n");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while ro.cmd(&["GET", "lock"]) != b"$2\r\nv2\r\n" {
+        assert!(
+            Instant::now() < deadline,
+            "the new leader's write never applied here"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(watched.cmd(&["EXEC"]), b"*-1\r\n");
+    assert_eq!(untouched.cmd(&["EXEC"]), b"*1\r\n+PONG\r\n");
+    // The sharded subscriber still gets the channel's messages.
+    cl.until(t, &["SPUBLISH", "ch", "hi"], |r| r.starts_with(':'));
+    assert_eq!(
+        sub.try_read_reply(Duration::from_secs(10))
+            .map(|r| text(&r)),
+        Some("*3\r\n$8\r\nsmessage\r\n$2\r\nch\r\n$2\r\nhi\r\n".to_string())
+    );
+    let _ = admin;
+}
+
+/// Three groups on three nodes (`cluster-groups 3`, node g+1 leading group g). Node 1 comes to
+/// lead group 1 as well (its preferred leader, node 2, frozen), clients connect to it, and once
+/// node 2 is back node 1 hands group 1 over and keeps group 0: as a Redis Cluster master that
+/// lost some slots, it keeps every client, the one blocked on a group-1 key gets `-MOVED`
+/// (clusterRedirectBlockedClientIfNeeded) and stays connected, the one blocked on a group-0 key
+/// stays blocked and is served, EXEC of a group-1 transaction gets `-MOVED`, and group 0's keys
+/// are still served.
+#[test]
+fn a_node_that_hands_one_group_over_redirects_its_clients_and_serves_the_rest() {
+    let cl = cluster_with(
+        "protocol-stepdown-groups",
+        &["--cluster-enabled", "yes", "--cluster-groups", "3"],
+    );
+    // Node index g leads group g once the leaders spread.
+    for g in 0..3 {
+        cl.until(g, &["RAFT", "STATUS"], |st| {
+            group_field(st, g, "role").as_deref() == Some("leader")
+        });
+    }
+    let (a, p, q) = (0usize, 1usize, 2usize);
+    let (aport, pport) = (cl.nodes[a].port, cl.nodes[p].port);
+    // `{c}` is group 1's (slot 7365), `{b}` group 0's (slot 3300).
+    assert_eq!(keyslot(aport, "{c}"), "7365");
+    assert_eq!(keyslot(aport, "{b}"), "3300");
+    cl.signal(p, "-STOP");
+    let resumed = Resume(&cl, p);
+    // Group 1 elects node 1 or node 3; node 1 takes it (node 2, its preferred leader, is frozen
+    // and so not handed it back yet).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let st = status(aport);
+        match group_field(&st, 1, "leader").as_deref() {
+            Some("1") => break,
+            Some("3") => {
+                let mut c = Conn::connect(cl.nodes[q].port);
+                c.send(&["RAFT", "TRANSFER", "1", "GROUP", "1"]);
+                let _ = c.try_read_reply(Duration::from_secs(2));
+            }
+            _ => {}
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node 1 never led group 1: {st:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    cl.until(a, &["SET", "{c}probe", "1"], |r| r == "+OK\r\n");
+
+    let mut plain = Conn::connect(aport);
+    assert_eq!(plain.cmd(&["SET", "{c}lock", "v1"]), b"+OK\r\n");
+    assert_eq!(plain.cmd(&["SET", "{b}lock", "v1"]), b"+OK\r\n");
+    let mut multi = Conn::connect(aport);
+    assert_eq!(multi.cmd(&["MULTI"]), b"+OK\r\n");
+    assert_eq!(multi.cmd(&["SET", "{c}lock", "mine"]), b"+QUEUED\r\n");
+    let mut blocked1 = Conn::connect(aport);
+    blocked1.send(&["BLPOP", "{c}queue", "0"]);
+    let mut blocked0 = Conn::connect(aport);
+    blocked0.send(&["BLPOP", "{b}queue", "0"]);
+    common::wait_blocked(&mut plain, 2);
+
+    drop(resumed);
+    // Node 1 hands group 1 back to node 2 and keeps group 0.
+    let pmoved = |k: &str| format!("-MOVED {} 127.0.0.1:{pport}\r\n", keyslot(aport, k));
+    assert_eq!(
+        blocked1
+            .try_read_reply(Duration::from_secs(30))
+            .map(|r| text(&r)),
+        Some(pmoved("{c}queue")),
+        "the client blocked on group 1's key"
+    );
+    assert!(!blocked1.is_closed(Duration::from_millis(200)));
+    assert_eq!(blocked1.cmd(&["PING"]), b"+PONG\r\n");
+    assert_eq!(
+        past_clusterdown(&mut plain, &["GET", "{c}lock"]),
+        pmoved("{c}lock")
+    );
+    assert_eq!(text(&multi.cmd(&["EXEC"])), pmoved("{c}lock"));
+    assert_eq!(plain.cmd(&["GET", "{b}lock"]), b"$2\r\nv1\r\n");
+    assert_eq!(
+        blocked0.try_read_reply(Duration::from_millis(200)),
+        None,
+        "the client blocked on group 0's key was answered"
+    );
+    assert_eq!(plain.cmd(&["RPUSH", "{b}queue", "x"]), b":1\r\n");
+    assert_eq!(
+        text(&blocked0.read_reply()),
+        "*2\r\n$8\r\n{b}queue\r\n$1\r\nx\r\n"
+    );
+    // Node 1 still answers as a master (it leads group 0).
+    assert!(text(&plain.cmd(&["ROLE"])).starts_with("*3\r\n$6\r\nmaster\r\n"));
+}
+
+/// Resumes a frozen node when dropped (a failed assertion must not leave it stopped).
+struct Resume<'a>(&'a Cluster, usize);
+
+impl Drop for Resume<'_> {
+    fn drop(&mut self) {
+        self.0.signal(self.1, "-CONT");
+    }
+}
+
+/// Without cluster-enabled (the Sentinel-discovered cluster) the node that stops leading
+/// closes every plain client, the blocked one included, as Sentinel's CLIENT KILL TYPE normal
+/// of a demoted master; a subscriber stays.
+#[test]
+fn without_cluster_enabled_a_node_that_stops_leading_closes_its_plain_clients() {
+    let cl = cluster_with("protocol-stepdown-sentinel", &[]);
+    let l = cl.raft_leader();
+    let t = (l + 1) % 3;
+    let port = cl.nodes[l].port;
+    let mut plain = Conn::connect(port);
+    assert_eq!(plain.cmd(&["SET", "lock", "v1"]), b"+OK\r\n");
+    let mut ro = Conn::connect(port);
+    assert_eq!(ro.cmd(&["GET", "lock"]), b"$2\r\nv1\r\n");
+    let mut sub = Conn::connect(port);
+    assert_eq!(
+        text(&sub.cmd(&["SUBSCRIBE", "news"])),
+        "*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n"
+    );
+    let mut blocked = Conn::connect(port);
+    blocked.send(&["BLPOP", "queue", "0"]);
+    common::wait_blocked(&mut plain, 1);
+    let mut admin = Conn::connect(port);
+    admin.send(&["RAFT", "TRANSFER", &(t + 1).to_string()]);
+    for (name, c) in [
+        ("plain", &mut plain),
+        ("reader", &mut ro),
+        ("blocked", &mut blocked),
+    ] {
+        let (got, closed) = c.drain(Duration::from_secs(20));
+        assert!(closed, "the {name} client was not closed");
+        assert_eq!(text(&got), "", "the {name} client was answered");
+    }
+    assert_eq!(text(&sub.cmd(&["PING"])), "*2\r\n$4\r\npong\r\n$0\r\n\r\n");
 }
