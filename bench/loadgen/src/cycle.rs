@@ -16,7 +16,17 @@
 //! DEL of the unlock latch (Redisson's `unlock()` completes after that DEL). etcd has one lock
 //! recipe, used for both. An operation is one acquire or one release as the client library's
 //! call sees it; latencies are per operation.
+//!
+//! `--cluster` (with `--target resp`): `--addr` is a seed node of a Redis Cluster (or of deadbolt
+//! with `cluster-enabled yes`). The slot table is read with `CLUSTER SLOTS` at start; each client
+//! keeps one connection per master and sends each lock's commands to the master of the lock
+//! name's slot, as a cluster-mode client library does (cluster.rs: `-MOVED` refreshes the table,
+//! `-ASK` is followed once, `-TRYAGAIN`/`-CLUSTERDOWN` are retried after a short back-off). Lock
+//! names are fresh per cycle and carry no hash tag, so they spread over all 16,384 slots, as the
+//! names of independent resources do. `--wait-replicas N` appends `WAIT N 0` on the same
+//! connection, i.e. to the lock's master.
 
+use crate::cluster::{Router, SlotTable};
 use crate::resp::{Conn, Reply};
 use crate::{json_str, SHA_ACQUIRE, SHA_RELEASE, SHA_UNLOCK};
 use crate::{REDISPY_RELEASE, REDISSON_ACQUIRE, REDISSON_UNLOCK};
@@ -46,6 +56,7 @@ struct Opts {
     workload: Workload,
     wait_replicas: u32,
     lease_ms: u64,
+    cluster: bool,
 }
 
 #[derive(Default)]
@@ -55,6 +66,13 @@ struct Stats {
     release_us: Vec<u32>,
     errors: u64,
     first_error: Option<String>,
+    /// Cluster mode: operations sent per master address, and the redirections seen.
+    sent: Vec<(String, u64)>,
+    moved: u64,
+    asked: u64,
+    retried: u64,
+    reconnects: u64,
+    refreshes: u64,
 }
 
 impl Stats {
@@ -69,7 +87,7 @@ impl Stats {
 fn usage() -> ! {
     crate::die(
         "cycle: --target resp|etcd --addr HOST:PORT [--clients 50] [--duration 5] \
-[--workload setnx|redisson] [--wait-replicas 0] [--lease-ms 30000]",
+[--workload setnx|redisson] [--wait-replicas 0] [--lease-ms 30000] [--cluster] [--threads 1]",
     )
 }
 
@@ -82,12 +100,22 @@ fn parse(args: &[String]) -> Opts {
         workload: Workload::SetNx,
         wait_replicas: 0,
         lease_ms: 30000,
+        cluster: false,
     };
     let mut i = 0;
     while i < args.len() {
         let v = args.get(i + 1).cloned().unwrap_or_default();
         let num = |v: &str| -> u64 { v.parse().unwrap_or_else(|_| usage()) };
         match args[i].as_str() {
+            "--cluster" => {
+                o.cluster = true;
+                i += 1;
+                continue;
+            }
+            // Read by main.rs, which builds the runtime before this runs.
+            "--threads" => {
+                num(&v);
+            }
             "--target" => {
                 o.target = match v.as_str() {
                     "resp" => Target::Resp,
@@ -113,7 +141,39 @@ fn parse(args: &[String]) -> Opts {
         }
         i += 2;
     }
+    if o.cluster && o.target != Target::Resp {
+        crate::die("cycle: --cluster needs --target resp");
+    }
     o
+}
+
+/// `--threads N` of `loadgen cycle` (tokio worker threads; default 1).
+pub fn threads(args: &[String]) -> usize {
+    args.iter()
+        .position(|a| a == "--threads")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(1)
+        .max(1)
+}
+
+const SCRIPTS: [(&str, &str); 3] = [
+    (SHA_ACQUIRE, REDISSON_ACQUIRE),
+    (SHA_UNLOCK, REDISSON_UNLOCK),
+    (SHA_RELEASE, REDISPY_RELEASE),
+];
+
+async fn load_scripts(addr: &str) -> std::io::Result<()> {
+    let mut c = Conn::connect(addr).await?;
+    for (sha, src) in SCRIPTS {
+        let r = c.cmd(&[b"SCRIPT", b"LOAD", src.as_bytes()]).await?;
+        if !r.is_bulk(sha.as_bytes()) {
+            return Err(std::io::Error::other(format!(
+                "SCRIPT LOAD on {addr}: {r:?}"
+            )));
+        }
+    }
+    Ok(())
 }
 
 pub async fn cycle_main(args: &[String]) -> i32 {
@@ -125,25 +185,34 @@ pub async fn cycle_main(args: &[String]) -> i32 {
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(0)
     );
-    if o.target == Target::Resp {
-        // Load the scripts once so no client's first EVALSHA pays a NOSCRIPT round.
-        let loaded = async {
-            let mut c = Conn::connect(&o.addr).await?;
-            for (src, sha) in [
-                (REDISSON_ACQUIRE, SHA_ACQUIRE),
-                (REDISSON_UNLOCK, SHA_UNLOCK),
-                (REDISPY_RELEASE, SHA_RELEASE),
-            ] {
-                let r = c.cmd(&[b"SCRIPT", b"LOAD", src.as_bytes()]).await?;
-                if !r.is_bulk(sha.as_bytes()) {
-                    return Err(std::io::Error::other(format!("SCRIPT LOAD: {r:?}")));
-                }
+    // Cluster mode: the slot table, read once from the seed; every client starts from it.
+    let table = if o.cluster {
+        match SlotTable::fetch(&o.addr).await {
+            Ok(t) if !t.masters().is_empty() => Some(t),
+            Ok(_) => {
+                println!("{{\"error\":\"CLUSTER SLOTS lists no master\"}}");
+                return 1;
             }
-            Ok::<_, std::io::Error>(())
+            Err(e) => {
+                println!("{{\"error\":{}}}", json_str(&e));
+                return 1;
+            }
+        }
+    } else {
+        None
+    };
+    if o.target == Target::Resp {
+        // Load the scripts once (on every master) so no client's first EVALSHA pays a NOSCRIPT
+        // round.
+        let addrs: Vec<String> = match &table {
+            Some(t) => t.masters().iter().map(|&i| t.addrs[i].clone()).collect(),
+            None => vec![o.addr.clone()],
         };
-        if let Err(e) = loaded.await {
-            println!("{{\"error\":{}}}", json_str(&e.to_string()));
-            return 1;
+        for a in addrs {
+            if let Err(e) = load_scripts(&a).await {
+                println!("{{\"error\":{}}}", json_str(&e.to_string()));
+                return 1;
+            }
         }
     }
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -157,10 +226,13 @@ pub async fn cycle_main(args: &[String]) -> i32 {
         let ready = ready_tx.clone();
         let mut go = go_rx.clone();
         let prefix = format!("cy:{run}:{id}");
+        let table = table.clone();
         handles.push(tokio::spawn(async move {
             let mut st = Stats::default();
             let r = match o.target {
-                Target::Resp => resp_client(&o, id, &prefix, stop, ready, &mut go, &mut st).await,
+                Target::Resp => {
+                    resp_client(&o, id, &prefix, table, stop, ready, &mut go, &mut st).await
+                }
                 Target::Etcd => etcd_client(&o, &prefix, stop, ready, &mut go, &mut st).await,
             };
             if let Err(e) = r {
@@ -189,6 +261,17 @@ pub async fn cycle_main(args: &[String]) -> i32 {
                 if all.first_error.is_none() {
                     all.first_error = st.first_error;
                 }
+                for (a, n) in st.sent {
+                    match all.sent.iter_mut().find(|(b, _)| *b == a) {
+                        Some(e) => e.1 += n,
+                        None => all.sent.push((a, n)),
+                    }
+                }
+                all.moved += st.moved;
+                all.asked += st.asked;
+                all.retried += st.retried;
+                all.reconnects += st.reconnects;
+                all.refreshes += st.refreshes;
             }
             _ => all.error("client did not stop within 30 s of the end".into()),
         }
@@ -212,16 +295,37 @@ pub async fn cycle_main(args: &[String]) -> i32 {
     };
     let lat = |v: &[u32]| {
         format!(
-            "{{\"p50\":{},\"p99\":{},\"max\":{}}}",
+            "{{\"p50\":{},\"p99\":{},\"p999\":{},\"max\":{}}}",
             pct(v, 0.5),
             pct(v, 0.99),
+            pct(v, 0.999),
             v.last().copied().unwrap_or(0)
         )
+    };
+    all.sent.sort();
+    let cluster = if o.cluster {
+        let per: Vec<String> = all
+            .sent
+            .iter()
+            .map(|(a, n)| format!("{}:{n}", json_str(a)))
+            .collect();
+        format!(
+            ",\"cluster\":{{\"masters\":{},\"sent_per_node\":{{{}}},\"moved\":{},\"asked\":{},\"retried\":{},\"reconnects\":{},\"refreshes\":{}}}",
+            table.as_ref().map_or(0, |t| t.masters().len()),
+            per.join(","),
+            all.moved,
+            all.asked,
+            all.retried,
+            all.reconnects,
+            all.refreshes
+        )
+    } else {
+        String::new()
     };
     println!(
         "{{\"target\":\"{}\",\"workload\":\"{}\",\"clients\":{},\"ready\":{n_ready},\"wait_replicas\":{},\
 \"duration_s\":{elapsed:.3},\"cycles\":{},\"ops\":{},\"ops_per_s\":{:.1},\"latency_us\":{},\
-\"acquire_us\":{},\"release_us\":{},\"errors\":{},\"first_error\":{}}}",
+\"acquire_us\":{},\"release_us\":{},\"errors\":{},\"first_error\":{}{cluster}}}",
         match o.target {
             Target::Resp => "resp",
             Target::Etcd => "etcd",
@@ -269,20 +373,78 @@ async fn write(c: &mut Conn, args: &[&[u8]], wait: &[u8], n: u32) -> Result<Repl
     Ok(r)
 }
 
+/// Where a client's commands go: one server, or each key's master in a cluster.
+enum Link {
+    One(Conn),
+    Cluster(Box<Router>),
+}
+
+impl Link {
+    async fn write(
+        &mut self,
+        key: &[u8],
+        args: &[&[u8]],
+        wait: &[u8],
+        n: u32,
+    ) -> Result<Reply, String> {
+        match self {
+            Link::One(c) => write(c, args, wait, n).await,
+            Link::Cluster(r) => r.write(key, args, wait, n).await,
+        }
+    }
+}
+
+/// Copies a client's router counters into its stats (also when the client ends early).
+struct Counted<'a> {
+    link: Link,
+    st: &'a mut Stats,
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        if let Link::Cluster(r) = &self.link {
+            self.st.sent = r
+                .sent
+                .iter()
+                .enumerate()
+                .filter(|(_, &n)| n > 0)
+                .map(|(i, &n)| (r.table.addrs[i].clone(), n))
+                .collect();
+            self.st.moved = r.moved;
+            self.st.asked = r.asked;
+            self.st.retried = r.retried;
+            self.st.reconnects = r.reconnects;
+            self.st.refreshes = r.refreshes;
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn resp_client(
     o: &Opts,
     id: usize,
     prefix: &str,
+    table: Option<SlotTable>,
     stop: watch::Receiver<bool>,
     ready: tokio::sync::mpsc::Sender<()>,
     go: &mut watch::Receiver<bool>,
     st: &mut Stats,
 ) -> std::io::Result<()> {
-    let c = Conn::connect(&o.addr).await;
+    let c = match table {
+        None => Conn::connect(&o.addr).await.map(Link::One),
+        Some(t) => {
+            let mut r = Router::new(t, SCRIPTS.to_vec());
+            match r.connect_all().await {
+                Ok(()) => Ok(Link::Cluster(Box::new(r))),
+                Err(e) => Err(std::io::Error::other(e)),
+            }
+        }
+    };
     let _ = ready.send(()).await;
     drop(ready);
     let _ = go.wait_for(|v| *v).await;
-    let mut c = c?;
+    let mut cs = Counted { link: c?, st };
+    let (c, st) = (&mut cs.link, &mut *cs.st);
     let lease = o.lease_ms.to_string();
     let wait = o.wait_replicas.to_string();
     let n = o.wait_replicas;
@@ -295,8 +457,8 @@ async fn resp_client(
         let t = Instant::now();
         let r = match o.workload {
             Workload::SetNx => {
-                write(
-                    &mut c,
+                c.write(
+                    name.as_bytes(),
                     &[
                         b"SET",
                         name.as_bytes(),
@@ -311,8 +473,8 @@ async fn resp_client(
                 .await
             }
             Workload::Redisson => {
-                write(
-                    &mut c,
+                c.write(
+                    name.as_bytes(),
                     &[
                         b"EVALSHA",
                         SHA_ACQUIRE.as_bytes(),
@@ -345,19 +507,20 @@ async fn resp_client(
         let t = Instant::now();
         let ok = match o.workload {
             Workload::SetNx => {
-                let r = write(
-                    &mut c,
-                    &[
-                        b"EVALSHA",
-                        SHA_RELEASE.as_bytes(),
-                        b"1",
+                let r = c
+                    .write(
                         name.as_bytes(),
-                        token.as_bytes(),
-                    ],
-                    wait.as_bytes(),
-                    n,
-                )
-                .await;
+                        &[
+                            b"EVALSHA",
+                            SHA_RELEASE.as_bytes(),
+                            b"1",
+                            name.as_bytes(),
+                            token.as_bytes(),
+                        ],
+                        wait.as_bytes(),
+                        n,
+                    )
+                    .await;
                 matches!(r, Ok(Reply::Int(1)))
                     .then_some(())
                     .ok_or_else(|| format!("release: {r:?}"))
@@ -365,28 +528,30 @@ async fn resp_client(
             Workload::Redisson => {
                 let channel = format!("redisson_lock__channel:{{{name}}}");
                 let latch = format!("redisson_unlock_latch:{{{name}}}:{seq}");
-                let r = write(
-                    &mut c,
-                    &[
-                        b"EVALSHA",
-                        SHA_UNLOCK.as_bytes(),
-                        b"3",
+                let r = c
+                    .write(
                         name.as_bytes(),
-                        channel.as_bytes(),
-                        latch.as_bytes(),
-                        b"0",
-                        lease.as_bytes(),
-                        owner.as_bytes(),
-                        b"publish",
-                        b"3000",
-                    ],
-                    wait.as_bytes(),
-                    n,
-                )
-                .await;
+                        &[
+                            b"EVALSHA",
+                            SHA_UNLOCK.as_bytes(),
+                            b"3",
+                            name.as_bytes(),
+                            channel.as_bytes(),
+                            latch.as_bytes(),
+                            b"0",
+                            lease.as_bytes(),
+                            owner.as_bytes(),
+                            b"publish",
+                            b"3000",
+                        ],
+                        wait.as_bytes(),
+                        n,
+                    )
+                    .await;
                 if matches!(r, Ok(Reply::Int(1))) {
                     // Redisson's unlock() completes after this DEL, which it sends without WAIT.
-                    match c.cmd(&[b"DEL", latch.as_bytes()]).await {
+                    let del: [&[u8]; 2] = [b"DEL", latch.as_bytes()];
+                    match c.write(latch.as_bytes(), &del, b"0", 0).await {
                         Ok(Reply::Int(1)) => Ok(()),
                         other => Err(format!("DEL latch: {other:?}")),
                     }

@@ -22,6 +22,7 @@
 //! connections on one channel, prints `ready`, counts deliveries, answers `count` on stdin with the
 //! running total, and exits printing the total on `quit`/EOF.
 
+mod cluster;
 mod cycle;
 mod pipe;
 mod resp;
@@ -64,7 +65,7 @@ const USAGE: &str =
 [--protocol redisson|setnx] [--lease-ms 30000] [--work-us 0] [--threads 1]\n       \
 loadgen subscribe [--addr A] [--subscribers S] [--channel C]\n       \
 loadgen cycle --target resp|etcd --addr A [--clients 50] [--duration 5] [--workload setnx|redisson] \
-[--wait-replicas 0] [--lease-ms 30000]\n       \
+[--wait-replicas 0] [--lease-ms 30000] [--cluster] [--threads 1]\n       \
 loadgen pipe [--addr A] [--clients 50] [--pipeline 16] [--requests N] [--keyspace R] -- CMD ARG...";
 
 fn die(msg: &str) -> ! {
@@ -131,7 +132,7 @@ fn main() {
     }
     if args.first().map(String::as_str) == Some("cycle") {
         let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
+            .worker_threads(cycle::threads(&args[1..]))
             .enable_all()
             .build()
             .expect("tokio runtime");
