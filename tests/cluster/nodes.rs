@@ -39,6 +39,13 @@ pub struct Layout {
 }
 
 impl Layout {
+    /// Groups from the test-only environment split (`"1:8192-16383"`: group 1 owns those
+    /// slots, the home group the rest).
+    pub fn env_groups(mut self, split: &str) -> Layout {
+        self.env_groups = Some(split.to_string());
+        self
+    }
+
     /// `cluster-groups n`: the slots split as `redis-cli --cluster create` splits them.
     pub fn groups(mut self, n: usize) -> Layout {
         self.groups = Some(n);
@@ -111,7 +118,7 @@ pub struct Nodes {
     groups: Option<usize>,
     /// Leader probes written so far (each probe round writes a value of its own).
     probes: Cell<u64>,
-    pub dir: TempDir,
+    dir: TempDir,
 }
 
 impl Nodes {
@@ -179,6 +186,12 @@ impl Nodes {
         }
     }
 
+    /// Kills node `i` if it runs, and starts it again.
+    pub fn restart(&mut self, i: usize) {
+        self.kill(i);
+        self.start(i);
+    }
+
     /// SIGTERM, as an operator stops a node, then waits for the exit.
     pub fn stop(&mut self, i: usize) {
         self.signal(i, "-TERM");
@@ -210,6 +223,11 @@ impl Nodes {
         (0..self.ports.len())
             .filter(|&i| self.children[i].is_some())
             .collect()
+    }
+
+    /// The node listening on `port`.
+    pub fn index_of(&self, port: u16) -> usize {
+        self.ports.iter().position(|&p| p == port).unwrap()
     }
 
     fn log_path(&self, i: usize) -> std::path::PathBuf {
@@ -303,6 +321,11 @@ impl Nodes {
             .iter()
             .all(|(i, r)| *i == leader || *r == moved)
             .then_some(leader)
+    }
+
+    /// The node acknowledging writes to `key` (`acknowledged_by`), once one does, within 30 s.
+    pub fn leader_of(&self, key: &str) -> usize {
+        self.leaders_where(&[key], |_| true)[0]
     }
 
     /// Each key's leader (`acknowledged_by`, in the order of `keys`), once every key has one
@@ -518,7 +541,7 @@ pub fn exit_output(mut child: Child) -> (ExitStatus, String) {
 /// A cluster started by `scripts/cluster` in its own directory, on `nodes` client ports (and
 /// their peer ports) found free outside free_port's range; stopped when dropped.
 pub struct ScriptCluster {
-    pub dir: TempDir,
+    dir: TempDir,
     pub base: u16,
 }
 
