@@ -11,10 +11,11 @@ use std::time::Duration;
 /// "bar" is slot 5061 (the home group's), "foo" slot 12182 (group 1's).
 const KEYS: [(&str, u16); 2] = [("bar", 5061), ("foo", 12182)];
 
-/// Each group's leader once both serve, on different nodes: (home group's, group 1's), each
-/// the one node acknowledging a write to its key while the others redirect it there.
+/// Each group's leader once both serve, each on its preferred voter (so on different nodes):
+/// (home group's, group 1's), each the one node acknowledging a write to its key while the
+/// others redirect it there.
 fn leaders(nodes: &Nodes) -> (usize, usize) {
-    let l = nodes.leaders_apart(&[KEYS[0].0, KEYS[1].0]);
+    let l = nodes.preferred_leaders(&[KEYS[0].0, KEYS[1].0]);
     (l[0], l[1])
 }
 

@@ -17,10 +17,10 @@ fn start(name: &str, split: &str, extra: &[&str]) -> Nodes {
     Nodes::new(name).env_groups(split).args(extra).start()
 }
 
-/// Each group's leader (in the order of `tags`), once every group serves and no two share a
-/// node.
+/// Each group's leader (in the order of `tags`), once every group serves from its preferred
+/// voter (no two on one node).
 fn leaders(nodes: &Nodes, tags: &[(&str, u16)]) -> Vec<usize> {
-    nodes.leaders_apart(&tags.iter().map(|t| t.0).collect::<Vec<_>>())
+    nodes.preferred_leaders(&tags.iter().map(|t| t.0).collect::<Vec<_>>())
 }
 
 /// The node acknowledging writes to `tag` once one does (a group electing a leader), within

@@ -15,11 +15,12 @@ fn start(name: &str) -> Nodes {
     Nodes::new(name).env_groups("1:8192-16383").start()
 }
 
-/// Each group's serving leader once they settle on different nodes: (home group's, group 1's).
+/// Each group's serving leader once they settle on their preferred voters, different nodes:
+/// (home group's, group 1's).
 /// A leader is the one node acknowledging a write to its group's key while both others
 /// redirect it there.
 fn leaders(nodes: &Nodes) -> (usize, usize) {
-    let l = nodes.leaders_apart(&KEYS);
+    let l = nodes.preferred_leaders(&KEYS);
     (l[0], l[1])
 }
 

@@ -259,20 +259,11 @@ fn probe() -> String {
     range_keys(0, 1).remove(0)
 }
 
-/// Each group's leader, once they stay put for a second (the groups hand leadership to their
-/// preferred nodes after the first election): (home group's, group 1's).
+/// Each group's leader, once each is its group's preferred voter (the groups hand leadership
+/// there after the first election): (home group's, group 1's).
 fn settled_leaders(nodes: &Nodes) -> (usize, usize) {
-    let mut last = (leader_for(nodes, "bar"), leader_for(nodes, &probe()));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        std::thread::sleep(Duration::from_millis(1000));
-        let now = (leader_for(nodes, "bar"), leader_for(nodes, &probe()));
-        if now == last {
-            return now;
-        }
-        assert!(Instant::now() < deadline, "leadership never settled");
-        last = now;
-    }
+    let l = nodes.preferred_leaders(&["{bar}:leader", &format!("{{{}}}:leader", probe())]);
+    (l[0], l[1])
 }
 
 /// Waits until the range is the home group's on every live node (CLUSTER SLOTS names its
