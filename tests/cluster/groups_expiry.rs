@@ -71,9 +71,8 @@ fn each_groups_leader_expires_its_own_keys_and_its_log_deletes_them_everywhere()
     );
     let lead = leaders(&nodes, &TAGS3);
     // Group 2's leader does not expire: its dead keys must stay everywhere.
-    let expire = ["DEBUG", "SET-ACTIVE-EXPIRE"];
     assert_eq!(
-        nodes.answer(lead[2], &[expire[0], expire[1], "0"]),
+        nodes.answer(lead[2], &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]),
         "+OK\r\n"
     );
     for (g, (tag, _)) in TAGS3.iter().enumerate() {
@@ -106,7 +105,7 @@ fn each_groups_leader_expires_its_own_keys_and_its_log_deletes_them_everywhere()
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(
-        nodes.answer(lead[2], &[expire[0], expire[1], "1"]),
+        nodes.answer(lead[2], &["DEBUG", "SET-ACTIVE-EXPIRE", "1"]),
         "+OK\r\n"
     );
     every_node_holds(&nodes, 3, 3, Duration::from_secs(5), "group 2 expired");
@@ -337,9 +336,8 @@ fn the_clock_bound_follows_the_group_of_the_keys() {
     let lead = leaders(&nodes, &TAGS3);
     // Group 1's leader, which follows the home group; it leaves expiry to the test.
     let mut b = Conn::connect(nodes.ports[lead[1]]);
-    let expire = ["DEBUG", "SET-ACTIVE-EXPIRE"];
     assert_eq!(
-        nodes.answer(lead[1], &[expire[0], expire[1], "0"]),
+        nodes.answer(lead[1], &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]),
         "+OK\r\n"
     );
     let t0 = time_ms(&mut b);
@@ -375,7 +373,7 @@ fn the_clock_bound_follows_the_group_of_the_keys() {
     assert!(info.contains("\r\nexpired_keys:0\r\n"), "{info}");
     // Group 1's leader deletes it once it expires again, and every node loses it.
     assert_eq!(
-        nodes.answer(lead[1], &[expire[0], expire[1], "1"]),
+        nodes.answer(lead[1], &["DEBUG", "SET-ACTIVE-EXPIRE", "1"]),
         "+OK\r\n"
     );
     every_node_holds(
