@@ -48,7 +48,7 @@ fn a_node_joins_every_group_and_a_removed_one_leaves_every_group() {
         .groups(3)
         .joiner()
         .start();
-    let l = nodes.raft_leaders(&[0, 1, 2], true, Duration::from_secs(30));
+    let l = nodes.raft_leaders(&[0, 1, 2], Duration::from_secs(30));
     let mut held = Vec::new();
     for (g, &leader) in l.iter().enumerate() {
         held.extend(lock(&nodes, leader, &keys_of(g, "before", 20), "t1"));
@@ -127,7 +127,7 @@ fn a_node_joins_every_group_and_a_removed_one_leaves_every_group() {
         Ok(())
     });
     // Four voters, three groups: the leaders stay spread, and a lock taken now reaches node 4.
-    let l = nodes.raft_leaders(&[0, 1, 2, 3], true, Duration::from_secs(30));
+    let l = nodes.raft_leaders(&[0, 1, 2, 3], Duration::from_secs(30));
     let mut after = Vec::new();
     for (g, &leader) in l.iter().enumerate() {
         after.extend(lock(&nodes, leader, &keys_of(g, "after", 5), "t2"));
@@ -168,9 +168,9 @@ fn a_node_joins_every_group_and_a_removed_one_leaves_every_group() {
     });
     // Its groups move to the remaining voters, one each, while it still runs (a removed
     // leader hands its group over), and stay so once it is stopped.
-    let l = nodes.raft_leaders(&[1, 2, 3], true, Duration::from_secs(30));
+    let l = nodes.raft_leaders(&[1, 2, 3], Duration::from_secs(30));
     nodes.stop(0);
-    let l2 = nodes.raft_leaders(&[1, 2, 3], true, Duration::from_secs(30));
+    let l2 = nodes.raft_leaders(&[1, 2, 3], Duration::from_secs(30));
     assert_eq!(l, l2);
     for i in 1..4 {
         holds_all(&nodes, i, &held);
@@ -220,7 +220,7 @@ fn a_node_joins_every_group_and_a_removed_one_leaves_every_group() {
             .then_some(())
             .ok_or_else(|| format!("node {to_id} was never elected in group 1: {log}"))
     });
-    let l3 = nodes.raft_leaders(&[1, 2, 3], true, Duration::from_secs(30));
+    let l3 = nodes.raft_leaders(&[1, 2, 3], Duration::from_secs(30));
     assert_eq!(l3, l);
     let mut c = Conn::connect(nodes.ports[l[1]]);
     let k = keys_of(1, "transfer", 1);

@@ -362,9 +362,11 @@ impl Nodes {
         format!("v{}", self.probes.get())
     }
 
-    /// Each group's leader by RAFT STATUS, once every node of `live` names the same leader for
-    /// it and that node says it leads it, and (`spread`) no node leads two groups.
-    pub fn raft_leaders(&self, live: &[usize], spread: bool, within: Duration) -> Vec<usize> {
+    /// Each group's leader by RAFT STATUS, once every node of `live` (the voters, in id order)
+    /// names the same leader for it, that node says it leads it, and it is the group's
+    /// preferred voter: group g's is the g-th of the voters, modulo their number, so the
+    /// leaders are spread and no handover is to come.
+    pub fn raft_leaders(&self, live: &[usize], within: Duration) -> Vec<usize> {
         let groups = self.groups.expect("a layout with cluster-groups");
         poll(within, || {
             let statuses: Vec<String> = live
@@ -387,15 +389,12 @@ impl Nodes {
                     }
                 }
             }
-            let mut distinct = out.clone();
-            distinct.sort_unstable();
-            distinct.dedup();
-            if !out.contains(&usize::MAX) && (!spread || distinct.len() == groups) {
+            let preferred = (0..groups).all(|g| out[g] == live[g % live.len()]);
+            if preferred {
                 Ok(out)
             } else {
                 Err(format!(
-                    "no {}leader in every group: {statuses:#?}",
-                    if spread { "spread " } else { "" }
+                    "leaders {out:?} (usize::MAX: none agreed), not each group's preferred voter of {live:?}: {statuses:#?}"
                 ))
             }
         })
