@@ -137,7 +137,11 @@ impl Nodes {
 
     fn command(&self, i: usize, extra: &[&str]) -> Command {
         let mut cmd = Command::new(common::deadbolt_bin());
-        cmd.args(&self.args[i]).args(extra).stdin(Stdio::null());
+        // (The I/O threads of scripts/test's second pass.)
+        cmd.args(&self.args[i])
+            .args(common::io_threads_args())
+            .args(extra)
+            .stdin(Stdio::null());
         if let Some(split) = &self.env_groups {
             cmd.env("DEADBOLT_CLUSTER_GROUPS", split);
         }
