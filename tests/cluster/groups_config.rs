@@ -4,162 +4,19 @@
 //! every group; a bad table, or one other than the logs were created with, refuses to start
 //! with the reason; `scripts/cluster` starts such a cluster in one command.
 
+use super::nodes::{exit_output, group_field, keys_in, poll, Nodes, ScriptCluster, SECRET};
 use crate::common;
 
-use common::{cluster_node_args, cluster_ports, Conn, TempDir};
-use std::io::Read;
-use std::process::{Child, Command, Stdio};
+use common::{cluster_node_args, cluster_ports, TempDir};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const SECRET: &str = "cluster-groups-config-secret-0123456789abcdef";
 const RANGES: [&str; 3] = ["0-5460", "5461-10922", "10923-16383"];
 
-struct Nodes {
-    ports: Vec<u16>,
-    children: Vec<Option<Child>>,
-    args: Vec<Vec<String>>,
-    _dir: TempDir,
-}
-
-impl Nodes {
-    fn start(name: &str, extra: &[&str]) -> Nodes {
-        let dir = TempDir::new(name);
-        let (ports, peers) = cluster_ports(3);
-        let mut args = Vec::new();
-        for (i, (port, _)) in ports.iter().enumerate() {
-            let id = i as u64 + 1;
-            let node_dir = dir.0.join(format!("n{id}"));
-            std::fs::create_dir_all(&node_dir).unwrap();
-            let mut a = cluster_node_args(*port, &node_dir, id, &peers, SECRET);
-            a.extend(extra.iter().map(|s| s.to_string()));
-            args.push(a);
-        }
-        let mut nodes = Nodes {
-            ports: ports.iter().map(|p| p.0).collect(),
-            children: Vec::new(),
-            args,
-            _dir: dir,
-        };
-        for i in 0..3 {
-            let c = nodes.spawn(i, &[], false);
-            nodes.children.push(Some(c));
-        }
-        for i in 0..3 {
-            nodes.listening(i);
-        }
-        nodes
-    }
-
-    /// Node `i` with `extra` directives; `refused`: its output is read once it exits (a
-    /// running node's would fill the pipe).
-    fn spawn(&self, i: usize, extra: &[&str], refused: bool) -> Child {
-        let out = || {
-            if refused {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            }
-        };
-        Command::new(common::deadbolt_bin())
-            .args(&self.args[i])
-            .args(extra)
-            .stdout(out())
-            .stderr(out())
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("spawn deadbolt")
-    }
-
-    fn listening(&self, i: usize) {
-        let p = self.ports[i];
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", p)).is_err() {
-            assert!(Instant::now() < deadline, "node on {p} never listened");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    fn kill(&mut self, i: usize) {
-        if let Some(mut c) = self.children[i].take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    fn signal(&self, i: usize, sig: &str) {
-        let pid = self.children[i].as_ref().expect("running").id();
-        let ok = Command::new("kill")
-            .args([sig, &pid.to_string()])
-            .status()
-            .unwrap();
-        assert!(ok.success(), "kill {sig} {pid}");
-    }
-
-    fn ask(&self, i: usize, args: &[&str]) -> String {
-        let mut c = Conn::connect(self.ports[i]);
-        c.send(args);
-        let r = c.try_read_reply(Duration::from_secs(2)).unwrap_or_default();
-        String::from_utf8_lossy(&r).into_owned()
-    }
-}
-
-impl Drop for Nodes {
-    fn drop(&mut self) {
-        for i in 0..self.children.len() {
-            if self.children[i].is_some() {
-                self.signal(i, "-CONT");
-            }
-            self.kill(i);
-        }
-    }
-}
-
-/// A RAFT STATUS field of a `group<g>:a=…,b=…` line.
-fn group_field(status: &str, g: usize, name: &str) -> Option<String> {
-    let line = status
-        .split("\r\n")
-        .find_map(|l| l.strip_prefix(&format!("group{g}:")))?;
-    line.split(',')
-        .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
-        .map(str::to_string)
-}
-
 /// Each group's leader (node index) once every node names the same leader for each group and
-/// each node leads exactly one group.
-fn spread(nodes: &Nodes, within: Duration) -> [usize; 3] {
-    let deadline = Instant::now() + within;
-    loop {
-        let statuses: Vec<String> = (0..3).map(|i| nodes.ask(i, &["RAFT", "STATUS"])).collect();
-        let mut leaders = [usize::MAX; 3];
-        let mut agreed = true;
-        for (g, slot) in leaders.iter_mut().enumerate() {
-            let named: Vec<Option<String>> = statuses
-                .iter()
-                .map(|s| group_field(s, g, "leader"))
-                .collect();
-            let leads: Vec<usize> = (0..3)
-                .filter(|&i| group_field(&statuses[i], g, "role").as_deref() == Some("leader"))
-                .collect();
-            match (&named[..], &leads[..]) {
-                ([Some(a), Some(b), Some(c)], [l])
-                    if a == b && b == c && *a == (l + 1).to_string() =>
-                {
-                    *slot = *l
-                }
-                _ => agreed = false,
-            }
-        }
-        let mut distinct = leaders.to_vec();
-        distinct.sort_unstable();
-        if agreed && distinct == [0, 1, 2] {
-            return leaders;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "leaders never spread one group per node: {statuses:#?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+/// each node leads exactly one group: group g its preferred voter, node g + 1.
+fn spread(nodes: &Nodes, within: Duration) -> Vec<usize> {
+    nodes.raft_leaders(&[0, 1, 2], within)
 }
 
 fn info_field(info: &str, name: &str) -> String {
@@ -167,35 +24,6 @@ fn info_field(info: &str, name: &str) -> String {
         .find_map(|l| l.strip_prefix(&format!("{name}:")))
         .unwrap_or_else(|| panic!("no {name} in {info:?}"))
         .to_string()
-}
-
-/// Waits for the process to exit by itself (killing it after 20 s) and returns its stdout and
-/// stderr with its exit status.
-fn exit_output(mut child: Child) -> (std::process::ExitStatus, String) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the node did not refuse to start within 20 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut out = String::new();
-    for pipe in [
-        child.stdout.take().map(|p| Box::new(p) as Box<dyn Read>),
-        child.stderr.take().map(|p| Box::new(p) as Box<dyn Read>),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        let mut p = pipe;
-        let _ = p.read_to_string(&mut out);
-    }
-    (status, out)
 }
 
 #[test]
@@ -247,13 +75,10 @@ fn a_bad_slot_table_refuses_to_start_with_the_reason() {
 
 #[test]
 fn three_groups_spread_their_leaders_and_report_every_group() {
-    let mut nodes = Nodes::start(
-        "cluster-three-groups",
-        &["--cluster-enabled", "yes", "--cluster-groups", "3"],
-    );
+    let mut nodes = Nodes::new("cluster-three-groups").groups(3).start();
     let leaders = spread(&nodes, Duration::from_secs(30));
     for i in 0..3 {
-        let st = nodes.ask(i, &["RAFT", "STATUS"]);
+        let st = nodes.answer(i, &["RAFT", "STATUS"]);
         // The first lines are the home group's, as with one group.
         let home_role = if leaders[0] == i {
             "leader"
@@ -289,7 +114,7 @@ fn three_groups_spread_their_leaders_and_report_every_group() {
                 }
             }
         }
-        let info = nodes.ask(i, &["CLUSTER", "INFO"]);
+        let info = nodes.answer(i, &["CLUSTER", "INFO"]);
         for (field, want) in [
             ("cluster_state", "ok"),
             ("cluster_slots_assigned", "16384"),
@@ -302,28 +127,23 @@ fn three_groups_spread_their_leaders_and_report_every_group() {
         }
         // Each node leads a group, so it answers as a Redis Cluster master does (Redisson
         // probes a slot's master with WAIT 0 0 on connect), whichever group is the home one.
+        let role = nodes.answer(i, &["ROLE"]);
         assert!(
-            nodes
-                .ask(i, &["ROLE"])
-                .starts_with("*3\r\n$6\r\nmaster\r\n"),
-            "node {}: ROLE {:?}",
-            i + 1,
-            nodes.ask(i, &["ROLE"])
-        );
-        let repl = nodes.ask(i, &["INFO", "replication"]);
-        assert!(repl.contains("role:master\r\n"), "node {}: {repl:?}", i + 1);
-        assert!(
-            nodes.ask(i, &["WAIT", "0", "0"]).starts_with(':'),
-            "node {}: WAIT 0 0",
+            role.starts_with("*3\r\n$6\r\nmaster\r\n"),
+            "node {}: ROLE {role:?}",
             i + 1
         );
+        let repl = nodes.answer(i, &["INFO", "replication"]);
+        assert!(repl.contains("role:master\r\n"), "node {}: {repl:?}", i + 1);
+        let wait = nodes.answer(i, &["WAIT", "0", "0"]);
+        assert!(wait.starts_with(':'), "node {}: WAIT 0 0: {wait:?}", i + 1);
         // The table is fixed: CONFIG SET refuses it as Redis refuses an immutable directive.
         assert_eq!(
-            nodes.ask(i, &["CONFIG", "GET", "cluster-groups"]),
+            nodes.answer(i, &["CONFIG", "GET", "cluster-groups"]),
             "*2\r\n$14\r\ncluster-groups\r\n$1\r\n3\r\n"
         );
         assert_eq!(
-            nodes.ask(i, &["CONFIG", "SET", "cluster-groups", "1"]),
+            nodes.answer(i, &["CONFIG", "SET", "cluster-groups", "1"]),
             "-ERR CONFIG SET failed (possibly related to argument 'cluster-groups') - can't set immutable config\r\n"
         );
     }
@@ -331,7 +151,7 @@ fn three_groups_spread_their_leaders_and_report_every_group() {
     // group, and a Redis Cluster node is a master or a replica, never both: redis-py keeps the
     // role it read last per address).
     for i in 0..3 {
-        let r = nodes.ask(i, &["CLUSTER", "SLOTS"]);
+        let r = nodes.answer(i, &["CLUSTER", "SLOTS"]);
         assert!(r.starts_with("*3\r\n"), "{r:?}");
         for (g, range) in RANGES.iter().enumerate() {
             let (a, b) = range.split_once('-').unwrap();
@@ -363,15 +183,8 @@ fn three_groups_spread_their_leaders_and_report_every_group() {
     for (g, range) in RANGES.iter().enumerate() {
         let (a, b) = range.split_once('-').unwrap();
         let (a, b): (u16, u16) = (a.parse().unwrap(), b.parse().unwrap());
-        let key = (0..)
-            .map(|n| format!("k{n}"))
-            .find(|k| {
-                let r = nodes.ask(0, &["CLUSTER", "KEYSLOT", k]);
-                let s: u16 = r.trim_start_matches(':').trim_end().parse().unwrap();
-                (a..=b).contains(&s)
-            })
-            .unwrap();
-        assert_eq!(nodes.ask(leaders[g], &["SET", &key, "v"]), "+OK\r\n");
+        let key = keys_in("k", 0, a..=b).next().unwrap();
+        assert_eq!(nodes.answer(leaders[g], &["SET", &key, "v"]), "+OK\r\n");
     }
     // Two nodes frozen: no group keeps a live leader, and the survivor says so.
     let survivor = leaders[1];
@@ -379,8 +192,7 @@ fn three_groups_spread_their_leaders_and_report_every_group() {
     for &i in &frozen {
         nodes.signal(i, "-STOP");
     }
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
+    poll(Duration::from_secs(15), || {
         // While it still leads group 1 its reply waits for a read barrier no quorum confirms,
         // and is dropped (the connection closed) when it steps down: asked again.
         let info = nodes.ask(survivor, &["CLUSTER", "INFO"]);
@@ -394,39 +206,20 @@ fn three_groups_spread_their_leaders_and_report_every_group() {
                 n("cluster_slots_fail"),
                 "{info:?}"
             );
-            break;
+            Ok(())
+        } else {
+            Err(format!("the survivor still says {info:?}"))
         }
-        assert!(
-            Instant::now() < deadline,
-            "the survivor still says {info:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    });
     for &i in &frozen {
         nodes.signal(i, "-CONT");
     }
     spread(&nodes, Duration::from_secs(30));
     // A node stopped as an operator stops it (SIGTERM: it hands its group over first) …
     let k = 2;
-    nodes.signal(k, "-TERM");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while nodes.children[k]
-        .as_mut()
-        .unwrap()
-        .try_wait()
-        .unwrap()
-        .is_none()
-    {
-        assert!(
-            Instant::now() < deadline,
-            "node {k} did not exit on SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    nodes.children[k] = None;
+    nodes.stop(k);
     // … refuses to start with a table other than the one its logs were created with …
-    let child = nodes.spawn(k, &["--cluster-groups", "2"], true);
-    let (status, out) = exit_output(child);
+    let (status, out) = nodes.start_refused(k, &["--cluster-groups", "2"]);
     assert!(!status.success());
     assert!(
         out.contains("is not the one this node's cluster logs")
@@ -436,8 +229,7 @@ fn three_groups_spread_their_leaders_and_report_every_group() {
         "{out:?}"
     );
     // … and, started again with the same one, takes its share of the leaders back.
-    nodes.children[k] = Some(nodes.spawn(k, &[], false));
-    nodes.listening(k);
+    nodes.start(k);
     spread(&nodes, Duration::from_secs(30));
 }
 
@@ -528,52 +320,4 @@ print("ok")
         "redis-py ({python}; point DEADBOLT_TEST_PYTHON at a python with redis-py): {}",
         common::all_output(&out)
     );
-}
-
-/// A cluster started by `scripts/cluster` in its own directory, on `nodes` client ports (and
-/// their peer ports) found free outside free_port's range; stopped when dropped.
-pub(crate) struct ScriptCluster {
-    pub dir: TempDir,
-    pub base: u16,
-}
-
-impl ScriptCluster {
-    pub fn new(name: &str, nodes: u16) -> ScriptCluster {
-        let base = (0..200)
-            .map(|_| 33_000 + fastrand::u16(..6000))
-            .find(|&b| {
-                (0..nodes).all(|i| {
-                    std::net::TcpListener::bind(("127.0.0.1", b + i)).is_ok()
-                        && std::net::TcpListener::bind(("127.0.0.1", b + 10_000 + i)).is_ok()
-                })
-            })
-            .expect("free client and peer ports");
-        ScriptCluster {
-            dir: TempDir::new(name),
-            base,
-        }
-    }
-
-    pub fn dir_str(&self) -> String {
-        self.dir.0.to_str().unwrap().to_string()
-    }
-
-    /// `scripts/cluster ARGS`: (exit status 0, its whole output).
-    pub fn run(&self, args: &[&str]) -> (bool, String) {
-        let out = Command::new("bash")
-            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/cluster"))
-            .args(args)
-            .env("DEADBOLT_BIN", common::deadbolt_bin())
-            .env("CLUSTER_BASE_PORT", self.base.to_string())
-            .output()
-            .unwrap();
-        (out.status.success(), common::all_output(&out))
-    }
-}
-
-impl Drop for ScriptCluster {
-    fn drop(&mut self) {
-        let dir = self.dir_str();
-        self.run(&["stop", &dir]);
-    }
 }

@@ -4,184 +4,51 @@
 //! moves the deadlines of its own keys only (EXTEND); FLUSHALL and FLUSHDB on a node empty the
 //! groups it leads, as a Redis Cluster master flushes its own slots.
 
-use crate::common;
-
-use common::{cluster_node_args, cluster_ports, Conn, TempDir};
-use std::process::{Child, Command, Stdio};
+use super::nodes::{poll, Nodes};
+use crate::common::Conn;
 use std::time::{Duration, Instant};
-
-const SECRET: &str = "cluster-groups-expiry-secret-0123456789";
 
 /// Three groups: the home group owns 0-5460, group 1 5461-10922, group 2 10923-16383.
 const THREE: &str = "1:5461-10922,2:10923-16383";
 /// A key of each group's slots, in group order: "b" is slot 3300, "c" 7365, "a" 15495.
 const TAGS3: [(&str, u16); 3] = [("b", 3300), ("c", 7365), ("a", 15495)];
 
-struct Nodes {
-    ports: Vec<u16>,
-    children: Vec<Option<Child>>,
-    args: Vec<Vec<String>>,
-    split: String,
-    _dir: TempDir,
-}
-
-impl Drop for Nodes {
-    fn drop(&mut self) {
-        for c in self.children.iter_mut().flatten() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Nodes {
-    fn kill(&mut self, i: usize) {
-        if let Some(mut c) = self.children[i].take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    fn spawn(&mut self, i: usize) {
-        let child = Command::new(common::deadbolt_bin())
-            .args(&self.args[i])
-            .env("DEADBOLT_CLUSTER_GROUPS", &self.split)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("spawn deadbolt");
-        self.children[i] = Some(child);
-        let p = self.ports[i];
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", p)).is_err() {
-            assert!(Instant::now() < deadline, "node on {p} never listened");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    fn live(&self) -> impl Iterator<Item = usize> + '_ {
-        (0..self.ports.len()).filter(|&i| self.children[i].is_some())
-    }
-}
-
 fn start(name: &str, split: &str, extra: &[&str]) -> Nodes {
-    let dir = TempDir::new(name);
-    let (ports, peers) = cluster_ports(3);
-    let mut args = Vec::new();
-    for (i, (port, _)) in ports.iter().enumerate() {
-        let id = i as u64 + 1;
-        let node_dir = dir.0.join(format!("n{id}"));
-        std::fs::create_dir_all(&node_dir).unwrap();
-        let mut a = cluster_node_args(*port, &node_dir, id, &peers, SECRET);
-        a.extend(["--cluster-enabled".into(), "yes".into()]);
-        a.extend(extra.iter().map(|s| s.to_string()));
-        args.push(a);
-    }
-    let mut nodes = Nodes {
-        ports: ports.iter().map(|p| p.0).collect(),
-        children: (0..3).map(|_| None).collect(),
-        args,
-        split: split.to_string(),
-        _dir: dir,
-    };
-    for i in 0..3 {
-        nodes.spawn(i);
-    }
-    nodes
+    Nodes::new(name).env_groups(split).args(extra).start()
 }
 
-/// The live node that acknowledges `SET key value` while every other live node redirects it
-/// there (`-MOVED <slot> 127.0.0.1:<its port>`), if there is exactly one.
-fn acknowledged_by(nodes: &Nodes, key: &str, slot: u16, value: &str) -> Option<usize> {
-    let replies: Vec<(usize, String)> = nodes
-        .live()
-        .map(|i| {
-            let mut c = Conn::connect(nodes.ports[i]);
-            c.send(&["SET", key, value]);
-            let r = c.try_read_reply(Duration::from_secs(2)).unwrap_or_default();
-            (i, String::from_utf8_lossy(&r).trim_end().to_string())
-        })
-        .collect();
-    let ok: Vec<usize> = replies
-        .iter()
-        .filter(|r| r.1 == "+OK")
-        .map(|r| r.0)
-        .collect();
-    let [leader] = ok[..] else {
-        return None;
-    };
-    let moved = format!("-MOVED {slot} 127.0.0.1:{}", nodes.ports[leader]);
-    replies
-        .iter()
-        .all(|(i, r)| *i == leader || *r == moved)
-        .then_some(leader)
+/// Each group's leader (in the order of `tags`), once every group serves from its preferred
+/// voter (no two on one node).
+fn leaders(nodes: &Nodes, tags: &[(&str, u16)]) -> Vec<usize> {
+    nodes.preferred_leaders(&tags.iter().map(|t| t.0).collect::<Vec<_>>())
 }
 
-/// Each group's leader (in the order of `keys`), once every group serves and no two share a
-/// node.
-fn leaders(nodes: &Nodes, keys: &[(&str, u16)]) -> Vec<usize> {
-    leaders_where(nodes, keys, |l| {
-        let mut distinct = l.to_vec();
-        distinct.sort_unstable();
-        distinct.dedup();
-        distinct.len() == l.len()
+/// The node acknowledging writes to `tag` once one does (a group electing a leader), within
+/// 20 s.
+fn new_leader(nodes: &Nodes, tag: &str, value: &str) -> usize {
+    poll(Duration::from_secs(20), || {
+        nodes
+            .acknowledged_by(tag, value)
+            .ok_or_else(|| format!("{tag}'s group elected no new leader"))
     })
-}
-
-/// Each group's leader (in the order of `keys`), once every group serves and `settled` holds.
-fn leaders_where(
-    nodes: &Nodes,
-    keys: &[(&str, u16)],
-    settled: impl Fn(&[usize]) -> bool,
-) -> Vec<usize> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let found: Vec<Option<usize>> = keys
-            .iter()
-            .map(|&(k, slot)| acknowledged_by(nodes, k, slot, "probe"))
-            .collect();
-        if let Some(l) = found.iter().copied().collect::<Option<Vec<usize>>>() {
-            if settled(&l) {
-                return l;
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the groups' leaders never settled: {found:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// DBSIZE on node `i` (a read, confirmed by the leader where the node follows).
-fn dbsize(nodes: &Nodes, i: usize) -> i64 {
-    let mut c = Conn::connect(nodes.ports[i]);
-    assert_eq!(c.cmd(&["READONLY"]), b"+OK\r\n");
-    let r = c.cmd_str(&["DBSIZE"]);
-    r.strip_prefix(':')
-        .and_then(|n| n.trim_end().parse().ok())
-        .unwrap_or_else(|| panic!("DBSIZE on node {i}: {r:?}"))
 }
 
 /// Polls until every live node holds `want` keys (never fewer than `floor` meanwhile).
 fn every_node_holds(nodes: &Nodes, want: i64, floor: i64, within: Duration, what: &str) {
-    let deadline = Instant::now() + within;
-    loop {
-        let sizes: Vec<i64> = nodes.live().map(|i| dbsize(nodes, i)).collect();
+    poll(within, || {
+        let sizes: Vec<i64> = nodes.live().into_iter().map(|i| nodes.dbsize(i)).collect();
         assert!(
             sizes.iter().all(|&n| n >= floor),
             "{what}: a node dropped keys it must keep: DBSIZE {sizes:?}, at least {floor} expected"
         );
         if sizes.iter().all(|&n| n == want) {
-            return;
+            Ok(())
+        } else {
+            Err(format!(
+                "{what}: DBSIZE {sizes:?} on the live nodes, {want} expected"
+            ))
         }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: DBSIZE {sizes:?} on the live nodes, {want} expected"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    })
 }
 
 fn int_reply(c: &mut Conn, args: &[&str]) -> i64 {
@@ -204,8 +71,10 @@ fn each_groups_leader_expires_its_own_keys_and_its_log_deletes_them_everywhere()
     );
     let lead = leaders(&nodes, &TAGS3);
     // Group 2's leader does not expire: its dead keys must stay everywhere.
-    let mut l2 = Conn::connect(nodes.ports[lead[2]]);
-    assert_eq!(l2.cmd(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]), b"+OK\r\n");
+    assert_eq!(
+        nodes.answer(lead[2], &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]),
+        "+OK\r\n"
+    );
     for (g, (tag, _)) in TAGS3.iter().enumerate() {
         let mut c = Conn::connect(nodes.ports[lead[g]]);
         for i in 0..10 {
@@ -227,7 +96,7 @@ fn each_groups_leader_expires_its_own_keys_and_its_log_deletes_them_everywhere()
     // Another second of sweeps on every node leaves group 2's dead keys where they are.
     let quiet = Instant::now() + Duration::from_secs(1);
     while Instant::now() < quiet {
-        let sizes: Vec<i64> = nodes.live().map(|i| dbsize(&nodes, i)).collect();
+        let sizes: Vec<i64> = nodes.live().into_iter().map(|i| nodes.dbsize(i)).collect();
         assert_eq!(
             sizes,
             [13, 13, 13],
@@ -235,7 +104,10 @@ fn each_groups_leader_expires_its_own_keys_and_its_log_deletes_them_everywhere()
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert_eq!(l2.cmd(&["DEBUG", "SET-ACTIVE-EXPIRE", "1"]), b"+OK\r\n");
+    assert_eq!(
+        nodes.answer(lead[2], &["DEBUG", "SET-ACTIVE-EXPIRE", "1"]),
+        "+OK\r\n"
+    );
     every_node_holds(&nodes, 3, 3, Duration::from_secs(5), "group 2 expired");
 }
 
@@ -246,9 +118,10 @@ fn a_groups_failover_moves_only_its_own_keys_deadlines() {
     let mut nodes = start("groups-extend", THREE, &["--cluster-clock-drift", "3000"]);
     let lead = leaders(&nodes, &TAGS3);
     let expiretime = |nodes: &Nodes, i: usize, key: &str| {
-        let mut c = Conn::connect(nodes.ports[i]);
-        c.cmd(&["READONLY"]);
-        int_reply(&mut c, &["PEXPIRETIME", key])
+        let r = nodes.answer_readonly(i, &["PEXPIRETIME", key]);
+        r.strip_prefix(':')
+            .and_then(|n| n.trim_end().parse::<i64>().ok())
+            .unwrap_or_else(|| panic!("PEXPIRETIME {key} on node {i}: {r:?}"))
     };
     let keep = "{b}:lock";
     let moved = "{a}:lock";
@@ -267,15 +140,8 @@ fn a_groups_failover_moves_only_its_own_keys_deadlines() {
     // Group 2's leader goes; a new one is elected among the other two and serves (its EXTEND
     // is applied once it acknowledges a write).
     nodes.kill(lead[2]);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let new = loop {
-        if let Some(l) = acknowledged_by(&nodes, TAGS3[2].0, TAGS3[2].1, "again") {
-            break l;
-        }
-        assert!(Instant::now() < deadline, "group 2 elected no new leader");
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    for i in nodes.live().collect::<Vec<_>>() {
+    let new = new_leader(&nodes, TAGS3[2].0, "again");
+    for i in nodes.live() {
         assert_eq!(
             expiretime(&nodes, i, moved),
             moved_at + 3000,
@@ -307,12 +173,11 @@ fn a_flush_empties_the_groups_its_node_leads_on_every_node() {
         }
     }
     every_node_holds(&nodes, 12, 0, Duration::from_secs(5), "writes replicated");
-    let mut n = Conn::connect(nodes.ports[none]);
-    let readonly = b"-READONLY You can't write against a read only replica.\r\n";
-    assert_eq!(n.cmd(&["FLUSHALL"]), readonly);
-    assert_eq!(n.cmd(&["FLUSHDB"]), readonly);
+    let readonly = "-READONLY You can't write against a read only replica.\r\n";
+    assert_eq!(nodes.answer(none, &["FLUSHALL"]), readonly);
+    assert_eq!(nodes.answer(none, &["FLUSHDB"]), readonly);
     // As on a Redis Cluster replica, the write refusal comes before SWAPDB's own.
-    assert_eq!(n.cmd(&["SWAPDB", "0", "1"]), readonly);
+    assert_eq!(nodes.answer(none, &["SWAPDB", "0", "1"]), readonly);
     // Group 1's leader flushes group 1's keys (and probe), everywhere; the home group's stay.
     let mut l1 = Conn::connect(nodes.ports[lead[1]]);
     assert_eq!(l1.cmd(&["FLUSHALL"]), b"+OK\r\n");
@@ -354,14 +219,7 @@ fn a_non_home_groups_step_down_redirects_its_blocked_clients() {
     let lead = leaders(&nodes, &TAGS3);
     // Group 2's leader goes; one of the other two leads it for a while, beside its own group.
     nodes.kill(lead[2]);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let interim = loop {
-        if let Some(l) = acknowledged_by(&nodes, TAGS3[2].0, TAGS3[2].1, "interim") {
-            break l;
-        }
-        assert!(Instant::now() < deadline, "group 2 elected no new leader");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let interim = new_leader(&nodes, TAGS3[2].0, "interim");
     let own = if interim == lead[0] {
         TAGS3[0]
     } else {
@@ -377,16 +235,14 @@ fn a_non_home_groups_step_down_redirects_its_blocked_clients() {
     blocked.send(&["BLPOP", "{a}:list", "0"]);
     // The old leader comes back: group 2's leadership moves back to it (its preferred voter),
     // and the interim leader steps down from group 2 while it keeps leading its own.
-    nodes.spawn(lead[2]);
+    nodes.start(lead[2]);
     let deadline = Instant::now() + Duration::from_secs(20);
-    while acknowledged_by(&nodes, TAGS3[2].0, TAGS3[2].1, "back") != Some(lead[2]) {
+    while nodes.acknowledged_by(TAGS3[2].0, "back") != Some(lead[2]) {
         if Instant::now() >= deadline {
             let seen: Vec<String> = nodes
                 .live()
-                .map(|i| {
-                    let mut c = Conn::connect(nodes.ports[i]);
-                    c.cmd_str(&["SET", "a", "seen"])
-                })
+                .into_iter()
+                .map(|i| nodes.ask(i, &["SET", "a", "seen"]))
                 .collect();
             panic!(
                 "group 2's leadership never moved back to node {}: {seen:?}",
@@ -429,7 +285,7 @@ fn a_non_home_groups_step_down_redirects_its_blocked_clients() {
 fn a_node_leading_two_groups_splits_its_sweep_and_its_flush_by_group() {
     let nodes = start("groups-split-unit", "3:8192-16383", &[]);
     let tags = [("b", 3300u16), ("a", 15495u16)];
-    let lead = leaders_where(&nodes, &tags, |l| l[0] == l[1]);
+    let lead = nodes.leaders_where(&[tags[0].0, tags[1].0], |l| l[0] == l[1]);
     let mut c = Conn::connect(nodes.ports[lead[0]]);
     for i in 0..20 {
         for (tag, _) in tags {
@@ -489,7 +345,10 @@ fn the_clock_bound_follows_the_group_of_the_keys() {
     let lead = leaders(&nodes, &TAGS3);
     // Group 1's leader, which follows the home group; it leaves expiry to the test.
     let mut b = Conn::connect(nodes.ports[lead[1]]);
-    assert_eq!(b.cmd(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]), b"+OK\r\n");
+    assert_eq!(
+        nodes.answer(lead[1], &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]),
+        "+OK\r\n"
+    );
     let t0 = time_ms(&mut b);
     assert_eq!(
         b.cmd(&["SET", "{c}:lease", "me", "PX", "60000"]),
@@ -503,39 +362,29 @@ fn the_clock_bound_follows_the_group_of_the_keys() {
     // A short lock, read on the home group's leader, which follows group 1.
     assert_eq!(b.cmd(&["SET", "{c}:lock", "me", "PX", "300"]), b"+OK\r\n");
     let granted = Instant::now();
-    let mut a = Conn::connect(nodes.ports[lead[0]]);
-    assert_eq!(a.cmd(&["READONLY"]), b"+OK\r\n");
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while a.cmd(&["EXISTS", "{c}:lock"]) != b":1\r\n" {
-        assert!(
-            Instant::now() < deadline,
-            "the lock never reached node {}",
-            lead[0]
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    nodes.read_until(lead[0], &["EXISTS", "{c}:lock"], ":1\r\n");
     // Past its deadline, within the bound: still held, as seen there.
     std::thread::sleep(Duration::from_millis(1000).saturating_sub(granted.elapsed()));
-    assert_eq!(a.cmd(&["GET", "{c}:lock"]), b"$2\r\nme\r\n");
-    let deadline = Instant::now() + Duration::from_secs(6);
-    while a.cmd(&["GET", "{c}:lock"]) != b"$-1\r\n" {
-        assert!(
-            Instant::now() < deadline,
-            "the lock never looked free on the follower"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    assert_eq!(
+        nodes.answer_readonly(lead[0], &["GET", "{c}:lock"]),
+        "$2\r\nme\r\n"
+    );
+    // (Free there once its deadline plus the bound passed.)
+    nodes.read_until(lead[0], &["GET", "{c}:lock"], "$-1\r\n");
     assert!(
         granted.elapsed() >= Duration::from_millis(3200),
         "free on a follower after {:?}, before its deadline plus the bound",
         granted.elapsed()
     );
     // Hidden, not deleted: the follower expired nothing itself.
-    assert_eq!(dbsize(&nodes, lead[0]), 5);
-    let info = a.cmd_str(&["INFO", "stats"]);
+    assert_eq!(nodes.dbsize(lead[0]), 5);
+    let info = nodes.answer(lead[0], &["INFO", "stats"]);
     assert!(info.contains("\r\nexpired_keys:0\r\n"), "{info}");
     // Group 1's leader deletes it once it expires again, and every node loses it.
-    assert_eq!(b.cmd(&["DEBUG", "SET-ACTIVE-EXPIRE", "1"]), b"+OK\r\n");
+    assert_eq!(
+        nodes.answer(lead[1], &["DEBUG", "SET-ACTIVE-EXPIRE", "1"]),
+        "+OK\r\n"
+    );
     every_node_holds(
         &nodes,
         4,

@@ -4,122 +4,29 @@
 //! key, however the batch ends; a follower's READONLY read waits for the barrier of the group
 //! owning its key; WAIT counts the replicas of the group the client last wrote to.
 
-use crate::common;
-
-use common::{cluster_node_args, cluster_ports, Conn, TempDir};
-use std::process::{Child, Command, Stdio};
+use super::nodes::Nodes;
+use crate::common::{self, Conn};
 use std::time::{Duration, Instant};
 
-const SECRET: &str = "cluster-groups-holds-secret-0123456789";
 /// "bar" hashes to slot 5061 (the home group's), "foo" to slot 12182 (group 1's).
-const KEYS: [(&str, u16); 2] = [("bar", 5061), ("foo", 12182)];
-
-struct Nodes {
-    ports: Vec<u16>,
-    children: Vec<Child>,
-    _dir: TempDir,
-}
-
-impl Drop for Nodes {
-    fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
+const KEYS: [&str; 2] = ["bar", "foo"];
 
 fn start(name: &str) -> Nodes {
-    let dir = TempDir::new(name);
-    let (ports, peers) = cluster_ports(3);
-    let mut children = Vec::new();
-    for (i, (port, _)) in ports.iter().enumerate() {
-        let id = i as u64 + 1;
-        let node_dir = dir.0.join(format!("n{id}"));
-        std::fs::create_dir_all(&node_dir).unwrap();
-        let mut a = cluster_node_args(*port, &node_dir, id, &peers, SECRET);
-        a.extend(["--cluster-enabled".into(), "yes".into()]);
-        let child = Command::new(common::deadbolt_bin())
-            .args(&a)
-            .env("DEADBOLT_CLUSTER_GROUPS", "1:8192-16383")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("spawn deadbolt");
-        children.push(child);
-    }
-    let nodes = Nodes {
-        ports: ports.iter().map(|p| p.0).collect(),
-        children,
-        _dir: dir,
-    };
-    for &p in &nodes.ports {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", p)).is_err() {
-            assert!(Instant::now() < deadline, "node on {p} never listened");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-    nodes
+    Nodes::new(name).env_groups("1:8192-16383").start()
 }
 
-/// Each group's serving leader once they settle on different nodes: (home group's, group 1's).
+/// Each group's serving leader once they settle on their preferred voters, different nodes:
+/// (home group's, group 1's).
 /// A leader is the one node acknowledging a write to its group's key while both others
 /// redirect it there.
 fn leaders(nodes: &Nodes) -> (usize, usize) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut round = 0;
-    loop {
-        round += 1;
-        let mut found = Vec::new();
-        let mut seen = Vec::new();
-        for (key, slot) in KEYS {
-            let replies: Vec<String> = nodes
-                .ports
-                .iter()
-                .map(|&p| {
-                    let mut c = Conn::connect(p);
-                    c.send(&["SET", key, &format!("v{round}")]);
-                    let r = c.try_read_reply(Duration::from_secs(2)).unwrap_or_default();
-                    String::from_utf8_lossy(&r).trim_end().to_string()
-                })
-                .collect();
-            let ok: Vec<usize> = (0..3).filter(|&i| replies[i] == "+OK").collect();
-            found.push(match ok[..] {
-                [l] => {
-                    let moved = format!("-MOVED {slot} 127.0.0.1:{}", nodes.ports[l]);
-                    (0..3)
-                        .filter(|&i| i != l)
-                        .all(|i| replies[i] == moved)
-                        .then_some(l)
-                }
-                _ => None,
-            });
-            seen.push(replies);
-        }
-        if let [Some(a), Some(b)] = found[..] {
-            if a != b {
-                return (a, b);
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no two leaders on different nodes: {seen:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let l = nodes.preferred_leaders(&KEYS);
+    (l[0], l[1])
 }
 
 fn signal(nodes: &Nodes, which: &[usize], sig: &str) {
     for &i in which {
-        let pid = nodes.children[i].id().to_string();
-        let ok = Command::new("kill")
-            .args([sig, &pid])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "kill {sig} {pid}");
+        nodes.signal(i, sig);
     }
 }
 
@@ -226,7 +133,7 @@ fn a_readonly_read_waits_for_the_barrier_of_its_keys_group() {
     // heartbeat), then is frozen.
     assert_eq!(w1.cmd(&["PING"]), b"+PONG\r\n");
     signal(&nodes, &[one], "-STOP");
-    let stat = format!("/proc/{}/stat", nodes.children[one].id());
+    let stat = format!("/proc/{}/stat", nodes.pid(one));
     let deadline = Instant::now() + Duration::from_secs(5);
     while !std::fs::read_to_string(&stat)
         .unwrap_or_default()

@@ -12,6 +12,7 @@ mod groups_config;
 mod groups_expiry;
 mod groups_holds;
 mod groups_members;
+mod nodes;
 mod peer_attacks;
 mod protocol;
 mod replication_surface;

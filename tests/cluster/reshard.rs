@@ -8,99 +8,25 @@
 //! import); and a move whose source leader is killed right after RESHARD completes or is
 //! retried without losing a lock.
 
-use crate::common;
-
-use common::{cluster_node_args, cluster_ports, TempDir};
+use super::nodes::{keys_in, Nodes};
 use deadbolt::replication::group::key_hash_slot;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-const SECRET: &str = "cluster-reshard-secret-0123456789abcdef";
 /// The range moved: group 1's, to the home group (which replays first after a restart).
 const FIRST: u16 = 9000;
 const LAST: u16 = 9199;
 const TTL: u64 = 60_000;
 
-struct Nodes {
-    ports: Vec<u16>,
-    children: Vec<Option<Child>>,
-    args: Vec<Vec<String>>,
-    _dir: TempDir,
-}
-
-impl Nodes {
-    fn start(name: &str, extra: &[&str]) -> Nodes {
-        let dir = TempDir::new(name);
-        let (ports, peers) = cluster_ports(3);
-        let mut args = Vec::new();
-        for (i, (port, _)) in ports.iter().enumerate() {
-            let id = i as u64 + 1;
-            let node_dir = dir.0.join(format!("n{id}"));
-            std::fs::create_dir_all(&node_dir).unwrap();
-            let mut a = cluster_node_args(*port, &node_dir, id, &peers, SECRET);
-            a.extend(["--cluster-enabled".into(), "yes".into()]);
-            a.extend(extra.iter().map(|s| s.to_string()));
-            args.push(a);
-        }
-        let mut nodes = Nodes {
-            ports: ports.iter().map(|p| p.0).collect(),
-            children: Vec::new(),
-            args,
-            _dir: dir,
-        };
-        for i in 0..3 {
-            let c = nodes.spawn(i);
-            nodes.children.push(Some(c));
-        }
-        nodes
-    }
-
-    fn spawn(&self, i: usize) -> Child {
-        let child = Command::new(common::deadbolt_bin())
-            .args(&self.args[i])
-            .env("DEADBOLT_CLUSTER_GROUPS", "1:8192-16383")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("spawn deadbolt");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(("127.0.0.1", self.ports[i])).is_err() {
-            assert!(Instant::now() < deadline, "node {i} never listened");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        child
-    }
-
-    fn kill(&mut self, i: usize) {
-        if let Some(mut c) = self.children[i].take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    fn restart(&mut self, i: usize) {
-        self.kill(i);
-        let c = self.spawn(i);
-        self.children[i] = Some(c);
-    }
-
-    fn index_of(&self, port: u16) -> usize {
-        self.ports.iter().position(|&p| p == port).unwrap()
-    }
-}
-
-impl Drop for Nodes {
-    fn drop(&mut self) {
-        for i in 0..self.children.len() {
-            self.kill(i);
-        }
-    }
+fn start(name: &str, extra: &[&str]) -> Nodes {
+    Nodes::new(name)
+        .env_groups("1:8192-16383")
+        .args(extra)
+        .start()
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -257,11 +183,7 @@ fn now_ms() -> u64 {
 
 /// Keys of the moved range (`lock:<n>`), `n` from `from` on.
 fn range_keys(from: u64, count: usize) -> Vec<String> {
-    (from..)
-        .map(|n| format!("lock:{n}"))
-        .filter(|k| (FIRST..=LAST).contains(&key_hash_slot(k.as_bytes())))
-        .take(count)
-        .collect()
+    keys_in("lock:", from, FIRST..=LAST).take(count).collect()
 }
 
 /// What the test knows of each key: its token and when the SET was sent and acknowledged,
@@ -337,26 +259,11 @@ fn probe() -> String {
     range_keys(0, 1).remove(0)
 }
 
-/// Each group's leader, once they stay put for a second (the groups hand leadership to their
-/// preferred nodes after the first election): (home group's, group 1's).
-fn settled_leaders(nodes: &Nodes, live: &[usize]) -> (usize, usize) {
-    let mut last = (
-        leader_for(nodes, "bar", live),
-        leader_for(nodes, &probe(), live),
-    );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        std::thread::sleep(Duration::from_millis(1000));
-        let now = (
-            leader_for(nodes, "bar", live),
-            leader_for(nodes, &probe(), live),
-        );
-        if now == last {
-            return now;
-        }
-        assert!(Instant::now() < deadline, "leadership never settled");
-        last = now;
-    }
+/// Each group's leader, once each is its group's preferred voter (the groups hand leadership
+/// there after the first election): (home group's, group 1's).
+fn settled_leaders(nodes: &Nodes) -> (usize, usize) {
+    let l = nodes.preferred_leaders(&["{bar}:leader", &format!("{{{}}}:leader", probe())]);
+    (l[0], l[1])
 }
 
 /// Waits until the range is the home group's on every live node (CLUSTER SLOTS names its
@@ -364,7 +271,7 @@ fn settled_leaders(nodes: &Nodes, live: &[usize]) -> (usize, usize) {
 fn wait_home(nodes: &Nodes, live: &[usize], within: Duration) -> bool {
     let deadline = Instant::now() + within;
     loop {
-        let home = leader_for(nodes, "bar", live);
+        let home = leader_for(nodes, "bar");
         if wait_moved(nodes, home, live, Duration::from_millis(500)) {
             return true;
         }
@@ -374,37 +281,10 @@ fn wait_home(nodes: &Nodes, live: &[usize], within: Duration) -> bool {
     }
 }
 
-/// The node that acknowledges writes to `key`'s slot, once exactly one does and the others
-/// redirect there.
-fn leader_for(nodes: &Nodes, key: &str, live: &[usize]) -> usize {
-    let key = format!("{{{key}}}:leader");
-    let key = key.as_str();
-    let slot = key_hash_slot(key.as_bytes());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let replies: Vec<Option<Reply>> = live
-            .iter()
-            .map(|&i| {
-                Client::connect(nodes.ports[i])
-                    .and_then(|mut c| c.call(&[b"SET", key.as_bytes(), b"probe"]))
-                    .ok()
-            })
-            .collect();
-        let ok: Vec<usize> = (0..live.len())
-            .filter(|&j| replies[j] == Some(Reply::Status("OK".into())))
-            .collect();
-        if let [j] = ok[..] {
-            let moved = Reply::Error(format!("MOVED {slot} 127.0.0.1:{}", nodes.ports[live[j]]));
-            if (0..live.len()).all(|k| k == j || replies[k].as_ref() == Some(&moved)) {
-                return live[j];
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no single leader acknowledges {key}: {replies:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+/// The node that acknowledges writes to `key`'s slot, once exactly one running node does and
+/// the others redirect there.
+fn leader_for(nodes: &Nodes, key: &str) -> usize {
+    nodes.leader_of(&format!("{{{key}}}:leader"))
 }
 
 /// Waits until every live node's CLUSTER SLOTS gives the moved range to `leader`.
@@ -415,10 +295,10 @@ fn wait_moved(nodes: &Nodes, leader: usize, live: &[usize], within: Duration) ->
     );
     let deadline = Instant::now() + within;
     loop {
-        let all = live.iter().all(|&i| {
-            let mut c = common::Conn::connect(nodes.ports[i]);
-            String::from_utf8_lossy(&c.cmd(&["CLUSTER", "SLOTS"])).contains(&range)
-        });
+        // (A node closing its clients as leadership moves answers nothing: asked again.)
+        let all = live
+            .iter()
+            .all(|&i| nodes.ask(i, &["CLUSTER", "SLOTS"]).contains(&range));
         if all {
             return true;
         }
@@ -444,11 +324,18 @@ fn check_node(
     // group (leadership moving back to its preferred node after a restart), so the check
     // connects again then.
     let connect = || loop {
-        let mut c = Client::connect(nodes.ports[i]).expect("connect");
-        if c.call(&[b"READONLY"]).is_ok() {
-            break c;
+        if let Ok(mut c) = Client::connect(nodes.ports[i]) {
+            if c.call(&[b"READONLY"])
+                .is_ok_and(|r| r == Reply::Status("OK".into()))
+            {
+                break c;
+            }
         }
-        assert!(Instant::now() < deadline);
+        assert!(
+            Instant::now() < deadline,
+            "node {i} takes no READONLY connection"
+        );
+        std::thread::sleep(Duration::from_millis(100));
     };
     let mut c = connect();
     let mut checked = 0;
@@ -569,10 +456,10 @@ fn a_move_survives_compactions_and_snapshot_installs() {
 /// `fill`: writes to the home group after the move, past a compaction by count (at least one
 /// entry per key), so its snapshot then holds the import's claims.
 fn move_under_load_and_restart(name: &str, extra: &[&str], fill: usize) {
-    let mut nodes = Nodes::start(name, extra);
+    let mut nodes = start(name, extra);
     let all = [0, 1, 2];
     // "bar" is the home group's (slot 5061); the range is group 1's until it moves.
-    let (home, source) = settled_leaders(&nodes, &all);
+    let (home, source) = settled_leaders(&nodes);
     let ledger = Arc::new(Mutex::new(Ledger::default()));
     let mut c = ClusterClient::new(&nodes.ports);
     let mut rng = Rng(0x2545_f491_4f6c_dd1d ^ now_ms());
@@ -595,7 +482,7 @@ fn move_under_load_and_restart(name: &str, extra: &[&str], fill: usize) {
         wait_home(&nodes, &all, Duration::from_secs(20)),
         "the range never moved to group 0 (source leader node {source}, home leader {home})"
     );
-    let home = leader_for(&nodes, "bar", &all);
+    let home = leader_for(&nodes, "bar");
     std::thread::sleep(Duration::from_millis(500));
     stop.store(true, Ordering::Relaxed);
     let (tryagain, moved) = churner.join().unwrap();
@@ -603,7 +490,7 @@ fn move_under_load_and_restart(name: &str, extra: &[&str], fill: usize) {
     // falls in the few milliseconds between the release and the import).
     assert!(moved > 0, "the churning client was never redirected");
     // Writes to the range go to the home group's leader, the others redirect there.
-    assert_eq!(leader_for(&nodes, &probe(), &all), home);
+    assert_eq!(leader_for(&nodes, &probe()), home);
     // Locks taken in group 1 and released or taken again in group 0: a replay of group 1's
     // older entries over the import would bring back their old tokens.
     for (i, key) in held.iter().enumerate().take(300) {
@@ -644,7 +531,7 @@ fn move_under_load_and_restart(name: &str, extra: &[&str], fill: usize) {
     // group's leader tells it its commit index at once, group 1 must elect a leader first,
     // so it replays the import and what followed before group 1's older entries for the
     // range (which must then not apply). Then group 1's old leader comes back too.
-    let source = leader_for(&nodes, "foo", &all);
+    let source = leader_for(&nodes, "foo");
     let other = (0..3).find(|&i| i != home && i != source);
     let restarted: Vec<usize> = match other {
         Some(other) => {
@@ -656,7 +543,7 @@ fn move_under_load_and_restart(name: &str, extra: &[&str], fill: usize) {
     };
     let l = ledger.lock().unwrap();
     for &i in &restarted {
-        if nodes.children[i].is_none() {
+        if !nodes.live().contains(&i) {
             nodes.restart(i);
         }
         eprintln!("checking restarted node {i}");
@@ -676,9 +563,9 @@ fn move_under_load_and_restart(name: &str, extra: &[&str], fill: usize) {
 
 #[test]
 fn a_move_survives_the_source_leader_killed_right_after_reshard() {
-    let mut nodes = Nodes::start("cluster-reshard-kill", &[]);
+    let mut nodes = start("cluster-reshard-kill", &[]);
     let all = [0, 1, 2];
-    settled_leaders(&nodes, &all);
+    settled_leaders(&nodes);
     let ledger = Arc::new(Mutex::new(Ledger::default()));
     let mut c = ClusterClient::new(&nodes.ports);
     let mut rng = Rng(0x1234_5678_9abc_def1 ^ now_ms());
@@ -711,8 +598,8 @@ fn a_move_survives_the_source_leader_killed_right_after_reshard() {
     std::thread::sleep(Duration::from_millis(300));
     stop.store(true, Ordering::Relaxed);
     let (tryagain, moved) = churner.join().unwrap();
-    let home = leader_for(&nodes, "bar", &live);
-    assert_eq!(leader_for(&nodes, &probe(), &live), home);
+    let home = leader_for(&nodes, "bar");
+    assert_eq!(leader_for(&nodes, &probe()), home);
     let l = ledger.lock().unwrap();
     // A new leader extends every deadline (the clock bound) at its own log position, and each
     // node applies the two groups' logs in its own order: a deadline may be later on one node
@@ -736,15 +623,10 @@ fn a_move_survives_the_source_leader_killed_right_after_reshard() {
 /// already moving is refused; one group moves nothing.
 #[test]
 fn reshard_refusals() {
-    let nodes = Nodes::start("cluster-reshard-refusals", &[]);
-    let all = [0, 1, 2];
-    let (_, source) = settled_leaders(&nodes, &all);
-    let call = |i: usize, args: &[&str]| {
-        let mut c = Client::connect(nodes.ports[i]).unwrap();
-        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-        c.call(&args).unwrap()
-    };
-    let err = |s: &str| Reply::Error(s.to_string());
+    let nodes = start("cluster-reshard-refusals", &[]);
+    let (_, source) = settled_leaders(&nodes);
+    let call = |i: usize, args: &[&str]| nodes.answer(i, args);
+    let err = |s: &str| format!("-{s}\r\n");
     let follower = (source + 1) % 3;
     assert_eq!(
         call(follower, &["RAFT", "RESHARD", "9000", "9001", "0"]),
@@ -780,33 +662,28 @@ fn reshard_refusals() {
     // range's new group's afterwards.
     assert_eq!(
         call(source, &["RAFT", "RESHARD", "9000", "9000", "0"]),
-        Reply::Status("OK".into())
+        "+OK\r\n"
     );
     let again = call(source, &["RAFT", "RESHARD", "9000", "9000", "0"]);
     assert!(
-        again == err("ERR Slot 9000 is being moved already")
-            || matches!(&again, Reply::Error(e) if e.starts_with("MOVED 9000 ")),
+        again == err("ERR Slot 9000 is being moved already") || again.starts_with("-MOVED 9000 "),
         "{again:?}"
     );
-    let home = leader_for(&nodes, "bar", &all);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let r = call(home, &["RAFT", "RESHARD", "9000", "9000", "0"]);
-        if r == err("ERR Slots 9000-9000 are group 0's already") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "slot 9000 never moved: {r:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let home = leader_for(&nodes, "bar");
+    nodes.ask_until(
+        home,
+        &["RAFT", "RESHARD", "9000", "9000", "0"],
+        &err("ERR Slots 9000-9000 are group 0's already"),
+    );
 }
 
 /// A range holding more keys than one import entry carries (8192) moves in several imports,
 /// one per round of the new group's leader; each node ends with every key.
 #[test]
 fn a_large_range_moves_in_several_imports() {
-    let nodes = Nodes::start("cluster-reshard-large", &[]);
+    let nodes = start("cluster-reshard-large", &[]);
     let all = [0, 1, 2];
-    let (_, source) = settled_leaders(&nodes, &all);
+    let (_, source) = settled_leaders(&nodes);
     let keys = range_keys(0, 20_000);
     let pipeline = |c: &mut Client, cmds: &[Vec<&[u8]>]| -> Vec<Reply> {
         let mut out = Vec::new();
@@ -858,9 +735,9 @@ fn a_large_range_moves_in_several_imports() {
 /// it; no lock is lost.
 #[test]
 fn a_release_without_a_leader_in_the_importing_group_is_imported_by_the_next_one() {
-    let mut nodes = Nodes::start("cluster-reshard-no-importer", &[]);
+    let mut nodes = start("cluster-reshard-no-importer", &[]);
     let all = [0, 1, 2];
-    let (home, source) = settled_leaders(&nodes, &all);
+    let (home, source) = settled_leaders(&nodes);
     assert_ne!(
         home, source,
         "the groups' leaders settle on different nodes"
@@ -895,9 +772,9 @@ fn a_release_without_a_leader_in_the_importing_group_is_imported_by_the_next_one
 /// its first import of the range for the second release's and left the range in transit).
 #[test]
 fn a_range_moved_back_to_a_group_in_the_same_term_is_imported_again() {
-    let nodes = Nodes::start("cluster-reshard-back-and-forth", &[]);
+    let nodes = start("cluster-reshard-back-and-forth", &[]);
     let all = [0, 1, 2];
-    let (home, _) = settled_leaders(&nodes, &all);
+    let (home, _) = settled_leaders(&nodes);
     let mut c = ClusterClient::new(&nodes.ports);
     let key = range_keys(7, 1).remove(0);
     assert_eq!(
