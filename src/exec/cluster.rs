@@ -772,10 +772,16 @@ impl Groups {
     pub fn take_acks(&mut self) {
         self.receive();
         // This node's own log writes (a leader's, made beside the loop) count as an ack too.
+        let mut released = false;
         for c in &mut self.list {
-            if let Err(e) = c.core.take_durable() {
-                fatal(&format!("The cluster log of {} failed: {e}", c.group));
+            let (peers, group) = (&self.peers, c.group);
+            match c.core.take_durable(&mut |m| peers.send(group, m)) {
+                Ok(r) => released |= r,
+                Err(e) => fatal(&format!("The cluster log of {group} failed: {e}")),
             }
+        }
+        if released {
+            self.peers.flush();
         }
     }
 
