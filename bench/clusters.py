@@ -1,9 +1,15 @@
 """Three-node clusters on 127.0.0.1 for bench/run's `cluster` section and bench/failover.
 
 - DeadboltCluster: 3 deadbolt nodes in cluster mode (Raft; every write's reply waits for a
-  majority's fsync). Clients find the leader with SENTINEL get-master-addr-by-name.
+  majority's fsync). Clients find the leader with SENTINEL get-master-addr-by-name; with
+  `--cluster-enabled yes` (and `--cluster-groups N`) cluster-mode clients find each group's
+  leader with CLUSTER SLOTS (`groups`, `groups_healthy`).
 - RedisReplicated: redis-server primary + 2 replicas, optionally with the append-only file and
   3 redis-sentinel processes watching the primary.
+- RedisCluster: Redis Cluster (`--cluster-enabled yes`), 3 masters + 3 replicas by default,
+  created with `redis-cli --cluster create`.
+- ClusterClient: a minimal cluster-mode client (CLUSTER SLOTS, follows -MOVED, retries
+  -TRYAGAIN, -CLUSTERDOWN and connection errors).
 - EtcdCluster: 3 etcd members (etcd fsyncs its WAL before acknowledging, by default).
 
 Python 3 standard library only. Every process is started by this module and stopped by it; data
@@ -135,6 +141,100 @@ def sentinel_master(ports):
     return None
 
 
+def crc16(data):
+    """CRC16-CCITT (XModem), Redis Cluster's key hash."""
+    crc = 0
+    for b in data:
+        crc ^= b << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) & 0xFFFF if crc & 0x8000 else (crc << 1) & 0xFFFF
+    return crc
+
+
+def key_slot(key):
+    """The hash slot of a key, `{hash tags}` included (as Redis Cluster computes it)."""
+    k = key.encode() if isinstance(key, str) else key
+    s = k.find(b"{")
+    if s >= 0:
+        e = k.find(b"}", s + 1)
+        if e > s + 1:
+            k = k[s + 1:e]
+    return crc16(k) % 16384
+
+
+def tag_in(first, last, prefix="fo"):
+    """A hash tag `{<prefix><n>}` whose slot lies in first..last."""
+    for n in range(1 << 20):
+        t = "%s%d" % (prefix, n)
+        if first <= key_slot(t) <= last:
+            return "{%s}" % t
+    raise ValueError("no tag in slots %d-%d" % (first, last))
+
+
+class ClusterClient:
+    """What a cluster-mode client library does, minimally. A slot table from CLUSTER SLOTS
+    (asked of the seeds, then of the masters it knew, first answer wins); a command goes to its
+    slot's master on a fresh connection (`timeout` to connect and to answer). `-MOVED` is
+    followed at once (at most 5 in a row, then it counts as an error); `-TRYAGAIN`,
+    `-CLUSTERDOWN`, any other error and a refused, reset or timed-out connection sleep a fixed
+    `backoff`, then the table is asked again. Long-lived: the table survives between calls."""
+
+    def __init__(self, seeds, backoff=0.05, timeout=0.5):
+        self.seeds, self.backoff, self.timeout = list(seeds), backoff, timeout
+        self.table = []  # [(first, last, master port)]
+        self.refresh()
+
+    def refresh(self):
+        for p in self.seeds + [q for _, _, q in self.table if q not in self.seeds]:
+            try:
+                r = resp(p, "CLUSTER", "SLOTS", timeout=self.timeout)
+            except (OSError, ConnectionError):
+                continue
+            if isinstance(r, list) and r:
+                self.table = [(int(e[0]), int(e[1]), int(e[2][1])) for e in r]
+                return True
+        return False
+
+    def port_for(self, slot):
+        for first, last, port in self.table:
+            if first <= slot <= last:
+                return port
+        return None
+
+    def set_nx(self, name, give_up, t0, px=30000):
+        """`SET name token NX PX px` until it is ours: OK, or a nil reply while the key holds our
+        token (an earlier attempt was applied and its reply lost). Returns (seconds since t0,
+        attempts), or (None, attempts) after give_up seconds."""
+        token = "token-%s" % name
+        slot = key_slot(name)
+        port = self.port_for(slot)
+        attempts = redirects = 0
+        while time.monotonic() - t0 < give_up:
+            attempts += 1
+            r = None
+            if port is not None:
+                try:
+                    r = resp(port, "SET", name, token, "NX", "PX", str(px), timeout=self.timeout)
+                    if r is None and resp(port, "GET", name, timeout=self.timeout) == token.encode():
+                        r = "OK"
+                except (OSError, ConnectionError):
+                    r = None
+            if r == "OK":
+                took = time.monotonic() - t0
+                if redirects:
+                    self.refresh()
+                return took, attempts
+            if isinstance(r, RespError) and r.startswith("MOVED ") and redirects < 5:
+                redirects += 1
+                port = int(r.rsplit(":", 1)[1])
+                continue
+            redirects = 0
+            time.sleep(self.backoff)
+            self.refresh()
+            port = self.port_for(slot)
+        return None, attempts
+
+
 class Proc:
     def __init__(self, argv, log):
         self.argv, self.log = argv, log
@@ -235,6 +335,42 @@ class DeadboltCluster:
         a, b = self.raft_status(leader), self.raft_status(port)
         return int(b["applied"]) >= int(a["commit"])
 
+    def groups(self, port):
+        """This node's view of each Raft group from RAFT STATUS: {group: {"role", "leader" (raft
+        id, 0 while unknown), "term", "commit", "applied", "slots" [(first, last)]}}. One group:
+        the home group's lines, owning every slot."""
+        st = self.raft_status(port)
+        out = {}
+        for g in range(int(st.get("groups", "1"))):
+            if "group%d" % g in st:
+                f = dict(kv.split("=", 1) for kv in st["group%d" % g].split(","))
+            else:
+                f = dict(st, slots="0-16383")
+            ranges = [r.partition("-") for r in f.get("slots", "").split()]
+            out[g] = {"role": f["role"], "leader": int(f["leader"]) if f["leader"].isdigit() else 0,
+                      "term": int(f["term"]), "commit": int(f["commit"]), "applied": int(f["applied"]),
+                      "slots": [(int(a), int(b or a)) for a, _, b in ranges]}
+        return out
+
+    def groups_healthy(self):
+        """{group: leader's client port} once every node runs, every node names the same leader
+        of each group, that leader says it leads, and every node has applied the leader's commit
+        index of every group; None before."""
+        if len(self.live_ports()) != len(self.ports):
+            return None
+        views = {p: self.groups(p) for p in self.ports}
+        out = {}
+        for g, v in views[self.ports[0]].items():
+            lid = v["leader"]
+            if not 1 <= lid <= len(self.ports) or any(w[g]["leader"] != lid for w in views.values()):
+                return None
+            lport = self.ports[lid - 1]
+            lead = self.groups(lport)[g]
+            if lead["role"] != "leader" or any(w[g]["applied"] < lead["commit"] for w in views.values()):
+                return None
+            out[g] = lport
+        return out
+
     def stop(self):
         for n in self.nodes:
             n.stop()
@@ -329,6 +465,129 @@ class RedisReplicated:
         for n in self.nodes:
             if n is not None:
                 n.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class RedisCluster:
+    """Redis Cluster: `masters` masters with `replicas` replicas each (`redis-server
+    --cluster-enabled yes`, its own `--cluster-port`), created with `redis-cli --cluster create
+    ... --cluster-replicas R --cluster-yes`; append-only file with `appendfsync always` unless
+    aof=False; `cluster-node-timeout` node_timeout_ms (Redis's default 15000). A node restarted
+    after a kill comes back with its nodes.conf and append-only file, as a replica of the
+    replica that took its slots; `give_back` makes it master again with CLUSTER FAILOVER."""
+    kind = "redis-cluster"
+
+    def __init__(self, binary="redis-server", cli="redis-cli", masters=3, replicas=1,
+                 node_timeout_ms=15000, aof=True, root=None):
+        self.binary, self.cli, self.aof = binary, cli, aof
+        self.node_timeout_ms, self.masters, self.replicas = node_timeout_ms, masters, replicas
+        self.dir = tempfile.mkdtemp(prefix="bench-rcluster-", dir=root)
+        n = masters * (1 + replicas)
+        self.ports = [free_port() for _ in range(n)]
+        self.bus_ports = [free_port() for _ in range(n)]
+        self.nodes = [Proc(self.argv(i), os.path.join(self.dir, "r%d.log" % i)) for i in range(n)]
+
+    def argv(self, i):
+        d = os.path.join(self.dir, "r%d" % i)
+        os.makedirs(d, exist_ok=True)
+        a = [self.binary, "--port", str(self.ports[i]), "--bind", "127.0.0.1", "--dir", d, "--save", "",
+             "--daemonize", "no", "--logfile", "", "--cluster-enabled", "yes",
+             "--cluster-port", str(self.bus_ports[i]), "--cluster-config-file", os.path.join(d, "nodes.conf"),
+             "--cluster-node-timeout", str(self.node_timeout_ms)]
+        return a + (["--appendonly", "yes", "--appendfsync", "always"] if self.aof else ["--appendonly", "no"])
+
+    def start_node(self, i):
+        self.nodes[i].start()
+        wait_until(lambda: resp(self.ports[i], "PING") == "PONG", 15, "redis cluster node %d up" % i)
+
+    def start(self, timeout=60):
+        for i in range(len(self.nodes)):
+            self.start_node(i)
+        r = subprocess.run([self.cli, "--cluster", "create"] + ["127.0.0.1:%d" % p for p in self.ports]
+                           + ["--cluster-replicas", str(self.replicas), "--cluster-yes"],
+                           capture_output=True, timeout=timeout)
+        if r.returncode != 0:
+            raise RuntimeError("redis-cli --cluster create: %s" % (r.stdout + r.stderr).decode(errors="replace"))
+        return self.wait_healthy(timeout)
+
+    def slots(self, port):
+        """CLUSTER SLOTS as [(first, last, master port)], by first slot."""
+        return sorted((int(e[0]), int(e[1]), int(e[2][1])) for e in resp(port, "CLUSTER", "SLOTS"))
+
+    def healthy(self):
+        """[(first, last, master port)] once every node runs, says cluster_state:ok with all
+        16,384 slots ok and every node known, flags no node as failing (or in handshake), gives
+        the same CLUSTER SLOTS, and every master has `replicas` replicas with their link up;
+        None before."""
+        if len(self.live_ports()) != len(self.ports):
+            return None
+        table = None
+        for p in self.ports:
+            inf = dict(l.split(":", 1) for l in resp(p, "CLUSTER", "INFO").decode().splitlines() if ":" in l)
+            if inf.get("cluster_state") != "ok" or inf.get("cluster_slots_ok") != "16384" \
+                    or inf.get("cluster_known_nodes") != str(len(self.ports)):
+                return None
+            for line in resp(p, "CLUSTER", "NODES").decode().splitlines():
+                if set(line.split(" ")[2].split(",")) & {"fail", "fail?", "pfail", "handshake", "noaddr"}:
+                    return None
+            t = self.slots(p)
+            if table is not None and t != table:
+                return None
+            table = t
+        linked = {}
+        for p in self.ports:
+            rep = info(p, "replication")
+            if rep.get("role") == "slave" and rep.get("master_link_status") == "up" \
+                    and rep.get("master_sync_in_progress") == "0":
+                linked[int(rep["master_port"])] = linked.get(int(rep["master_port"]), 0) + 1
+        if any(linked.get(m, 0) < self.replicas for _, _, m in table):
+            return None
+        return table
+
+    def wait_healthy(self, timeout=60):
+        out = {}
+
+        def ok():
+            out["t"] = self.healthy()
+            return out["t"] is not None
+        wait_until(ok, timeout, "redis cluster healthy", step=0.1)
+        return out["t"]
+
+    def give_back(self, port, timeout=30):
+        """Makes the replica on `port` master of its master's slots again (CLUSTER FAILOVER, the
+        coordinated manual failover: no acknowledged write is lost), once its link is up."""
+        def link_up():
+            rep = info(port, "replication")
+            return rep.get("role") == "master" or (rep.get("master_link_status") == "up"
+                                                   and rep.get("master_sync_in_progress") == "0")
+        wait_until(link_up, timeout, "redis node %d's replication link" % port)
+        t0 = time.monotonic()
+        while info(port, "replication").get("role") != "master":
+            if time.monotonic() - t0 > timeout:
+                raise RuntimeError("redis node %d: CLUSTER FAILOVER did not make it master within %ss"
+                                   % (port, timeout))
+            r = resp(port, "CLUSTER", "FAILOVER")
+            if r != "OK":
+                raise RuntimeError("redis node %d: CLUSTER FAILOVER answered %r" % (port, r))
+            try:  # a manual failover times out after 5 s on the master's side; then ask again
+                wait_until(lambda: info(port, "replication").get("role") == "master", 7,
+                           "redis node %d master" % port)
+            except RuntimeError:
+                pass
+
+    def live_ports(self):
+        return [p for p, n in zip(self.ports, self.nodes) if n.alive()]
+
+    def node_of(self, port):
+        return self.nodes[self.ports.index(port)]
+
+    def save_logs(self, dest):
+        shutil.copytree(self.dir, dest, dirs_exist_ok=True)
+        return dest
+
+    def stop(self):
+        for n in self.nodes:
+            n.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
