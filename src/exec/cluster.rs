@@ -772,10 +772,16 @@ impl Groups {
     pub fn take_acks(&mut self) {
         self.receive();
         // This node's own log writes (a leader's, made beside the loop) count as an ack too.
+        let mut released = false;
         for c in &mut self.list {
-            if let Err(e) = c.core.take_durable() {
-                fatal(&format!("The cluster log of {} failed: {e}", c.group));
+            let (peers, group) = (&self.peers, c.group);
+            match c.core.take_durable(&mut |m| peers.send(group, m)) {
+                Ok(r) => released |= r,
+                Err(e) => fatal(&format!("The cluster log of {group} failed: {e}")),
             }
+        }
+        if released {
+            self.peers.flush();
         }
     }
 
@@ -1342,7 +1348,8 @@ impl ClusterIo {
     }
 
     /// A serving leader of a group with a preferred leader elsewhere hands leadership to it
-    /// when it is a voter whose raft answers (heard within `SPREAD_HEARD`) and whose log is
+    /// when it is a voter whose raft answers (heard within `SPREAD_HEARD`, its client port not
+    /// refusing) and whose log is
     /// within `SPREAD_MAX_LAG` of the commit (raft sends it the rest first; proposals wait
     /// while a transfer is under way, so none is started towards a node far behind), and
     /// tries again every `SPREAD_RETRY` while it still leads: a node that was down takes its
@@ -1358,10 +1365,14 @@ impl ClusterIo {
         {
             return;
         }
-        let answers = self
-            .heard
-            .iter()
-            .any(|&(id, t)| id == to && now.saturating_duration_since(t) < SPREAD_HEARD);
+        // Its client port must not refuse either: a preferred leader just killed was heard
+        // moments ago, and a transfer towards it would shut the gate until raft gives the
+        // transfer up (an election timeout), right after the failover that replaced it.
+        let answers = !self.probes.seen(to).refused
+            && self
+                .heard
+                .iter()
+                .any(|&(id, t)| id == to && now.saturating_duration_since(t) < SPREAD_HEARD);
         let commit = self.view.commit;
         if answers
             && self.view.members.iter().any(|m| {

@@ -11,6 +11,7 @@ mod store;
 #[cfg(test)]
 mod tests;
 
+use std::collections::VecDeque;
 use std::io;
 use std::path::Path;
 use std::time::Instant;
@@ -139,6 +140,9 @@ pub struct Cluster {
     reads: Vec<(u64, u64)>,
     /// The snapshot found on disk at open, handed to `apply` in the first round.
     restore: Option<u64>,
+    /// A follower's messages waiting for the write of their round (its number) to be durable:
+    /// each acks or votes for what that write holds. Sent in order, none before an earlier one.
+    after_write: VecDeque<(u64, Vec<Message>)>,
 }
 
 /// A unit that moves or replaces more than the keys it names (SWAPDB, FUNCTION ...), as the
@@ -198,6 +202,7 @@ impl Cluster {
             read_seq: 0,
             read_asked: 0,
             read_done: 0,
+            after_write: VecDeque::new(),
             reads: Vec::new(),
             restore: (snap > 0).then_some(snap),
         })
@@ -594,17 +599,25 @@ impl Cluster {
         apply: &mut dyn FnMut(u64, Applied),
     ) -> io::Result<Outcome> {
         let mut outcome = Outcome::default();
-        // A leader that stays leader writes its log beside the loop (store::Writer); any
-        // other round (a role change, a vote, a snapshot, a follower's ack, which promises its
-        // disk) is made durable here, after the writes handed over before it.
+        // A leader that stays leader, and a follower that stays follower, write their log beside
+        // the loop (store::Writer): a follower's acks leave once their write is durable
+        // (`after_write`). Any other round (a role change, a vote, a snapshot) is made durable
+        // here, after the writes handed over before it. Several groups on one node each have
+        // their own writer, so their fsyncs run side by side and not one after the other on
+        // the loop.
         let leading = self.role == StateRole::Leader
             && self.node.raft.state == StateRole::Leader
             && self.restore.is_none();
-        if !leading {
+        let following = self.role == StateRole::Follower
+            && self.node.raft.state == StateRole::Follower
+            && self.restore.is_none();
+        if !leading && !following {
             self.node.mut_store().drain()?;
         }
         self.node.mut_store().finish_compaction(false)?;
-        self.take_durable()?;
+        if self.take_durable(out)? {
+            sent();
+        }
         if let Some(index) = self.restore.take() {
             apply(index, Applied::Snapshot(self.node.store().snapshot_data()));
         }
@@ -683,9 +696,9 @@ impl Cluster {
         if let Some(hs) = rd.hs() {
             self.node.mut_store().set_hard_state(hs);
         }
-        let async_write = leading
+        let async_write = ((leading && rd.persisted_messages().is_empty())
+            || (following && self.role == StateRole::Follower))
             && rd.snapshot().is_empty()
-            && rd.persisted_messages().is_empty()
             && (!rd.entries().is_empty() || self.node.store().in_flight());
         if async_write {
             // The leader's appends already left (step 1), so followers write while the writer
@@ -695,6 +708,10 @@ impl Cluster {
             self.apply_entries(rd.take_committed_entries(), apply)?;
             self.take_read_states(&mut rd)?;
             let number = rd.number();
+            let msgs = rd.take_persisted_messages();
+            if !msgs.is_empty() {
+                self.after_write.push_back((number, msgs));
+            }
             self.node.advance_append_async(rd);
             self.node.mut_store().submit(number)?;
             self.node.advance_apply();
@@ -702,6 +719,12 @@ impl Cluster {
             return Ok(outcome);
         }
         self.node.mut_store().sync()?;
+        // Every write handed over before is durable now: what waited for them leaves first.
+        for (_, msgs) in std::mem::take(&mut self.after_write) {
+            for m in msgs {
+                out(m);
+            }
+        }
         // 6. Votes and append acks promise what is now on disk. They leave before anything is
         // applied: a follower's ack is on the leader's commit path, its apply is not.
         for m in rd.take_persisted_messages() {
@@ -728,12 +751,23 @@ impl Cluster {
     }
 
     /// Tells raft which of the writes handed to the writer thread are durable (a leader's own
-    /// copy then counts toward commit). Never between `ready` and its `advance`.
-    pub fn take_durable(&mut self) -> io::Result<()> {
+    /// copy then counts toward commit) and hands `out` the follower messages that waited for
+    /// them (`after_write`; the caller flushes when this says some left). Never between
+    /// `ready` and its `advance`.
+    pub fn take_durable(&mut self, out: &mut dyn FnMut(Message)) -> io::Result<bool> {
+        let mut released = false;
         if let Some(number) = self.node.mut_store().take_durable()? {
+            while self.after_write.front().is_some_and(|(n, _)| *n <= number) {
+                if let Some((_, msgs)) = self.after_write.pop_front() {
+                    for m in msgs {
+                        out(m);
+                        released = true;
+                    }
+                }
+            }
             self.node.on_persist_ready(number);
         }
-        Ok(())
+        Ok(released)
     }
 
     /// Called from the writer thread when a write is durable: the loop's waker.

@@ -321,3 +321,40 @@ print("ok")
         common::all_output(&out)
     );
 }
+
+/// A group whose preferred leader was killed gets a new leader, which must not hand the group
+/// back while the killed node's port refuses: raft holds proposals while a transfer is under
+/// way, so a transfer towards a dead node would stall the group right after its failover. Once
+/// the node is back and caught up, the group goes back to it.
+#[test]
+fn a_new_leader_hands_nothing_to_a_preferred_voter_that_is_down() {
+    let mut nodes = Nodes::new("groups-spread-down").groups(3).start();
+    spread(&nodes, Duration::from_secs(30));
+    const HANDS_BACK: &str = "Cluster group 1: handing leadership to node 2";
+    let before: Vec<usize> = (0..3)
+        .map(|i| nodes.log(i).matches(HANDS_BACK).count())
+        .collect();
+    // Node 2 leads group 1 (its preferred voter).
+    nodes.kill(1);
+    let new = poll(Duration::from_secs(20), || {
+        let st = nodes.ask(0, &["RAFT", "STATUS"]);
+        match group_field(&st, 1, "leader").as_deref() {
+            Some("1") => Ok(0),
+            Some("3") => Ok(2),
+            other => Err(format!("group 1's leader: {other:?}")),
+        }
+    });
+    // Longer than the spread's retry period (2 s): no transfer is started towards node 2.
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        assert_eq!(
+            nodes.log(new).matches(HANDS_BACK).count(),
+            before[new],
+            "node {} handed group 1 to the node it lost",
+            new + 1
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    nodes.restart(1);
+    spread(&nodes, Duration::from_secs(30));
+}
