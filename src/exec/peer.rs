@@ -18,10 +18,12 @@
 //! - 4 WELCOME (acceptor → dialer): the HELLO was accepted. Without it a dialer with the
 //!   wrong secret could not tell a rejection from a peer that went away, and would believe (and
 //!   log) itself connected on every retry while its messages vanish. Its body is SHA-256 of the
-//!   slot table the acceptor's logs were created with (`PeerKey::table`; empty from a node of
-//!   the wire's first version, which knows one group only). A dialer whose table differs sends
-//!   nothing: two nodes that split the slots differently would each apply only their own
-//!   groups' keys from one log, and the copies would drift apart with every write.
+//!   slot table the acceptor's logs were created with (`PeerKey::table`), or empty where that
+//!   table is one group holding every slot (as the wire's first version, which knows one group
+//!   only, sends it). A dialer whose table differs sends nothing: two nodes that split the slots
+//!   differently would each apply only their own groups' keys from one log, and the copies
+//!   would drift apart with every write. (Nodes of several groups built before the digest
+//!   welcome with an empty body: such a cluster is upgraded all at once, not node by node.)
 //! - 6 RAFT (dialer → acceptor): `u32 BE group id | eraftpb::Message in protobuf`.
 //! - 7 SNAPSHOT (dialer → acceptor): `u32 BE group id | u32 BE head length | head | data`, a
 //!   `MsgSnapshot`, the head being the message in protobuf with its snapshot's data left out
@@ -99,6 +101,8 @@ pub const DEFAULT_QUEUE_CAP: usize = 64 << 20;
 
 const BACKOFF_MIN: Duration = Duration::from_millis(50);
 const BACKOFF_MAX: Duration = Duration::from_millis(500);
+/// How long a link to a peer created with another slot table waits before it tries again.
+const OTHER_TABLE_RETRY: Duration = Duration::from_secs(10);
 const DIAL_TIMEOUT: Duration = Duration::from_secs(1);
 /// A peer that has not finished the handshake in this long is gone (or is not a peer).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -1158,9 +1162,16 @@ fn run_sender(me: u64, link: Arc<Link>, key: Arc<PeerKey>, inbox: Inbox) {
         if dropped {
             report(&inbox, id);
         }
+        // A table changes only with a restart of one side (which redials at once through
+        // `set_peer`): no need to knock every half second, logging on both ends each time.
+        let wait = if matches!(failure, DialError::OtherTable) {
+            OTHER_TABLE_RETRY
+        } else {
+            backoff
+        };
         let (q, _) = link
             .cv
-            .wait_timeout_while(q, backoff, |q| !q.stop && !q.redial)
+            .wait_timeout_while(q, wait, |q| !q.stop && !q.redial)
             .unwrap_or_else(|e| e.into_inner());
         if q.redial {
             backoff = BACKOFF_MIN;
@@ -1638,7 +1649,10 @@ fn handshake_inner(rw: &mut (impl Read + Write), key: &PeerKey) -> Result<u64, S
     }
     // Only the header of the HELLO was read above, never past it: whatever RAFT frames follow
     // WELCOME stay in the socket (or, with TLS, in the session) for the executor.
-    write_frame(&mut *rw, WELCOME, &key.table)
+    // A one-group node welcomes as the wire's first version did (empty), so nodes of that
+    // version and this one keep talking while a one-group cluster is upgraded node by node.
+    let table: &[u8] = if key.one_group { &[] } else { &key.table };
+    write_frame(&mut *rw, WELCOME, table)
         .and_then(|_| rw.flush())
         .map_err(fail)?;
     Ok(id)
@@ -2339,8 +2353,17 @@ mod tests {
     fn first_version_acceptor() -> (String, thread::JoinHandle<bool>) {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap().to_string();
+        l.set_nonblocking(true).unwrap();
         let served = thread::spawn(move || {
-            let (mut s, _) = l.accept().unwrap();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let mut s = loop {
+                match l.accept() {
+                    Ok((s, _)) => break s,
+                    Err(_) if Instant::now() < deadline => thread::sleep(Duration::from_millis(5)),
+                    Err(e) => panic!("no dialer within 10 s: {e}"),
+                }
+            };
+            s.set_nonblocking(false).unwrap();
             write_frame(&mut s, NONCE, &[0u8; NONCE_LEN]).unwrap();
             let _: [u8; HELLO_LEN] = read_exact_frame(&mut s, HELLO).unwrap();
             write_frame(&mut s, WELCOME, &[]).unwrap();
@@ -2376,12 +2399,9 @@ mod tests {
         let mut hello = id.to_be_bytes().to_vec();
         hello.extend_from_slice(&hello_mac(key, &nonce, id));
         write_frame(&mut s, HELLO, &hello).unwrap();
-        let w: [u8; TABLE_LEN] = read_exact_frame(&mut s, WELCOME).unwrap();
-        assert_eq!(
-            w,
-            one_group(key).table,
-            "the WELCOME carries the table's digest"
-        );
+        // One group: an empty WELCOME, as the wire's first version sends.
+        let w: [u8; 0] = read_exact_frame(&mut s, WELCOME).unwrap();
+        assert_eq!(w.len(), 0);
         s
     }
 

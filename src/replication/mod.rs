@@ -237,7 +237,25 @@ impl Cluster {
 
     /// Elections and heartbeats: called every tick interval (the loop's timer).
     pub fn tick(&mut self) {
+        self.persist_if_alone();
         self.node.tick();
+    }
+
+    /// raft-rs makes the sole voter leader inside `tick` or `campaign`, and a new leader must
+    /// have persisted its whole log (raft-rs asserts it): a follower's writes still with the
+    /// writer thread are made durable first. Their messages leave at the next `take_durable`.
+    /// A write error is left for that call to report.
+    fn persist_if_alone(&mut self) {
+        if self.node.raft.state == StateRole::Leader
+            || !self.node.store().in_flight()
+            || !self.node.raft.prs().is_singleton()
+        {
+            return;
+        }
+        if self.node.mut_store().drain().is_ok() {
+            let number = self.node.store().submitted();
+            self.node.on_persist_ready(number);
+        }
     }
 
     /// A message from a peer. An error (a message for another node, a local-only type) is the
@@ -455,6 +473,7 @@ impl Cluster {
 
     /// Starts an election now (with pre-vote, as raft's own timeout would).
     pub fn campaign(&mut self) {
+        self.persist_if_alone();
         if let Err(e) = self.node.campaign() {
             tracing::debug!("Could not campaign: {e}");
         }

@@ -297,6 +297,11 @@ impl LogStore {
         Ok(())
     }
 
+    /// The ready number of the last write handed to the writer.
+    pub fn submitted(&self) -> u64 {
+        self.submitted
+    }
+
     /// Writes handed to the writer and not yet durable.
     pub fn in_flight(&self) -> bool {
         self.submitted > self.reported

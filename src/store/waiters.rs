@@ -219,6 +219,11 @@ impl Waiters {
         let Some(b) = self.clients.get_mut(&client) else {
             return false;
         };
+        if matches!(how, Unblock::Rerun(_)) && b.deadline == 1 {
+            // Already answered early this turn (CLIENT UNBLOCK, a demotion): that stands,
+            // as Redis answered it before any redirection.
+            return true;
+        }
         let how = match (how, b.unblock) {
             (Unblock::Rerun(_), Unblock::Rerun(d)) => Unblock::Rerun(d),
             (Unblock::Rerun(_), _) => Unblock::Rerun(b.deadline),
@@ -354,6 +359,27 @@ mod tests {
         assert!(w.is_empty());
         w.signal(0, b"a");
         assert!(!w.has_ready());
+    }
+
+    #[test]
+    fn an_early_answer_of_the_turn_stands_against_a_rerun() {
+        let mut w = Waiters::default();
+        w.block(1, blocked(&["a"], 500));
+        w.block(2, blocked(&["a"], 0));
+        w.block(3, blocked(&["a"], 700));
+        // CLIENT UNBLOCK (with and without ERROR), then a redirection in the same turn.
+        assert!(w.unblock_now(1, true));
+        assert!(w.answer_now(1, Unblock::Rerun(0)));
+        assert_eq!(w.blocked(1).map(|b| b.unblock), Some(Unblock::Error));
+        assert!(w.unblock_now(2, false));
+        assert!(w.answer_now(2, Unblock::Rerun(0)));
+        assert_eq!(w.blocked(2).map(|b| b.unblock), Some(Unblock::Timeout));
+        // A rerun alone keeps the deadline the client had; a demotion after it wins.
+        assert!(w.answer_now(3, Unblock::Rerun(0)));
+        assert_eq!(w.blocked(3).map(|b| b.unblock), Some(Unblock::Rerun(700)));
+        assert!(w.answer_now(3, Unblock::Demoted));
+        assert_eq!(w.blocked(3).map(|b| b.unblock), Some(Unblock::Demoted));
+        assert_eq!(w.take_timed_out(1), vec![1, 2, 3]);
     }
 
     #[test]
