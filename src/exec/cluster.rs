@@ -1704,6 +1704,10 @@ impl Server {
         };
         if outcome.became_leader {
             tracing::info!("Cluster node {}: elected leader of {group}", c.core.id());
+            // The election this node hastened, if any, is over: left set, it would campaign
+            // again the moment this node steps down (`hasten_election` retries while no
+            // leader is known), deposing the leader it just voted for.
+            c.hastened_at = None;
             c.gate_open = false;
             self.state.dbs.record_changes(true);
             self.state.dbs.record_publishes(true);

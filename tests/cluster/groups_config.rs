@@ -357,4 +357,14 @@ fn a_new_leader_hands_nothing_to_a_preferred_voter_that_is_down() {
     }
     nodes.restart(1);
     spread(&nodes, Duration::from_secs(30));
+    // Having handed the group back, the node that stood in does not campaign against the
+    // leader it just voted for (an election it hastened earlier is over).
+    let log = nodes.log(new);
+    let handed = log.rfind(HANDS_BACK).expect("group 1 was handed back");
+    assert!(
+        !log[handed..].contains("starting a new election"),
+        "node {} campaigned after handing group 1 back:\n{}",
+        new + 1,
+        &log[handed..]
+    );
 }

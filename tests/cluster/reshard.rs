@@ -356,11 +356,13 @@ fn check_node(
                     continue;
                 }
             };
-            let settled = match (state, &v) {
-                (Some((token, ..)), Reply::Bulk(Some(b))) => b == token.as_bytes(),
-                (None, Reply::Bulk(None)) => true,
-                _ => false,
-            };
+            // CLUSTERDOWN while a group elects a leader: asked again.
+            let settled = !matches!(p, Reply::Error(_))
+                && match (state, &v) {
+                    (Some((token, ..)), Reply::Bulk(Some(b))) => b == token.as_bytes(),
+                    (None, Reply::Bulk(None)) => true,
+                    _ => false,
+                };
             if settled || Instant::now() >= deadline {
                 break (v, p);
             }
