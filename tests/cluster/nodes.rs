@@ -583,5 +583,20 @@ impl Drop for ScriptCluster {
     fn drop(&mut self) {
         let dir = self.dir_str();
         self.run(&["stop", &dir]);
+        // A failed test shows the end of each node's log (scripts/cluster keeps it in
+        // DIR/n<i>/deadbolt.log).
+        if std::thread::panicking() {
+            for i in 1..=9 {
+                let path = self.dir.0.join(format!("n{i}")).join("deadbolt.log");
+                let Ok(log) = std::fs::read_to_string(&path) else {
+                    continue;
+                };
+                let lines: Vec<&str> = log.lines().collect();
+                eprintln!("--- node {i} log ({} lines) ---", lines.len());
+                for line in &lines[lines.len().saturating_sub(30)..] {
+                    eprintln!("{line}");
+                }
+            }
+        }
     }
 }
