@@ -37,35 +37,11 @@ pub fn summary() -> String {
     )
 }
 
-pub const SLOTS: u16 = 16384;
-
-/// CRC16-CCITT (XModem: polynomial 0x1021, initial 0), the checksum Redis Cluster hashes keys
-/// with (Redis's crc16.c).
-pub fn crc16(data: &[u8]) -> u16 {
-    let mut crc: u16 = 0;
-    for &b in data {
-        crc ^= u16::from(b) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc
-}
-
-/// Redis's keyHashSlot: the part between the first `{` and the next `}` when that part is not
-/// empty, else the whole key.
-pub fn key_slot(key: &[u8]) -> u16 {
-    let tagged = key.iter().position(|&c| c == b'{').and_then(|open| {
-        let rest = &key[open + 1..];
-        let close = rest.iter().position(|&c| c == b'}')?;
-        (close > 0).then(|| &rest[..close])
-    });
-    crc16(tagged.unwrap_or(key)) & (SLOTS - 1)
-}
+#[path = "../../common/slot.rs"]
+mod slot;
+pub use slot::{key_slot, SLOTS};
+#[cfg(test)]
+use slot::crc16;
 
 /// The key a command is routed by: the first key of EVAL/EVALSHA, else the first argument.
 fn routing_key<'a>(args: &[&'a [u8]]) -> Option<&'a [u8]> {

@@ -7,7 +7,7 @@
 use crate::resp::{Conn, Reply};
 use std::time::{Duration, Instant};
 
-pub const SLOTS: usize = 16384;
+pub const SLOTS: usize = slot::SLOTS as usize;
 const NO_OWNER: u16 = u16::MAX;
 /// Back-off before retrying `-TRYAGAIN`, `-CLUSTERDOWN` or an unreachable master (redis-py's
 /// cluster client waits 0.25 s at its defaults; a lock client tuned for fast failover ~10-50 ms).
@@ -15,32 +15,14 @@ const BACKOFF: Duration = Duration::from_millis(10);
 /// How long one command keeps being redirected or retried before it counts as failed.
 const GIVE_UP: Duration = Duration::from_secs(5);
 
-/// CRC16-CCITT (XMODEM), as Redis Cluster's `crc16.c`.
-pub fn crc16(data: &[u8]) -> u16 {
-    let mut crc: u16 = 0;
-    for &b in data {
-        crc ^= (b as u16) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc
-}
+#[path = "../../common/slot.rs"]
+mod slot;
+#[cfg(test)]
+use slot::crc16;
 
-/// The key's hash slot: CRC16 of the `{tag}` when the key has a non-empty one, else of the key.
+/// The key's hash slot, as an index into the slot table.
 pub fn key_slot(key: &[u8]) -> usize {
-    let k = match key.iter().position(|&c| c == b'{') {
-        Some(open) => match key[open + 1..].iter().position(|&c| c == b'}') {
-            Some(len) if len > 0 => &key[open + 1..open + 1 + len],
-            _ => key,
-        },
-        None => key,
-    };
-    crc16(k) as usize & (SLOTS - 1)
+    usize::from(slot::key_slot(key))
 }
 
 /// Slot -> master address, as `CLUSTER SLOTS` lists them.
