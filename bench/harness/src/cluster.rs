@@ -39,9 +39,9 @@ pub fn summary() -> String {
 
 #[path = "../../common/slot.rs"]
 mod slot;
-pub use slot::{key_slot, SLOTS};
 #[cfg(test)]
 use slot::crc16;
+pub use slot::{key_slot, SLOTS};
 
 /// The key a command is routed by: the first key of EVAL/EVALSHA, else the first argument.
 fn routing_key<'a>(args: &[&'a [u8]]) -> Option<&'a [u8]> {
