@@ -1881,20 +1881,11 @@ impl Server {
     /// A reply held for the group's log was dropped before (`step_down`), closing its
     /// connection: whether its write committed is unknown.
     fn unblock_stepped_down(&mut self, group: GroupId, others_lead: bool) {
-        let waiters = &mut self.state.waiters;
-        if waiters.is_empty() {
-            return;
-        }
-        for client in self.state.clients.values() {
-            let Some(b) = waiters.blocked(client.id) else {
-                continue;
-            };
+        self.answer_blocked(|b, client| {
             let answered =
                 !others_lead || (b.kind == WaitKind::Replicas && client.repl_group == group);
-            if answered && !client.out.killed() {
-                waiters.answer_now(client.id, Unblock::Demoted);
-            }
-        }
+            answered.then_some(Unblock::Demoted)
+        });
     }
 
     /// Redis's clusterRedirectBlockedClientIfNeeded for a group this node stopped leading:
@@ -1902,18 +1893,33 @@ impl Server {
     /// the loop, which answers `-MOVED` to the group's leader (a READONLY read blocks again,
     /// on this follower, until the deadline it had).
     fn rerun_blocked(&mut self, group: GroupId, slots: &SlotMap) {
+        self.answer_blocked(|b, _| {
+            let ours = b.kind != WaitKind::Replicas
+                && b.keys.iter().any(|k| slots.group_of_key(k) == group);
+            ours.then_some(Unblock::Rerun(0))
+        });
+    }
+
+    /// Each client blocked in a command (and not already closing) that `how` names an answer
+    /// for is answered so at the next turn of the loop (`Waiters::answer_now`).
+    fn answer_blocked(
+        &mut self,
+        how: impl Fn(
+            &crate::store::waiters::Blocked,
+            &crate::machine::client::Client,
+        ) -> Option<Unblock>,
+    ) {
         let waiters = &mut self.state.waiters;
         if waiters.is_empty() {
             return;
         }
         for client in self.state.clients.values() {
-            let Some(b) = waiters.blocked(client.id) else {
+            if client.out.killed() {
                 continue;
-            };
-            let ours = b.kind != WaitKind::Replicas
-                && b.keys.iter().any(|k| slots.group_of_key(k) == group);
-            if ours && !client.out.killed() {
-                waiters.answer_now(client.id, Unblock::Rerun(0));
+            }
+            let answer = waiters.blocked(client.id).and_then(|b| how(b, client));
+            if let Some(answer) = answer {
+                waiters.answer_now(client.id, answer);
             }
         }
     }

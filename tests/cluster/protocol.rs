@@ -6,6 +6,7 @@
 //! node's clients see when it stops leading a group (kept and redirected, as by a Redis
 //! Cluster master a failover demoted; closed without cluster-enabled, as Sentinel does).
 
+use super::nodes::group_field;
 use crate::common;
 
 use common::{cluster_node_args, cluster_ports, Conn, TempDir};
@@ -673,16 +674,6 @@ fn status(port: u16) -> String {
     let mut c = Conn::connect(port);
     c.send(&["RAFT", "STATUS"]);
     text(&c.try_read_reply(Duration::from_secs(2)).unwrap_or_default())
-}
-
-/// A `group<g>:a=…,b=…` field of RAFT STATUS.
-fn group_field(status: &str, g: usize, name: &str) -> Option<String> {
-    let line = status
-        .split("\r\n")
-        .find_map(|l| l.strip_prefix(&format!("group{g}:")))?;
-    line.split(',')
-        .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
-        .map(str::to_string)
 }
 
 impl Cluster {
