@@ -240,15 +240,7 @@ fn the_cluster_script_starts_three_groups_in_one_command() {
     let sc = ScriptCluster::new("cluster-script-groups", 3);
     let dir_s = sc.dir_str();
     let run = |args: &[&str]| sc.run(args);
-    let (ok, out) = run(&[
-        "start",
-        &dir_s,
-        "--cluster-enabled",
-        "yes",
-        "--cluster-groups",
-        "3",
-    ]);
-    assert!(ok, "{out}");
+    sc.start_groups(3);
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let (ok, out) = run(&["status", &dir_s]);

@@ -234,15 +234,7 @@ fn the_cluster_script_adds_and_removes_a_node_in_every_group() {
     let sc = ScriptCluster::new("cluster-script-members", 4);
     let (base, dir_s) = (sc.base, sc.dir_str());
     let run = |args: &[&str]| sc.run(args);
-    let (ok, out) = run(&[
-        "start",
-        &dir_s,
-        "--cluster-enabled",
-        "yes",
-        "--cluster-groups",
-        "3",
-    ]);
-    assert!(ok, "{out}");
+    sc.start_groups(3);
     // Empty while the node does not answer (node 4 just started, a node closing its clients
     // as leadership moves): the callers poll.
     let status = |port: u16| {

@@ -566,6 +566,20 @@ impl ScriptCluster {
         self.dir.0.to_str().unwrap().to_string()
     }
 
+    /// `scripts/cluster start DIR --cluster-enabled yes --cluster-groups N`, which must succeed.
+    pub fn start_groups(&self, groups: usize) {
+        let (dir, n) = (self.dir_str(), groups.to_string());
+        let (ok, out) = self.run(&[
+            "start",
+            &dir,
+            "--cluster-enabled",
+            "yes",
+            "--cluster-groups",
+            &n,
+        ]);
+        assert!(ok, "{out}");
+    }
+
     /// `scripts/cluster ARGS`: (exit status 0, its whole output).
     pub fn run(&self, args: &[&str]) -> (bool, String) {
         let out = Command::new("bash")
