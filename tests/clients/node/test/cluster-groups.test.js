@@ -20,14 +20,13 @@
 // cluster-mode.test.js).
 const { describe, it, after } = require('node:test');
 const assert = require('node:assert/strict');
-const Redis = require('ioredis');
 const { defineScript } = require('redis');
 const { Mutex } = require('redis-semaphore');
 const { Redlock, ExecutionError } = require('@sesamecare-oss/redlock');
 const {
   TARGETS, call, sleep, uniq, keySlot, keyInGroup,
 } = require('../servers');
-const { groupsCluster, nodeRedisCluster } = require('./groups');
+const { groupsCluster, nodeRedisCluster, ioredisCluster } = require('./groups');
 const { version: ioredisVersion } = require('ioredis/package.json');
 const { version: nodeRedisVersion } = require('redis/package.json');
 
@@ -63,18 +62,7 @@ describe('cluster-mode clients on a deadbolt cluster with cluster-groups 3', { s
     await g.stop();
   });
 
-  function ioCluster() {
-    const c = new Redis.Cluster(cluster.nodes(), {
-      clusterRetryStrategy: (times) => Math.min(20 * times, 200),
-      retryDelayOnFailover: 50,
-      retryDelayOnClusterDown: 50,
-      slotsRefreshTimeout: 1000,
-      redisOptions: { connectTimeout: 1000 },
-    });
-    c.on('error', () => {});
-    open.push(c);
-    return c;
-  }
+  const ioCluster = () => ioredisCluster(cluster, open);
 
   async function nodeRedis() {
     const c = await nodeRedisCluster(cluster, {

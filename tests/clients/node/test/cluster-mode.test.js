@@ -16,6 +16,7 @@ const { createCluster, defineScript } = require('redis');
 const { Mutex } = require('redis-semaphore');
 const { Redlock, ExecutionError } = require('@sesamecare-oss/redlock');
 const { TARGETS, startClusterTarget, sleep, uniq } = require('../servers');
+const { ioredisCluster } = require('./groups');
 const { version: ioredisVersion } = require('ioredis/package.json');
 const { version: nodeRedisVersion } = require('redis/package.json');
 
@@ -38,19 +39,7 @@ for (const target of TARGETS) {
       if (cluster) await cluster.stop();
     });
 
-    function ioCluster() {
-      // Documented options only: quick retries while a slot has no reachable master.
-      const c = new Redis.Cluster(cluster.nodes(), {
-        clusterRetryStrategy: (times) => Math.min(20 * times, 200),
-        retryDelayOnFailover: 50,
-        retryDelayOnClusterDown: 50,
-        slotsRefreshTimeout: 1000,
-        redisOptions: { connectTimeout: 1000 },
-      });
-      c.on('error', () => {});
-      open.push(c);
-      return c;
-    }
+    const ioCluster = () => ioredisCluster(cluster, open);
 
     it('ioredis Cluster + redis-semaphore Mutex: acquire, value and TTL, release; two clients never overlap', { timeout: 60000 }, async () => {
       await up();

@@ -3,6 +3,7 @@
 // cluster-mode test files share (each file starts its own): slots 0-5460, 5461-10922 and
 // 10923-16383, each group led by one node once the leadership has spread. Not a test file
 // (test/*.test.js): helpers only.
+const Redis = require('ioredis');
 const { createCluster } = require('redis');
 const { startCluster, slotMasterPort, sleep } = require('../servers');
 
@@ -57,4 +58,20 @@ async function nodeRedisCluster(cluster, extra = {}) {
   return c;
 }
 
-module.exports = { groupsCluster, nodeRedisCluster };
+// An unchanged ioredis `Cluster` on the cluster's nodes with quick retries while a slot has no
+// reachable master (documented options only), errors swallowed (the calls report them); pushed
+// onto `open` so the test file's `after` disconnects it.
+function ioredisCluster(cluster, open) {
+  const c = new Redis.Cluster(cluster.nodes(), {
+    clusterRetryStrategy: (times) => Math.min(20 * times, 200),
+    retryDelayOnFailover: 50,
+    retryDelayOnClusterDown: 50,
+    slotsRefreshTimeout: 1000,
+    redisOptions: { connectTimeout: 1000 },
+  });
+  c.on('error', () => {});
+  open.push(c);
+  return c;
+}
+
+module.exports = { groupsCluster, nodeRedisCluster, ioredisCluster };
