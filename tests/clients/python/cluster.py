@@ -14,6 +14,7 @@ the node every live node's CLUSTER SLOTS names for a slot, once it accepts a wri
 `group_leaders()` waits until each node leads one group; `key_slot`, `key_in_group` pick keys.
 """
 
+import contextlib
 import os
 import secrets
 import shutil
@@ -387,3 +388,24 @@ class RedisClusterRef:
                 p.kill()
                 p.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def redis_clusters(client_ports):
+    """A factory of unchanged redis-py `RedisCluster` clients on these ports (`new(protocol)`),
+    every client it made closed on exit: the cluster-mode fixtures' shared body."""
+    from redis.cluster import ClusterNode, RedisCluster
+
+    made = []
+
+    def new(protocol=2):
+        rc = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", p) for p in client_ports],
+                          protocol=protocol)
+        made.append(rc)
+        return rc
+
+    try:
+        yield new
+    finally:
+        for rc in made:
+            rc.close()

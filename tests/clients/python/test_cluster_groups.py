@@ -28,10 +28,10 @@ import uuid
 
 import pytest
 import redis
-from redis.cluster import ClusterNode, RedisCluster
+
 from redis.exceptions import LockError, LockNotOwnedError, RedisError
 
-from cluster import Cluster, call, key_in_group, key_slot, master_port_of
+from cluster import Cluster, call, key_in_group, key_slot, master_port_of, redis_clusters
 from conftest import TARGETS
 from test_cluster_mode import ClusterRLock
 from test_redisson_protocol import RLock
@@ -58,17 +58,8 @@ def groups():
 
 @pytest.fixture
 def new_rc(groups):
-    made = []
-
-    def new(protocol=2):
-        rc = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", p) for p in groups.client_ports()],
-                          protocol=protocol)
-        made.append(rc)
-        return rc
-
-    yield new
-    for rc in made:
-        rc.close()
+    with redis_clusters(groups.client_ports()) as new:
+        yield new
 
 
 def _uniq(prefix):

@@ -27,7 +27,7 @@ import time
 import pytest
 from redis.cluster import ClusterNode, RedisCluster
 
-from cluster import Cluster, RedisClusterRef, _cmd
+from cluster import Cluster, RedisClusterRef, _cmd, redis_clusters
 from conftest import TARGETS
 
 # Kill-to-first-acquire times (printed by conftest's "failover figures" section).
@@ -50,17 +50,8 @@ def cluster_target(request):
 
 @pytest.fixture(params=[pytest.param(2, id="resp2"), pytest.param(3, id="resp3")])
 def new_rc(cluster_target, request):
-    made = []
-
-    def new():
-        rc = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", p) for p in cluster_target.client_ports()],
-                          protocol=request.param)
-        made.append(rc)
-        return rc
-
-    yield new
-    for rc in made:
-        rc.close()
+    with redis_clusters(cluster_target.client_ports()) as new:
+        yield lambda: new(request.param)
 
 
 def _masters_from_cluster_nodes(port):
